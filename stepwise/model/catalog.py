@@ -1,0 +1,262 @@
+"""Service definitions: one YAML file per service, turned into frozen values."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from stepwise.errors import InputError, Problem
+from stepwise.model.checks import validate
+from stepwise.model.specs import PERCENT_RE, ServiceSpec, WorkflowTasksSpec
+from stepwise.model.steps import DEFAULT_STEP_SECONDS, SHARED_STEPS, STEP_ALIASES
+from stepwise.model.yamlsrc import line_of, load_yaml, to_plain
+
+BUILTIN_CATALOG = Path(__file__).resolve().parent.parent / "content" / "catalog"
+
+
+@dataclass(frozen=True, slots=True)
+class Availability:
+    """How many instances of a service may be out of service at once."""
+
+    rule: str  # max_unavailable | min_available | quorum
+    value: int | float | str  # count, fraction (for "N%"), or "majority"
+
+    def allowed_down(self, total: int) -> int:
+        """Instances that may be down at the same time when `total` exist."""
+        if self.rule == "max_unavailable":
+            if isinstance(self.value, float):
+                # A percentage rounds down but never below one instance: "10%" of 5 nodes
+                # still lets a rolling update proceed one node at a time.
+                return max(1, math.floor(total * self.value + 1e-9)) if total else 0
+            return min(int(self.value), total)
+        if self.rule == "min_available":
+            return max(0, total - int(self.value))
+        if self.rule == "quorum":
+            return max(0, total - (total // 2 + 1))
+        raise ValueError(self.rule)  # pragma: no cover
+
+    def describe(self) -> str:
+        if self.rule == "max_unavailable" and isinstance(self.value, float):
+            return f"max_unavailable {self.value * 100:g}%"
+        if self.rule == "quorum":
+            return "quorum: majority"
+        return f"{self.rule} {self.value}"
+
+
+@dataclass(frozen=True, eq=False)
+class Service:
+    """One service as its author declared it."""
+
+    name: str
+    plane: str
+    packages: tuple[str, ...] = ()
+    depends_on: tuple[str, ...] = ()
+    availability: Availability | None = None
+    rolling: bool = True
+    cluster: str | None = None
+    rpc: str | None = None
+    health: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    #: workflow ("update" | "upgrade") -> step -> tasks (aliases already resolved)
+    tasks: Mapping[str, Mapping[str, tuple[dict[str, Any], ...]]] = field(default_factory=lambda: MappingProxyType({}))
+    converge: tuple[dict[str, Any], ...] = ()
+    system_upgrade: Mapping[str, tuple[dict[str, Any], ...]] = field(default_factory=lambda: MappingProxyType({}))
+    durations: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    source: str = "<builtin>"
+    line: int | None = None
+
+    def steps(self, workflow: str) -> Mapping[str, tuple[dict[str, Any], ...]]:
+        return self.tasks.get(workflow, MappingProxyType({}))
+
+    def has_step(self, workflow: str, step: str) -> bool:
+        return bool(self.steps(workflow).get(step))
+
+    def seconds(self, step: str) -> float:
+        """Estimated seconds of this service's share of `step` on one node."""
+        return self.durations.get(step, DEFAULT_STEP_SECONDS.get(step, 0.0))
+
+
+def node_step_seconds(services: "list[Service] | tuple[Service, ...]", step: str) -> float:
+    """Estimated time of `step` on one node for these services (tasks run one after another,
+    except one-transaction steps like `packages` and `reboot`)."""
+    if not services:
+        return DEFAULT_STEP_SECONDS.get(step, 0.0) if step in SHARED_STEPS else 0.0
+    values = [s.seconds(step) for s in services]
+    return max(values) if step in SHARED_STEPS else sum(values)
+
+
+@dataclass(frozen=True, eq=False)
+class Catalog:
+    """All known services by name, with where each came from."""
+
+    services: Mapping[str, Service]
+    path: str
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.services
+
+    def __getitem__(self, name: str) -> Service:
+        return self.services[name]
+
+    def __iter__(self):
+        return iter(self.services.values())
+
+    def __len__(self) -> int:
+        return len(self.services)
+
+
+def _parse_availability(spec) -> Availability | None:
+    if spec is None:
+        return None
+    if spec.quorum is not None:
+        return Availability("quorum", "majority")
+    if spec.min_available is not None:
+        return Availability("min_available", spec.min_available)
+    v = spec.max_unavailable
+    if isinstance(v, str):
+        m = PERCENT_RE.match(v)
+        assert m is not None
+        return Availability("max_unavailable", float(m.group(1)) / 100.0)
+    return Availability("max_unavailable", int(v))
+
+
+def _workflow_tasks(spec: WorkflowTasksSpec | None) -> Mapping[str, tuple[dict[str, Any], ...]]:
+    if spec is None:
+        return MappingProxyType({})
+    raw = spec.model_dump(by_alias=True)
+    out: dict[str, list[dict[str, Any]]] = {}
+    # `pre` lands at the start of `stop`, `post` at the end of `start`.
+    for key, tasks in raw.items():
+        if not tasks or key in STEP_ALIASES:
+            continue
+        out.setdefault(key, []).extend(tasks)
+    if raw.get("pre"):
+        out["stop"] = list(raw["pre"]) + out.get("stop", [])
+    if raw.get("post"):
+        out["start"] = out.get("start", []) + list(raw["post"])
+    return MappingProxyType({k: tuple(v) for k, v in out.items()})
+
+
+def service_from_spec(spec: ServiceSpec, source: str, line: int | None = None) -> Service:
+    """Build the frozen Service value from a validated spec."""
+    tasks = {}
+    for wf in ("update", "upgrade"):
+        steps = _workflow_tasks(getattr(spec, wf))
+        if steps:
+            tasks[wf] = steps
+    su = spec.system_upgrade.model_dump() if spec.system_upgrade else {}
+    return Service(
+        name=spec.name,
+        plane=spec.plane,
+        packages=tuple(spec.packages),
+        depends_on=tuple(spec.depends_on),
+        availability=_parse_availability(spec.availability),
+        rolling=spec.rolling,
+        cluster=spec.cluster,
+        rpc=spec.rpc,
+        health=MappingProxyType({k: v for k, v in (spec.health.model_dump() if spec.health else {}).items() if v}),
+        tasks=MappingProxyType(tasks),
+        converge=tuple(spec.converge),
+        system_upgrade=MappingProxyType({k: tuple(v) for k, v in su.items() if v}),
+        durations=MappingProxyType(dict(spec.durations)),
+        source=source,
+        line=line,
+    )
+
+
+def load_catalog(path: Path | str | None = None) -> Catalog:
+    """Load every `*.yaml`/`*.yml` file of a catalog directory (default: the built-in one).
+
+    Collects all problems across files before raising, so one run shows every fault.
+    """
+    directory = Path(path) if path is not None else BUILTIN_CATALOG
+    if not directory.is_dir():
+        raise InputError(Problem("catalog directory not found", file=str(directory),
+                                 hint="set 'catalog:' in the deployment to a directory of service files, or leave it out for the built-in catalog"))
+    files = sorted(list(directory.glob("*.yaml")) + list(directory.glob("*.yml")))
+    if not files:
+        raise InputError(Problem("catalog directory has no service files (*.yaml)", file=str(directory)))
+    problems: list[Problem] = []
+    services: dict[str, Service] = {}
+    for f in files:
+        try:
+            doc = load_yaml(f)
+            spec = validate(ServiceSpec, to_plain(doc), doc, str(f))
+        except InputError as exc:
+            problems.extend(exc.problems)
+            continue
+        if spec.name in services:
+            problems.append(Problem(f"service '{spec.name}' is defined twice (also in {services[spec.name].source})",
+                                    file=str(f), line=line_of(doc, ["name"]), field="name",
+                                    hint="keep one file per service"))
+            continue
+        services[spec.name] = service_from_spec(spec, str(f), line_of(doc, ["name"]))
+    if problems:
+        raise InputError(problems)
+    catalog = Catalog(MappingProxyType(dict(sorted(services.items()))), str(directory))
+    problems.extend(check_catalog(catalog))
+    if problems:
+        raise InputError(problems)
+    return catalog
+
+
+def check_catalog(catalog: Catalog) -> list[Problem]:
+    """Whole-catalog checks: references to unknown services and dependency cycles."""
+    problems: list[Problem] = []
+    for svc in catalog:
+        for dep in svc.depends_on:
+            if dep not in catalog:
+                problems.append(Problem(f"depends_on names unknown service '{dep}'", file=svc.source,
+                                        field="depends_on", hint=_did_you_mean(dep, catalog.services)))
+            elif dep == svc.name:
+                problems.append(Problem("a service cannot depend on itself", file=svc.source, field="depends_on"))
+    if problems:
+        return problems
+    cycle = find_cycle({s.name: s.depends_on for s in catalog})
+    if cycle:
+        first = catalog[cycle[0]]
+        problems.append(Problem("dependency cycle: " + " -> ".join(cycle), file=first.source, field="depends_on",
+                                hint="remove one of these depends_on entries; upgrade order must be a chain, not a loop"))
+    return problems
+
+
+def find_cycle(graph: Mapping[str, tuple[str, ...] | list[str]]) -> list[str] | None:
+    """Return one cycle as [a, b, ..., a] if the dependency graph has one (deterministic)."""
+    WHITE, GREY, BLACK = 0, 1, 2
+    color = {n: WHITE for n in graph}
+    for root in sorted(graph):
+        if color[root] != WHITE:
+            continue
+        stack: list[tuple[str, int]] = [(root, 0)]
+        path: list[str] = [root]
+        color[root] = GREY
+        while stack:
+            node, i = stack[-1]
+            deps = sorted(graph.get(node, ()))
+            if i < len(deps):
+                stack[-1] = (node, i + 1)
+                nxt = deps[i]
+                if nxt not in color:
+                    continue
+                if color[nxt] == GREY:
+                    return path[path.index(nxt):] + [nxt]
+                if color[nxt] == WHITE:
+                    color[nxt] = GREY
+                    stack.append((nxt, 0))
+                    path.append(nxt)
+            else:
+                color[node] = BLACK
+                stack.pop()
+                path.pop()
+    return None
+
+
+def _did_you_mean(name: str, known: Mapping[str, Any]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=3)
+    if close:
+        return f"did you mean {', '.join(close)}?"
+    return "add a service file for it to the catalog, or fix the name"

@@ -1,0 +1,216 @@
+"""The cloud as it is: roles, their nodes and the services placed on them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from stepwise.errors import InputError, Problem
+from stepwise.model.catalog import Catalog, Service, _did_you_mean, load_catalog
+from stepwise.model.checks import validate
+from stepwise.model.specs import DeploymentSpec, NodeCountSpec
+from stepwise.model.yamlsrc import line_of, load_yaml, to_plain
+
+CONTROLPLANE_TAG = "controlplane"
+MANAGEMENT_TAGS = frozenset({"management", "undercloud"})
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One machine of the cloud."""
+
+    name: str
+    role: str
+    address: str | None
+    index: int  # position in the whole deployment, for deterministic ordering
+    vars: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True, eq=False)
+class Role:
+    """A group of nodes running the same services."""
+
+    name: str
+    tags: tuple[str, ...]
+    update_serial: int
+    services: tuple[str, ...]
+    nodes: tuple[Node, ...]
+    bootstrap: str | None = None
+    vars: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    tool_packages: tuple[str, ...] = ()
+
+    @property
+    def is_controlplane(self) -> bool:
+        return CONTROLPLANE_TAG in self.tags
+
+    @property
+    def is_management(self) -> bool:
+        return bool(MANAGEMENT_TAGS & set(self.tags))
+
+    @property
+    def bootstrap_node(self) -> Node | None:
+        if not self.nodes:
+            return None
+        if self.bootstrap:
+            for n in self.nodes:
+                if n.name == self.bootstrap:
+                    return n
+        return self.nodes[0]
+
+
+@dataclass(frozen=True, eq=False)
+class Deployment:
+    """A whole cloud: roles in the order given, with the catalog that defines its services."""
+
+    name: str
+    roles: tuple[Role, ...]
+    catalog: Catalog
+    path: str = "<memory>"
+    vars: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    reboot_packages: tuple[str, ...] = ("kernel", "kernel-core")
+
+    @cached_property
+    def nodes(self) -> tuple[Node, ...]:
+        return tuple(n for r in self.roles for n in r.nodes)
+
+    @cached_property
+    def node_by_name(self) -> Mapping[str, Node]:
+        return {n.name: n for n in self.nodes}
+
+    @cached_property
+    def role_by_name(self) -> Mapping[str, Role]:
+        return {r.name: r for r in self.roles}
+
+    def role_of(self, node: Node | str) -> Role:
+        name = node if isinstance(node, str) else node.name
+        return self.role_by_name[self.node_by_name[name].role]
+
+    def services_on(self, node: Node | str) -> tuple[str, ...]:
+        """Names of the services placed on a node (its role's services)."""
+        return self.role_of(node).services
+
+    @cached_property
+    def instances(self) -> Mapping[str, tuple[Node, ...]]:
+        """Service name -> the nodes it runs on, in deployment order."""
+        out: dict[str, list[Node]] = {}
+        for r in self.roles:
+            for s in r.services:
+                out.setdefault(s, []).extend(r.nodes)
+        return MappingProxyType({k: tuple(v) for k, v in out.items()})
+
+    def bootstrap_node(self, service: str) -> Node | None:
+        """The node where once-only work of a service runs (its first role's bootstrap node)."""
+        for r in self.roles:
+            if service in r.services and r.nodes:
+                return r.bootstrap_node
+        return None
+
+    def service(self, name: str) -> Service:
+        return self.catalog[name]
+
+
+def _expand_nodes(role_spec, role_index: int, start_index: int) -> list[Node]:
+    nodes: list[Node] = []
+    spec = role_spec.nodes
+    if isinstance(spec, NodeCountSpec):
+        for i in range(spec.count):
+            idx = spec.start + i
+            address = spec.address.format(index=idx) if spec.address else None
+            nodes.append(Node(spec.name.format(index=idx), role_spec.name, address, start_index + i,
+                              MappingProxyType(dict(spec.vars))))
+    else:
+        for i, n in enumerate(spec):
+            nodes.append(Node(n.name, role_spec.name, n.address, start_index + i, MappingProxyType(dict(n.vars))))
+    return nodes
+
+
+def load_deployment(path: Path | str, catalog: Catalog | None = None) -> Deployment:
+    """Load and fully validate a deployment file and its catalog.
+
+    Raises InputError listing every problem (file, line, field, fix); nothing partial is returned.
+    """
+    path = Path(path)
+    doc = load_yaml(path)
+    fname = str(path)
+    spec = validate(DeploymentSpec, to_plain(doc), doc, fname)
+    if catalog is None:
+        cat_dir = None
+        if spec.catalog:
+            cat_dir = Path(spec.catalog)
+            if not cat_dir.is_absolute():
+                cat_dir = path.parent / cat_dir
+            if not cat_dir.is_dir():
+                raise InputError(Problem(f"catalog directory '{spec.catalog}' not found (looked in {cat_dir})",
+                                         file=fname, line=line_of(doc, ["catalog"]), field="catalog",
+                                         hint="give a directory relative to the deployment file, or remove 'catalog' to use the built-in catalog"))
+        catalog = load_catalog(cat_dir)
+    return build_deployment(spec, catalog, doc, fname)
+
+
+def build_deployment(spec: DeploymentSpec, catalog: Catalog, doc: Any = None, fname: str = "<memory>") -> Deployment:
+    """Turn a validated spec into a Deployment, checking references across the whole cloud."""
+    problems: list[Problem] = []
+    roles: list[Role] = []
+    seen_roles: dict[str, int] = {}
+    seen_nodes: dict[str, str] = {}
+    next_index = 0
+    for ri, rs in enumerate(spec.roles):
+        where = ["roles", ri]
+        if rs.name in seen_roles:
+            problems.append(Problem(f"role '{rs.name}' is defined twice (also roles[{seen_roles[rs.name]}])",
+                                    file=fname, line=line_of(doc, where + ["name"]), field=f"roles[{ri}].name",
+                                    hint="give each role a unique name"))
+        seen_roles.setdefault(rs.name, ri)
+        for si, s in enumerate(rs.services):
+            if s not in catalog:
+                problems.append(Problem(f"unknown service '{s}'", file=fname, line=line_of(doc, where + ["services", si]),
+                                        field=f"roles[{ri}].services[{si}]",
+                                        hint=f"{_did_you_mean(s, catalog.services)} (catalog: {catalog.path})"))
+        dupes = {s for s in rs.services if rs.services.count(s) > 1}
+        for s in sorted(dupes):
+            problems.append(Problem(f"service '{s}' is listed twice", file=fname, line=line_of(doc, where + ["services"]),
+                                    field=f"roles[{ri}].services", hint="list each service once per role"))
+        nodes = _expand_nodes(rs, ri, next_index)
+        next_index += len(nodes)
+        for ni, n in enumerate(nodes):
+            if n.name in seen_nodes:
+                nloc = where + ["nodes", ni] if isinstance(rs.nodes, list) else where + ["nodes"]
+                problems.append(Problem(f"duplicate node '{n.name}' (also in role {seen_nodes[n.name]})",
+                                        file=fname, line=line_of(doc, nloc), field=f"roles[{ri}].nodes",
+                                        hint="node names must be unique across the deployment"))
+            else:
+                seen_nodes[n.name] = rs.name
+        if rs.bootstrap and rs.bootstrap not in {n.name for n in nodes}:
+            problems.append(Problem(f"bootstrap node '{rs.bootstrap}' is not a node of role {rs.name}",
+                                    file=fname, line=line_of(doc, where + ["bootstrap"]), field=f"roles[{ri}].bootstrap",
+                                    hint="name one of the role's nodes, or remove 'bootstrap' to use the first node"))
+        roles.append(Role(rs.name, tuple(rs.tags), rs.update_serial, tuple(rs.services), tuple(nodes), rs.bootstrap,
+                          MappingProxyType(dict(rs.vars)), tuple(rs.tool_packages)))
+    if problems:
+        raise InputError(problems)
+    dep = Deployment(spec.name, tuple(roles), catalog, fname, MappingProxyType(dict(spec.vars)), tuple(spec.reboot_packages))
+    problems.extend(check_availability(dep, doc, fname))
+    if problems:
+        raise InputError(problems)
+    return dep
+
+
+def check_availability(dep: Deployment, doc: Any = None, fname: str = "<memory>") -> list[Problem]:
+    """Every placed service must be able to lose one instance at a time under its rule."""
+    problems: list[Problem] = []
+    for name, nodes in dep.instances.items():
+        svc = dep.catalog[name]
+        rule = svc.availability
+        if rule is None or not nodes:
+            continue
+        if rule.allowed_down(len(nodes)) < 1:
+            problems.append(Problem(
+                f"availability rule '{rule.describe()}' of service '{name}' cannot hold with {len(nodes)} instance(s): "
+                f"no instance could ever be taken down to update it",
+                file=svc.source, line=svc.line, field="availability",
+                hint=f"place '{name}' on more nodes (in {fname}) or relax its rule"
+                     + (" (a majority quorum needs at least 3 instances)" if rule.rule == "quorum" else "")))
+    return problems

@@ -1,0 +1,99 @@
+"""Facts about the nodes: installed and available package versions, OS major versions.
+
+Without facts every package of every service is taken to change, every node to be on its
+current OS, and the target to be the next OS major.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
+
+from stepwise.errors import InputError, Problem
+from stepwise.model.checks import validate
+from stepwise.model.deployment import Deployment
+from stepwise.model.specs import FactsSpec
+from stepwise.model.yamlsrc import line_of, load_yaml, to_plain
+
+DEFAULT_OS_MAJOR = 8
+
+
+@dataclass(frozen=True, slots=True)
+class PackageFact:
+    installed: str | None
+    available: str | None
+
+    @property
+    def changes(self) -> bool:
+        return self.available is not None and self.available != self.installed
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    packages: Mapping[str, PackageFact] = field(default_factory=lambda: MappingProxyType({}))
+    os_major: int = DEFAULT_OS_MAJOR
+    os_target: int = DEFAULT_OS_MAJOR + 1
+
+
+@dataclass(frozen=True, eq=False)
+class Facts:
+    """Per-node facts; `known` is False when no facts file was given (everything changes)."""
+
+    nodes: Mapping[str, NodeFacts]
+    known: bool = True
+    source: str = "<none>"
+
+    def of(self, node: str) -> NodeFacts:
+        return self.nodes.get(node, NodeFacts())
+
+    def changes(self, node: str, packages: tuple[str, ...] | list[str]) -> bool:
+        """True when any of `packages` has a newer version available on `node`."""
+        if not self.known:
+            return True
+        facts = self.nodes.get(node)
+        if facts is None:
+            return True  # a node we know nothing about: assume it changes (safe side)
+        return any(facts.packages[p].changes for p in packages if p in facts.packages)
+
+    def changed_packages(self, node: str) -> tuple[str, ...]:
+        if not self.known or node not in self.nodes:
+            return ()
+        return tuple(sorted(p for p, f in self.nodes[node].packages.items() if f.changes))
+
+
+NO_FACTS = Facts(MappingProxyType({}), known=False)
+
+
+def load_facts(path: Path | str, deployment: Deployment) -> Facts:
+    """Load a facts file (YAML or JSON) and check every node it names exists."""
+    path = Path(path)
+    doc = load_yaml(path)
+    spec = validate(FactsSpec, to_plain(doc), doc, str(path))
+    return build_facts(spec, deployment, doc, str(path))
+
+
+def build_facts(spec: FactsSpec, deployment: Deployment, doc=None, fname: str = "<memory>") -> Facts:
+    problems = []
+    for name in spec.nodes:
+        if name not in deployment.node_by_name:
+            problems.append(Problem(f"unknown node '{name}'", file=fname, line=line_of(doc, ["nodes", name]),
+                                    field=f"nodes.{name}", hint="facts may only name nodes of the deployment"))
+    if problems:
+        raise InputError(problems)
+    default_pk = {k: PackageFact(v.installed, v.available) for k, v in (spec.defaults.packages.items() if spec.defaults else [])}
+    default_os = spec.defaults.os if spec.defaults and spec.defaults.os else None
+    out: dict[str, NodeFacts] = {}
+    for node in deployment.nodes:
+        nf = spec.nodes.get(node.name)
+        pk = dict(default_pk)
+        os_spec = default_os
+        if nf is not None:
+            pk.update({k: PackageFact(v.installed, v.available) for k, v in nf.packages.items()})
+            if nf.os is not None:
+                os_spec = nf.os
+        major = (os_spec.major if os_spec and os_spec.major is not None else DEFAULT_OS_MAJOR)
+        target = (os_spec.target if os_spec and os_spec.target is not None else (default_os.target if default_os and default_os.target else major + 1))
+        out[node.name] = NodeFacts(MappingProxyType(pk), major, target)
+    return Facts(MappingProxyType(out), True, fname)

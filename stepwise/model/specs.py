@@ -1,0 +1,188 @@
+"""Pydantic schemas of the input files: the contract in DESIGN.md, checked strictly.
+
+These only validate shape; `catalog.py` and `deployment.py` turn them into the frozen
+values the planner uses, and check what needs the whole picture (references, cycles).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from stepwise.model.steps import NODE_STEPS, SYSTEM_UPGRADE_STEPS, UPGRADE_EXTRA_STEPS, DEFAULT_STEP_SECONDS
+
+NAME_RE = r"^[A-Za-z_][A-Za-z0-9_.\-]*$"
+PERCENT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
+
+Task = dict[str, Any]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+class AvailabilitySpec(Strict):
+    max_unavailable: Union[int, str, None] = None
+    min_available: int | None = None
+    quorum: Literal["majority"] | None = None
+
+    @field_validator("max_unavailable")
+    @classmethod
+    def _check_max(cls, v: int | str | None) -> int | str | None:
+        if v is None:
+            return v
+        if isinstance(v, bool):
+            raise ValueError("must be a number of instances or a percentage like \"10%\"")
+        if isinstance(v, int):
+            if v < 0:
+                raise ValueError("must not be negative")
+            return v
+        m = PERCENT_RE.match(v)
+        if not m or not (0 < float(m.group(1)) <= 100):
+            raise ValueError(f"'{v}' is not a number of instances or a percentage between 0% and 100% (e.g. \"10%\")")
+        return v
+
+    @field_validator("min_available")
+    @classmethod
+    def _check_min(cls, v: int | None) -> int | None:
+        if v is not None and v < 0:
+            raise ValueError("must not be negative")
+        return v
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> "AvailabilitySpec":
+        given = [k for k in ("max_unavailable", "min_available", "quorum") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of max_unavailable, min_available, quorum")
+        return self
+
+
+class HealthSpec(Strict):
+    http: str | None = None
+    tcp: str | None = None
+    command: str | None = None
+
+
+class WorkflowTasksSpec(Strict):
+    """Tasks of one workflow, keyed by step (see stepwise.model.steps)."""
+
+    pre: list[Task] = Field(default_factory=list)
+    post: list[Task] = Field(default_factory=list)
+    validate_: list[Task] = Field(default_factory=list, alias="validate")
+    leave: list[Task] = Field(default_factory=list)
+    stop: list[Task] = Field(default_factory=list)
+    packages: list[Task] = Field(default_factory=list)
+    config: list[Task] = Field(default_factory=list)
+    reboot: list[Task] = Field(default_factory=list)
+    migrate: list[Task] = Field(default_factory=list)
+    start: list[Task] = Field(default_factory=list)
+    rejoin: list[Task] = Field(default_factory=list)
+    verify: list[Task] = Field(default_factory=list)
+    backup: list[Task] = Field(default_factory=list)
+    pin: list[Task] = Field(default_factory=list)
+    unpin: list[Task] = Field(default_factory=list)
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class SystemUpgradeSpec(Strict):
+    prepare: list[Task] = Field(default_factory=list)
+    run: list[Task] = Field(default_factory=list)
+    transfer_data: list[Task] = Field(default_factory=list)
+    cleanup: list[Task] = Field(default_factory=list)
+
+
+class ServiceSpec(Strict):
+    name: str = Field(pattern=NAME_RE)
+    description: str | None = None
+    plane: Literal["infra", "control", "data"]
+    packages: list[str] = Field(default_factory=list)
+    depends_on: list[str] = Field(default_factory=list)
+    availability: AvailabilitySpec | None = None
+    rolling: bool = True
+    cluster: str | None = None
+    rpc: str | None = None
+    health: HealthSpec | None = None
+    update: WorkflowTasksSpec | None = None
+    upgrade: WorkflowTasksSpec | None = None
+    converge: list[Task] = Field(default_factory=list)
+    system_upgrade: SystemUpgradeSpec | None = None
+    durations: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("durations")
+    @classmethod
+    def _known_steps(cls, v: dict[str, float]) -> dict[str, float]:
+        for step, seconds in v.items():
+            if step not in DEFAULT_STEP_SECONDS:
+                raise ValueError(f"unknown step '{step}'; steps are: {', '.join(DEFAULT_STEP_SECONDS)}")
+            if seconds < 0:
+                raise ValueError(f"duration of '{step}' must not be negative")
+        return v
+
+
+class NodeSpec(Strict):
+    name: str = Field(pattern=NAME_RE)
+    address: str | None = None
+    vars: dict[str, Any] = Field(default_factory=dict)
+
+
+class NodeCountSpec(Strict):
+    count: int = Field(ge=0)
+    name: str
+    address: str | None = None
+    start: int = Field(default=0, ge=0)
+    vars: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _has_index(cls, v: str) -> str:
+        if "{index}" not in v:
+            raise ValueError("a counted node name needs '{index}', e.g. \"compute-{index}\"")
+        return v
+
+
+class RoleSpec(Strict):
+    name: str = Field(pattern=NAME_RE)
+    description: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    update_serial: int = Field(default=1, ge=1)
+    services: list[str] = Field(default_factory=list)
+    nodes: Union[list[NodeSpec], NodeCountSpec] = Field(default_factory=list)
+    bootstrap: str | None = None
+    vars: dict[str, Any] = Field(default_factory=dict)
+    tool_packages: list[str] = Field(default_factory=list)
+
+
+class DeploymentSpec(Strict):
+    name: str = Field(pattern=NAME_RE)
+    description: str | None = None
+    catalog: str | None = None
+    vars: dict[str, Any] = Field(default_factory=dict)
+    reboot_packages: list[str] = Field(default_factory=lambda: ["kernel", "kernel-core"])
+    roles: list[RoleSpec] = Field(min_length=1)
+
+
+class PackageFactSpec(Strict):
+    installed: str | None = None
+    available: str | None = None
+
+
+class OsFactSpec(Strict):
+    major: int | None = None
+    target: int | None = None
+
+
+class NodeFactsSpec(Strict):
+    os: OsFactSpec | None = None
+    packages: dict[str, PackageFactSpec] = Field(default_factory=dict)
+
+
+class FactsSpec(Strict):
+    defaults: NodeFactsSpec | None = None
+    nodes: dict[str, NodeFactsSpec] = Field(default_factory=dict)
+
+
+ALL_WORKFLOW_KEYS = ("pre", "post", *NODE_STEPS, *UPGRADE_EXTRA_STEPS)
+ALL_SYSTEM_UPGRADE_KEYS = SYSTEM_UPGRADE_STEPS

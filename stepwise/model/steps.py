@@ -1,0 +1,62 @@
+"""The fixed step structure of a node visit: where a service author's task lands.
+
+A node is visited in this order; a service contributes tasks to the steps it names in its
+`update:` / `upgrade:` sections. `pre` is shorthand for the start of `stop` and `post` for
+the end of `start` (the DESIGN contract's names).
+
+  validate  checks that change nothing (disk space, repos reachable, cluster healthy)
+  leave     take the node out of its clusters and load balancers (pcs standby, drain
+            haproxy backend, ceph osd noout, live-migrate workloads away)
+  stop      stop the services whose packages change (pre tasks run here first)
+  packages  update the packages of the services that change
+  config    re-apply the configuration for the new version (before any start)
+  reboot    only when a kernel/system package changed: reboot the node
+  migrate   schema migration (DB sync); run once per service, on its bootstrap node
+  start     start the services again (post tasks run here last)
+  rejoin    rejoin clusters and load balancers (unstandby, unset noout, enable)
+  verify    health checks; they gate the next batch
+"""
+
+from __future__ import annotations
+
+NODE_STEPS: tuple[str, ...] = (
+    "validate", "leave", "stop", "packages", "config", "reboot", "migrate", "start", "rejoin", "verify",
+)
+
+#: Deployment-wide operations a service may add tasks to in the `upgrade:` section.
+UPGRADE_EXTRA_STEPS: tuple[str, ...] = ("backup", "pin", "unpin")
+
+#: The DESIGN contract's shorthands: where `pre` and `post` tasks land.
+STEP_ALIASES: dict[str, str] = {"pre": "stop", "post": "start"}
+
+#: Keys of the `system_upgrade:` section, in the order of the OS-upgrade workflow.
+SYSTEM_UPGRADE_STEPS: tuple[str, ...] = ("prepare", "run", "transfer_data", "cleanup")
+
+WORKFLOW_SECTIONS: tuple[str, ...] = ("update", "upgrade")
+
+#: Default estimate (seconds) of one service's share of a step on one node. Overridable per
+#: service with `durations:`. `packages` and `reboot` are one transaction per node, so a
+#: node's time for them is the maximum over its services, not the sum.
+DEFAULT_STEP_SECONDS: dict[str, float] = {
+    "validate": 5.0,
+    "leave": 10.0,
+    "stop": 5.0,
+    "packages": 60.0,
+    "config": 10.0,
+    "reboot": 180.0,
+    "migrate": 60.0,
+    "start": 10.0,
+    "rejoin": 10.0,
+    "verify": 5.0,
+    "backup": 60.0,
+    "pin": 5.0,
+    "unpin": 10.0,
+    "converge": 30.0,
+    "prepare": 120.0,
+    "run": 600.0,
+    "transfer_data": 300.0,
+    "cleanup": 20.0,
+}
+
+#: Steps whose node time is one shared transaction (max over services), not a sum.
+SHARED_STEPS: frozenset[str] = frozenset({"packages", "reboot", "run", "prepare"})

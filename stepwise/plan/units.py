@@ -1,0 +1,159 @@
+"""The plan: a DAG of units. A unit is one step of some services on some nodes, or one
+deployment-wide operation. Its JSON form is a contract scripts rely on (extend, don't rename).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping
+
+WORKFLOWS = ("update", "upgrade", "system-upgrade", "undercloud-upgrade")
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """One unit of work.
+
+    `stops`: instances (service -> nodes) that stop serving when the unit begins.
+    `starts`: instances serving again (new code) when it ends.
+    `scope`: "node" (a step on these nodes) or "deployment" (a deployment-wide operation).
+    `stage`: the workflow stage it belongs to (update: "run"; upgrade: prepare/run/converge;
+    system-upgrade: the seed's step names). `tags` are what `--tags` matches.
+    `idempotent`: False for units that must never run twice (data transfer).
+    `batch`: the rolling batch the unit belongs to ("Compute#3"), or None.
+    """
+
+    id: str
+    step: str
+    nodes: tuple[str, ...]
+    services: tuple[str, ...]
+    after: tuple[str, ...] = ()
+    stops: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    starts: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    why: str = ""
+    stage: str = "run"
+    phase: str = ""
+    scope: str = "node"
+    batch: str | None = None
+    duration_s: float = 0.0
+    tags: tuple[str, ...] = ()
+    idempotent: bool = True
+    #: node -> services whose tasks of `step` run there (defaults to all `services` on all `nodes`)
+    work: Mapping[str, tuple[str, ...]] | None = None
+    #: extra variables for the rendered play (e.g. transfer source/target)
+    vars: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    start_s: float = 0.0
+    end_s: float = 0.0
+
+    def services_on(self, node: str) -> tuple[str, ...]:
+        if self.work is not None:
+            return self.work.get(node, ())
+        return self.services
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "id": self.id,
+            "after": list(self.after),
+            "step": self.step,
+            "nodes": list(self.nodes),
+            "services": list(self.services),
+            "stops": {k: list(v) for k, v in self.stops.items()},
+            "starts": {k: list(v) for k, v in self.starts.items()},
+            "start_s": round(self.start_s, 3),
+            "end_s": round(self.end_s, 3),
+            "why": self.why,
+            "stage": self.stage,
+            "phase": self.phase,
+            "scope": self.scope,
+            "batch": self.batch,
+            "duration_s": round(self.duration_s, 3),
+            "tags": list(self.tags),
+            "idempotent": self.idempotent,
+        }
+        if self.work is not None:
+            d["work"] = {k: list(v) for k, v in self.work.items()}
+        if self.vars:
+            d["vars"] = dict(self.vars)
+        return d
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> "Unit":
+        return Unit(
+            id=d["id"], step=d["step"], nodes=tuple(d.get("nodes", ())), services=tuple(d.get("services", ())),
+            after=tuple(d.get("after", ())),
+            stops=MappingProxyType({k: tuple(v) for k, v in d.get("stops", {}).items()}),
+            starts=MappingProxyType({k: tuple(v) for k, v in d.get("starts", {}).items()}),
+            why=d.get("why", ""), stage=d.get("stage", "run"), phase=d.get("phase", ""), scope=d.get("scope", "node"),
+            batch=d.get("batch"), duration_s=float(d.get("duration_s", 0.0)), tags=tuple(d.get("tags", ())),
+            idempotent=bool(d.get("idempotent", True)),
+            work=MappingProxyType({k: tuple(v) for k, v in d["work"].items()}) if d.get("work") is not None else None,
+            vars=MappingProxyType(dict(d.get("vars", {}))),
+            start_s=float(d.get("start_s", 0.0)), end_s=float(d.get("end_s", 0.0)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A planned downtime window of one service (all its instances down)."""
+
+    service: str
+    start_s: float
+    end_s: float
+    why: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"service": self.service, "start_s": round(self.start_s, 3), "end_s": round(self.end_s, 3), "why": self.why}
+
+
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """A workflow's units in a deterministic topological order, with its estimate."""
+
+    workflow: str
+    deployment: str
+    units: tuple[Unit, ...]
+    duration_s: float = 0.0
+    lower_bound_s: float = 0.0
+    windows: tuple[Window, ...] = ()
+    #: what the plan was made from: limit, facts source, options (for the record and resume)
+    params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def unit(self, uid: str) -> Unit:
+        return self._by_id[uid]
+
+    @property
+    def _by_id(self) -> Mapping[str, Unit]:
+        cached = getattr(self, "_cache", None)
+        if cached is None:
+            cached = {u.id: u for u in self.units}
+            object.__setattr__(self, "_cache", cached)
+        return cached
+
+    def with_units(self, units: Iterable[Unit], **changes: Any) -> "Plan":
+        return replace(self, units=tuple(units), **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workflow": self.workflow,
+            "deployment": self.deployment,
+            "units": [u.to_json() for u in self.units],
+            "estimate": {"duration_s": round(self.duration_s, 3), "lower_bound_s": round(self.lower_bound_s, 3)},
+            "windows": [w.to_json() for w in self.windows],
+            "params": dict(self.params),
+        }
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=None, separators=(",", ":"), sort_keys=False)
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> "Plan":
+        est = d.get("estimate", {})
+        return Plan(
+            workflow=d["workflow"], deployment=d.get("deployment", ""),
+            units=tuple(Unit.from_json(u) for u in d["units"]),
+            duration_s=float(est.get("duration_s", 0.0)), lower_bound_s=float(est.get("lower_bound_s", 0.0)),
+            windows=tuple(Window(w["service"], w["start_s"], w["end_s"], w.get("why", "")) for w in d.get("windows", [])),
+            params=MappingProxyType(dict(d.get("params", {}))),
+        )
