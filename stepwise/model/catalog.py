@@ -66,6 +66,8 @@ class Service:
     durations: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     source: str = "<builtin>"
     line: int | None = None
+    #: line of each top-level field in `source` (and "depends_on[i]" per entry), for errors
+    lines: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
 
     def steps(self, workflow: str) -> Mapping[str, tuple[dict[str, Any], ...]]:
         return self.tasks.get(workflow, MappingProxyType({}))
@@ -76,6 +78,26 @@ class Service:
     def seconds(self, step: str) -> float:
         """Estimated seconds of this service's share of `step` on one node."""
         return self.durations.get(step, DEFAULT_STEP_SECONDS.get(step, 0.0))
+
+
+#: Clusters that lose service below a majority: with 3+ members and no explicit rule they get
+#: `quorum: majority` (a service author forgetting the rule must not let a plan break quorum).
+QUORUM_CLUSTERS = frozenset({"pacemaker", "galera", "rabbitmq", "ceph-mon", "corosync", "etcd", "ovn-dbs"})
+
+
+def effective_rule(service: "Service", total: int) -> Availability | None:
+    """The availability rule stepwise enforces for `service` with `total` instances."""
+    if service.availability is not None:
+        return service.availability
+    if service.cluster in QUORUM_CLUSTERS and total >= 3:
+        return Availability("quorum", "majority")
+    return None
+
+
+def allowance(service: "Service", total: int) -> int | None:
+    """Instances that may be down at once (None: no rule); never below 1, so work can proceed."""
+    rule = effective_rule(service, total)
+    return None if rule is None else max(1, rule.allowed_down(total))
 
 
 def node_step_seconds(services: "list[Service] | tuple[Service, ...]", step: str) -> float:
@@ -139,7 +161,8 @@ def _workflow_tasks(spec: WorkflowTasksSpec | None) -> Mapping[str, tuple[dict[s
     return MappingProxyType({k: tuple(v) for k, v in out.items()})
 
 
-def service_from_spec(spec: ServiceSpec, source: str, line: int | None = None) -> Service:
+def service_from_spec(spec: ServiceSpec, source: str, line: int | None = None,
+                      lines: Mapping[str, int] | None = None) -> Service:
     """Build the frozen Service value from a validated spec."""
     tasks = {}
     for wf in ("update", "upgrade"):
@@ -163,6 +186,7 @@ def service_from_spec(spec: ServiceSpec, source: str, line: int | None = None) -
         durations=MappingProxyType(dict(spec.durations)),
         source=source,
         line=line,
+        lines=MappingProxyType(dict(lines or {})),
     )
 
 
@@ -192,7 +216,7 @@ def load_catalog(path: Path | str | None = None) -> Catalog:
                                     file=str(f), line=line_of(doc, ["name"]), field="name",
                                     hint="keep one file per service"))
             continue
-        services[spec.name] = service_from_spec(spec, str(f), line_of(doc, ["name"]))
+        services[spec.name] = service_from_spec(spec, str(f), line_of(doc, ["name"]), _field_lines(doc, spec))
     if problems:
         raise InputError(problems)
     catalog = Catalog(MappingProxyType(dict(sorted(services.items()))), str(directory))
@@ -202,22 +226,41 @@ def load_catalog(path: Path | str | None = None) -> Catalog:
     return catalog
 
 
+def _field_lines(doc: Any, spec: ServiceSpec) -> dict[str, int]:
+    lines: dict[str, int] = {}
+    for key in (doc.keys() if hasattr(doc, "keys") else ()):
+        ln = line_of(doc, [key])
+        if ln is not None:
+            lines[str(key)] = ln
+    for i in range(len(spec.depends_on)):
+        ln = line_of(doc, ["depends_on", i])
+        if ln is not None:
+            lines[f"depends_on[{i}]"] = ln
+    return lines
+
+
 def check_catalog(catalog: Catalog) -> list[Problem]:
     """Whole-catalog checks: references to unknown services and dependency cycles."""
     problems: list[Problem] = []
     for svc in catalog:
-        for dep in svc.depends_on:
+        for i, dep in enumerate(svc.depends_on):
+            where = f"depends_on[{i}]"
+            line = svc.lines.get(where, svc.lines.get("depends_on", svc.line))
             if dep not in catalog:
-                problems.append(Problem(f"depends_on names unknown service '{dep}'", file=svc.source,
-                                        field="depends_on", hint=_did_you_mean(dep, catalog.services)))
+                problems.append(Problem(f"depends_on names unknown service '{dep}'", file=svc.source, line=line,
+                                        field=where, hint=_did_you_mean(dep, catalog.services)))
             elif dep == svc.name:
-                problems.append(Problem("a service cannot depend on itself", file=svc.source, field="depends_on"))
+                problems.append(Problem("a service cannot depend on itself", file=svc.source, line=line, field=where,
+                                        hint=f"remove '{dep}' from depends_on"))
     if problems:
         return problems
     cycle = find_cycle({s.name: s.depends_on for s in catalog})
     if cycle:
         first = catalog[cycle[0]]
-        problems.append(Problem("dependency cycle: " + " -> ".join(cycle), file=first.source, field="depends_on",
+        i = first.depends_on.index(cycle[1])
+        where = f"depends_on[{i}]"
+        problems.append(Problem("dependency cycle: " + " -> ".join(cycle), file=first.source,
+                                line=first.lines.get(where, first.lines.get("depends_on", first.line)), field=where,
                                 hint="remove one of these depends_on entries; upgrade order must be a chain, not a loop"))
     return problems
 

@@ -7,15 +7,16 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from stepwise.errors import InputError, Problem
+from stepwise.model.specs import UNION_TAGS
 from stepwise.model.yamlsrc import field_name, line_of
 
 M = TypeVar("M", bound=BaseModel)
 
 
-def _hint(err: dict[str, Any], model: type[BaseModel], loc: tuple) -> str | None:
+def _hint(err: dict[str, Any], model: type[BaseModel], loc: tuple, raw_loc: tuple) -> str | None:
     kind = err.get("type", "")
     if kind == "extra_forbidden":
-        allowed = _allowed_keys(model, loc[:-1])
+        allowed = _allowed_keys(model, raw_loc[:-1])
         if allowed:
             return f"remove it or use one of: {', '.join(allowed)}"
         return "remove it"
@@ -25,10 +26,14 @@ def _hint(err: dict[str, Any], model: type[BaseModel], loc: tuple) -> str | None
 
 
 def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str]:
-    """Field names valid at `loc` (walking nested models; list indexes skipped)."""
+    """Field names valid at `loc` (walking nested models; list indexes skipped; a union tag
+    such as '(count)' selects the member the input was validated against)."""
     current: Any = model
     for key in loc:
         if isinstance(key, int):
+            continue
+        if key in UNION_TAGS:
+            current = UNION_TAGS[key]
             continue
         fields = getattr(current, "model_fields", None)
         if not fields:
@@ -71,7 +76,8 @@ def validate(model: type[M], data: Any, doc: Any, filename: str) -> M:
         problems: list[Problem] = []
         seen: set[tuple] = set()
         for err in exc.errors():
-            loc = _clean_loc(tuple(err["loc"]))
+            raw_loc = tuple(err["loc"])
+            loc = _clean_loc(raw_loc)
             msg = err["msg"].removeprefix("Value error, ")
             if err.get("type") == "extra_forbidden":
                 msg = f"unknown key '{loc[-1]}'"
@@ -80,5 +86,5 @@ def validate(model: type[M], data: Any, doc: Any, filename: str) -> M:
                 continue
             seen.add(key)
             problems.append(Problem(msg, file=filename, line=line_of(doc, loc), field=field_name(loc) or None,
-                                    hint=_hint(err, model, loc)))
+                                    hint=_hint(err, model, loc, raw_loc)))
         raise InputError(problems) from None

@@ -199,18 +199,28 @@ def build_deployment(spec: DeploymentSpec, catalog: Catalog, doc: Any = None, fn
 
 
 def check_availability(dep: Deployment, doc: Any = None, fname: str = "<memory>") -> list[Problem]:
-    """Every placed service must be able to lose one instance at a time under its rule."""
+    """Every placed service must be able to lose one instance at a time under its rule.
+
+    Instances on management roles do not count: the management-node upgrade stops all of its
+    services by design (one node, downtime accepted), so rules apply to the cloud's roles only.
+    """
     problems: list[Problem] = []
-    for name, nodes in dep.instances.items():
+    for name in dep.instances:
+        nodes = [n for r in dep.roles if name in r.services and not r.is_management for n in r.nodes]
         svc = dep.catalog[name]
         rule = svc.availability
         if rule is None or not nodes:
             continue
         if rule.allowed_down(len(nodes)) < 1:
+            # Point at where the operator placed it (the first role listing it); the rule's own
+            # file is named in the message (it is often the built-in catalog, not to be edited).
+            ri, si = next((ri, r.services.index(name)) for ri, r in enumerate(dep.roles)
+                          if name in r.services and not r.is_management and r.nodes)
+            rule_at = svc.source + (f":{svc.lines.get('availability', svc.line)}" if svc.lines.get("availability", svc.line) else "")
             problems.append(Problem(
-                f"availability rule '{rule.describe()}' of service '{name}' cannot hold with {len(nodes)} instance(s): "
-                f"no instance could ever be taken down to update it",
-                file=svc.source, line=svc.line, field="availability",
-                hint=f"place '{name}' on more nodes (in {fname}) or relax its rule"
+                f"availability rule '{rule.describe()}' of service '{name}' (from {rule_at}) cannot hold with "
+                f"{len(nodes)} instance(s): no instance could ever be taken down to update it",
+                file=fname, line=line_of(doc, ["roles", ri, "services", si]), field=f"roles[{ri}].services[{si}]",
+                hint=f"place '{name}' on more nodes or relax its availability rule"
                      + (" (a majority quorum needs at least 3 instances)" if rule.rule == "quorum" else "")))
     return problems

@@ -7,9 +7,9 @@ values the planner uses, and check what needs the whole picture (references, cyc
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from stepwise.model.steps import NODE_STEPS, SYSTEM_UPGRADE_STEPS, UPGRADE_EXTRA_STEPS, DEFAULT_STEP_SECONDS
 
@@ -140,7 +140,45 @@ class NodeCountSpec(Strict):
     def _has_index(cls, v: str) -> str:
         if "{index}" not in v:
             raise ValueError("a counted node name needs '{index}', e.g. \"compute-{index}\"")
+        example = _format_index(v)
+        if not re.match(NAME_RE, example):
+            raise ValueError(f"'{v}' gives node names like '{example}', which is not a valid name "
+                             "(letters, digits, '_', '.', '-'; not starting with a digit or '-')")
         return v
+
+    @field_validator("address")
+    @classmethod
+    def _address_template(cls, v: str | None) -> str | None:
+        if v is not None:
+            _format_index(v)
+        return v
+
+
+def _format_index(template: str, index: int = 0) -> str:
+    """Expand a counted-node template; only '{index}' may appear in braces."""
+    try:
+        return template.format(index=index)
+    except (KeyError, IndexError, ValueError, AttributeError):
+        raise ValueError(f"'{template}': only '{{index}}' may appear in braces (write '{{{{' for a literal '{{')") from None
+
+
+def _nodes_form(v: Any) -> str | None:
+    if isinstance(v, list):
+        return "(list)"
+    if isinstance(v, dict) or isinstance(v, NodeCountSpec):
+        return "(count)"
+    return None
+
+
+#: A role's nodes: a list of nodes, or {count, name: "x-{index}"}. Discriminated by shape so an
+#: error is reported once, for the form the author used (the tags are dropped from locations).
+NodesField = Annotated[
+    Union[Annotated[list[NodeSpec], Tag("(list)")], Annotated[NodeCountSpec, Tag("(count)")]],
+    Discriminator(_nodes_form, custom_error_type="nodes_form",
+                  custom_error_message='must be a list of nodes or {count: N, name: "node-{index}"}'),
+]
+#: Union tags as they appear in error locations -> the model valid there.
+UNION_TAGS: dict[str, type[BaseModel]] = {"(list)": NodeSpec, "(count)": NodeCountSpec}
 
 
 class RoleSpec(Strict):
@@ -149,7 +187,7 @@ class RoleSpec(Strict):
     tags: list[str] = Field(default_factory=list)
     update_serial: int = Field(default=1, ge=1)
     services: list[str] = Field(default_factory=list)
-    nodes: Union[list[NodeSpec], NodeCountSpec] = Field(default_factory=list)
+    nodes: NodesField = Field(default_factory=list)
     bootstrap: str | None = None
     vars: dict[str, Any] = Field(default_factory=dict)
     tool_packages: list[str] = Field(default_factory=list)

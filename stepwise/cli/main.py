@@ -1,0 +1,50 @@
+"""The `stepwise` command: a thin layer over model -> plan -> verify -> run -> observe."""
+
+from __future__ import annotations
+
+import typer
+
+from stepwise import __version__
+
+app = typer.Typer(
+    name="stepwise",
+    help="Upgrade a running multi-node cloud without breaking it: plan, verify, run through Ansible, resume.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"stepwise {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Show the version and exit.")) -> None:
+    """stepwise: rolling updates, major upgrades, OS upgrades and management-node upgrades."""
+
+
+def _register() -> None:
+    # Each command family lives in its own module; importing registers it on `app`.
+    from stepwise.cli import plan_cmd  # noqa: F401
+    import importlib
+
+    for mod in ("stepwise.cli.lab_cmd", "stepwise.cli.run_cmd"):
+        try:
+            importlib.import_module(mod)
+        except ModuleNotFoundError as exc:
+            if exc.name != mod:
+                raise
+
+
+def main() -> None:
+    _register()
+    app()
+
+
+if __name__ == "__main__":
+    main()

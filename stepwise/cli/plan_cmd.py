@@ -1,0 +1,69 @@
+"""`stepwise validate` and `stepwise plan`: see what will happen before anything runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from stepwise.cli.common import console, print_json, reported
+from stepwise.cli.main import app
+from stepwise.cli.render import render_plan
+from stepwise.model import NO_FACTS, load_deployment, load_facts
+from stepwise.plan import make_plan
+from stepwise.verify import verify_plan
+
+DEPLOYMENT_OPT = typer.Option(..., "--deployment", "-d", help="The deployment YAML (roles, nodes, services).",
+                              metavar="PATH")
+
+
+@app.command()
+def validate(deployment: Path = DEPLOYMENT_OPT,
+             json_out: bool = typer.Option(False, "--json", help="Print a JSON summary.")) -> None:
+    """Check a deployment and its catalog; report every problem with file, line and field."""
+    with reported():
+        dep = load_deployment(deployment)
+        summary = {
+            "deployment": dep.name, "catalog": dep.catalog.path, "services": len(dep.catalog),
+            "roles": [{"name": r.name, "nodes": len(r.nodes), "services": list(r.services), "update_serial": r.update_serial,
+                       "tags": list(r.tags)} for r in dep.roles],
+            "nodes": len(dep.nodes), "valid": True,
+        }
+        if json_out:
+            print_json(summary)
+            return
+        console.print(f"[green]valid[/]: {dep.name}: {len(dep.roles)} role(s), {len(dep.nodes)} node(s), "
+                      f"{len(dep.instances)} placed service(s) of {len(dep.catalog)} in {dep.catalog.path}")
+        for r in dep.roles:
+            console.print(f"  {r.name}: {len(r.nodes)} node(s), update_serial {r.update_serial}"
+                          f"{' [' + ', '.join(r.tags) + ']' if r.tags else ''}: {', '.join(r.services)}")
+
+
+@app.command()
+def plan(
+    workflow: str = typer.Argument(..., metavar="WORKFLOW",
+                                   help="update | upgrade | system-upgrade | undercloud-upgrade"),
+    deployment: Path = DEPLOYMENT_OPT,
+    limit: Optional[str] = typer.Option(None, "--limit", "-l", help="Nodes or roles, Ansible-style: "
+                                        "controller-0,Compute,'compute-*','!compute-3'. Required for system-upgrade."),
+    facts: Optional[Path] = typer.Option(None, "--facts", help="Installed/available versions per node (YAML/JSON); "
+                                         "without it every service's packages are taken to change."),
+    stage: Optional[str] = typer.Option(None, "--stage", help="upgrade only: prepare | run | converge."),
+    plane: Optional[str] = typer.Option(None, "--plane", help="control | data: only that part of the rollout."),
+    json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON (the documented contract)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every batch and unit."),
+) -> None:
+    """Show what a workflow will do, in what order, how long it takes and where the downtime is.
+
+    The plan is verified before it is shown: a plan that would break an availability rule,
+    a quorum, RPC pinning or the schema-migration order is refused (exit 3) with the reason.
+    """
+    with reported():
+        dep = load_deployment(deployment)
+        fx = load_facts(facts, dep) if facts else NO_FACTS
+        p = verify_plan(make_plan(workflow, dep, fx, limit, stage=stage, plane=plane), dep)
+        if json_out:
+            print_json(p.to_json())
+            return
+        render_plan(p, console, verbose=verbose)

@@ -1,0 +1,199 @@
+"""Compose node visits into the control-plane part then the data-plane part of a rollout.
+
+Used by `update` (everything rolls) and by the `run` stage of `upgrade` (schema-sensitive
+services, `rolling: false`, stop on all their nodes together for the migration; the rest
+rolls). Inside a part, services are taken in dependency levels: a level starts only when
+the levels it depends on are done everywhere. A node whose kernel changes is rebooted in a
+last visit, after all its services are upgraded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stepwise.model.catalog import allowance, effective_rule, node_step_seconds
+from stepwise.model.deployment import Deployment
+from stepwise.plan.builder import PlanBuilder
+from stepwise.plan.changes import NodeChange, dependency_levels
+from stepwise.plan.rolling import Visit, schedule_rolling
+from stepwise.plan.visits import make_visit
+
+CONTROL, DATA = "controlplane", "dataplane"
+
+
+@dataclass
+class Cursor:
+    """Where the plan is: the unit the next work waits for, and its estimated time."""
+
+    after: str | None
+    t: float = 0.0
+
+
+def service_allowances(dep: Deployment) -> tuple[dict[str, int], dict[str, int]]:
+    """Per service: instances that may be down at once (services with a rule), and totals."""
+    allow: dict[str, int] = {}
+    totals: dict[str, int] = {}
+    for s, nodes in dep.instances.items():
+        totals[s] = len(nodes)
+        a = allowance(dep.catalog[s], len(nodes))
+        if a is not None:
+            allow[s] = a
+    return allow, totals
+
+
+def home_part(dep: Deployment, node: str) -> str:
+    return CONTROL if dep.role_of(node).is_controlplane else DATA
+
+
+def instance_part(dep: Deployment, node: str, service: str) -> str:
+    """Control-plane part: infra/control services anywhere, and everything on controlplane roles."""
+    if dep.catalog[service].plane != "data" or dep.role_of(node).is_controlplane:
+        return CONTROL
+    return DATA
+
+
+def group_part(dep: Deployment, service: str) -> str:
+    svc = dep.catalog[service]
+    if svc.plane != "data" or any(dep.role_of(n).is_controlplane for n in dep.instances.get(service, ())):
+        return CONTROL
+    return DATA
+
+
+def rollout(builder: PlanBuilder, dep: Deployment, changes: dict[str, NodeChange], workflow: str, stage: str,
+            cur: Cursor, *, groups: bool, parts: tuple[str, ...] = (CONTROL, DATA),
+            tags: tuple[str, ...] = ()) -> Cursor:
+    """Emit the rollout of `changes` (only touched nodes) and return the cursor after it.
+
+    `groups`: schema-sensitive (`rolling: false`) services stop together (major upgrade);
+    otherwise every service rolls (minor update).
+    """
+    catalog = dep.catalog
+    order = {n.name: i for i, n in enumerate(dep.nodes)}
+    allowance, instances = service_allowances(dep)
+    role_serial = {r.name: r.update_serial for r in dep.roles}
+
+    for part in parts:
+        # (node, service) instances of this part that change
+        rolling: dict[str, list[str]] = {}
+        grouped: dict[str, list[str]] = {}
+        for node, ch in changes.items():
+            for s in ch.services:
+                if groups and not catalog[s].rolling:
+                    if group_part(dep, s) == part:
+                        grouped.setdefault(s, []).append(node)
+                elif instance_part(dep, node, s) == part:
+                    rolling.setdefault(node, []).append(s)
+        services = {s for ss in rolling.values() for s in ss} | set(grouped)
+        levels = dependency_levels(dep, services)
+        # extra (unowned) packages ride on the node's first visit in its home part
+        extra_pending = {n: ch.extra_packages for n, ch in changes.items()
+                         if ch.extra_packages and home_part(dep, n) == part and not ch.reboot}
+        for level in sorted(set(levels.values())):
+            visits = _level_visits(dep, rolling, levels, level, workflow, order, extra_pending)
+            if visits:
+                cur = _schedule(builder, dep, visits, role_serial, allowance, instances, cur, stage, part, workflow, tags,
+                                f"{part} level {level}: {', '.join(sorted({s for vs in visits.values() for v in vs for s in v.services}))}")
+            group = sorted(s for s in grouped if levels.get(s) == level)
+            if group:
+                cur = _group(builder, dep, {s: grouped[s] for s in group}, workflow, stage, part, cur, order, tags)
+        # packages no service owns, and reboots for a new kernel: last, per node
+        tail: dict[str, list[Visit]] = {}
+        for node in sorted(extra_pending, key=order.__getitem__):
+            tail.setdefault(dep.role_of(node).name, []).append(
+                make_visit(dep, node, (), workflow, extra_packages=extra_pending[node]))
+        for node, ch in sorted(changes.items(), key=lambda kv: order[kv[0]]):
+            if ch.reboot and home_part(dep, node) == part:
+                tail.setdefault(dep.role_of(node).name, []).append(
+                    make_visit(dep, node, (), workflow, extra_packages=ch.extra_packages, reboot=True,
+                               stop_all=dep.services_on(node)))
+        if tail:
+            cur = _schedule(builder, dep, tail, role_serial, allowance, instances, cur, stage, part, workflow, tags,
+                            f"{part}: packages no service owns and reboots for a new kernel, after all services")
+    return cur
+
+
+def _level_visits(dep: Deployment, rolling: dict[str, list[str]], levels: dict[str, int], level: int, workflow: str,
+                  order: dict[str, int], extra_pending: dict[str, tuple[str, ...]]) -> dict[str, list[Visit]]:
+    by_role: dict[str, list[Visit]] = {}
+    led: set[str] = set()
+    nodes = sorted(rolling, key=order.__getitem__)
+    # the bootstrap node of a service goes first in its role: its once-only migration runs there
+    def key(n: str) -> tuple[int, int]:
+        role = dep.role_of(n)
+        boot = role.bootstrap_node
+        return (order[role.nodes[0].name], 0 if boot is not None and boot.name == n else 1 + order[n])
+    nodes.sort(key=key)
+    for node in nodes:
+        svcs = tuple(s for s in rolling[node] if levels.get(s) == level)
+        if not svcs:
+            continue
+        leads = []
+        for s in svcs:
+            if not dep.catalog[s].has_step(workflow, "migrate"):
+                continue
+            boot = dep.bootstrap_node(s)
+            if s not in led and (boot is None or boot.name == node or boot.name not in rolling):
+                leads.append(s)
+                led.add(s)
+        extra = extra_pending.pop(node, ())
+        by_role.setdefault(dep.role_of(node).name, []).append(
+            make_visit(dep, node, svcs, workflow, leads=tuple(leads), extra_packages=extra))
+    return by_role
+
+
+def _schedule(builder, dep, visits, role_serial, allowance, instances, cur: Cursor, stage, part, workflow, tags, what) -> Cursor:
+    catalog = dep.catalog
+    res = schedule_rolling(builder, visits, role_serial=role_serial, allowance=allowance, instances=instances,
+                           start_s=cur.t, after=cur.after, stage=stage, phase=part, workflow=workflow,
+                           describe=lambda s: describe_rule(dep, s),
+                           tags=tags)
+    gate = builder.gate(res.last_units, f"{what}: done on every node before the next level starts", stage, part)
+    return Cursor(gate, res.end_s)
+
+
+def _group(builder: PlanBuilder, dep: Deployment, group: dict[str, list[str]], workflow: str, stage: str, part: str,
+           cur: Cursor, order: dict[str, int], tags: tuple[str, ...]) -> Cursor:
+    """Schema-sensitive services stop on all their nodes, update, migrate once, start together."""
+    catalog = dep.catalog
+    names = sorted(group)
+    nodes = sorted({n for ns in group.values() for n in ns}, key=order.__getitem__)
+    on_node = {n: tuple(s for s in names if n in group[s]) for n in nodes}
+    label = ", ".join(names)
+    after = cur.after
+    t = cur.t
+
+    def unit(step: str, work: dict[str, tuple[str, ...]], why: str, **kw) -> None:
+        nonlocal after, t
+        seconds = max((node_step_seconds([catalog[s] for s in ss], step) for ss in work.values()), default=0.0)
+        after = builder.add(step, nodes=list(work), services=sorted({s for ss in work.values() for s in ss}),
+                            after=[after], why=why, stage=stage, phase=part, duration_s=seconds, work=work,
+                            batch=f"group:{label}", tags=tags, **kw)
+        t += seconds
+
+    instances = {s: group[s] for s in names}
+    unit("stop", on_node, f"{label}: new code refuses the old schema and old code breaks on the new one, so every "
+                          f"instance stops together ({len(nodes)} node(s)); downtime window starts", stops=instances)
+    unit("packages", on_node, f"{label}: new packages on all their nodes while stopped")
+    cfg = {n: tuple(s for s in ss if catalog[s].has_step(workflow, "config")) for n, ss in on_node.items()}
+    cfg = {n: ss for n, ss in cfg.items() if ss}
+    if cfg:
+        unit("config", cfg, f"{label}: configuration for the new version before any start")
+    mig: dict[str, list[str]] = {}
+    for s in names:
+        if catalog[s].has_step(workflow, "migrate"):
+            boot = dep.bootstrap_node(s)
+            where = boot.name if boot is not None and boot.name in group[s] else group[s][0]
+            mig.setdefault(where, []).append(s)
+    if mig:
+        unit("migrate", {n: tuple(ss) for n, ss in mig.items()},
+             f"{label}: schema migration once, on the bootstrap node, while no old reader runs")
+    unit("start", on_node, f"{label}: start on the new schema; downtime window ends", starts=instances)
+    ver = {n: tuple(s for s in ss if catalog[s].has_step(workflow, "verify") or catalog[s].health) for n, ss in on_node.items()}
+    unit("verify", {n: ss for n, ss in ver.items() if ss} or {nodes[0]: ()}, f"{label}: health checks before going on")
+    gate = builder.gate([after], f"{part}: {label} upgraded everywhere", stage, part)
+    return Cursor(gate, t)
+
+
+def describe_rule(dep: Deployment, service: str) -> str:
+    rule = effective_rule(dep.catalog[service], len(dep.instances.get(service, ())))
+    return rule.describe() if rule else "no rule"

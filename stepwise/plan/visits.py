@@ -1,0 +1,55 @@
+"""Node visits: which step runs which services' tasks on one node, and for how long."""
+
+from __future__ import annotations
+
+from stepwise.model.catalog import node_step_seconds
+from stepwise.model.deployment import Deployment
+from stepwise.plan.rolling import Visit, VisitStep
+
+#: Steps of a rolling node visit, in order (validate runs once up front for all nodes).
+VISIT_STEPS = ("leave", "stop", "packages", "config", "reboot", "migrate", "start", "rejoin", "verify")
+#: Steps a visit always has, even when no service has tasks there: they carry the
+#: built-in work (package transaction, health checks).
+ALWAYS = frozenset({"packages", "verify"})
+
+
+def make_visit(dep: Deployment, node: str, services: tuple[str, ...], workflow: str, *,
+               leads: tuple[str, ...] = (), extra_packages: tuple[str, ...] = (),
+               reboot: bool = False, stop_all: tuple[str, ...] | None = None) -> Visit:
+    """Build one visit of `node` that cycles `services`.
+
+    `leads`: services whose once-only migration runs in this visit (bootstrap node).
+    `reboot`: a reboot visit (after all services are upgraded): every service on the node
+    goes down with it, so all of them leave, stop, start and rejoin.
+    """
+    catalog = dep.catalog
+    role = dep.node_by_name[node].role
+    down = tuple(stop_all) if stop_all is not None else services
+    svc = {s: catalog[s] for s in down}
+    steps: list[VisitStep] = []
+    for step in VISIT_STEPS:
+        if step == "packages":
+            with_work = tuple(s for s in services)
+            extra = extra_packages
+        elif step == "reboot":
+            if not reboot:
+                continue
+            with_work, extra = (), ()
+        elif step == "migrate":
+            with_work, extra = tuple(s for s in leads if svc[s].has_step(workflow, "migrate")), ()
+        elif step == "verify":
+            with_work = tuple(s for s in down if svc[s].has_step(workflow, "verify") or svc[s].health)
+            extra = ()
+        else:
+            with_work, extra = tuple(s for s in down if svc[s].has_step(workflow, step)), ()
+        if not with_work and not extra and step not in ALWAYS and step != "reboot":
+            continue
+        if step == "packages" and not with_work and not extra and reboot:
+            continue  # a reboot-only visit whose kernel package is listed as extra elsewhere
+        seconds = node_step_seconds([svc[s] for s in with_work], step)
+        if step == "reboot":
+            seconds = max([catalog[s].seconds("reboot") for s in down] or [node_step_seconds([], "reboot")])
+        if step == "verify" and not with_work:
+            seconds = node_step_seconds([], "validate")
+        steps.append(VisitStep(step, with_work, seconds, extra))
+    return Visit(node=node, role=role, services=down, steps=tuple(steps), leads=leads)

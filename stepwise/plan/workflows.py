@@ -1,0 +1,96 @@
+"""The minor update and the major upgrade (prepare / run / converge), composed per layout."""
+
+from __future__ import annotations
+
+from stepwise.model.catalog import node_step_seconds
+from stepwise.model.deployment import Deployment
+from stepwise.model.facts import Facts
+from stepwise.plan.builder import PlanBuilder
+from stepwise.plan.changes import NodeChange, node_changes
+from stepwise.plan.rollout import Cursor, rollout
+
+
+def scoped_changes(dep: Deployment, facts: Facts, nodes: list[str] | None) -> dict[str, NodeChange]:
+    """Touched nodes (within the limit) and what changes on each."""
+    changes = node_changes(dep, facts)
+    keep = set(nodes) if nodes is not None else None
+    return {n: c for n, c in changes.items() if c.touched and (keep is None or n in keep)}
+
+
+def _node_wide(builder: PlanBuilder, dep: Deployment, cur: Cursor, step: str, workflow: str, stage: str,
+               work: dict[str, tuple[str, ...]], why: str, *, service_step: str | None = None,
+               always: bool = False, **kw) -> Cursor:
+    """One deployment-wide unit over the nodes in `work` (skipped when there is no work)."""
+    if not always and not any(work.values()):
+        return cur
+    if not work:
+        return cur
+    catalog = dep.catalog
+    sstep = service_step or step
+    seconds = max(node_step_seconds([catalog[s] for s in ss], sstep) or node_step_seconds([], sstep) for ss in work.values())
+    services = sorted({s for ss in work.values() for s in ss})
+    uid = builder.add(step, nodes=list(work), services=services, after=[cur.after], why=why, stage=stage,
+                      scope="deployment", duration_s=seconds, work=work, **kw)
+    return Cursor(uid, cur.t + seconds)
+
+
+def _validate(builder: PlanBuilder, dep: Deployment, changes: dict[str, NodeChange], workflow: str, stage: str,
+              cur: Cursor) -> Cursor:
+    catalog = dep.catalog
+    work = {n: tuple(s for s in dep.services_on(n) if catalog[s].has_step(workflow, "validate")) for n in changes}
+    return _node_wide(builder, dep, cur, "validate", workflow, stage, work,
+                      f"pre-flight checks on all {len(work)} node(s) before anything is disrupted", always=True)
+
+
+def plan_update(builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: list[str] | None) -> None:
+    """Minor update: same schema and RPC; roll node by node, control plane first."""
+    changes = scoped_changes(dep, facts, nodes)
+    if not changes:
+        return
+    cur = _validate(builder, dep, changes, "update", "run", Cursor(None))
+    cur = Cursor(builder.gate([cur.after], "validated: the rollout starts", "run"), cur.t)
+    rollout(builder, dep, changes, "update", "run", cur, groups=False)
+
+
+def plan_upgrade(builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: list[str] | None) -> None:
+    """Major upgrade: prepare (validate, repos, backup, pin RPC), run (control plane, then data
+    plane in batches while RPC stays pinned), converge (unpin, online migrations, re-assert)."""
+    changes = scoped_changes(dep, facts, nodes)
+    if not changes:
+        return
+    catalog = dep.catalog
+    wf = "upgrade"
+    cur = _validate(builder, dep, changes, wf, "prepare", Cursor(None))
+    cur = _node_wide(builder, dep, cur, "repos", wf, "prepare", {n: () for n in changes},
+                     "switch every node's repositories to the target release (variable target_release)", always=True)
+    changed_services = {s for c in changes.values() for s in c.services}
+    backup: dict[str, list[str]] = {}
+    for s in sorted(changed_services):
+        if catalog[s].has_step(wf, "backup"):
+            boot = dep.bootstrap_node(s)
+            if boot is not None:
+                backup.setdefault(boot.name, []).append(s)
+    cur = _node_wide(builder, dep, cur, "backup", wf, "prepare", {n: tuple(v) for n, v in backup.items()},
+                     "back up what the migration changes, once per service, before anything stops")
+    pin = {n: tuple(s for s in dep.services_on(n) if catalog[s].rpc and catalog[s].has_step(wf, "pin")) for n in changes}
+    cur = _node_wide(builder, dep, cur, "pin_rpc", wf, "prepare", {n: ss for n, ss in pin.items() if ss},
+                     "pin RPC to the old version everywhere: old and new code will coexist until converge",
+                     service_step="pin")
+    cur = Cursor(builder.gate([cur.after], "prepare done: validated, repositories switched, backed up, RPC pinned",
+                              "prepare"), cur.t)
+    cur = rollout(builder, dep, changes, wf, "run", cur, groups=True)
+    unpin = {n: tuple(s for s in dep.services_on(n) if catalog[s].rpc and catalog[s].has_step(wf, "unpin")) for n in changes}
+    cur = _node_wide(builder, dep, cur, "unpin_rpc", wf, "converge", {n: ss for n, ss in unpin.items() if ss},
+                     "no old peer remains: lift the RPC pins and reload", service_step="unpin")
+    conv: dict[str, list[str]] = {}
+    for s in sorted(changed_services):
+        if catalog[s].converge:
+            boot = dep.bootstrap_node(s)
+            if boot is not None:
+                conv.setdefault(boot.name, []).append(s)
+    cur = _node_wide(builder, dep, cur, "converge", wf, "converge", {n: tuple(v) for n, v in conv.items()},
+                     "online data migrations and contract, once per service, after every node runs the new code")
+    health = {n: tuple(s for s in dep.services_on(n) if catalog[s].health or catalog[s].has_step(wf, "verify"))
+              for n in changes}
+    _node_wide(builder, dep, cur, "verify", wf, "converge", health,
+               "re-assert state: every service healthy on every node", always=True)

@@ -1,0 +1,220 @@
+"""The invariants a plan must keep, checked on a replay of its schedule.
+
+Availability rule of every service at every moment, the role serial, quorum (a clustered
+service with 3+ members and no rule gets a majority quorum), no cluster of mixed OS majors,
+RPC pinned while old and new code coexist, schema migration only when the old readers are
+stopped, data transfer at most once and before the target serves, dependencies upgraded
+everywhere first, the control plane done before the data plane stops, and every instance
+that stops serving again by the end.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from stepwise.model.deployment import Deployment
+from stepwise.plan.rollout import service_allowances
+from stepwise.plan.system_upgrade import KEEP_RUNNING_CLUSTERS
+from stepwise.plan.units import Plan, Unit, Window
+from stepwise.verify.replay import State, events
+
+
+def _fmt(t: float) -> str:
+    m, s = divmod(int(round(t)), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}"
+
+
+def _where(u: Unit) -> str:
+    nodes = ", ".join(u.nodes[:3]) + (", ..." if len(u.nodes) > 3 else "")
+    return f"unit {u.id} ({u.step} on {nodes or 'the deployment'})"
+
+
+def exempt_services(plan: Plan, dep: Deployment) -> set[str]:
+    """Services whose full outage is the plan's announced window rather than a fault."""
+    catalog = dep.catalog
+    if plan.workflow == "undercloud-upgrade":
+        return set(dep.instances)
+    out: set[str] = set()
+    if plan.workflow in ("upgrade", "system-upgrade"):
+        out |= {s for s in dep.instances if not catalog[s].rolling}
+    if plan.workflow == "system-upgrade":
+        for u in plan.units:
+            if u.step == "stop" and "system_upgrade_transfer_data" in u.tags:
+                out |= set(u.stops)
+    return out
+
+
+def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | None = None) -> tuple[list[str], list[Window]]:
+    """Replay the plan (with its own times, or `times`) and return (violations, windows)."""
+    catalog = dep.catalog
+    units = plan.units
+    problems: list[str] = []
+    seen: set[str] = set()
+    for u in units:
+        if u.id in seen:
+            problems.append(f"unit id {u.id} is used twice")
+        for a in u.after:
+            if a not in seen:
+                problems.append(f"{_where(u)} waits for {a}, which is not an earlier unit (the plan must be a DAG in order)")
+        seen.add(u.id)
+    if problems:
+        return problems, []
+    allow, totals = service_allowances(dep)
+    exempt = exempt_services(plan, dep)
+    when = (lambda u: times[u.id]) if times else (lambda u: (u.start_s, u.end_s))
+    rpc_check = plan.workflow in ("upgrade", "system-upgrade")
+    st = State()
+    has_pin = any(u.step == "pin_rpc" for u in units)
+    if rpc_check and not has_pin:
+        st.pinned = {catalog[s].rpc for s in dep.instances if catalog[s].rpc}  # pinned by an earlier `prepare`
+    groups: dict[str, list[str]] = defaultdict(list)
+    for s in dep.instances:
+        if catalog[s].rpc:
+            groups[catalog[s].rpc].append(s)
+    if rpc_check and has_pin:
+        for g, members in sorted(groups.items()):
+            if not any(catalog[s].has_step("upgrade", "pin") for s in members):
+                problems.append(f"RPC group '{g}' ({', '.join(members)}) has no `upgrade.pin` tasks: new code would talk "
+                                f"unpinned RPC to old peers; add pin/unpin tasks to one of its services")
+    # batches hold role capacity from their first unit's start to their last unit's end
+    first_of: dict[str, Unit] = {}
+    last_of: dict[str, Unit] = {}
+    for u in units:
+        if u.batch and not u.batch.startswith("group:"):
+            first_of.setdefault(u.batch, u)
+            last_of[u.batch] = u
+    batch_nodes: dict[str, list[str]] = defaultdict(list)
+    for u in units:
+        if u.batch in first_of:
+            for n in u.nodes:
+                if n not in batch_nodes[u.batch]:
+                    batch_nodes[u.batch].append(n)
+    opens = {u.id: b for b, u in first_of.items()}
+    closes = {u.id: b for b, u in last_of.items()}
+    serial = {r.name: r.update_serial for r in dep.roles}
+    role_busy: dict[str, int] = defaultdict(int)
+    transfers: dict[str, int] = defaultdict(int)
+    started_on: dict[str, float] = {}
+    windows: list[Window] = []
+    open_win: dict[str, tuple[float, str]] = {}
+    stop_first: dict[str, float] = {}
+    start_last: dict[str, float] = {}
+    ctrl_end = 0.0
+    data_start: float | None = None
+    for ev in events(units, times):
+        u, t = ev.unit, ev.t
+        if ev.kind == 1:  # start
+            if u.id in opens:
+                b = opens[u.id]
+                for n in batch_nodes[b]:
+                    role_busy[dep.node_by_name[n].role] += 1
+                for role, busy in role_busy.items():
+                    if busy > serial[role] and u.phase != "os-rest":
+                        problems.append(f"at {_fmt(t)} {_where(u)}: {busy} nodes of {role} are being worked on; "
+                                        f"its update_serial is {serial[role]}")
+            if u.step == "unpin_rpc":
+                for s in u.services:
+                    g = catalog[s].rpc
+                    if g and plan.params.get("limit") is None and plan.params.get("stage") is None:
+                        old = [n for m in groups[g] for n in (x.name for x in dep.instances[m])
+                               if n not in st.new_code.get(m, set())]
+                        if old:
+                            problems.append(f"at {_fmt(t)} {_where(u)} lifts the RPC pin of '{g}' while {len(old)} "
+                                            f"instance(s) still run old code (e.g. {old[0]})")
+                    st.pinned.discard(g)
+            if u.step == "migrate":
+                for n in u.nodes:
+                    for s in u.services_on(n):
+                        if catalog[s].rolling:
+                            continue
+                        live = [m.name for m in dep.instances[s] if m.name not in st.down.get(s, set())
+                                and m.name not in st.new_code.get(s, set())]
+                        if live:
+                            problems.append(f"at {_fmt(t)} {_where(u)} migrates the schema of {s} while old code still "
+                                            f"serves on {', '.join(live[:3])}; stop its old readers first")
+            if u.step == "system_upgrade_transfer_data":
+                for n in u.nodes:
+                    transfers[n] += 1
+                    if transfers[n] > 1:
+                        problems.append(f"{_where(u)}: data transfer onto {n} a second time would overwrite newer data")
+                    if n in started_on and started_on[n] < t:
+                        problems.append(f"{_where(u)}: data transfer onto {n} after services started there destroys newer data")
+                    if u.idempotent:
+                        problems.append(f"{_where(u)}: a data transfer must be marked non-idempotent (it must never run twice)")
+            for s, nodes in u.stops.items():
+                stop_first[s] = min(stop_first.get(s, t), t)
+                d = st.down.setdefault(s, set())
+                d.update(nodes)
+                if u.phase == "dataplane":
+                    data_start = t if data_start is None else min(data_start, t)
+                a = allow.get(s)
+                if a is not None and s not in exempt and len(d) > a:
+                    rule = catalog[s].availability.describe() if catalog[s].availability else "quorum: majority (clustered)"
+                    problems.append(f"at {_fmt(t)} {_where(u)} takes {s} down on {len(d)} of {totals[s]} nodes; "
+                                    f"its rule ({rule}) allows {a}")
+                if len(d) >= totals.get(s, 0) and s not in open_win:
+                    open_win[s] = (t, u.why)
+        else:  # end
+            if u.step == "pin_rpc":
+                for s in u.services:
+                    if catalog[s].rpc:
+                        st.pinned.add(catalog[s].rpc)
+            if u.step in ("system_upgrade_run",):
+                st.new_os.update(u.nodes)
+            for s, nodes in u.starts.items():
+                start_last[s] = max(start_last.get(s, t), t)
+                d = st.down.setdefault(s, set())
+                d.difference_update(nodes)
+                st.new_code.setdefault(s, set()).update(nodes)
+                for n in nodes:
+                    started_on.setdefault(n, t)
+                if s in open_win and len(d) < totals.get(s, 0):
+                    t0, why = open_win.pop(s)
+                    windows.append(Window(s, t0, t, why))
+                if rpc_check and catalog[s].rpc:
+                    g = catalog[s].rpc
+                    old = [n for m in groups[g] for n in (x.name for x in dep.instances[m]) if n not in st.new_code.get(m, set())]
+                    if old and g not in st.pinned:
+                        problems.append(f"at {_fmt(t)} {_where(u)} starts new {s} while {old[0]} runs old code and RPC "
+                                        f"group '{g}' is not pinned")
+                c = catalog[s].cluster
+                if plan.workflow == "system-upgrade" and c and c not in KEEP_RUNNING_CLUSTERS:
+                    serving = st.serving(s, tuple(m.name for m in dep.instances[s]))
+                    oses = {n in st.new_os for n in serving}
+                    if len(oses) > 1:
+                        problems.append(f"at {_fmt(t)} {_where(u)}: {s} cluster would have members on two OS major "
+                                        f"versions ({', '.join(serving[:4])}); such a cluster cannot form")
+            if u.phase == "controlplane" and (u.stops or u.starts):
+                ctrl_end = max(ctrl_end, t)
+            if u.id in closes:
+                b = closes[u.id]
+                for n in batch_nodes[b]:
+                    role_busy[dep.node_by_name[n].role] -= 1
+    for s, (t0, why) in open_win.items():
+        windows.append(Window(s, t0, float("inf"), why))
+    if data_start is not None and data_start < ctrl_end:
+        problems.append(f"the data plane starts stopping at {_fmt(data_start)} before the control plane is done "
+                        f"({_fmt(ctrl_end)})")
+    # An OS or management-node upgrade takes every service of a node down at once by design.
+    dep_check = plan.workflow in ("update", "upgrade")
+    for s in sorted(stop_first) if dep_check else ():
+        for d in catalog[s].depends_on:
+            if d in start_last and stop_first[s] < start_last[d]:
+                problems.append(f"{s} starts its upgrade at {_fmt(stop_first[s])} but its dependency {d} is upgraded "
+                                f"everywhere only at {_fmt(start_last[d])}")
+    left = {s: sorted(n) for s, n in st.down.items() if n}
+    if plan.workflow == "system-upgrade":
+        left = {s: [n for n in ns if n in _planned_nodes(plan)] for s, ns in left.items()}
+        left = {s: ns for s, ns in left.items() if ns}
+    for s, ns in sorted(left.items()):
+        problems.append(f"{s} is left stopped on {', '.join(ns[:3])} at the end of the plan")
+    return problems, sorted(windows, key=lambda w: (w.start_s, w.service))
+
+
+def _planned_nodes(plan: Plan) -> set[str]:
+    cache = getattr(plan, "_planned_nodes", None)
+    if cache is None:
+        cache = {n for u in plan.units if u.step in ("system_upgrade_prepare", "system_upgrade_run") for n in u.nodes}
+        object.__setattr__(plan, "_planned_nodes", cache)
+    return cache
