@@ -252,6 +252,11 @@ def check_catalog(catalog: Catalog) -> list[Problem]:
             elif dep == svc.name:
                 problems.append(Problem("a service cannot depend on itself", file=svc.source, line=line, field=where,
                                         hint=f"remove '{dep}' from depends_on"))
+            elif dep in catalog and catalog[dep].plane == "data" and svc.plane != "data":
+                problems.append(Problem(
+                    f"{svc.plane}-plane service '{svc.name}' depends_on data-plane service '{dep}', but the control "
+                    f"plane is upgraded first", file=svc.source, line=line, field=where,
+                    hint=f"remove '{dep}' from depends_on, or make '{svc.name}' a data-plane service"))
     if problems:
         return problems
     cycle = find_cycle({s.name: s.depends_on for s in catalog})

@@ -45,18 +45,10 @@ def home_part(dep: Deployment, node: str) -> str:
     return CONTROL if dep.role_of(node).is_controlplane else DATA
 
 
-def instance_part(dep: Deployment, node: str, service: str) -> str:
-    """Control-plane part: infra/control services anywhere, and everything on controlplane roles."""
-    if dep.catalog[service].plane != "data" or dep.role_of(node).is_controlplane:
-        return CONTROL
-    return DATA
-
-
-def group_part(dep: Deployment, service: str) -> str:
-    svc = dep.catalog[service]
-    if svc.plane != "data" or any(dep.role_of(n).is_controlplane for n in dep.instances.get(service, ())):
-        return CONTROL
-    return DATA
+def service_part(dep: Deployment, service: str) -> str:
+    """Infra and control-plane services are upgraded first, wherever they run; data-plane
+    services after them (the catalog refuses a control service depending on a data one)."""
+    return DATA if dep.catalog[service].plane == "data" else CONTROL
 
 
 def rollout(builder: PlanBuilder, dep: Deployment, changes: dict[str, NodeChange], workflow: str, stage: str,
@@ -78,10 +70,11 @@ def rollout(builder: PlanBuilder, dep: Deployment, changes: dict[str, NodeChange
         grouped: dict[str, list[str]] = {}
         for node, ch in changes.items():
             for s in ch.services:
+                if service_part(dep, s) != part:
+                    continue
                 if groups and not catalog[s].rolling:
-                    if group_part(dep, s) == part:
-                        grouped.setdefault(s, []).append(node)
-                elif instance_part(dep, node, s) == part:
+                    grouped.setdefault(s, []).append(node)
+                else:
                     rolling.setdefault(node, []).append(s)
         services = {s for ss in rolling.values() for s in ss} | set(grouped)
         levels = dependency_levels(dep, services)
@@ -96,19 +89,20 @@ def rollout(builder: PlanBuilder, dep: Deployment, changes: dict[str, NodeChange
             group = sorted(s for s in grouped if levels.get(s) == level)
             if group:
                 cur = _group(builder, dep, {s: grouped[s] for s in group}, workflow, stage, part, cur, order, tags)
-        # packages no service owns, and reboots for a new kernel: last, per node
+        # packages no service owns; after the last part, reboots for a new kernel
         tail: dict[str, list[Visit]] = {}
         for node in sorted(extra_pending, key=order.__getitem__):
             tail.setdefault(dep.role_of(node).name, []).append(
                 make_visit(dep, node, (), workflow, extra_packages=extra_pending[node]))
-        for node, ch in sorted(changes.items(), key=lambda kv: order[kv[0]]):
-            if ch.reboot and home_part(dep, node) == part:
-                tail.setdefault(dep.role_of(node).name, []).append(
-                    make_visit(dep, node, (), workflow, extra_packages=ch.extra_packages, reboot=True,
-                               stop_all=dep.services_on(node)))
+        if part == parts[-1]:
+            for node, ch in sorted(changes.items(), key=lambda kv: order[kv[0]]):
+                if ch.reboot:
+                    tail.setdefault(dep.role_of(node).name, []).append(
+                        make_visit(dep, node, (), workflow, extra_packages=ch.extra_packages, reboot=True,
+                                   stop_all=dep.services_on(node)))
         if tail:
             cur = _schedule(builder, dep, tail, role_serial, allowance, instances, cur, stage, part, workflow, tags,
-                            f"{part}: packages no service owns and reboots for a new kernel, after all services")
+                            f"{part}: packages no service owns, and reboots for a new kernel after every service is upgraded")
     return cur
 
 
@@ -143,6 +137,8 @@ def _level_visits(dep: Deployment, rolling: dict[str, list[str]], levels: dict[s
 
 def _schedule(builder, dep, visits, role_serial, allowance, instances, cur: Cursor, stage, part, workflow, tags, what) -> Cursor:
     catalog = dep.catalog
+    rank = {r.name: (0 if r.is_controlplane else 1, i) for i, r in enumerate(dep.roles)}
+    visits = dict(sorted(visits.items(), key=lambda kv: rank[kv[0]]))
     res = schedule_rolling(builder, visits, role_serial=role_serial, allowance=allowance, instances=instances,
                            start_s=cur.t, after=cur.after, stage=stage, phase=part, workflow=workflow,
                            describe=lambda s: describe_rule(dep, s),

@@ -27,17 +27,31 @@ def _node_wide(builder: PlanBuilder, dep: Deployment, cur: Cursor, step: str, wo
         return cur
     catalog = dep.catalog
     sstep = service_step or step
-    seconds = max(node_step_seconds([catalog[s] for s in ss], sstep) or node_step_seconds([], sstep) for ss in work.values())
+    # nodes of a role share their service lists: estimate each distinct list once
+    seconds = max(node_step_seconds([catalog[s] for s in ss], sstep) or node_step_seconds([], sstep)
+                  for ss in set(work.values()))
     services = sorted({s for ss in work.values() for s in ss})
     uid = builder.add(step, nodes=list(work), services=services, after=[cur.after], why=why, stage=stage,
                       scope="deployment", duration_s=seconds, work=work, **kw)
     return Cursor(uid, cur.t + seconds)
 
 
+def per_node(dep: Deployment, nodes, keep) -> dict[str, tuple[str, ...]]:
+    """node -> its services for which `keep(service)` holds, computed once per role."""
+    by_role: dict[str, tuple[str, ...]] = {}
+    out: dict[str, tuple[str, ...]] = {}
+    for n in nodes:
+        role = dep.role_of(n)
+        if role.name not in by_role:
+            by_role[role.name] = tuple(s for s in role.services if keep(dep.catalog[s]))
+        out[n] = by_role[role.name]
+    return out
+
+
 def _validate(builder: PlanBuilder, dep: Deployment, changes: dict[str, NodeChange], workflow: str, stage: str,
               cur: Cursor) -> Cursor:
     catalog = dep.catalog
-    work = {n: tuple(s for s in dep.services_on(n) if catalog[s].has_step(workflow, "validate")) for n in changes}
+    work = per_node(dep, changes, lambda s: s.has_step(workflow, "validate"))
     return _node_wide(builder, dep, cur, "validate", workflow, stage, work,
                       f"pre-flight checks on all {len(work)} node(s) before anything is disrupted", always=True)
 
@@ -72,14 +86,14 @@ def plan_upgrade(builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: lis
                 backup.setdefault(boot.name, []).append(s)
     cur = _node_wide(builder, dep, cur, "backup", wf, "prepare", {n: tuple(v) for n, v in backup.items()},
                      "back up what the migration changes, once per service, before anything stops")
-    pin = {n: tuple(s for s in dep.services_on(n) if catalog[s].rpc and catalog[s].has_step(wf, "pin")) for n in changes}
+    pin = per_node(dep, changes, lambda s: bool(s.rpc) and s.has_step(wf, "pin"))
     cur = _node_wide(builder, dep, cur, "pin_rpc", wf, "prepare", {n: ss for n, ss in pin.items() if ss},
                      "pin RPC to the old version everywhere: old and new code will coexist until converge",
                      service_step="pin")
     cur = Cursor(builder.gate([cur.after], "prepare done: validated, repositories switched, backed up, RPC pinned",
                               "prepare"), cur.t)
     cur = rollout(builder, dep, changes, wf, "run", cur, groups=True)
-    unpin = {n: tuple(s for s in dep.services_on(n) if catalog[s].rpc and catalog[s].has_step(wf, "unpin")) for n in changes}
+    unpin = per_node(dep, changes, lambda s: bool(s.rpc) and s.has_step(wf, "unpin"))
     cur = _node_wide(builder, dep, cur, "unpin_rpc", wf, "converge", {n: ss for n, ss in unpin.items() if ss},
                      "no old peer remains: lift the RPC pins and reload", service_step="unpin")
     conv: dict[str, list[str]] = {}
@@ -90,7 +104,6 @@ def plan_upgrade(builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: lis
                 conv.setdefault(boot.name, []).append(s)
     cur = _node_wide(builder, dep, cur, "converge", wf, "converge", {n: tuple(v) for n, v in conv.items()},
                      "online data migrations and contract, once per service, after every node runs the new code")
-    health = {n: tuple(s for s in dep.services_on(n) if catalog[s].health or catalog[s].has_step(wf, "verify"))
-              for n in changes}
+    health = per_node(dep, changes, lambda s: bool(s.health) or s.has_step(wf, "verify"))
     _node_wide(builder, dep, cur, "verify", wf, "converge", health,
                "re-assert state: every service healthy on every node", always=True)

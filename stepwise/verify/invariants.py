@@ -66,12 +66,15 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
     rpc_check = plan.workflow in ("upgrade", "system-upgrade")
     st = State()
     has_pin = any(u.step == "pin_rpc" for u in units)
-    if rpc_check and not has_pin:
+    after_prepare = plan.workflow == "system-upgrade" or plan.params.get("stage") in ("run", "converge")
+    if rpc_check and not has_pin and after_prepare:
         st.pinned = {catalog[s].rpc for s in dep.instances if catalog[s].rpc}  # pinned by an earlier `prepare`
     groups: dict[str, list[str]] = defaultdict(list)
     for s in dep.instances:
         if catalog[s].rpc:
             groups[catalog[s].rpc].append(s)
+    # instances of each RPC group still on old code (counted, not scanned, for big clouds)
+    old_count = {g: sum(len(dep.instances[m]) for m in ms) for g, ms in groups.items()}
     if rpc_check and has_pin:
         for g, members in sorted(groups.items()):
             if not any(catalog[s].has_step("upgrade", "pin") for s in members):
@@ -90,6 +93,8 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
             for n in u.nodes:
                 if n not in batch_nodes[u.batch]:
                     batch_nodes[u.batch].append(n)
+    # a reboot visit restarts everything on its node without changing code: not an upgrade
+    reboot_batches = {u.batch for u in units if u.step == "reboot" and u.batch}
     opens = {u.id: b for b, u in first_of.items()}
     closes = {u.id: b for b, u in last_of.items()}
     serial = {r.name: r.update_serial for r in dep.roles}
@@ -116,12 +121,10 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
             if u.step == "unpin_rpc":
                 for s in u.services:
                     g = catalog[s].rpc
-                    if g and plan.params.get("limit") is None and plan.params.get("stage") is None:
-                        old = [n for m in groups[g] for n in (x.name for x in dep.instances[m])
-                               if n not in st.new_code.get(m, set())]
-                        if old:
-                            problems.append(f"at {_fmt(t)} {_where(u)} lifts the RPC pin of '{g}' while {len(old)} "
-                                            f"instance(s) still run old code (e.g. {old[0]})")
+                    if g and plan.params.get("limit") is None and plan.params.get("stage") is None and old_count[g]:
+                        example = _old_instance(dep, groups[g], st)
+                        problems.append(f"at {_fmt(t)} {_where(u)} lifts the RPC pin of '{g}' while {old_count[g]} "
+                                        f"instance(s) still run old code (e.g. {example})")
                     st.pinned.discard(g)
             if u.step == "migrate":
                 for n in u.nodes:
@@ -143,7 +146,8 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
                     if u.idempotent:
                         problems.append(f"{_where(u)}: a data transfer must be marked non-idempotent (it must never run twice)")
             for s, nodes in u.stops.items():
-                stop_first[s] = min(stop_first.get(s, t), t)
+                if u.batch not in reboot_batches:
+                    stop_first[s] = min(stop_first.get(s, t), t)
                 d = st.down.setdefault(s, set())
                 d.update(nodes)
                 if u.phase == "dataplane":
@@ -163,10 +167,14 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
             if u.step in ("system_upgrade_run",):
                 st.new_os.update(u.nodes)
             for s, nodes in u.starts.items():
-                start_last[s] = max(start_last.get(s, t), t)
+                if u.batch not in reboot_batches:
+                    start_last[s] = max(start_last.get(s, t), t)
                 d = st.down.setdefault(s, set())
                 d.difference_update(nodes)
-                st.new_code.setdefault(s, set()).update(nodes)
+                newly = st.new_code.setdefault(s, set())
+                if catalog[s].rpc:
+                    old_count[catalog[s].rpc] -= sum(1 for n in nodes if n not in newly)
+                newly.update(nodes)
                 for n in nodes:
                     started_on.setdefault(n, t)
                 if s in open_win and len(d) < totals.get(s, 0):
@@ -174,10 +182,9 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
                     windows.append(Window(s, t0, t, why))
                 if rpc_check and catalog[s].rpc:
                     g = catalog[s].rpc
-                    old = [n for m in groups[g] for n in (x.name for x in dep.instances[m]) if n not in st.new_code.get(m, set())]
-                    if old and g not in st.pinned:
-                        problems.append(f"at {_fmt(t)} {_where(u)} starts new {s} while {old[0]} runs old code and RPC "
-                                        f"group '{g}' is not pinned")
+                    if old_count[g] and g not in st.pinned:
+                        problems.append(f"at {_fmt(t)} {_where(u)} starts new {s} while "
+                                        f"{_old_instance(dep, groups[g], st)} runs old code and RPC group '{g}' is not pinned")
                 c = catalog[s].cluster
                 if plan.workflow == "system-upgrade" and c and c not in KEEP_RUNNING_CLUSTERS:
                     serving = st.serving(s, tuple(m.name for m in dep.instances[s]))
@@ -210,6 +217,14 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
     for s, ns in sorted(left.items()):
         problems.append(f"{s} is left stopped on {', '.join(ns[:3])} at the end of the plan")
     return problems, sorted(windows, key=lambda w: (w.start_s, w.service))
+
+
+def _old_instance(dep: Deployment, members: list[str], st: State) -> str:
+    for m in members:
+        for n in dep.instances[m]:
+            if n.name not in st.new_code.get(m, set()):
+                return f"{m} on {n.name}"
+    return "?"
 
 
 def _planned_nodes(plan: Plan) -> set[str]:

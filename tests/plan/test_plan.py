@@ -1,0 +1,218 @@
+"""Planner behaviour on a small classic cloud: ordering, change-awareness, safety rules."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from types import MappingProxyType
+
+import pytest
+
+from stepwise.errors import InputError, UnsafePlanError
+from stepwise.model.catalog import allowance
+from stepwise.plan import make_plan
+from stepwise.verify import verify_plan
+from tests.plan.cloud import classic, cycles, facts, max_down
+
+
+@pytest.fixture(scope="module")
+def dep():
+    return classic()
+
+
+def first(plan, pred):
+    return next(u for u in plan.units if pred(u))
+
+
+def test_update_is_deterministic_and_a_dag(dep):
+    a = make_plan("update", dep)
+    b = make_plan("update", dep)
+    assert json.dumps(a.to_json()) == json.dumps(b.to_json())
+    seen = set()
+    for u in a.units:
+        assert set(u.after) <= seen
+        seen.add(u.id)
+
+
+def test_update_keeps_rules_and_cycles_every_instance_once(dep):
+    plan = verify_plan(make_plan("update", dep), dep)
+    assert set(cycles(plan).values()) == {(1, 1)}
+    assert len(cycles(plan)) == sum(len(ns) for ns in dep.instances.values())
+    worst = max_down(plan)
+    for s, n in worst.items():
+        a = allowance(dep.catalog[s], len(dep.instances[s]))
+        assert a is None or n <= a, (s, n, a)
+    assert worst["galera"] == 1 and worst["nova_compute"] == 2 and worst["ceph_osd"] == 1
+    assert plan.windows == ()  # a minor update has no downtime window
+
+
+def test_update_control_plane_finishes_before_data_plane_stops(dep):
+    plan = make_plan("update", dep)
+    ctrl_end = max(u.end_s for u in plan.units if u.phase == "controlplane" and (u.stops or u.starts))
+    data_start = min(u.start_s for u in plan.units if u.phase == "dataplane" and u.stops)
+    assert data_start >= ctrl_end
+
+
+def test_update_respects_depends_on_everywhere(dep):
+    plan = make_plan("update", dep)
+    last_start = {}
+    first_stop = {}
+    for u in plan.units:
+        for s in u.starts:
+            last_start[s] = max(last_start.get(s, 0), u.end_s)
+        for s in u.stops:
+            first_stop[s] = min(first_stop.get(s, 1e18), u.start_s)
+    assert first_stop["keystone"] >= last_start["galera"]
+    assert first_stop["nova_api"] >= max(last_start["keystone"], last_start["rabbitmq"])
+    assert first_stop["nova_compute"] >= last_start["nova_api"]
+
+
+def test_update_is_change_aware(dep):
+    fx = facts(dep, {"compute-1": ["pkg-nova_compute"], "compute-3": ["pkg-nova_compute"]})
+    plan = verify_plan(make_plan("update", dep, fx), dep)
+    touched = {n for u in plan.units for n in u.nodes}
+    assert touched == {"compute-1", "compute-3"}
+    assert {s for u in plan.units for s in u.stops} == {"nova_compute"}
+
+
+def test_nothing_changes_gives_an_empty_plan(dep):
+    plan = make_plan("update", dep, facts(dep, {}))
+    assert plan.units == ()
+
+
+def test_kernel_update_reboots_last_with_everything_on_the_node_down(dep):
+    fx = facts(dep, {"compute-0": ["pkg-nova_compute", "kernel"], "controller-1": ["kernel"]})
+    plan = verify_plan(make_plan("update", dep, fx), dep)
+    reboots = [u for u in plan.units if u.step == "reboot"]
+    assert sorted(n for u in reboots for n in u.nodes) == ["compute-0", "controller-1"]
+    reboot_batches = {u.batch for u in reboots}
+    last_upgrade = max(u.end_s for u in plan.units if u.starts and u.batch not in reboot_batches)
+    assert min(u.start_s for u in plan.units if u.batch in reboot_batches) >= last_upgrade
+    ctrl_reboot_batch = first(plan, lambda u: u.step == "reboot" and "controller-1" in u.nodes).batch
+    first_unit = first(plan, lambda u: u.batch == ctrl_reboot_batch)
+    assert set(first_unit.stops) == set(dep.services_on("controller-1"))
+    assert first(plan, lambda u: u.step == "packages" and u.batch == ctrl_reboot_batch).vars["extra_packages"] == \
+        {"controller-1": ["kernel"]}
+
+
+def test_upgrade_stages_pins_and_schema_window(dep):
+    plan = verify_plan(make_plan("upgrade", dep), dep)
+    stages = [u.stage for u in plan.units]
+    assert stages.index("run") > max(i for i, s in enumerate(stages) if s == "prepare")
+    pin = first(plan, lambda u: u.step == "pin_rpc")
+    unpin = first(plan, lambda u: u.step == "unpin_rpc")
+    new_rpc = [u for u in plan.units if any(s in ("nova_api", "nova_compute") for s in u.starts)]
+    assert all(pin.end_s <= u.start_s and u.end_s <= unpin.start_s for u in new_rpc)
+    stop = first(plan, lambda u: u.step == "stop" and "nova_api" in u.stops)
+    assert sorted(stop.stops["nova_api"]) == ["controller-0", "controller-1", "controller-2"]
+    migrate = first(plan, lambda u: u.step == "migrate" and "nova_api" in u.services)
+    assert migrate.nodes == ("controller-0",) and migrate.start_s >= stop.start_s
+    [window] = [w for w in plan.windows]
+    assert window.service == "nova_api" and window.start_s == stop.start_s
+    # keystone rolls (expand on the bootstrap node first), galera never loses quorum
+    ks_mig = first(plan, lambda u: u.step == "migrate" and "keystone" in u.services)
+    assert ks_mig.nodes == ("controller-0",)
+    assert max_down(plan)["galera"] == 1
+    assert first(plan, lambda u: u.step == "converge").services == ("keystone",)
+
+
+def test_upgrade_stage_and_plane_selection(dep):
+    run_ctrl = make_plan("upgrade", dep, stage="run", plane="control")
+    assert {u.stage for u in run_ctrl.units} == {"run"}
+    assert {u.phase for u in run_ctrl.units} == {"controlplane"}
+    data = make_plan("upgrade", dep, stage="run", plane="data")
+    assert {n for u in data.units for n in u.nodes} == {f"compute-{i}" for i in range(4)} | {f"ceph-{i}" for i in range(3)}
+    ids = {u.id for u in data.units}
+    assert all(set(u.after) <= ids for u in data.units)
+    with pytest.raises(InputError, match="stage"):
+        make_plan("upgrade", dep, stage="converged")
+    with pytest.raises(InputError, match="plane"):
+        make_plan("update", dep, plane="storage")
+
+
+def test_limit_selects_nodes_and_roles(dep):
+    plan = make_plan("update", dep, limit="Compute,!compute-0")
+    assert {n for u in plan.units for n in u.nodes} == {"compute-1", "compute-2", "compute-3"}
+    with pytest.raises(InputError, match="matches no node or role") as exc:
+        make_plan("update", dep, limit="computer-1")
+    assert "did you mean" in str(exc.value)
+
+
+def test_system_upgrade_safety_rules(dep):
+    with pytest.raises(InputError, match="without --limit"):
+        make_plan("system-upgrade", dep)
+    with pytest.raises(InputError, match="covers every node of role"):
+        make_plan("system-upgrade", dep, limit="Compute")
+    with pytest.raises(InputError, match="already run the target OS"):
+        make_plan("system-upgrade", dep, facts(dep, {}, os={"controller-1": 9}), limit="controller-1")
+
+
+def test_system_upgrade_first_controller_transfers_data_once(dep):
+    plan = verify_plan(make_plan("system-upgrade", dep, limit="controller-0,controller-1"), dep)
+    steps = [(u.step, u.nodes) for u in plan.units if u.step != "gate"]
+    assert steps[0] == ("system_upgrade_prepare", ("controller-0",))
+    transfer = [u for u in plan.units if u.step == "system_upgrade_transfer_data"]
+    assert len(transfer) == 1 and transfer[0].nodes == ("controller-0",) and not transfer[0].idempotent
+    assert transfer[0].vars["system_upgrade_source"] == "controller-1"
+    stop_old = first(plan, lambda u: u.step == "stop" and "system_upgrade_transfer_data" in u.tags)
+    assert "ceph_mon" not in stop_old.stops  # monitors keep running: 2 of 3 at all times
+    assert max_down(plan)["ceph_mon"] <= 1
+    # controller-1 follows alone, after controller-0 serves on the new OS, and joins without transfer
+    c1 = [u for u in plan.units if "controller-1" in u.nodes and u.step.startswith("system_upgrade")]
+    c0_start = first(plan, lambda u: u.step == "start" and u.nodes == ("controller-0",))
+    assert all(u.start_s >= c0_start.end_s for u in c1)
+    assert {w.service for w in plan.windows} >= {"galera", "keystone", "nova_api"}
+    # only what was asked for is tagged for the operator's --tags
+    assert first(plan, lambda u: u.step == "system_upgrade_run").tags[0] == "system_upgrade_run"
+
+
+def test_system_upgrade_completing_the_cloud_adds_online_upgrade_and_cleanup(dep):
+    os = {n.name: 9 for n in dep.nodes if n.name not in ("compute-3",)}
+    plan = verify_plan(make_plan("system-upgrade", dep, facts(dep, {}, os=os), limit="compute-3"), dep)
+    assert [u.step for u in plan.units][-3:] == ["converge", "unpin_rpc", "system_upgrade_cleanup"]
+    leave = first(plan, lambda u: u.step == "leave")
+    assert leave.nodes == ("compute-3",) and leave.start_s == 0.0  # workloads move away first
+
+
+def test_verifier_refuses_a_plan_that_breaks_quorum(dep):
+    plan = make_plan("update", dep)
+    galera_units = [u for u in plan.units if "galera" in u.stops]
+    bad_id = galera_units[1].id
+    # make the second galera batch start with the first: two of three down at once
+    units = [replace(u, after=tuple(a for a in u.after if a in {x.id for x in plan.units[:2]}), start_s=galera_units[0].start_s,
+                     end_s=galera_units[0].start_s + u.duration_s) if u.id == bad_id else u for u in plan.units]
+    with pytest.raises(UnsafePlanError, match="galera down on 2 of 3"):
+        verify_plan(plan.with_units(units), dep)
+
+
+def test_verifier_refuses_migration_while_old_readers_serve(dep):
+    plan = make_plan("upgrade", dep)
+    stop = first(plan, lambda u: u.step == "stop" and "nova_api" in u.stops)
+    units = [replace(u, stops=MappingProxyType({"nova_api": ("controller-0",)})) if u.id == stop.id else u for u in plan.units]
+    with pytest.raises(UnsafePlanError, match="migrates the schema of nova_api while old code still serves"):
+        verify_plan(plan.with_units(units), dep)
+
+
+def test_verifier_refuses_unpinned_rpc(dep):
+    plan = make_plan("upgrade", dep)
+    units = [replace(u, step="validate") if u.step == "pin_rpc" else u for u in plan.units]
+    with pytest.raises(UnsafePlanError, match="not pinned"):
+        verify_plan(plan.with_units(units), dep)
+
+
+def test_lower_bound_is_below_the_plan(dep):
+    for wf in ("update", "upgrade"):
+        plan = verify_plan(make_plan(wf, dep), dep)
+        assert 0 < plan.lower_bound_s <= plan.duration_s + 1e-6
+
+
+def test_json_contract_round_trips(dep):
+    plan = verify_plan(make_plan("upgrade", dep), dep)
+    data = plan.to_json()
+    u = data["units"][5]
+    for key in ("id", "after", "step", "nodes", "services", "stops", "starts", "start_s", "end_s", "why"):
+        assert key in u
+    assert set(data["estimate"]) == {"duration_s", "lower_bound_s"}
+    from stepwise.plan import Plan
+    again = Plan.from_json(json.loads(json.dumps(data)))
+    assert again.to_json() == data
