@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Install what stepwise, its lab and its tests need on a fresh Debian machine (idempotent).
+#   - Debian: MariaDB and HAProxy (the lab's real components), OpenSSH server (the SSH
+#     connection test), PostgreSQL (the team state store, tested for real).
+#   - Python: a venv in .venv with stepwise and its pinned dependencies (+ test extras).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need+=(mariadb-server)
+command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need+=(haproxy)
+[ -x /usr/sbin/sshd ] || need+=(openssh-server)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+command -v rsync >/dev/null 2>&1 || need+=(rsync)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${need[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  # policy-rc.d keeps the packages from starting system-wide daemons: the lab starts its own.
+  $SUDO sh -c 'printf "#!/bin/sh\nexit 101\n" > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d'
+  $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  $SUDO rm -f /usr/sbin/policy-rc.d
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+extras="${STEPWISE_EXTRAS:-test}"
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[${extras}]"
+echo "setup: ready (.venv/bin/stepwise)"
