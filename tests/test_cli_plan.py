@@ -1,0 +1,71 @@
+"""`stepwise validate` / `stepwise plan` as an operator meets them: exit codes, messages, JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from stepwise.cli.main import _register, app
+
+ROOT = Path(__file__).resolve().parent.parent
+CLASSIC = str(ROOT / "examples" / "classic.yaml")
+COMPOSED = str(ROOT / "examples" / "composed.yaml")
+_register()
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, list(args), catch_exceptions=False)
+
+
+def test_validate_ok_and_json():
+    r = run("validate", "-d", CLASSIC, "--json")
+    assert r.exit_code == 0
+    data = json.loads(r.stdout)
+    assert data["valid"] and data["nodes"] == 8
+
+
+def test_plan_json_contract():
+    r = run("plan", "update", "-d", CLASSIC, "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["workflow"] == "update" and data["estimate"]["duration_s"] >= data["estimate"]["lower_bound_s"] > 0
+    unit = data["units"][3]
+    assert {"id", "after", "step", "nodes", "services", "stops", "starts", "start_s", "end_s", "why"} <= set(unit)
+
+
+def test_plan_tree_shows_windows_and_why():
+    r = run("plan", "upgrade", "-d", CLASSIC)
+    assert r.exit_code == 0, r.output
+    assert "Downtime windows" in r.stdout and "nova_api" in r.stdout
+    assert "why:" in r.stdout and "prepare" in r.stdout and "converge" in r.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (("plan", "system-upgrade", "-d", COMPOSED), "refuses to plan or run without --limit"),
+    (("plan", "system-upgrade", "-d", COMPOSED, "--limit", "Compute"), "covers every node of role"),
+    (("plan", "update", "-d", CLASSIC, "--limit", "controler-0"), "did you mean controller-0"),
+    (("plan", "upgrades", "-d", CLASSIC), "unknown workflow"),
+    (("plan", "update", "-d", "/nonexistent/deployment.yaml"), "file not found"),
+])
+def test_bad_input_is_a_clear_error_not_a_traceback(args, message):
+    r = run(*args)
+    assert r.exit_code == 2
+    assert message in r.stderr
+    assert "Traceback" not in r.output + r.stderr
+
+
+def test_unknown_service_names_file_line_and_field(tmp_path):
+    dep = tmp_path / "d.yaml"
+    dep.write_text("name: x\nroles:\n  - name: A\n    services: [keystone, novaa_api]\n    nodes: [{name: a-0}]\n")
+    r = run("validate", "-d", str(dep))
+    assert r.exit_code == 2
+    assert f"{dep}:4: roles[0].services[1]: unknown service 'novaa_api'" in r.stderr
+    assert "did you mean nova_api" in r.stderr
+
+
+def test_help_answers():
+    r = run("plan", "--help")
+    assert r.exit_code == 0 and "--limit" in r.stdout and "system-upgrade" in r.stdout
