@@ -28,6 +28,14 @@ class AvailabilitySpec(Strict):
     min_available: int | None = None
     quorum: Literal["majority"] | None = None
 
+    @field_validator("max_unavailable", "min_available", mode="before")
+    @classmethod
+    def _no_bool(cls, v: Any) -> Any:
+        # YAML `true` would otherwise pass as the number 1
+        if isinstance(v, bool):
+            raise ValueError(f"'{str(v).lower()}' is not a number of instances (or, for max_unavailable, a percentage like \"10%\")")
+        return v
+
     @field_validator("max_unavailable")
     @classmethod
     def _check_max(cls, v: int | str | None) -> int | str | None:

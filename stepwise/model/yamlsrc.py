@@ -1,71 +1,125 @@
-"""Load YAML keeping line numbers, so every error can name file, line and field."""
+"""Load YAML keeping line numbers, so every error can name file, line and field.
+
+libyaml (through PyYAML's C loader) parses ~35x faster than a pure-Python round-trip parser
+and still gives each node its position: mappings and sequences come back as dict/list
+subclasses that remember the line of every key and item.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Iterable
 
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError
+import yaml
 
 from stepwise.errors import InputError, Problem
 
+_Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class YMap(dict):
+    """A mapping that knows its own line and the line of each key (1-based)."""
+
+    line: int = 0
+    lines: dict
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines = {}
+
+
+class YSeq(list):
+    """A sequence that knows its own line and the line of each item (1-based)."""
+
+    line: int = 0
+    lines: list
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines = []
+
+
+class _DuplicateKey(yaml.MarkedYAMLError):
+    pass
+
+
+class _Loader(_Base):  # type: ignore[misc, valid-type]
+    pass
+
+
+def _map(loader: Any, node: yaml.MappingNode):
+    m = YMap()
+    m.line = node.start_mark.line + 1
+    yield m
+    loader.flatten_mapping(node)
+    for knode, vnode in node.value:
+        key = loader.construct_object(knode, deep=True)
+        if key in m:
+            raise _DuplicateKey("while constructing a mapping", node.start_mark,
+                                f"duplicate key '{key}' (first on line {m.lines[key]})", knode.start_mark)
+        m[key] = loader.construct_object(vnode, deep=True)
+        m.lines[key] = knode.start_mark.line + 1
+
+
+def _seq(loader: Any, node: yaml.SequenceNode):
+    s = YSeq()
+    s.line = node.start_mark.line + 1
+    yield s
+    for item in node.value:
+        s.append(loader.construct_object(item, deep=True))
+        s.lines.append(item.start_mark.line + 1)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:map", _map)
+_Loader.add_constructor("tag:yaml.org,2002:seq", _seq)
+
 
 def load_yaml(path: Path) -> Any:
-    """Parse one YAML file (round-trip mode, so positions are kept).
-
-    Raises InputError naming the file and line on unreadable or malformed input.
-    """
+    """Parse one YAML file. Raises InputError naming the file and line on bad input."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(Problem("file not found", file=str(path),
                                  hint="check the path; relative paths are relative to the current directory")) from None
+    except IsADirectoryError:
+        raise InputError(Problem("is a directory, not a YAML file", file=str(path))) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(Problem(f"cannot read file: {exc}", file=str(path))) from None
     return parse_yaml(text, str(path))
 
 
 def parse_yaml(text: str, filename: str) -> Any:
-    """Parse YAML text; errors name `filename` and the line of the syntax problem."""
-    yaml = YAML(typ="rt")
+    """Parse YAML text; errors name `filename` and the line of the problem."""
     try:
-        return yaml.load(text)
-    except MarkedYAMLError as exc:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader with positions
+    except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
+        hint = "keep each key once per mapping" if isinstance(exc, _DuplicateKey) else \
+            "fix the YAML syntax (indentation, quotes, colons)"
         raise InputError(Problem(f"invalid YAML: {exc.problem or exc.context}", file=filename, line=line,
-                                 hint="fix the YAML syntax (indentation, quotes, colons)")) from None
-    except Exception as exc:  # ruamel raises a few unmarked errors (e.g. duplicate keys)
+                                 hint=hint)) from None
+    except yaml.YAMLError as exc:
         raise InputError(Problem(f"invalid YAML: {exc}", file=filename)) from None
 
 
 def line_of(doc: Any, path: Iterable[str | int]) -> int | None:
-    """1-based line of the node at `path` inside a round-trip document (best effort).
+    """1-based line of the node at `path` inside a loaded document (best effort).
 
     Walks as deep as the path exists; a missing tail gives the line of its deepest parent,
     which is where an operator would add the missing field.
     """
     node = doc
-    line: int | None = None
+    line: int | None = getattr(doc, "line", None) or None
     for key in path:
-        if isinstance(node, CommentedMap) and key in node:
-            try:
-                line = node.lc.key(key)[0] + 1
-            except (KeyError, TypeError, AttributeError):
-                pass
+        if isinstance(node, YMap) and key in node:
+            line = node.lines.get(key, line)
             node = node[key]
-        elif isinstance(node, CommentedSeq) and isinstance(key, int) and 0 <= key < len(node):
-            try:
-                line = node.lc.item(key)[0] + 1
-            except (KeyError, TypeError, AttributeError):
-                pass
+        elif isinstance(node, YSeq) and isinstance(key, int) and 0 <= key < len(node):
+            line = node.lines[key]
             node = node[key]
         else:
             break
-    if line is None and isinstance(doc, (CommentedMap, CommentedSeq)):
-        line = doc.lc.line + 1
     return line
 
 
@@ -81,15 +135,9 @@ def field_name(path: Iterable[str | int]) -> str:
 
 
 def to_plain(node: Any) -> Any:
-    """Convert ruamel containers to plain dicts/lists (for hashing, JSON and Ansible)."""
+    """Plain dicts/lists (for hashing, JSON and Ansible)."""
     if isinstance(node, dict):
         return {str(k): to_plain(v) for k, v in node.items()}
     if isinstance(node, list):
         return [to_plain(v) for v in node]
-    if hasattr(node, "value") and type(node).__module__.startswith("ruamel"):
-        return node.value  # pragma: no cover - scalar wrappers
-    if type(node).__module__.startswith("ruamel"):
-        for base in (bool, int, float, str):
-            if isinstance(node, base):
-                return base(node)
     return node

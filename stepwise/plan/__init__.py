@@ -47,7 +47,8 @@ def make_plan(workflow: str, deployment: Deployment, facts: Facts = NO_FACTS, li
     else:
         plan_undercloud_upgrade(builder, deployment, facts, nodes)
     units, makespan = asap(builder.units)
-    params = {"limit": limit, "facts": facts.source if facts.known else None, "stage": stage, "plane": plane}
+    params = {"limit": limit, "facts": facts.source if facts.known else None, "stage": stage, "plane": plane,
+              **builder.params}
     plan = Plan(workflow, deployment.name, tuple(units), duration_s=makespan, params=MappingProxyType(params))
     return select(plan, stage=stage, plane=_PLANE_PHASE.get(plane) if plane else None)
 

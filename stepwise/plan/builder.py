@@ -22,6 +22,9 @@ class PlanBuilder:
         self.units: list[Unit] = []
         self._ids: set[str] = set()
         self._batches: dict[str, int] = {}
+        #: what the plan starts from, when it is not "everything up on the old release"
+        #: (e.g. OS-upgrade nodes already done by an earlier run); goes into Plan.params
+        self.params: dict = {}
 
     def batch_label(self, role: str) -> str:
         """A plan-wide unique batch name: Compute#1, Compute#2, ... across all levels."""

@@ -10,7 +10,7 @@ limit completes the cloud: online migrations, converge, cleanup of persisted dat
 from __future__ import annotations
 
 from stepwise.errors import InputError, Problem
-from stepwise.model.catalog import node_step_seconds
+from stepwise.model.catalog import QUORUM_CLUSTERS, node_step_seconds
 from stepwise.model.deployment import Deployment, Role
 from stepwise.model.facts import Facts
 from stepwise.plan.builder import PlanBuilder
@@ -25,8 +25,9 @@ WF = "upgrade"
 
 
 def is_sensitive(dep: Deployment, role: Role) -> bool:
-    """Cluster- or schema-sensitive: the role runs a clustered or non-rolling service."""
-    return any(dep.catalog[s].cluster or not dep.catalog[s].rolling for s in role.services)
+    """Cluster- or schema-sensitive: the role runs a quorum cluster member (pacemaker, galera,
+    ...) or a schema-sensitive (`rolling: false`) service. Ceph OSDs and computes are not."""
+    return any(dep.catalog[s].cluster in QUORUM_CLUSTERS or not dep.catalog[s].rolling for s in role.services)
 
 
 def check_limit(dep: Deployment, facts: Facts, nodes: list[str] | None, limit: str | None) -> None:
@@ -68,6 +69,15 @@ def plan_system_upgrade(builder: PlanBuilder, dep: Deployment, facts: Facts, nod
         else:
             rest.extend(mine)
 
+    # The starting point: nodes already on the new OS, and on the old-OS nodes of their roles
+    # every service but the kept monitors, stopped by the earlier data transfer (step 5).
+    down: dict[str, list[str]] = {}
+    for role in dep.roles:
+        if is_sensitive(dep, role) and any(n.name in new_os for n in role.nodes):
+            for s in role.services:
+                if catalog[s].cluster not in KEEP_RUNNING_CLUSTERS:
+                    down.setdefault(s, []).extend(n.name for n in role.nodes if n.name not in new_os)
+    builder.params["initial"] = {"new_os": sorted(new_os), "down": {s: ns for s, ns in sorted(down.items()) if ns}}
     allowance, instances = service_allowances(dep)
     cur = Cursor(None)
     for wave in _waves(dep, first, allowance):

@@ -63,7 +63,7 @@ def plan_undercloud_upgrade(builder: PlanBuilder, dep: Deployment, facts: Facts,
         add("packages", svcs, "then update all packages, with every service stopped",
             node_step_seconds(objs, "packages"), vars={"all_packages": True})
         if db and change is not False:
-            add("migrate", db, "restore the dump into the new database major version"
+            add("restore", db, "restore the dump into the new database major version"
                 if change else "restore the dump if the database major version changed",
                 node_step_seconds([catalog[s] for s in db], "backup"),
                 vars={"db_restore": True, "only_if_major_changed": change is None})

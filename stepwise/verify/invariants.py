@@ -42,6 +42,8 @@ def exempt_services(plan: Plan, dep: Deployment) -> set[str]:
         for u in plan.units:
             if u.step == "stop" and "system_upgrade_transfer_data" in u.tags:
                 out |= set(u.stops)
+        # stopped on the old-OS nodes by the transfer step of an earlier run: same window
+        out |= set(((plan.params.get("initial") or {}).get("down") or {}))
     return out
 
 
@@ -65,6 +67,10 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
     when = (lambda u: times[u.id]) if times else (lambda u: (u.start_s, u.end_s))
     rpc_check = plan.workflow in ("upgrade", "system-upgrade")
     st = State()
+    initial = plan.params.get("initial") or {}
+    st.new_os.update(initial.get("new_os", ()))
+    for s, ns in (initial.get("down") or {}).items():
+        st.down.setdefault(s, set()).update(ns)
     has_pin = any(u.step == "pin_rpc" for u in units)
     after_prepare = plan.workflow == "system-upgrade" or plan.params.get("stage") in ("run", "converge")
     if rpc_check and not has_pin and after_prepare:

@@ -1,0 +1,454 @@
+"""The input model on valid input: the built-in catalog, the examples, facts and rule semantics."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from stepwise.model import Availability, load_catalog, load_deployment, load_facts
+from stepwise.model.catalog import BUILTIN_CATALOG, find_cycle, node_step_seconds
+from stepwise.model.steps import DEFAULT_STEP_SECONDS, NODE_STEPS, UPGRADE_EXTRA_STEPS
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+REQUIRED_SERVICES = {
+    "haproxy", "galera", "rabbitmq", "pacemaker", "memcached", "keystone", "glance_api", "nova_api",
+    "nova_conductor", "nova_scheduler", "nova_compute", "neutron_server", "neutron_ovs_agent",
+    "neutron_l3_agent", "openvswitch", "cinder_api", "cinder_scheduler", "cinder_volume", "ceph_mon", "ceph_osd",
+}
+#: docs/node-commands.md: the only commands a task may call (first word of the command line).
+NODE_COMMANDS = {"dnf", "tripleo-repos", "systemctl", "crudini", "os-apply-config", "pcs", "ceph", "nova", "leapp",
+                 "reboot", "upgrade-transfer-data", "healthcheck", "mysql-upgrade-dump", "mysql-upgrade-restore",
+                 "neutron-db-manage"}
+#: docs/catalog.md: the only Jinja variables a task may use.
+JINJA_VARS = {"inventory_hostname", "stepwise_node_address", "stepwise_bootstrap_node", "system_upgrade_source",
+              "target_release"}
+#: plain shell helpers a `shell` task may combine the node commands with (they touch no paths)
+SHELL_HELPERS = {"set", "test", "awk"}
+TASK_KEYWORDS = {"name", "register", "changed_when", "failed_when", "when", "until", "retries", "delay"}
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog()
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+# ------------------------------------------------------------------------------ built-in catalog
+
+def test_builtin_catalog_has_the_reference_services(catalog):
+    assert REQUIRED_SERVICES <= set(catalog.services)
+    assert len(catalog) >= 18
+
+
+def test_every_catalog_file_is_named_after_its_service(catalog):
+    for svc in catalog:
+        assert Path(svc.source).name == f"{svc.name}.yaml"
+        assert Path(svc.source).parent == BUILTIN_CATALOG
+
+
+def test_examples_catalog_symlink_is_the_builtin_catalog():
+    link = EXAMPLES / "catalog"
+    assert link.is_symlink()
+    assert link.resolve() == BUILTIN_CATALOG.resolve()
+
+
+@pytest.mark.parametrize("name,plane,rolling,cluster,rpc,rule", [
+    ("galera", "infra", True, "galera", None, ("quorum", "majority")),
+    ("rabbitmq", "infra", True, "rabbitmq", None, ("quorum", "majority")),
+    ("pacemaker", "infra", True, "pacemaker", None, ("quorum", "majority")),
+    ("ceph_mon", "infra", True, "ceph-mon", None, ("quorum", "majority")),
+    ("ceph_osd", "data", True, "ceph-osd", None, ("max_unavailable", 1)),
+    ("nova_compute", "data", True, None, "nova", ("max_unavailable", 0.10)),
+    ("nova_api", "control", False, None, "nova", ("min_available", 1)),
+    ("nova_conductor", "control", False, None, "nova", ("min_available", 1)),
+    ("keystone", "control", True, None, None, ("min_available", 1)),
+    ("neutron_server", "control", False, None, "neutron", ("min_available", 1)),
+    ("cinder_api", "control", False, None, "cinder", ("min_available", 1)),
+    ("openvswitch", "infra", True, None, None, None),
+])
+def test_reference_service_semantics(catalog, name, plane, rolling, cluster, rpc, rule):
+    svc = catalog[name]
+    assert (svc.plane, svc.rolling, svc.cluster, svc.rpc) == (plane, rolling, cluster, rpc)
+    if rule is None:
+        assert svc.availability is None
+    else:
+        assert (svc.availability.rule, svc.availability.value) == rule
+
+
+def test_reference_dependencies_follow_the_real_upgrade_order(catalog):
+    assert "nova_conductor" in catalog["nova_compute"].depends_on
+    assert "ceph_mon" in catalog["ceph_osd"].depends_on
+    assert "neutron_server" in catalog["neutron_ovs_agent"].depends_on
+    assert "galera" in catalog["keystone"].depends_on
+    for api in ("glance_api", "nova_api", "nova_conductor", "nova_scheduler", "neutron_server", "cinder_api"):
+        assert "keystone" in catalog[api].depends_on, api
+    assert find_cycle({s.name: s.depends_on for s in catalog}) is None
+    # no service depends on a data-plane service except data-plane ones of the same project
+    for svc in catalog:
+        for dep in svc.depends_on:
+            if catalog[dep].plane == "data":
+                assert svc.plane == "data" and dep.split("_")[0] == svc.name.split("_")[0], (svc.name, dep)
+
+
+def _all_tasks(svc):
+    for wf, steps in svc.tasks.items():
+        for step, tasks in steps.items():
+            for t in tasks:
+                yield f"{wf}.{step}", t
+    for t in svc.converge:
+        yield "converge", t
+    for step, tasks in svc.system_upgrade.items():
+        for t in tasks:
+            yield f"system_upgrade.{step}", t
+
+
+def _commands(cmd: str, shell: bool) -> list[str]:
+    """The commands a task line runs (for shell: each pipeline part and $(...) of each line)."""
+    if not shell:
+        return [shlex.split(cmd)[0]]
+    words = []
+    cmd = re.sub(r"'[^']*'", "''", cmd)  # quoted program text (awk) is not a command
+    for part in re.split(r"\n|\||\$\(|&&|;", cmd):
+        part = re.sub(r"^\s*[A-Za-z_]+=", "", part).strip()
+        if part and not part.startswith(("'", '"', ")")):
+            word = part.split()[0]
+            if word not in SHELL_HELPERS:
+                words.append(word)
+    return words
+
+
+def test_every_task_is_a_named_command_calling_the_node_vocabulary(catalog):
+    seen = 0
+    for svc in catalog:
+        for where, task in _all_tasks(svc):
+            seen += 1
+            modules = [k for k in task if k.startswith("ansible.builtin.")]
+            assert modules in (["ansible.builtin.command"], ["ansible.builtin.shell"]), (svc.name, where, task)
+            assert set(task) - set(modules) <= TASK_KEYWORDS, (svc.name, where, task)
+            assert isinstance(task.get("name"), str) and task["name"], (svc.name, where)
+            cmd = task[modules[0]]
+            for word in _commands(cmd, shell=modules[0].endswith("shell")):
+                assert word in NODE_COMMANDS or word.endswith("-manage"), (svc.name, where, cmd, word)
+            for text in (cmd, task["name"], str(task.get("when", ""))):
+                for var in re.findall(r"{{\s*([A-Za-z_][A-Za-z0-9_]*)", text):
+                    assert var in JINJA_VARS, (svc.name, where, var)
+            if "when" in task:
+                assert re.fullmatch(r"[A-Za-z0-9_ =!.'\"]+", task["when"]), task["when"]
+    assert seen > 300
+
+
+def test_every_service_stops_updates_configures_and_starts_itself(catalog):
+    for svc in catalog:
+        for wf in ("update", "upgrade"):
+            steps = svc.steps(wf)
+            assert [t["ansible.builtin.command"] for t in steps["stop"] if "systemctl" in str(t)] in \
+                ([f"systemctl stop {svc.name}"], []), (svc.name, wf)
+            for step in ("stop", "packages", "config", "start"):
+                assert steps.get(step), (svc.name, wf, step)
+            cmds = " ".join(next(v for k, v in t.items() if k.startswith("ansible.")) for t in steps["packages"])
+            assert cmds.startswith("dnf -y update ") and cmds.split()[3:] == list(svc.packages), (svc.name, wf)
+            assert f"os-apply-config --service {svc.name}" in str(steps["config"])
+        assert svc.health, svc.name  # stepwise adds the health check to every verify step
+        assert svc.system_upgrade["prepare"][-1]["ansible.builtin.command"] in (f"systemctl stop {svc.name}",
+                                                                                "pcs cluster stop")
+
+
+def test_node_wide_work_is_left_to_stepwise(catalog):
+    # stepwise adds these once per node (repositories, leapp, reboot): a service repeating them
+    # would switch repositories or reboot a node once per service
+    for svc in catalog:
+        for where, task in _all_tasks(svc):
+            cmd = next(v for k, v in task.items() if k.startswith("ansible."))
+            assert not re.search(r"\b(tripleo-repos|leapp|reboot)\b", cmd), (svc.name, where, cmd)
+            assert "stepwise_bootstrap_node" not in str(task.get("when", "")), (svc.name, where)
+
+
+def test_rpc_services_pin_before_and_unpin_after(catalog):
+    rpc_services = [s for s in catalog if s.rpc]
+    assert {s.rpc for s in rpc_services} >= {"nova", "neutron", "cinder"}
+    for svc in rpc_services:
+        steps = svc.steps("upgrade")
+        conf = f"/etc/{svc.name}/{svc.name}.conf"
+        (pin,) = steps["pin"]
+        assert f'crudini --set {conf} upgrade_levels {svc.rpc} "R$major"' in pin["ansible.builtin.shell"], svc.name
+        assert f"dnf list installed {svc.packages[0]}" in pin["ansible.builtin.shell"]
+        assert [t["ansible.builtin.command"] for t in steps["unpin"]] == [
+            f"crudini --del {conf} upgrade_levels {svc.rpc}", f"systemctl reload {svc.name}"]
+    for svc in catalog:
+        if not svc.rpc:
+            assert not svc.has_step("upgrade", "pin") and not svc.has_step("upgrade", "unpin"), svc.name
+
+
+def test_schema_owners_migrate_once_on_the_bootstrap_node(catalog):
+    owners = {"keystone": "keystone-manage db sync", "glance_api": "glance-manage db sync",
+              "nova_conductor": "nova-manage db sync", "neutron_server": "neutron-db-manage upgrade heads",
+              "cinder_api": "cinder-manage db sync"}
+    for name, cmd in owners.items():
+        (task,) = catalog[name].steps("upgrade")["migrate"]
+        assert task["ansible.builtin.command"] == cmd
+        assert not catalog[name].has_step("update", "migrate")  # a minor update keeps the schema
+    assert "online_data_migrations" in str(catalog["nova_conductor"].converge)
+    assert "online_data_migrations" in str(catalog["keystone"].converge)  # keystone contract
+
+
+def test_galera_transfers_data_once_to_the_new_os_node(catalog):
+    (task,) = catalog["galera"].system_upgrade["transfer_data"]
+    assert task["ansible.builtin.command"] == \
+        "upgrade-transfer-data --from {{ system_upgrade_source }} --to {{ inventory_hostname }}"
+    assert [s.name for s in catalog if "transfer_data" in s.system_upgrade] == ["galera"]
+    assert "mysql-upgrade-dump" in str(catalog["galera"].steps("upgrade")["backup"])
+
+
+def test_storage_and_compute_leave_and_rejoin(catalog):
+    osd = catalog["ceph_osd"]
+    assert "ceph osd set noout" in str(osd.steps("update")["leave"])
+    assert "ceph osd unset noout" in str(osd.steps("update")["rejoin"])
+    assert osd.seconds("verify") > DEFAULT_STEP_SECONDS["verify"]  # waits for PGs clean
+    assert "active+clean" in osd.steps("upgrade")["verify"][0]["name"]
+    compute = catalog["nova_compute"]
+    leave = str(compute.steps("update")["leave"])
+    assert "nova service-disable {{ inventory_hostname }}" in leave
+    assert "nova host-evacuate-live {{ inventory_hostname }}" in leave
+    assert "nova service-enable" in str(compute.steps("update")["rejoin"])
+    assert "pcs node standby" in str(catalog["pacemaker"].steps("update")["leave"])
+
+
+def test_api_health_checks_use_distinct_ports(catalog):
+    ports = {}
+    for svc in catalog:
+        url = svc.health.get("http")
+        if url:
+            m = re.fullmatch(r"http://\{address\}:(\d+)/healthcheck", url)
+            assert m, url
+            assert m.group(1) not in ports, (svc.name, ports.get(m.group(1)))
+            ports[m.group(1)] = svc.name
+        else:
+            assert svc.health == {"command": f"healthcheck {svc.name}"}, svc.name
+    assert ports["8774"] == "nova_api" and ports["5000"] == "keystone"
+
+
+# ------------------------------------------------------------------------------ examples
+
+@pytest.mark.parametrize("fname,roles,nodes", [
+    ("classic.yaml", {"Controller": 3, "Compute": 2, "CephStorage": 3}, 8),
+    ("composed.yaml", {"ControllerOpenstack": 3, "Database": 3, "Messaging": 3, "Networker": 2, "Compute": 2,
+                       "CephStorage": 3}, 16),
+    ("hci.yaml", {"Controller": 3, "ComputeHCI": 3}, 6),
+    ("undercloud.yaml", {"Undercloud": 1}, 1),
+])
+def test_examples_load(fname, roles, nodes, catalog):
+    dep = load_deployment(EXAMPLES / fname, catalog)
+    assert {r.name: len(r.nodes) for r in dep.roles} == roles
+    assert len(dep.nodes) == nodes
+    assert [n.index for n in dep.nodes] == list(range(nodes))
+    assert len({n.address for n in dep.nodes}) == nodes
+    for r in dep.roles:
+        assert set(r.services) <= set(dep.catalog.services)
+
+
+def test_classic_example(catalog):
+    dep = load_deployment(EXAMPLES / "classic.yaml", catalog)
+    ctl = dep.role_by_name["Controller"]
+    assert ctl.is_controlplane and not ctl.is_management
+    assert {"galera", "rabbitmq", "pacemaker", "haproxy", "keystone", "ceph_mon", "nova_api"} <= set(ctl.services)
+    assert [n.name for n in dep.role_by_name["Compute"].nodes] == ["compute-0", "compute-1"]
+    assert [n.address for n in dep.role_by_name["Compute"].nodes] == ["127.0.2.10", "127.0.2.11"]
+    assert [n.name for n in dep.instances["ceph_osd"]] == ["ceph-0", "ceph-1", "ceph-2"]
+    assert [n.name for n in dep.instances["neutron_ovs_agent"]] == \
+        ["controller-0", "controller-1", "controller-2", "compute-0", "compute-1"]
+    assert dep.bootstrap_node("galera").name == "controller-0"
+    assert dep.bootstrap_node("nova_compute").name == "compute-0"
+    assert dep.bootstrap_node("heat_api") is None  # in the catalog, not placed
+    assert dep.services_on("compute-1") == ("nova_compute", "neutron_ovs_agent", "openvswitch")
+    assert dep.role_of("ceph-2").name == "CephStorage"
+    assert dep.role_by_name["Compute"].update_serial == 1
+
+
+def test_composed_example_matches_the_seed_layout(catalog):
+    dep = load_deployment(EXAMPLES / "composed.yaml", catalog)
+    assert [r.name for r in dep.roles] == ["ControllerOpenstack", "Database", "Messaging", "Networker", "Compute",
+                                           "CephStorage"]
+    assert [r.name for r in dep.roles if r.is_controlplane] == ["ControllerOpenstack", "Database", "Messaging"]
+    assert {"controller-openstack-0", "database-0", "messaging-0", "novacompute-0"} <= set(dep.node_by_name)
+    assert len(dep.instances["pacemaker"]) == 9
+    assert [n.name for n in dep.instances["galera"]] == ["database-0", "database-1", "database-2"]
+    assert dep.role_by_name["ControllerOpenstack"].bootstrap_node.name == "controller-openstack-0"
+
+
+def test_hci_example_colocates_compute_and_osds(catalog):
+    dep = load_deployment(EXAMPLES / "hci.yaml", catalog)
+    hci = dep.role_by_name["ComputeHCI"]
+    assert {"nova_compute", "ceph_osd", "neutron_ovs_agent"} <= set(hci.services)
+    assert dep.instances["ceph_osd"] == dep.instances["nova_compute"] == hci.nodes
+    assert len(dep.instances["ceph_mon"]) == 3
+
+
+def test_undercloud_example_is_a_management_node(catalog):
+    dep = load_deployment(EXAMPLES / "undercloud.yaml", catalog)
+    (role,) = dep.roles
+    assert role.is_management and not role.is_controlplane
+    assert [n.name for n in role.nodes] == ["undercloud-0"]
+    assert role.nodes[0].vars == {"ansible_user": "stack"}
+    assert role.tool_packages == ("python3-tripleoclient", "stepwise-content")
+    # quorum services on the single management node are fine: its upgrade stops everything anyway
+    assert {"galera", "rabbitmq", "keystone", "ironic_api", "ironic_conductor"} <= set(role.services)
+
+
+def test_examples_without_catalog_key_use_the_builtin_one_and_with_it_that_directory(tmp_path):
+    text = (EXAMPLES / "hci.yaml").read_text()
+    assert "catalog:" not in text
+    dep = load_deployment(EXAMPLES / "hci.yaml")
+    assert dep.catalog.path == str(BUILTIN_CATALOG)
+    (tmp_path / "catalog").symlink_to(EXAMPLES / "catalog")
+    variant = write(tmp_path / "hci.yaml", "catalog: catalog\n" + text)  # relative to the deployment file
+    dep2 = load_deployment(variant)
+    assert dep2.catalog.path == str(tmp_path / "catalog")
+    assert set(dep2.catalog.services) == set(dep.catalog.services)
+
+
+# ------------------------------------------------------------------------------ facts
+
+def test_minor_update_facts_change_only_nova_and_the_compute_kernel(catalog):
+    dep = load_deployment(EXAMPLES / "classic.yaml", catalog)
+    facts = load_facts(EXAMPLES / "facts" / "minor-update.yaml", dep)
+    cat = catalog
+    assert facts.changed_packages("compute-0") == ("kernel", "openstack-nova-compute")
+    assert facts.changed_packages("controller-2") == ("openstack-nova-api", "openstack-nova-conductor",
+                                                      "openstack-nova-scheduler")
+    assert facts.changed_packages("ceph-1") == ()
+    assert facts.changes("controller-0", cat["nova_api"].packages)
+    assert not facts.changes("controller-0", cat["galera"].packages)
+    assert not facts.changes("ceph-0", cat["ceph_osd"].packages)
+    assert facts.of("compute-1").packages["openstack-nova-compute"].installed == "1.0.0"
+    assert facts.of("compute-1").packages["mariadb-server"].available == "1.0.0"
+    assert all(facts.of(n.name).os_major == 8 for n in dep.nodes)
+
+
+def test_major_upgrade_facts_fit_every_example(catalog):
+    for fname in ("classic.yaml", "composed.yaml", "hci.yaml", "undercloud.yaml"):
+        dep = load_deployment(EXAMPLES / fname, catalog)
+        facts = load_facts(EXAMPLES / "facts" / "major-upgrade.yaml", dep)
+        for node in dep.nodes:
+            for svc in dep.services_on(node):
+                assert facts.changes(node.name, dep.catalog[svc].packages), (fname, node.name, svc)
+                for p in dep.catalog[svc].packages:
+                    assert facts.of(node.name).packages[p].available == "2.0.0"
+            assert "kernel" in facts.changed_packages(node.name)
+
+
+def test_os_upgrade_facts_have_one_new_os_node_per_sensitive_role(catalog):
+    dep = load_deployment(EXAMPLES / "composed.yaml", catalog)
+    facts = load_facts(EXAMPLES / "facts" / "os-upgrade.yaml", dep)
+    on9 = sorted(n.name for n in dep.nodes if facts.of(n.name).os_major == 9)
+    assert on9 == ["controller-openstack-0", "database-0", "messaging-0"]
+    assert all(facts.of(n.name).os_target == 9 for n in dep.nodes)
+    assert facts.changed_packages("database-0") == ()
+    assert "mariadb-server" in facts.changed_packages("database-1")
+
+
+def test_facts_defaults_and_overrides(tmp_path, catalog):
+    dep = load_deployment(EXAMPLES / "classic.yaml", catalog)
+    f = write(tmp_path / "facts.yaml", """\
+defaults:
+  os: {major: 8, target: 9}
+  packages:
+    openvswitch: {installed: 1.0.0, available: 1.1.0}
+nodes:
+  compute-1:
+    os: {major: 9}
+    packages:
+      openvswitch: {installed: 1.1.0, available: 1.1.0}
+""")
+    facts = load_facts(f, dep)
+    assert facts.changes("compute-0", ("openvswitch",)) and not facts.changes("compute-1", ("openvswitch",))
+    assert (facts.of("compute-1").os_major, facts.of("compute-1").os_target) == (9, 9)
+    assert (facts.of("compute-0").os_major, facts.of("compute-0").os_target) == (8, 9)
+    assert not facts.changes("compute-0", ("kernel",))  # not mentioned: no update known
+
+
+# ------------------------------------------------------------------------------ semantics
+
+@pytest.mark.parametrize("rule,value,total,down", [
+    ("max_unavailable", 0.10, 5, 1),     # 10% of 5 rounds down to 0, but at least 1
+    ("max_unavailable", 0.10, 25, 2),
+    ("max_unavailable", 0.10, 200, 20),
+    ("max_unavailable", 0.5, 3, 1),
+    ("max_unavailable", 1.0, 4, 4),
+    ("max_unavailable", 2, 1, 1),
+    ("max_unavailable", 0.10, 0, 0),
+    ("min_available", 2, 3, 1),
+    ("min_available", 2, 2, 0),
+    ("min_available", 1, 3, 2),
+    ("quorum", "majority", 1, 0),
+    ("quorum", "majority", 2, 0),
+    ("quorum", "majority", 3, 1),
+    ("quorum", "majority", 4, 1),
+    ("quorum", "majority", 5, 2),
+    ("quorum", "majority", 9, 4),
+])
+def test_allowed_down(rule, value, total, down):
+    assert Availability(rule, value).allowed_down(total) == down
+
+
+def test_pre_and_post_land_at_the_start_of_stop_and_the_end_of_start(tmp_path):
+    write(tmp_path / "cat" / "svc.yaml", """\
+name: svc
+plane: control
+update:
+  pre: [{name: pre-task, ansible.builtin.command: systemctl status svc}]
+  stop: [{name: stop-task, ansible.builtin.command: systemctl stop svc}]
+  start: [{name: start-task, ansible.builtin.command: systemctl start svc}]
+  post: [{name: post-task, ansible.builtin.command: healthcheck svc}]
+  verify: []
+""")
+    svc = load_catalog(tmp_path / "cat")["svc"]
+    steps = svc.steps("update")
+    assert [t["name"] for t in steps["stop"]] == ["pre-task", "stop-task"]
+    assert [t["name"] for t in steps["start"]] == ["start-task", "post-task"]
+    assert "pre" not in steps and "post" not in steps and "verify" not in steps
+    assert svc.steps("upgrade") == {}
+    assert set(steps) <= set(NODE_STEPS) | set(UPGRADE_EXTRA_STEPS)
+
+
+def test_durations_override_defaults_and_shared_steps_take_the_maximum(catalog):
+    osd, compute = catalog["ceph_osd"], catalog["nova_compute"]
+    assert osd.seconds("verify") == 120 and osd.seconds("stop") == DEFAULT_STEP_SECONDS["stop"]
+    assert compute.seconds("leave") == 120
+    assert node_step_seconds([osd, compute], "leave") == osd.seconds("leave") + 120
+    assert node_step_seconds([osd, compute], "run") == max(osd.seconds("run"), compute.seconds("run"))
+    assert node_step_seconds([], "reboot") == DEFAULT_STEP_SECONDS["reboot"]
+    assert node_step_seconds([], "stop") == 0.0
+
+
+def test_counted_nodes_expand_from_index_zero_or_start(tmp_path, catalog):
+    f = write(tmp_path / "d.yaml", """\
+name: cloud
+roles:
+  - name: A
+    services: [nova_compute]
+    nodes: {count: 3, name: "a-{index}", address: "10.0.0.{index}", vars: {rack: r1}}
+  - name: B
+    bootstrap: b-6
+    nodes: {count: 2, name: "b-{index}", start: 5}
+  - name: Empty
+    nodes: {count: 0, name: "e-{index}"}
+""")
+    dep = load_deployment(f, catalog)
+    assert [(n.name, n.address, n.index, n.role) for n in dep.nodes] == [
+        ("a-0", "10.0.0.0", 0, "A"), ("a-1", "10.0.0.1", 1, "A"), ("a-2", "10.0.0.2", 2, "A"),
+        ("b-5", None, 3, "B"), ("b-6", None, 4, "B")]
+    assert dep.nodes[1].vars == {"rack": "r1"}
+    assert dep.role_by_name["B"].bootstrap_node.name == "b-6"
+    assert dep.role_by_name["Empty"].bootstrap_node is None
+    assert dep.role_by_name["A"].bootstrap_node.name == "a-0"
+    assert dep.bootstrap_node("nova_compute").name == "a-0"
