@@ -15,7 +15,8 @@ DB_CLUSTERS = frozenset({"galera", "mariadb", "mysql"})
 
 
 def _major(v: str | None) -> str | None:
-    return v.split(".")[0] if v else None
+    """A database's major version is X.Y (MariaDB 10.3 -> 10.5 needs a dump and restore)."""
+    return ".".join(v.split(".")[:2]) if v else None
 
 
 def plan_undercloud_upgrade(builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: list[str] | None) -> None:

@@ -216,3 +216,43 @@ def test_json_contract_round_trips(dep):
     from stepwise.plan import Plan
     again = Plan.from_json(json.loads(json.dumps(data)))
     assert again.to_json() == data
+
+
+def _example(name):
+    from pathlib import Path
+
+    from stepwise.model import load_deployment
+    return load_deployment(Path(__file__).resolve().parents[2] / "examples" / name)
+
+
+def test_undercloud_upgrade_order_and_database_major_change():
+    dep = _example("undercloud.yaml")
+    node = dep.nodes[0].name
+    db_pkgs = [p for p in dep.catalog["galera"].packages]
+    from stepwise.model.facts import Facts, NodeFacts, PackageFact
+    from types import MappingProxyType as MP
+
+    def fx(available):
+        return Facts(MP({node: NodeFacts(MP({p: PackageFact("10.3.1", available) for p in db_pkgs}))}), True, "<t>")
+    plan = verify_plan(make_plan("undercloud-upgrade", dep, fx("10.5.2")), dep)
+    steps = [u.step for u in plan.units]
+    assert steps == ["validate", "stop", "packages", "backup", "packages", "restore", "config", "migrate", "start", "verify"]
+    stop = plan.units[1]
+    assert set(stop.stops) == set(dep.services_on(node))  # everything stops before any package changes
+    assert plan.units[2].tags[-1] == "tool" and plan.units[2].vars["extra_packages"] == {node: list(dep.roles[0].tool_packages)}
+    migrate = plan.units[7]
+    assert set(migrate.services) == {s for s in dep.services_on(node) if dep.catalog[s].has_step("upgrade", "migrate")}
+    # same path for a minor update, without the dump/restore when the major version stays
+    minor = make_plan("undercloud-upgrade", dep, fx("10.3.9"))
+    assert [u.step for u in minor.units] == ["validate", "stop", "packages", "packages", "config", "migrate", "start", "verify"]
+
+
+def test_os_upgrade_step_8_continues_from_an_earlier_run():
+    dep = _example("composed.yaml")
+    from stepwise.model import load_facts
+    from pathlib import Path
+    fx = load_facts(Path(__file__).resolve().parents[2] / "examples" / "facts" / "os-upgrade.yaml", dep)
+    plan = verify_plan(make_plan("system-upgrade", dep, fx, limit="controller-openstack-1"), dep)
+    assert not any(u.step == "system_upgrade_transfer_data" for u in plan.units)  # never a second transfer
+    assert "controller-openstack-0" in plan.params["initial"]["new_os"]
+    assert "controller-openstack-2" in plan.params["initial"]["down"]["pacemaker"]
