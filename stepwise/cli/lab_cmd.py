@@ -1,0 +1,139 @@
+"""`stepwise lab ...`: bring a rehearsal cloud up on this machine, probe it, break it, take it down."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from stepwise.cli.common import console, print_json, reported
+from stepwise.cli.main import app
+
+lab = typer.Typer(help="A real cloud on this machine (loopback nodes, real MariaDB and HAProxy) to test, "
+                       "demo and rehearse upgrades on.", no_args_is_help=True)
+app.add_typer(lab, name="lab")
+
+DirOpt = typer.Option(None, "--dir", help="Lab state directory (default: the only lab under ~/.local/state/stepwise/labs).")
+
+
+@lab.command("up")
+def up_cmd(deployment: Path = typer.Option(..., "--deployment", "-d", help="Deployment YAML file."),
+           directory: Optional[Path] = typer.Option(None, "--dir", help="Lab state directory (default: per deployment name)."),
+           workloads: int = typer.Option(1, "--workloads", min=0, max=20, help="Workloads (instances) per compute.")) -> None:
+    """Bring up every node of the deployment: addresses, state, processes; wait until healthy."""
+    from stepwise.lab.control import up
+
+    with reported():
+        t0 = time.monotonic()
+        lab_ = up(deployment, directory, workloads, progress=lambda m: console.print(f"[dim]{time.monotonic() - t0:5.1f}s[/] {m}"))
+        console.print(f"lab dir: {lab_.dir}")
+
+
+@lab.command("down")
+def down_cmd(directory: Optional[Path] = DirOpt,
+             purge: bool = typer.Option(False, "--purge", help="Also delete the lab's state directory.")) -> None:
+    """End every process of the lab (also what a crashed supervisor left behind)."""
+    import shutil
+
+    from stepwise.lab.control import down, find_lab
+
+    with reported():
+        lab_ = find_lab(directory)
+        n = down(lab_.dir)
+        if purge:
+            shutil.rmtree(lab_.dir, ignore_errors=True)
+        console.print(f"lab down ({n} process(es) ended){'; state removed' if purge else ''}")
+
+
+@lab.command("status")
+def status_cmd(directory: Optional[Path] = DirOpt, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Nodes, address, OS major, services with version and state; workloads; cluster quorum."""
+    from stepwise.lab.control import find_lab, status
+
+    with reported():
+        st = status(find_lab(directory))
+        if as_json:
+            print_json(st)
+            return
+        console.print(f"lab {st['lab']}  VIP {st['vip']}  {st['dir']}"
+                      + ("" if st["supervisor"] else "  [red](supervisor not running)[/]"))
+        for n in st["nodes"]:
+            console.print(f"[bold]{n['name']}[/] {n['address']} {n['role']} OS {n['os_major']} {n['release']} "
+                          f"kernel {n['kernel']}" + (" [red]DOWN[/]" if n["down"] else ""))
+            for s in n["services"]:
+                color = "green" if s["healthy"] else "red"
+                console.print(f"    {s['name']:<22} {s['version'] or '-':<10} [{color}]{s['state']}[/]"
+                              + ("" if s["healthy"] else f"  {s['health']}")
+                              + (f"  restarts {s['restarts']}" if s["restarts"] else ""))
+        for w in st["workloads"]:
+            console.print(f"  workload {w['name']} on {w['host']} {w['address']} "
+                          f"[{'green' if w['healthy'] else 'red'}]{w['state']}[/]")
+        for c, q in st["quorum"].items():
+            console.print(f"  cluster {c}: {q}")
+
+
+@lab.command("probe")
+def probe_cmd(directory: Optional[Path] = DirOpt,
+              duration: float = typer.Option(10.0, "--duration", min=0.5, max=3600, help="Seconds to probe."),
+              rate: float = typer.Option(5.0, "--rate", min=0.1, max=50, help="Rounds of requests per second."),
+              out: Optional[Path] = typer.Option(None, "--out", help="Append every outcome as JSON lines here."),
+              as_json: bool = typer.Option(False, "--json")) -> None:
+    """Send real requests through every VIP and to every workload; summarise downtime."""
+    from stepwise.lab.control import find_lab
+    from stepwise.lab.probe import Probe
+
+    with reported():
+        p = Probe(find_lab(directory), rate=rate, max_seconds=duration, out=out)
+        try:
+            p.run()
+        except KeyboardInterrupt:
+            pass
+        from stepwise.lab.probe import summarize
+
+        summary = summarize(p.records)
+        if as_json:
+            print_json(summary)
+            return
+        for name, s in summary["targets"].items():
+            color = "green" if not s["failed"] else "red"
+            console.print(f"{name:<28} [{color}]{s['failed']:>5} failed[/] of {s['requests']:<6} "
+                          f"downtime {s['downtime_s']:.2f}s" + (f"  ({s['first_error']})" if s["first_error"] else ""))
+        t = summary["total"]
+        console.print(f"total: {t['failed']} failed of {t['requests']}")
+
+
+@lab.command("fault")
+def fault_cmd(kind: str = typer.Argument(..., help="crash | recover | hang-stop | slow | disk-full | clear"),
+              node: str = typer.Argument(..., help="Node name."),
+              target: Optional[str] = typer.Argument(None, help="Service (hang-stop) or command (slow)."),
+              seconds: float = typer.Option(5.0, "--seconds", min=0, max=600, help="Delay for 'slow'."),
+              directory: Optional[Path] = DirOpt) -> None:
+    """Inject a fault: crash a node, make a service hang on stop, slow a command, fill a disk."""
+    from stepwise.lab.control import find_lab
+    from stepwise.lab.faults import inject
+
+    with reported():
+        console.print(inject(find_lab(directory), kind, node, target, seconds))
+
+
+@lab.command("exec")
+def exec_cmd(node: str = typer.Argument(..., help="Node name."),
+             command: list[str] = typer.Argument(..., help="Command to run on the node, e.g. dnf list installed"),
+             directory: Optional[Path] = DirOpt) -> None:
+    """Run one node command on a lab node, as an Ansible task would."""
+    import subprocess
+
+    from stepwise.errors import InputError, Problem
+    from stepwise.lab.control import find_lab
+
+    with reported():
+        lab_ = find_lab(directory)
+        if node not in lab_.spec["nodes"]:
+            raise InputError(Problem(f"unknown node '{node}'", hint=f"nodes: {', '.join(lab_.nodes())}"))
+        rc = subprocess.run(command, env=lab_.node_env(node), cwd=str(lab_.node_root(node))).returncode
+        raise typer.Exit(rc)
+
+

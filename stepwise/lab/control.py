@@ -1,0 +1,319 @@
+"""Bring a lab up, take it down, report its status."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable
+
+from stepwise.errors import InputError, Problem, StepwiseError
+from stepwise.lab import haproxy, mariadb
+from stepwise.lab import services as S
+from stepwise.lab.nodes import ENV_LAB, MAX_LABS, Lab, pid_alive, pid_belongs_to, write_json
+from stepwise.lab.spec import build_spec
+
+Progress = Callable[[str], None]
+NODE_COMMANDS = ("dnf", "yum", "tripleo-repos", "systemctl", "crudini", "os-apply-config", "pcs", "ceph", "nova",
+                 "leapp", "reboot", "upgrade-transfer-data", "healthcheck", "mysql-upgrade-dump",
+                 "mysql-upgrade-restore")
+
+
+def labs_home() -> Path:
+    return Path(os.environ.get("STEPWISE_LAB_HOME") or Path.home() / ".local" / "state" / "stepwise" / "labs")
+
+
+def registry() -> Path:
+    d = Path(os.environ.get("STEPWISE_LAB_REGISTRY") or Path(tempfile.gettempdir()) / f"stepwise-labs-{os.getuid()}")
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def claim_index(lab_dir: Path) -> int:
+    """The lowest lab index nobody holds; a lab's addresses and ports derive from it."""
+    reg = registry()
+    for i in range(MAX_LABS):
+        entry = reg / f"{i}.lab"
+        try:
+            owner = Path(entry.read_text().strip())
+            if owner == lab_dir:
+                return i
+            # Stale only when nothing of that lab runs any more (not merely a slow supervisor).
+            if not (owner / "lab.json").exists() or not (Lab(owner).supervisor_alive() or lab_pids(Lab(owner))):
+                entry.unlink(missing_ok=True)
+        except FileNotFoundError:
+            pass
+        try:
+            fd = os.open(entry, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            continue
+        os.write(fd, str(lab_dir).encode())
+        os.close(fd)
+        return i
+    raise StepwiseError(Problem(f"all {MAX_LABS} lab slots are in use", hint="take a lab down with 'stepwise lab down'"))
+
+
+def release_index(lab_dir: Path) -> None:
+    for entry in registry().glob("*.lab"):
+        try:
+            if Path(entry.read_text().strip()) == lab_dir:
+                entry.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def write_bin(lab: Lab) -> None:
+    """One entry script, linked under every command name (the node's PATH comes first)."""
+    b = lab.bin_dir
+    b.mkdir(parents=True, exist_ok=True)
+    entry = b / "stepwise-lab-cmd"
+    entry.write_text(f"#!{sys.executable}\nfrom stepwise.lab.nodecmd import main\nmain()\n")
+    entry.chmod(0o755)
+    names = list(NODE_COMMANDS) + [f"{p}-manage" for p in lab.spec["projects"]]
+    if "neutron" in lab.spec["projects"]:
+        names.append("neutron-db-manage")
+    for n in names:
+        link = b / n
+        if not link.exists():
+            link.symlink_to("stepwise-lab-cmd")
+
+
+def prepare_nodes(lab: Lab) -> None:
+    db = lab.spec.get("db_service")
+    mariadb.ensure_template() if db else None
+    for node in lab.nodes():
+        S.install_initial(lab, node)
+        for s in lab.node(node)["services"]:
+            S.render_config(lab, node, s)
+        lab.write_state(node, "units.json", {"enabled": sorted(lab.node(node)["services"])})
+        if db and db in lab.node(node)["services"]:
+            mariadb.init_datadir(lab.node_root(node), mariadb.installed_format(S.installed(lab, node)))
+    S.save_workloads(lab, S.workloads(lab))
+    haproxy.write_config(lab.spec, lab.dir)
+
+
+def start_supervisor(lab: Lab) -> int:
+    env = dict(os.environ)
+    env[ENV_LAB] = str(lab.dir)
+    lab.log_dir.mkdir(parents=True, exist_ok=True)
+    with open(lab.log_dir / "supervisor.log", "ab") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "stepwise.lab.supervisor", str(lab.dir)], env=env,
+                                stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
+                                start_new_session=True, cwd=str(lab.dir))
+    write_json(lab.run_dir / "supervisor.json", {"pid": proc.pid})
+    lab.supervisor_pid_file.write_text(str(proc.pid))
+    for _ in range(200):
+        if lab.supervisor_alive():
+            return proc.pid
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    raise StepwiseError(Problem("the lab supervisor did not start", file=str(lab.log_dir / "supervisor.log")))
+
+
+def up(deployment: str | Path, lab_dir: str | Path | None = None, workloads_per_compute: int = 1,
+       progress: Progress = lambda _m: None, timeout: float = 60.0) -> Lab:
+    """Bring up every node of a deployment on this machine; returns when all is healthy."""
+    from stepwise.model import load_deployment
+
+    t0 = time.monotonic()
+    dep = load_deployment(deployment)
+    for tool in (mariadb.binaries, haproxy.binary):
+        try:
+            tool()
+        except RuntimeError as exc:
+            raise StepwiseError(Problem(str(exc), hint="apt-get install -y mariadb-server mariadb-client haproxy")) from None
+    directory = Path(lab_dir or labs_home() / dep.name).resolve()
+    lab = Lab(directory)
+    if lab.exists() and lab.supervisor_alive():
+        raise InputError(Problem(f"a lab is already up in {directory}", hint="run 'stepwise lab down' first"))
+    if directory.exists():
+        down(directory, quiet=True)
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True)
+    index = claim_index(directory)
+    try:
+        spec = build_spec(dep, str(directory), index, workloads_per_compute)
+        spec["reboot_packages"] = list(dep.reboot_packages)
+        write_json(lab.spec_file, spec)
+        write_bin(lab)
+        progress(f"lab {dep.name}: {len(spec['nodes'])} nodes on 127.{100 + index}.0.0/16 in {directory}")
+        prepare_nodes(lab)
+        start_supervisor(lab)
+        boot_all(lab, progress)
+        wait_healthy(lab, timeout, progress)
+    except BaseException:
+        down(directory, quiet=True)
+        raise
+    progress(f"lab up in {time.monotonic() - t0:.1f}s")
+    return lab
+
+
+def boot_all(lab: Lab, progress: Progress) -> None:
+    """Database first (services check their schema on start), then everything else."""
+    db = lab.spec.get("db_service")
+    nodes = lab.nodes()
+
+    def boot(node: str, units: list[str]) -> dict[str, Any]:
+        return lab.call("boot", node=node, units=units, timeout=120)
+
+    with ThreadPoolExecutor(max_workers=max(1, len(nodes))) as ex:
+        if db:
+            list(ex.map(lambda n: boot(n, [db]) if db in lab.node(n)["services"] else None, nodes))
+            for p in lab.spec["projects"]:
+                S.set_schema(lab, p, 1)
+        # The VIP before the services: they reach their database through it.
+        lab.call("start", node="_lab", unit="haproxy")
+        if db:
+            wait_db_vip(lab)
+            progress(f"database up on {len(lab.service(db)['instances'])} node(s)")
+        list(ex.map(lambda n: boot(n, [s for s in lab.node(n)["services"] if s != db]), nodes))
+    wl = S.workloads(lab)
+    for vm, st in wl.items():
+        lab.call("start", node=st["host"], unit=vm, wait=False)
+    progress(f"services started on {len(nodes)} node(s), {len(wl)} workload(s), VIP {lab.spec['vip']}")
+
+
+def wait_db_vip(lab: Lab, timeout: float = 15.0) -> None:
+    vip = lab.spec["vips"][lab.spec["db_service"]]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            mariadb.execute(vip["address"], vip["port"], "SELECT 1")
+            return
+        except Exception:  # noqa: BLE001 - not up yet
+            time.sleep(0.1)
+
+
+def wait_healthy(lab: Lab, timeout: float, progress: Progress) -> None:
+    deadline = time.monotonic() + timeout
+    bad: list[str] = []
+    while time.monotonic() < deadline:
+        st = status(lab)
+        bad = [f"{n['name']}/{s['name']}: {s['health']}" for n in st["nodes"] for s in n["services"] if not s["healthy"]]
+        bad += [f"{w['name']}: {w['state']}" for w in st["workloads"] if not w["healthy"]]
+        if not bad:
+            return
+        time.sleep(0.3)
+    raise StepwiseError(Problem("lab did not become healthy: " + "; ".join(bad[:8]),
+                                file=str(lab.log_dir), hint="see the per-node logs in the lab's log directory"))
+
+
+def find_lab(lab_dir: str | Path | None) -> Lab:
+    """The lab named by --dir, or the only lab under the labs home."""
+    if lab_dir:
+        lab = Lab(lab_dir)
+        if not lab.exists():
+            raise InputError(Problem(f"no lab in {lab.dir}", hint="bring one up with 'stepwise lab up --deployment FILE'"))
+        return lab
+    found = [p.parent for p in labs_home().glob("*/lab.json")]
+    if len(found) != 1:
+        raise InputError(Problem(f"{'no lab' if not found else 'several labs'} under {labs_home()}",
+                                 hint="name the lab directory with --dir"))
+    return Lab(found[0])
+
+
+def lab_pids(lab: Lab) -> list[int]:
+    """Every process of the lab: recorded PIDs, then any process whose environment names it."""
+    pids: set[int] = set()
+    for f in (lab.pids_file,):
+        try:
+            pids.update(int(p) for p in json.loads(f.read_text()))
+        except (FileNotFoundError, ValueError):
+            pass
+    try:
+        pids.add(int(lab.supervisor_pid_file.read_text()))
+    except (FileNotFoundError, ValueError):
+        pass
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            pids.add(int(entry.name))
+    return sorted(p for p in pids if p != os.getpid() and pid_belongs_to(p, lab.dir))
+
+
+def down(lab_dir: str | Path, quiet: bool = False) -> int:
+    """End every process of a lab (even if its supervisor died); returns how many were killed."""
+    lab = Lab(lab_dir)
+    if lab.supervisor_alive():
+        try:
+            lab.call("shutdown", timeout=30)
+        except Exception:  # noqa: BLE001 - fall through to killing by PID
+            pass
+    killed = 0
+    for _ in range(3):
+        pids = lab_pids(lab)
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(pid_alive(p) for p in pids):
+            time.sleep(0.05)
+    for f in (lab.pids_file, lab.run_dir / "units"):
+        if f.is_dir():
+            shutil.rmtree(f, ignore_errors=True)
+        else:
+            f.unlink(missing_ok=True)
+    release_index(lab.dir)
+    return killed
+
+
+def status(lab: Lab) -> dict[str, Any]:
+    """Nodes, addresses, OS majors, services with version, state and health; workloads."""
+    from stepwise.lab import health as H
+    from stepwise.lab.nodecmd import http_health
+
+    try:
+        sup = lab.call("status")
+    except Exception:  # noqa: BLE001
+        sup = {"units": [], "down": list(lab.nodes())}
+    states = {(u["node"], u["unit"]): u for u in sup["units"]}
+    checks = {}
+
+    def check(key: tuple[str, str]) -> None:
+        checks[key] = http_health(lab, key[0], key[1], timeout=1.5)
+
+    keys = [(n, s) for n in lab.nodes() for s in lab.node(n)["services"]
+            if states.get((n, s), {}).get("state") == "active"]
+    threads = [threading.Thread(target=check, args=(k,)) for k in keys]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    nodes = []
+    for n in lab.nodes():
+        svcs = []
+        for s in lab.node(n)["services"]:
+            u = states.get((n, s), {})
+            ok, detail = checks.get((n, s), (False, u.get("state", "inactive")))
+            try:
+                reason = json.loads(detail).get("reason", detail)
+            except ValueError:
+                reason = detail
+            svcs.append({"name": s, "version": S.service_version(lab, n, s), "state": u.get("state", "inactive"),
+                         "restarts": u.get("restarts", 0), "healthy": ok, "health": reason})
+        nodes.append({"name": n, "address": lab.node(n)["address"], "role": lab.node(n)["role"],
+                      "os_major": lab.os_major(n), "release": S.release(lab, n),
+                      "kernel": (lab.read_state(n, "kernel.json", {}) or {}).get("running"),
+                      "down": n in sup.get("down", []), "services": svcs})
+    wls = []
+    for vm, st in S.workloads(lab).items():
+        w = lab.spec["workloads"][vm]
+        alive = st["state"] == "running" and states.get((st["host"], vm), {}).get("state") == "active"
+        wls.append({"name": vm, "host": st["host"], "address": f"{w['address']}:{w['port']}",
+                    "state": st["state"] if alive or st["state"] != "running" else "down", "healthy": alive})
+    return {"lab": lab.spec["name"], "dir": str(lab.dir), "vip": lab.spec["vip"],
+            "supervisor": bool(sup["units"]) or lab.supervisor_alive(), "nodes": nodes, "workloads": wls,
+            "quorum": {s: H.quorum(lab, s)[1] for s, v in lab.spec["services"].items() if v.get("cluster")}}

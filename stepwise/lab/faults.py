@@ -1,0 +1,56 @@
+"""Fault injection: crash a node, make a service hang on stop, slow a command, fill a disk."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stepwise.errors import InputError, Problem
+from stepwise.lab import services as S
+from stepwise.lab.nodes import Lab
+
+KINDS = ("crash", "recover", "hang-stop", "slow", "disk-full", "clear")
+
+
+def _check_node(lab: Lab, node: str) -> None:
+    if node not in lab.spec["nodes"]:
+        raise InputError(Problem(f"unknown node '{node}'", hint=f"nodes: {', '.join(lab.nodes())}"))
+
+
+def inject(lab: Lab, kind: str, node: str, target: str | None = None, seconds: float = 5.0) -> str:
+    """Apply one fault to `node`; returns what was done."""
+    _check_node(lab, node)
+    if kind == "crash":
+        # Power loss: every process dies, the node stays unreachable until `recover`.
+        lab.call("poweroff", node=node, down=True)
+        with lab.node_lock(node):
+            wl = S.workloads(lab)
+            for st in wl.values():
+                if st["host"] == node and st["state"] == "running":
+                    st["state"] = "lost"
+            S.save_workloads(lab, wl)
+        return f"{node} crashed"
+    if kind == "recover":
+        res = lab.call("boot", node=node, units=S.units_enabled(lab, node), timeout=120)
+        return f"{node} booted ({sum(1 for r in res.get('units', {}).values() if r.get('ok'))} units started)"
+    with lab.node_lock(node):
+        f: dict[str, Any] = lab.read_state(node, "faults.json", {}) or {}
+        if kind == "hang-stop":
+            if not target or target not in lab.node(node)["services"]:
+                raise InputError(Problem(f"hang-stop needs a service of {node}: {', '.join(lab.node(node)['services'])}"))
+            f["hang_stop"] = sorted(set(f.get("hang_stop", [])) | {target})
+            msg = f"{target} on {node} will ignore stop requests"
+        elif kind == "slow":
+            if not target:
+                raise InputError(Problem("slow needs a node command name, e.g. dnf"))
+            f.setdefault("slow", {})[target] = seconds
+            msg = f"'{target}' on {node} takes {seconds:g}s longer"
+        elif kind == "disk-full":
+            f["disk_full"] = True
+            msg = f"{node}: / is full"
+        elif kind == "clear":
+            f = {}
+            msg = f"{node}: faults cleared"
+        else:
+            raise InputError(Problem(f"unknown fault '{kind}'", hint=f"one of {', '.join(KINDS)}"))
+        lab.write_state(node, "faults.json", f)
+    return msg

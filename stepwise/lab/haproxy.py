@@ -1,0 +1,95 @@
+"""Real HAProxy (Debian's) as the lab's VIP: one frontend per API service and the database.
+
+One process for the whole lab keeps it cheap; each service gets a frontend on the VIP
+address with its port and a backend per node with HTTP health checks, as a TripleO
+controller's HAProxy has. The database backend sends traffic to one node at a time (the
+others are `backup`), like Galera behind HAProxy does, checked through clustercheck.
+Taking a node out of the balancer (`pcs node standby`) sets its servers to maintenance
+through the admin socket.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+from pathlib import Path
+from typing import Any
+
+from stepwise.lab.nodes import Lab
+
+CHECK = "check inter 300 fall 2 rise 1"
+
+
+def binary() -> str:
+    path = shutil.which("haproxy") or ("/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None)
+    if not path:
+        raise RuntimeError("'haproxy' not found: install the Debian package haproxy")
+    return path
+
+
+def admin_socket(lab: Lab) -> Path:
+    return lab.dir / "haproxy" / "admin.sock"
+
+
+def render(spec: dict[str, Any], lab_dir: Path) -> str:
+    """The haproxy.cfg of a lab."""
+    out = [
+        "global",
+        "    maxconn 2000",
+        f"    stats socket {lab_dir}/haproxy/admin.sock mode 600 level admin",
+        "defaults",
+        "    mode http",
+        "    timeout connect 1s",
+        "    timeout client 10s",
+        "    timeout server 10s",
+        "    timeout check 1s",
+        "    retries 2",
+        "    option redispatch",
+    ]
+    for name, vip in spec["vips"].items():
+        svc = spec["services"][name]
+        out.append(f"listen {name}")
+        out.append(f"    bind {vip['address']}:{vip['port']}")
+        if svc["db"]:
+            out += ["    mode tcp", "    option httpchk GET /"]
+            for i, n in enumerate(svc["instances"]):
+                addr = spec["nodes"][n]["address"]
+                out.append(f"    server {n} {addr}:{svc['db_port']} {CHECK} port {svc['port']}"
+                           + (" backup" if i else ""))
+        else:
+            out.append(f"    option httpchk GET {svc['health_path']}")
+            for n in svc["instances"]:
+                addr = spec["nodes"][n]["address"]
+                out.append(f"    server {n} {addr}:{svc['port']} {CHECK}")
+    return "\n".join(out) + "\n"
+
+
+def write_config(spec: dict[str, Any], lab_dir: Path) -> Path:
+    path = lab_dir / "haproxy" / "haproxy.cfg"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(spec, lab_dir))
+    return path
+
+
+def command(lab: Lab, cmd: str) -> str:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(3)
+    try:
+        s.connect(str(admin_socket(lab)))
+        s.sendall(cmd.encode() + b"\n")
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        return data.decode()
+    finally:
+        s.close()
+
+
+def set_node_state(lab: Lab, node: str, state: str) -> None:
+    """Put every server of `node` into `state` (maint | ready) in all backends."""
+    for name, svc in lab.spec["vips"].items():
+        if node in lab.service(name)["instances"]:
+            command(lab, f"set server {name}/{node} state {state}")

@@ -1,0 +1,340 @@
+"""The node commands of a lab node (docs/node-commands.md): one entry point, dispatched on the
+name it is called by (`bin/dnf`, `bin/systemctl`, ... in the lab's bin directory).
+
+Exit codes and output follow the real tools closely enough for Ansible tasks written for real
+hosts: `dnf check-update` exits 100 with updates, `systemctl is-active` 3 when not active.
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+import sys
+import time
+import urllib.request
+from typing import Callable
+
+from stepwise.lab import repos as R
+from stepwise.lab import services as S
+from stepwise.lab.nodes import Lab, SupervisorDown, current
+
+COMMANDS: dict[str, Callable[[Lab, str, list[str]], int]] = {}
+MANAGE_SUFFIX = "-manage"
+
+
+def command(*names: str):
+    def deco(fn):
+        for n in names:
+            COMMANDS[n] = fn
+        return fn
+    return deco
+
+
+def out(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def err(msg: str) -> int:
+    print(msg, file=sys.stderr, flush=True)
+    return 1
+
+
+def faults(lab: Lab, node: str) -> dict:
+    return lab.read_state(node, "faults.json", {}) or {}
+
+
+def disk_full(lab: Lab, node: str) -> bool:
+    return bool(faults(lab, node).get("disk_full"))
+
+
+# --- dnf -------------------------------------------------------------------------------
+@command("dnf", "yum")
+def dnf(lab: Lab, node: str, args: list[str]) -> int:
+    flags = {a for a in args if a.startswith("-")}
+    words = [a for a in args if not a.startswith("-")]
+    if not words:
+        return err("usage: dnf [-y] install|update|list installed|check-update [PKG...]")
+    verb, names = words[0], words[1:]
+    repos = lab.spec["repos"]
+    enabled = S.enabled_repos(lab, node)
+    pkgs = S.installed(lab, node)
+    if verb == "list":
+        names = names[1:] if names[:1] == ["installed"] else names
+        for p in sorted(names or pkgs):
+            if p in pkgs:
+                out(f"{p} {pkgs[p]['version']} @{pkgs[p]['repo']}")
+            elif names:
+                return err(f"Error: No matching Packages to list ({p})")
+        return 0
+    if verb == "check-update":
+        found = 0
+        for p in sorted(names or pkgs):
+            if p in pkgs:
+                best = R.latest(repos, enabled, p)
+                if best and R.vkey(best[0]) > R.vkey(pkgs[p]["version"]):
+                    out(f"{p} {best[0]} {best[1]}")
+                    found += 1
+        return 100 if found else 0
+    if verb not in ("install", "update", "upgrade"):
+        return err(f"No such command: {verb}")
+    if "-y" not in flags and "--assumeyes" not in flags:
+        return err("Operation aborted: run with -y (no terminal to confirm on a lab node)")
+    changes: dict[str, tuple[str, str]] = {}
+    for p in (names or sorted(pkgs)) if verb != "install" else names:
+        best = R.latest(repos, enabled, p)
+        if best is None:
+            if verb == "install" or names:
+                return err(f"Error: Unable to find a match: {p} (enabled repositories: {', '.join(enabled)})")
+            continue
+        if p not in pkgs and verb != "install":
+            return err(f"Package {p} is not installed")
+        if p not in pkgs or R.vkey(best[0]) > R.vkey(pkgs[p]["version"]):
+            changes[p] = best
+    if not changes:
+        out("Dependencies resolved.\nNothing to do.\nComplete!")
+        return 0
+    if disk_full(lab, node):
+        return err("Error: Transaction test error:\n  installing package needs more space on the / filesystem "
+                   "[Errno 28] No space left on device")
+    for p, (v, r) in sorted(changes.items()):
+        out(f"{'Upgrading' if p in pkgs else 'Installing'}: {p} {v} {r}")
+    if "--downloadonly" in flags:
+        out("The downloaded packages were saved in cache.\nComplete!")
+        return 0
+    with lab.node_lock(node):
+        pkgs = S.installed(lab, node)
+        for p, (v, r) in changes.items():
+            pkgs[p] = {"version": v, "repo": r}
+        lab.write_state(node, "packages.json", pkgs)
+    # The packages' scriptlets restart a running service (`systemctl try-restart`).
+    rc = 0
+    for svc in S.services_of_packages(lab, node, list(changes)):
+        try:
+            res = lab.call("restart", node=node, unit=svc, only_if_running=True)
+        except SupervisorDown as exc:
+            return err(str(exc))
+        if res.get("restarted") is False:
+            continue
+        if not res.get("ok"):
+            err(f"warning: %postun({svc}) scriptlet failed: restart of {svc}.service failed: {res.get('message')}")
+    if any(p in changes for p in lab.spec.get("reboot_packages", ["kernel", "kernel-core"])):
+        out("A reboot is required to run the new kernel.")
+    out("Complete!")
+    return rc
+
+
+@command("tripleo-repos")
+def tripleo_repos(lab: Lab, node: str, args: list[str]) -> int:
+    rel = [a for a in args if not a.startswith("-")]
+    if not rel or rel[0] not in R.RELEASES:
+        return err(f"usage: tripleo-repos RELEASE (one of {', '.join(R.RELEASES)})")
+    with lab.node_lock(node):
+        lab.write_state(node, "repos.json", {"release": rel[0]})
+    enabled = S.enabled_repos(lab, node)
+    if not any(r.startswith("openstack-") for r in enabled):
+        out(f"warning: release {rel[0]} has no repositories for OS {lab.os_major(node)}")
+    out("enabled: " + " ".join(enabled))
+    return 0
+
+
+# --- systemctl -------------------------------------------------------------------------
+def _unit(lab: Lab, node: str, name: str) -> str | None:
+    name = name.removesuffix(".service")
+    return name if name in lab.node(node)["services"] else None
+
+
+def http_health(lab: Lab, node: str, service: str, timeout: float = 2.0) -> tuple[bool, str]:
+    svc = lab.service(service)
+    url = f"http://{lab.node(node)['address']}:{svc['port']}{svc['health_path']}"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status == 200, r.read().decode(errors="replace")
+    except urllib.error.HTTPError as e:
+        return False, e.read().decode(errors="replace")
+    except OSError as e:
+        return False, f"{url}: {getattr(e, 'reason', e)}"
+
+
+def unit_state(lab: Lab, node: str, unit: str) -> str:
+    st = lab.call("status")
+    for u in st["units"]:
+        if u["node"] == node and u["unit"] == unit:
+            return u["state"]
+    return "inactive"
+
+
+@command("systemctl")
+def systemctl(lab: Lab, node: str, args: list[str]) -> int:
+    words = [a for a in args if not a.startswith("-")]
+    if len(words) < 2:
+        return err("usage: systemctl start|stop|restart|reload|kill|status|is-active|is-enabled|enable|disable UNIT")
+    verb = words[0]
+    rc = 0
+    for name in words[1:]:
+        unit = _unit(lab, node, name)
+        if unit is None:
+            err(f"Unit {name}.service could not be found.")
+            rc = 5 if verb not in ("is-active", "is-enabled") else 4
+            continue
+        if verb in ("start", "restart") and not S.service_version(lab, node, unit):
+            err(f"Failed to {verb} {unit}.service: Unit {unit}.service not found (package not installed).")
+            rc = 5
+            continue
+        if verb in ("start", "stop", "restart", "kill", "reload"):
+            op = {"reload": "reload", "kill": "kill"}.get(verb, verb)
+            res = lab.call(op, node=node, unit=unit)
+            if verb == "start" and "--now" in args:
+                pass
+            if not res.get("ok"):
+                rc = 1
+                err(f"Job for {unit}.service failed: {res.get('message')}\n"
+                    f"See \"systemctl status {unit}.service\" for details.")
+        elif verb in ("enable", "disable"):
+            with lab.node_lock(node):
+                S.set_enabled(lab, node, unit, verb == "enable")
+            if "--now" in args:
+                res = lab.call("start" if verb == "enable" else "stop", node=node, unit=unit)
+                rc = rc or (0 if res.get("ok") else 1)
+        elif verb == "is-enabled":
+            on = unit in S.units_enabled(lab, node)
+            out("enabled" if on else "disabled")
+            rc = rc or (0 if on else 1)
+        elif verb in ("is-active", "status"):
+            state = unit_state(lab, node, unit)
+            healthy, detail = (http_health(lab, node, unit) if state == "active" else (False, state))
+            shown = state if state != "active" else ("active" if healthy else "active (unhealthy)")
+            if verb == "is-active":
+                out(shown.split(" ")[0] if healthy or state != "active" else "failed")
+            else:
+                out(f"* {unit}.service\n   Loaded: loaded (enabled: {unit in S.units_enabled(lab, node)})\n"
+                    f"   Active: {shown}\n  Version: {S.service_version(lab, node, unit)}\n   Health: {detail}")
+            rc = rc or (0 if healthy else 3)
+        else:
+            return err(f"Unknown command verb {verb}.")
+    return rc
+
+
+@command("healthcheck")
+def healthcheck(lab: Lab, node: str, args: list[str]) -> int:
+    if not args or _unit(lab, node, args[0]) is None:
+        return err("usage: healthcheck SERVICE (a service of this node)")
+    ok, detail = http_health(lab, node, args[0])
+    out(detail)
+    return 0 if ok else 1
+
+
+# --- config ----------------------------------------------------------------------------
+@command("crudini")
+def crudini(lab: Lab, node: str, args: list[str]) -> int:
+    if len(args) < 3 or args[0] not in ("--set", "--get", "--del"):
+        return err("usage: crudini --set|--get|--del FILE SECTION [KEY [VALUE]]")
+    mode, path, section, rest = args[0], lab.node_path(node, args[1]), args[2], args[3:]
+    cp = configparser.ConfigParser(interpolation=None)
+    cp.optionxform = str  # type: ignore[assignment,method-assign]
+    cp.read(path)
+    is_default = section == "DEFAULT"
+    if mode == "--get":
+        if not rest:
+            if not is_default and not cp.has_section(section):
+                return err(f"Section not found: {section}")
+            for k in (cp.defaults() if is_default else cp[section]):
+                out(k)
+            return 0
+        if not cp.has_option(section, rest[0]) and not (is_default and rest[0] in cp.defaults()):
+            return err(f"Parameter not found: {rest[0]}")
+        out(cp.get(section, rest[0]))
+        return 0
+    if disk_full(lab, node):
+        return err(f"crudini: {args[1]}: [Errno 28] No space left on device")
+    with lab.node_lock(node):
+        if mode == "--set":
+            if not is_default and not cp.has_section(section):
+                cp.add_section(section)
+            if rest:
+                cp.set(section, rest[0], rest[1] if len(rest) > 1 else "")
+        else:
+            if rest:
+                cp.remove_option(section, rest[0])
+            elif not is_default:
+                cp.remove_section(section)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w") as fh:
+            cp.write(fh)
+    return 0
+
+
+@command("os-apply-config")
+def os_apply_config(lab: Lab, node: str, args: list[str]) -> int:
+    names = lab.node(node)["services"]
+    if "--service" in args:
+        i = args.index("--service")
+        if i + 1 >= len(args) or args[i + 1] not in names:
+            return err(f"os-apply-config: no such service on {node}")
+        names = [args[i + 1]]
+    with lab.node_lock(node):
+        for s in names:
+            if S.service_version(lab, node, s):
+                S.render_config(lab, node, s)
+                out(f"{s}: configuration for {S.service_version(lab, node, s)} applied")
+    return 0
+
+
+# --- database --------------------------------------------------------------------------
+def manage(lab: Lab, node: str, project: str, args: list[str]) -> int:
+    words = [a for a in args if not a.startswith("-")]
+    if project not in lab.spec["projects"]:
+        return err(f"{project}-manage: no database for project {project} in this cloud")
+    versions = [R.major(S.service_version(lab, node, s)) for s in lab.node(node)["services"]
+                if lab.service(s)["project"] == project and S.service_version(lab, node, s)]
+    if not versions:
+        return err(f"{project}-manage: command not found ({project} is not installed on {node})")
+    code = max(versions)
+    try:
+        cur = S.get_schema(lab, project)
+        if cur is None:
+            return err("(pymysql.err.OperationalError) (2003, \"Can't connect to MySQL server\")")
+        if words[:2] in (["db", "sync"], ["upgrade", "heads"]):
+            if code < cur[0]:
+                return err(f"database schema {cur[0]} is newer than this code ({code}): downgrade is not supported")
+            S.set_schema(lab, project, code)
+            out(f"{project} database schema at version {code}")
+        elif words[:2] == ["db", "online_data_migrations"]:
+            S.set_schema(lab, project, cur[0], online=cur[0])
+            out(f"{project} online data migrations complete for schema {cur[0]}")
+        elif words[:2] in (["db", "version"], ["current"]):
+            out(str(cur[0]))
+        else:
+            return err(f"usage: {project}-manage db sync|online_data_migrations|version")
+    except Exception as exc:  # noqa: BLE001 - report DB errors the way the tool would
+        return err(f"{project}-manage: database error: {exc}")
+    return 0
+
+
+def main() -> None:
+    """Entry of every node command: dispatch on argv[0]'s name."""
+    name = os.path.basename(sys.argv[0])
+    args = sys.argv[1:]
+    if name in ("stepwise-lab-cmd", "nodecmd.py", "__main__.py") and args:
+        name, args = args[0], args[1:]
+    lab, node = current()
+    if (lab.run_dir / "down" / node).exists():
+        sys.exit(err(f"ssh: connect to host {node}: No route to host"))
+    delay = faults(lab, node).get("slow", {}).get(name)
+    if delay:
+        time.sleep(float(delay))
+    from stepwise.lab import nodecmd_cluster  # noqa: F401 - registers the cluster commands
+
+    fn = COMMANDS.get(name)
+    if fn is None and name.endswith(MANAGE_SUFFIX):
+        project = name[: -len(MANAGE_SUFFIX)].removesuffix("-db")
+        sys.exit(manage(lab, node, project, args))
+    if fn is None:
+        sys.exit(err(f"{name}: command not found on lab node"))
+    try:
+        sys.exit(fn(lab, node, args))
+    except SupervisorDown as exc:
+        sys.exit(err(f"Failed to connect to bus: {exc}"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,287 @@
+"""Node commands for clusters, workloads, reboots, OS upgrade and data transfer."""
+
+from __future__ import annotations
+
+import shutil
+
+from stepwise.lab import health as H
+from stepwise.lab import repos as R
+from stepwise.lab import services as S
+from stepwise.lab.nodecmd import command, disk_full, err, out
+from stepwise.lab.nodes import Lab
+
+TRANSFER_FLAG = "/var/lib/stepwise/transfer_data.done"
+DUMP_FILE = "/var/lib/stepwise/mysql-upgrade.sql"
+
+
+def cluster_service(lab: Lab, kinds: tuple[str, ...]) -> str | None:
+    return next((n for n, s in lab.spec["services"].items() if s.get("cluster") in kinds), None)
+
+
+# --- pacemaker -------------------------------------------------------------------------
+@command("pcs")
+def pcs(lab: Lab, node: str, args: list[str]) -> int:
+    svc = cluster_service(lab, ("pacemaker", "corosync"))
+    if svc is None or node not in lab.service(svc)["instances"]:
+        return err("Error: unable to get cluster status: no cluster configured on this node")
+    words = [a for a in args if not a.startswith("-")]
+    targets = lab.service(svc)["instances"] if "--all" in args else [node]
+    if words[:1] == ["status"]:
+        ok, why = H.quorum(lab, svc)
+        running = [n for n in lab.service(svc)["instances"] if H.read_unit(lab, n, svc)]
+        standby = [n for n in running if (lab.read_state(n, "cluster.json", {}) or {}).get(svc, {}).get("standby")]
+        out(f"Cluster: {svc}\n  {why}\n  Online: [ {' '.join(n for n in running if n not in standby)} ]\n"
+            f"  Standby: [ {' '.join(standby)} ]")
+        if node not in running:
+            return err("Error: cluster is not currently running on this node")
+        return 0 if ok else 1
+    if words[:1] == ["cluster"] and words[1:2] in (["stop"], ["start"]):
+        rc = 0
+        for n in targets:
+            res = lab.call(words[1], node=n, unit=svc)
+            out(f"{n}: {'Stopping' if words[1] == 'stop' else 'Starting'} Cluster... {res.get('message')}")
+            rc = rc or (0 if res.get("ok") else 1)
+        return rc
+    if words[:1] == ["node"] and words[1:2] in (["standby"], ["unstandby"]):
+        target = words[2] if len(words) > 2 else node
+        if target not in lab.service(svc)["instances"]:
+            return err(f"Error: node '{target}' does not appear to exist in configuration")
+        if not H.read_unit(lab, node, svc):
+            return err("Error: cluster is not currently running on this node")
+        on = words[1] == "standby"
+        with lab.node_lock(target):
+            st = lab.read_state(target, "cluster.json", {}) or {}
+            st.setdefault(svc, {})["standby"] = on
+            lab.write_state(target, "cluster.json", st)
+        # Standby moves the VIP's traffic away from the node: its servers go to maintenance.
+        from stepwise.lab import haproxy
+
+        haproxy.set_node_state(lab, target, "maint" if on else "ready")
+        return 0
+    return err("usage: pcs status | pcs cluster stop|start [--all] | pcs node standby|unstandby [NODE]")
+
+
+# --- ceph ------------------------------------------------------------------------------
+@command("ceph")
+def ceph(lab: Lab, node: str, args: list[str]) -> int:
+    mon = cluster_service(lab, ("ceph-mon",))
+    flags_file = lab.run_dir / "ceph.json"
+    import json
+
+    flags = json.loads(flags_file.read_text()) if flags_file.exists() else {}
+    if args[:2] == ["osd", "set"] or args[:2] == ["osd", "unset"]:
+        if len(args) < 3:
+            return err("usage: ceph osd set|unset FLAG")
+        flags[args[2]] = args[1] == "set"
+        flags_file.write_text(json.dumps(flags))
+        out(f"{args[2]} is {'set' if flags[args[2]] else 'unset'}")
+        return 0
+    if mon is None:
+        return err("Error initializing cluster client: no monitors in this cloud")
+    ok, why = H.quorum(lab, mon)
+    members = lab.service(mon)["instances"]
+    if args[:2] == ["mon", "stat"]:
+        inq = [n for n in members if H.read_unit(lab, n, mon)]
+        out(f"e1: {len(members)} mons, quorum {','.join(inq) if ok else '(none)'}; {why}")
+        return 0 if ok else 1
+    if args[:1] == ["health"]:
+        if not ok:
+            out(f"HEALTH_ERR {why}")
+            return 1
+        warn = [f"{k} flag(s) set" for k, v in flags.items() if v]
+        down = [n for n in members if not H.read_unit(lab, n, mon)]
+        if down:
+            warn.append(f"mons down: {','.join(down)}")
+        out("HEALTH_WARN " + "; ".join(warn) if warn else "HEALTH_OK")
+        return 0
+    if args[:2] in (["mon", "remove"], ["mon", "add"]) and len(args) > 2:
+        target = args[2]
+        if target not in members:
+            return err(f"Error ENOENT: mon.{target} does not exist")
+        with lab.node_lock(target):
+            st = lab.read_state(target, "cluster.json", {}) or {}
+            st.setdefault(mon, {})["left"] = args[1] == "remove"
+            lab.write_state(target, "cluster.json", st)
+        out(f"{'removing' if args[1] == 'remove' else 'adding'} mon.{target}")
+        return 0
+    return err("usage: ceph osd set|unset noout | ceph mon stat | ceph health | ceph mon remove|add NODE")
+
+
+# --- nova (workloads) ------------------------------------------------------------------
+def compute_service(lab: Lab) -> str | None:
+    return next((n for n, s in lab.spec["services"].items() if s.get("workloads")), None)
+
+
+@command("nova")
+def nova(lab: Lab, node: str, args: list[str]) -> int:
+    comp = compute_service(lab)
+    if comp is None or len(args) < 2:
+        return err("usage: nova host-evacuate-live|service-disable|service-enable NODE")
+    verb, host = args[0], args[1]
+    if host not in lab.service(comp)["instances"]:
+        return err(f"ERROR (NotFound): Compute host {host} could not be found.")
+    disabled = set(lab.read_state("_lab", "nova_disabled.json", []) or [])
+    if verb in ("service-disable", "service-enable"):
+        disabled = disabled | {host} if verb == "service-disable" else disabled - {host}
+        lab.write_state("_lab", "nova_disabled.json", sorted(disabled))
+        return 0
+    if verb != "host-evacuate-live":
+        return err(f"nova: unknown command {verb}")
+    src_unit = H.read_unit(lab, host, comp)
+    if not src_unit:
+        return err(f"ERROR: Compute service of {host} is unavailable; cannot live-migrate")
+    wl = S.workloads(lab)
+    rc = 0
+    for vm, st in sorted(wl.items()):
+        if st["host"] != host or st["state"] != "running":
+            continue
+        targets = []
+        for cand in lab.service(comp)["instances"]:
+            u = H.read_unit(lab, cand, comp)
+            # Like nova: never onto a disabled host, nor onto an older compute than the source.
+            if cand != host and cand not in disabled and u and u["major"] >= src_unit["major"]:
+                load = sum(1 for w in wl.values() if w["host"] == cand and w["state"] == "running")
+                targets.append((load, cand))
+        if not targets:
+            rc = err(f"{vm}: no valid host to live-migrate to")
+            continue
+        dst = min(targets)[1]
+        res = lab.call("start", node=dst, unit=vm)
+        if not res.get("ok"):
+            rc = err(f"{vm}: migration to {dst} failed: {res.get('message')}")
+            continue
+        lab.call("stop", node=host, unit=vm)
+        wl[vm] = {"host": dst, "state": "running"}
+        S.save_workloads(lab, wl)
+        out(f"{vm}: live-migrated {host} -> {dst}")
+    return rc
+
+
+# --- reboot, OS upgrade ----------------------------------------------------------------
+@command("leapp")
+def leapp(lab: Lab, node: str, args: list[str]) -> int:
+    if args[:1] != ["upgrade"]:
+        return err("usage: leapp upgrade")
+    cur = lab.os_major(node)
+    target = cur + 1
+    if target not in R.OS_MAJORS:
+        return err(f"Inhibitor: no upgrade path from OS {cur}")
+    if "leapp" not in S.installed(lab, node):
+        return err("leapp: command not found (package leapp is not installed)")
+    rel = S.release(lab, node)
+    if f"openstack-{rel}-el{target}" not in lab.spec["repos"]:
+        return err(f"Inhibitor: enabled OpenStack release {rel} has no repositories for OS {target}; "
+                   "switch the node to the next release (tripleo-repos) first")
+    if disk_full(lab, node):
+        return err("Inhibitor: not enough space on / to download the upgrade packages")
+    lab.write_state(node, "leapp.json", {"target": target, "release": rel})
+    out(f"Upgrade to OS {target} prepared; the next reboot applies it.")
+    return 0
+
+
+def apply_leapp(lab: Lab, node: str) -> str | None:
+    plan = lab.read_state(node, "leapp.json")
+    if not plan:
+        return None
+    target, rel = plan["target"], plan["release"]
+    repos = lab.spec["repos"]
+    enabled = R.enabled_repos(repos, rel, target)
+    pkgs = S.installed(lab, node)
+    new = {}
+    for p in pkgs:
+        best = R.latest(repos, enabled, p)
+        if best:
+            new[p] = {"version": best[0], "repo": best[1]}
+    lab.write_state(node, "packages.json", new)
+    S.write_os_release(lab, node, target)
+    # The upgraded node comes up with no service running: they start on the new OS only when
+    # the upgrade workflow says so (after the data transfer).
+    lab.write_state(node, "units.json", {"enabled": []})
+    lab.state_file(node, "leapp.json").unlink()
+    return f"OS upgraded to {target}"
+
+
+@command("reboot")
+def reboot(lab: Lab, node: str, args: list[str]) -> int:
+    lab.call("poweroff", node=node)
+    with lab.node_lock(node):
+        wl = S.workloads(lab)
+        for vm, st in wl.items():
+            if st["host"] == node and st["state"] == "running":
+                st["state"] = "lost"  # not moved away: the instance died with its host
+        S.save_workloads(lab, wl)
+        msg = apply_leapp(lab, node)
+        kernel = S.installed(lab, node).get("kernel", {}).get("version")
+        lab.write_state(node, "kernel.json", {"running": kernel})
+    res = lab.call("boot", node=node, units=S.units_enabled(lab, node), timeout=120)
+    out(f"{node} rebooted{': ' + msg if msg else ''}; running kernel {kernel}")
+    failed = [u for u, r in res.get("units", {}).items() if not r.get("ok")]
+    if failed:
+        out(f"units failed after boot: {', '.join(failed)}")
+    return 0
+
+
+# --- data ------------------------------------------------------------------------------
+@command("upgrade-transfer-data")
+def transfer(lab: Lab, node: str, args: list[str]) -> int:
+    try:
+        src, dst = args[args.index("--from") + 1], args[args.index("--to") + 1]
+    except (ValueError, IndexError):
+        return err("usage: upgrade-transfer-data --from NODE --to NODE")
+    db = lab.spec.get("db_service")
+    if db is None or src not in lab.service(db)["instances"] or dst not in lab.service(db)["instances"]:
+        return err(f"{src} and {dst} must both run the database service")
+    flag = lab.node_path(dst, TRANSFER_FLAG)
+    if flag.exists():
+        return err(f"refusing: data was already transferred to {dst} ({TRANSFER_FLAG} exists); "
+                   f"{dst} may already be the authority on the data")
+    for n in (src, dst):
+        if H.read_unit(lab, n, db):
+            return err(f"the database on {n} is running: stop it first")
+    if disk_full(lab, dst):
+        return err(f"{dst}: [Errno 28] No space left on device")
+    from stepwise.lab import mariadb
+
+    s, d = lab.node_root(src) / "var/lib/mysql", lab.node_root(dst) / "var/lib/mysql"
+    shutil.rmtree(d, ignore_errors=True)
+    shutil.copytree(s, d)
+    # A logical transfer: the data lands in the format of the target's MariaDB.
+    (d / mariadb.FORMAT_FILE).write_text(mariadb.installed_format(S.installed(lab, dst)))
+    flag.parent.mkdir(parents=True, exist_ok=True)
+    flag.write_text(f"from {src}\n")
+    out(f"transferred database data {src} -> {dst}")
+    return 0
+
+
+@command("mysql-upgrade-dump")
+def mysql_dump(lab: Lab, node: str, args: list[str]) -> int:
+    from stepwise.lab import mariadb
+
+    db = lab.spec.get("db_service")
+    if db is None or not H.read_unit(lab, node, db):
+        return err("mysql-upgrade-dump: the database server is not running on this node")
+    if disk_full(lab, node):
+        return err("mariadb-dump: Got errno 28 on write")
+    mariadb.dump(lab.node_root(node), lab.node_path(node, DUMP_FILE))
+    out(f"dumped all databases to {DUMP_FILE}")
+    return 0
+
+
+@command("mysql-upgrade-restore")
+def mysql_restore(lab: Lab, node: str, args: list[str]) -> int:
+    from stepwise.lab import mariadb
+
+    db = lab.spec.get("db_service")
+    dump_file = lab.node_path(node, DUMP_FILE)
+    if db is None or not dump_file.exists():
+        return err(f"mysql-upgrade-restore: no dump at {DUMP_FILE} (run mysql-upgrade-dump before the update)")
+    if H.read_unit(lab, node, db):
+        lab.call("stop", node=node, unit=db)
+    root = lab.node_root(node)
+    mariadb.init_datadir(root, mariadb.installed_format(S.installed(lab, node)))
+    res = lab.call("start", node=node, unit=db)
+    if not res.get("ok"):
+        return err(f"database did not start: {res.get('message')}")
+    mariadb.restore(root, dump_file)
+    out("restored all databases")
+    return 0

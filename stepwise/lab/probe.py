@@ -1,0 +1,169 @@
+"""The availability probe: real requests through every VIP and to every workload, recorded.
+
+Loopback only, bounded in time and count. Downtime of a target is the sum of its outage
+windows: from the first failed request to the next successful one.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stepwise.lab import services as S
+from stepwise.lab.nodes import Lab
+
+MAX_SECONDS = 3600.0
+MAX_REQUESTS = 1_000_000
+TIMEOUT = 1.0
+
+
+@dataclass
+class Target:
+    name: str
+    kind: str  # http | mysql
+    host: str
+    port: int
+    path: str = "/"
+
+
+def targets(lab: Lab) -> list[Target]:
+    """Every VIP frontend and every workload of the lab."""
+    out = []
+    for name, vip in lab.spec["vips"].items():
+        svc = lab.service(name)
+        if svc["db"]:
+            out.append(Target(f"vip:{name}", "mysql", vip["address"], vip["port"]))
+        else:
+            out.append(Target(f"vip:{name}", "http", vip["address"], vip["port"], svc["health_path"]))
+    for vm, w in lab.spec["workloads"].items():
+        out.append(Target(f"workload:{vm}", "http", w["address"], w["port"]))
+    for t in out:
+        if not t.host.startswith("127."):
+            raise ValueError(f"probe target {t.name} is not on loopback")
+    return out
+
+
+def request(t: Target) -> tuple[bool, str]:
+    """One real request: an HTTP GET, or a MySQL handshake through the DB VIP."""
+    if t.kind == "mysql":
+        try:
+            with socket.create_connection((t.host, t.port), timeout=TIMEOUT) as s:
+                s.settimeout(TIMEOUT)
+                head = s.recv(5)
+            if len(head) == 5 and head[4] == 0x0A:
+                return True, "ok"
+            return False, "no MySQL greeting" if not head else "MySQL error packet"
+        except OSError as e:
+            return False, str(e)
+    try:
+        with urllib.request.urlopen(f"http://{t.host}:{t.port}{t.path}", timeout=TIMEOUT) as r:
+            r.read()
+            return r.status == 200, str(r.status)
+    except urllib.error.HTTPError as e:
+        return False, f"HTTP {e.code}"
+    except OSError as e:
+        return False, str(getattr(e, "reason", e))
+
+
+@dataclass
+class Probe:
+    """Probe a lab at `rate` rounds per second until stopped or bounds are hit."""
+
+    lab: Lab
+    rate: float = 5.0
+    max_seconds: float = 600.0
+    out: Path | None = None
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.rate = min(max(self.rate, 0.1), 50.0)
+        self.max_seconds = min(self.max_seconds, MAX_SECONDS)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.targets = targets(self.lab)
+        self.t0 = 0.0
+
+    def run(self) -> None:
+        self.t0 = time.time()
+        period = 1.0 / self.rate
+        fh = open(self.out, "a") if self.out else None
+        pool = ThreadPoolExecutor(max_workers=min(16, max(1, len(self.targets))))
+        try:
+            nxt = time.monotonic()
+            while not self._stop.is_set() and time.time() - self.t0 < self.max_seconds \
+                    and len(self.records) + len(self.targets) <= MAX_REQUESTS:
+                now = time.time()
+                for t, (ok, detail) in zip(self.targets, pool.map(request, self.targets)):
+                    rec = {"t": round(now, 3), "target": t.name, "ok": ok, "detail": detail}
+                    self.records.append(rec)
+                    if fh:
+                        fh.write(json.dumps(rec) + "\n")
+                nxt += period
+                self._stop.wait(max(0.0, nxt - time.monotonic()))
+        finally:
+            pool.shutdown()
+            if fh:
+                fh.close()
+
+    def start(self) -> "Probe":
+        self._thread = threading.Thread(target=self.run, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> dict[str, Any]:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(10)
+        return summarize(self.records)
+
+    def __enter__(self) -> "Probe":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per target: requests, failed, downtime (outage windows) and the longest outage."""
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        by.setdefault(r["target"], []).append(r)
+    out: dict[str, Any] = {}
+    for name, recs in sorted(by.items()):
+        recs.sort(key=lambda r: r["t"])
+        down = longest = 0.0
+        start = None
+        for r in recs:
+            if not r["ok"] and start is None:
+                start = r["t"]
+            elif r["ok"] and start is not None:
+                down += r["t"] - start
+                longest = max(longest, r["t"] - start)
+                start = None
+        if start is not None:
+            tail = recs[-1]["t"] - start
+            down += tail
+            longest = max(longest, tail)
+        failed = [r for r in recs if not r["ok"]]
+        out[name] = {"requests": len(recs), "failed": len(failed), "downtime_s": round(down, 2),
+                     "longest_outage_s": round(longest, 2),
+                     "first_error": failed[0]["detail"] if failed else None}
+    total = {"requests": sum(v["requests"] for v in out.values()), "failed": sum(v["failed"] for v in out.values())}
+    return {"targets": out, "total": total}
+
+
+def failed(summary: dict[str, Any], prefix: str = "") -> dict[str, int]:
+    """Targets (optionally only those starting with `prefix`) that had failed requests."""
+    return {k: v["failed"] for k, v in summary["targets"].items() if k.startswith(prefix) and v["failed"]}
+
+
+def workload_states(lab: Lab) -> dict[str, str]:
+    return {vm: st["state"] for vm, st in S.workloads(lab).items()}

@@ -1,0 +1,133 @@
+"""Node-side state of services: installed packages, rendered config, enabled units, schema."""
+
+from __future__ import annotations
+
+import configparser
+from typing import Any
+
+from stepwise.lab import repos as R
+from stepwise.lab.nodes import Lab
+
+
+def installed(lab: Lab, node: str) -> dict[str, dict[str, str]]:
+    return lab.read_state(node, "packages.json", {}) or {}
+
+
+def release(lab: Lab, node: str) -> str:
+    return (lab.read_state(node, "repos.json", {}) or {}).get("release", R.INITIAL_RELEASE)
+
+
+def enabled_repos(lab: Lab, node: str) -> list[str]:
+    return R.enabled_repos(lab.spec["repos"], release(lab, node), lab.os_major(node))
+
+
+def node_packages(lab: Lab, node: str) -> list[str]:
+    """Packages a node has at first boot: its services' and the OS base."""
+    pk = set(R.BASE_PACKAGES)
+    for s in lab.node(node)["services"]:
+        pk.update(lab.service(s)["packages"])
+    return sorted(pk)
+
+
+def install_initial(lab: Lab, node: str) -> None:
+    pkgs = {}
+    for p in node_packages(lab, node) + [R.LEAPP[0]]:
+        found = R.base_version(lab.spec["repos"], p, R.INITIAL_RELEASE, R.INITIAL_OS)
+        if found:
+            pkgs[p] = {"version": found[0], "repo": found[1]}
+    lab.write_state(node, "packages.json", pkgs)
+    lab.write_state(node, "repos.json", {"release": R.INITIAL_RELEASE})
+    lab.write_state(node, "kernel.json", {"running": pkgs["kernel"]["version"]})
+    write_os_release(lab, node, R.INITIAL_OS)
+
+
+def write_os_release(lab: Lab, node: str, major: int) -> None:
+    path = lab.node_root(node) / "etc" / "os-release"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'NAME="Lab Linux"\nVERSION_ID="{major}"\nID="lablinux"\nPRETTY_NAME="Lab Linux {major}"\n')
+
+
+def service_version(lab: Lab, node: str, service: str) -> str | None:
+    pk = lab.service(service)["packages"]
+    if not pk:
+        return "1.0.0"
+    return installed(lab, node).get(pk[0], {}).get("version")
+
+
+def services_of_packages(lab: Lab, node: str, packages: list[str]) -> list[str]:
+    return [s for s in lab.node(node)["services"] if set(lab.service(s)["packages"]) & set(packages)]
+
+
+def render_config(lab: Lab, node: str, service: str) -> None:
+    """What the deployment's config step writes: config for the installed version.
+
+    Operator settings the deployment does not own (`[upgrade_levels]` pins) are kept.
+    """
+    svc = lab.service(service)
+    version = service_version(lab, node, service)
+    path = lab.node_path(node, f"/etc/{service}/{service}.conf")
+    old = configparser.ConfigParser(interpolation=None)
+    old.read(path)
+    cp = configparser.ConfigParser(interpolation=None)
+    cp["DEFAULT"] = {"config_for": R.release_of(version) or "", "host": node}
+    if svc.get("schema"):
+        vip = lab.spec["vips"][lab.spec["db_service"]]
+        cp["database"] = {"connection": f"mysql+pymysql://stepwise@{vip['address']}:{vip['port']}/{svc['project']}"}
+    if svc.get("rpc"):
+        cp["upgrade_levels"] = dict(old["upgrade_levels"]) if old.has_section("upgrade_levels") else {}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        cp.write(fh)
+
+
+def units_enabled(lab: Lab, node: str) -> list[str]:
+    return list((lab.read_state(node, "units.json", {}) or {}).get("enabled", []))
+
+
+def set_enabled(lab: Lab, node: str, unit: str, on: bool) -> None:
+    cur = set(units_enabled(lab, node))
+    cur = cur | {unit} if on else cur - {unit}
+    lab.write_state(node, "units.json", {"enabled": sorted(cur)})
+
+
+def db_members(lab: Lab) -> list[tuple[str, int]]:
+    """Addresses of the running database servers (every Galera member takes each write)."""
+    from stepwise.lab.health import read_unit
+
+    name = lab.spec["db_service"]
+    svc = lab.service(name)
+    return [(lab.node(n)["address"], svc["db_port"]) for n in svc["instances"] if read_unit(lab, n, name)]
+
+
+def set_schema(lab: Lab, project: str, version: int, online: int | None = None) -> None:
+    """Write a project's schema version to every running member (the replicated write)."""
+    from stepwise.lab import mariadb
+
+    members = db_members(lab)
+    if not members:
+        raise RuntimeError("cannot connect to the database: no database server is running")
+    sql = "INSERT INTO schema_versions (project, version, online) VALUES (%s,%s,%s) " \
+          "ON DUPLICATE KEY UPDATE version=VALUES(version)" + (", online=VALUES(online)" if online is not None else "")
+    for host, port in members:
+        mariadb.execute(host, port, sql, (project, version, online or 0))
+
+
+def get_schema(lab: Lab, project: str) -> tuple[int, int] | None:
+    from stepwise.lab import mariadb
+
+    for host, port in db_members(lab):
+        rows = mariadb.execute(host, port, "SELECT version, online FROM schema_versions WHERE project=%s", (project,))
+        return (int(rows[0][0]), int(rows[0][1])) if rows else (0, 0)
+    return None
+
+
+def workloads(lab: Lab) -> dict[str, Any]:
+    """Where each workload runs now ({vm: {host, state}}), initially its home compute."""
+    data = lab.read_state("_lab", "workloads.json", None)
+    if data is None:
+        data = {vm: {"host": w["home"], "state": "running"} for vm, w in lab.spec["workloads"].items()}
+    return data
+
+
+def save_workloads(lab: Lab, data: dict[str, Any]) -> None:
+    lab.write_state("_lab", "workloads.json", data)

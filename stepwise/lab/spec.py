@@ -1,0 +1,135 @@
+"""Derive a lab from a deployment: which process emulates what, on which address and port.
+
+Everything an emulated service does is derived from its catalog entry, so any catalog written
+to the contract works: `plane`, `cluster` (quorum, leave/rejoin), `rpc` (versioned peers),
+`health` (port and path), `packages` (its version), `rolling` (expand/contract schema) and
+whether it has `migrate` tasks (it owns a DB schema).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any
+
+from stepwise.errors import InputError, Problem
+from stepwise.lab import repos as R
+from stepwise.lab.nodes import node_address, vip_address, workload_address
+from stepwise.model import Deployment
+
+DB_PORT = 3306
+CLUSTERCHECK_PORT = 9200
+WORKLOAD_PORT = 8080
+#: Cluster kinds whose members cannot talk across OS majors (corosync 2 -> 3 changed transport).
+OS_BOUND_CLUSTERS = ("pacemaker", "corosync")
+
+
+def _port(url: str | None) -> int | None:
+    if not url:
+        return None
+    m = re.search(r":(\d+)(?:/|$)", url)
+    return int(m.group(1)) if m else None
+
+
+def _path(url: str | None) -> str:
+    if not url:
+        return "/healthcheck"
+    m = re.match(r"^[a-z]+://[^/]+(/.*)?$", url)
+    return (m.group(1) if m and m.group(1) else "/") if m else "/healthcheck"
+
+
+def is_db_service(svc: Any) -> bool:
+    """The service that is the cloud's SQL database (served by a real MariaDB)."""
+    return svc.cluster == "galera" or any(p.startswith("mariadb") for p in svc.packages)
+
+
+def project_of(name: str) -> str:
+    return name.split("_")[0].split("-")[0]
+
+
+def _has_migrate(svc: Any) -> bool:
+    return any(steps.get("migrate") for steps in svc.tasks.values())
+
+
+def build_spec(dep: Deployment, lab_dir: str, index: int, workloads_per_compute: int = 1) -> dict[str, Any]:
+    """The whole `lab.json` of a new lab for `dep`."""
+    cat = dep.catalog
+    placed = [s for s in dep.instances]
+    migrating_projects = {project_of(s) for s in placed if _has_migrate(cat[s])}
+    services: dict[str, Any] = {}
+    used_ports: set[int] = set()
+    spare = 9100
+    db_service = None
+    for name in placed:
+        svc = cat[name]
+        health = dict(svc.health)
+        db = is_db_service(svc)
+        port = _port(health.get("http")) or _port(health.get("tcp"))
+        if db:
+            port = port or DB_PORT
+            db_service = db_service or name
+        if port is None or (port in used_ports and not db):
+            while spare in used_ports:
+                spare += 1
+            port = spare
+        used_ports.add(port)
+        proj = project_of(name)
+        schema = _has_migrate(svc) or (svc.plane == "control" and proj in migrating_projects)
+        services[name] = {
+            "plane": svc.plane,
+            "packages": list(svc.packages),
+            "cluster": svc.cluster,
+            "os_bound": svc.cluster in OS_BOUND_CLUSTERS,
+            "rpc": svc.rpc,
+            "port": CLUSTERCHECK_PORT if db else port,
+            "db_port": port if db else None,
+            "http": bool(health.get("http")) or db,
+            "health_path": "/" if db else _path(health.get("http")),
+            "db": db,
+            "project": proj,
+            "schema": schema and not db,
+            "expand_contract": bool(svc.rolling),
+            "instances": [n.name for n in dep.instances[name]],
+            "bootstrap": dep.bootstrap_node(name).name,  # type: ignore[union-attr]
+            "workloads": False,
+        }
+    needs_db = [n for n, s in services.items() if s["schema"]]
+    if needs_db and db_service is None:
+        raise InputError(Problem(f"services {', '.join(needs_db)} own a DB schema but no database service "
+                                 "(cluster: galera) is placed", file=dep.path,
+                                 hint="place the galera service on a role; the lab runs a real MariaDB for it"))
+    compute = next((n for n, s in services.items() if s["plane"] == "data" and "compute" in n), None)
+    if compute:
+        services[compute]["workloads"] = True
+    nodes = {}
+    for n in dep.nodes:
+        nodes[n.name] = {"address": node_address(index, n.index), "role": n.role, "index": n.index,
+                         "services": list(dep.services_on(n))}
+    workloads = {}
+    if compute:
+        k = 0
+        for host in services[compute]["instances"]:
+            for _ in range(workloads_per_compute):
+                workloads[f"vm-{k}"] = {"address": workload_address(index, k), "port": WORKLOAD_PORT, "home": host}
+                k += 1
+    vip = vip_address(index)
+    vips = {name: {"address": vip, "port": s["db_port"] if s["db"] else s["port"]}
+            for name, s in services.items() if s["http"] or s["db"]}
+    all_packages = sorted({p for s in services.values() for p in s["packages"]} | set(R.BASE_PACKAGES))
+    return {
+        "name": dep.name,
+        "dir": lab_dir,
+        "index": index,
+        "deployment": dep.path,
+        "python": sys.executable,
+        "vip": vip,
+        "vips": vips,
+        "db_service": db_service,
+        "nodes": nodes,
+        "services": services,
+        "workloads": workloads,
+        "repos": R.build_repos(all_packages),
+        "projects": sorted({s["project"] for s in services.values() if s["schema"]}),
+        "stop_timeout": 3.0,
+        "start_delay": 0.8,
+    }

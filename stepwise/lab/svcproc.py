@@ -1,0 +1,265 @@
+"""One emulated process of a lab node: an OpenStack-like service, the database wrapper, or a
+workload (an instance on a compute). Started by the lab supervisor as
+`python -m stepwise.lab.svcproc LAB_DIR NODE UNIT`.
+
+A service reads its installed version and config at start and refuses to start on a config
+rendered for another release or on a schema older than its code (it exits, the supervisor
+restarts it: the restart loop). Running, it answers HTTP on its node address; the answer is
+its health (schema, quorum, RPC peers), so HAProxy and the probe see what an operator would.
+"""
+
+from __future__ import annotations
+
+import configparser
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from stepwise.lab import health as H
+from stepwise.lab import repos as R
+from stepwise.lab.nodes import Lab, write_json
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 64
+
+    def __init__(self, addr, handler, reuse_port: bool = False):
+        self._reuse_port = reuse_port
+        super().__init__(addr, handler)
+
+    def handle_error(self, request, client_address) -> None:
+        pass  # clients (health checks, the probe) hang up early; that is not our error
+
+    def server_bind(self) -> None:
+        if self._reuse_port:
+            # Live migration: the destination serves the same address before the source goes.
+            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        super().server_bind()
+
+
+def fail(msg: str) -> None:
+    print(f"error: {msg}", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+def config_path(lab: Lab, node: str, service: str):
+    return lab.node_path(node, f"/etc/{service}/{service}.conf")
+
+
+def read_config(lab: Lab, node: str, service: str) -> configparser.ConfigParser:
+    cp = configparser.ConfigParser(interpolation=None)
+    cp.read(config_path(lab, node, service))
+    return cp
+
+
+class Unit:
+    """State shared by the HTTP handler and the signal handlers."""
+
+    def __init__(self, lab: Lab, node: str, name: str):
+        self.lab, self.node, self.name = lab, node, name
+        self.major = 0
+        self.version = ""
+        self.rpc_send: int | None = None
+        self.cache: tuple[float, tuple[bool, str]] = (0.0, (False, "starting"))
+        self.child: subprocess.Popen | None = None
+        self.stopping = False
+
+    def publish(self, **extra) -> None:
+        data = {"pid": os.getpid(), "node": self.node, "unit": self.name, "version": self.version,
+                "major": self.major, "rpc_send": self.rpc_send, "ready": True, "since": time.time()}
+        data.update(extra)
+        write_json(self.lab.unit_file(self.node, self.name), data)
+
+    def health(self) -> tuple[bool, str]:
+        now = time.monotonic()
+        if now - self.cache[0] < 0.25:
+            return self.cache[1]
+        if self.name in self.lab.spec["workloads"]:
+            res = H.storage_ok(self.lab)
+        elif self.lab.service(self.name)["db"]:
+            res = self.db_health()
+        else:
+            res = H.service_health(self.lab, self.node, self.name, self.major, self.rpc_send)
+        self.cache = (now, res)
+        return res
+
+    def db_health(self) -> tuple[bool, str]:
+        # The clustercheck of a Galera node: the local server answers and the cluster is quorate.
+        if self.child is None or self.child.poll() is not None:
+            return False, "mariadbd not running"
+        ok, why = H.quorum(self.lab, self.name)
+        return ok, why
+
+    def read_pin(self) -> None:
+        svc = self.lab.service(self.name)
+        self.rpc_send = None
+        if svc.get("rpc"):
+            pin = read_config(self.lab, self.node, self.name).get("upgrade_levels", svc["rpc"], fallback="")
+            pin = pin.strip()
+            if pin and pin != "auto":
+                self.rpc_send = min(self.major, R.major(pin.lstrip("Rr")))
+
+
+def make_handler(unit: Unit):
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server API
+            ok, why = unit.health()
+            body = json.dumps({"node": unit.node, "service": unit.name, "version": unit.version,
+                               "ok": ok, "reason": why}).encode()
+            self.send_response(200 if ok else 503)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_HEAD = do_GET
+
+        def log_message(self, *args) -> None:
+            pass
+
+    return Handler
+
+
+def start_service(unit: Unit) -> tuple[str, int, bool]:
+    lab, node, name = unit.lab, unit.node, unit.name
+    svc = lab.service(name)
+    pkgs = lab.read_state(node, "packages.json", {}) or {}
+    main = svc["packages"][0] if svc["packages"] else None
+    if main and main not in pkgs:
+        fail(f"{name}: package {main} is not installed")
+    unit.version = pkgs[main]["version"] if main else "1.0.0"
+    # An OS-shipped package (e.g. mariadb) has no OpenStack release: it never needs new config.
+    unit.major = 1 if main in R.SYSTEM_PACKAGES else R.major(unit.version)
+    time.sleep(float(lab.spec.get("start_delay", 0.4)))
+    cfg = read_config(lab, node, name)
+    want = cfg.get("DEFAULT", "config_for", fallback="")
+    if not svc["db"] and want != f"R{R.major(unit.version)}" and main not in R.SYSTEM_PACKAGES:
+        fail(f"{name} {unit.version}: configuration is for '{want or 'nothing'}', not R{R.major(unit.version)}: "
+             "unknown options / missing required options (apply the configuration of the new version)")
+    if svc.get("schema"):
+        v = H.schema_version(lab, svc["project"], ttl=0)
+        if v is None:
+            fail(f"{name}: cannot reach the database")
+        if v < unit.major:
+            fail(f"{name} {unit.version}: database schema version {v} is older than this code "
+                 f"({unit.major}); run '{svc['project']}-manage db sync'")
+    unit.read_pin()
+    addr = lab.node(node)["address"]
+    return addr, svc["port"], False
+
+
+def start_db(unit: Unit) -> tuple[str, int, bool]:
+    """mysqld_safe-like: check the datadir format, run mariadbd, join (SST) a running peer."""
+    from stepwise.lab import mariadb
+
+    lab, node, name = unit.lab, unit.node, unit.name
+    svc = lab.service(name)
+    root = lab.node_root(node)
+    pkgs = lab.read_state(node, "packages.json", {}) or {}
+    unit.version = pkgs.get(svc["packages"][0], {}).get("version", "") if svc["packages"] else ""
+    unit.major = 1
+    want = mariadb.installed_format(pkgs)
+    have = mariadb.data_format(root)
+    if have != want:
+        fail(f"mariadbd {want}: datadir was written by MariaDB {have}: an in-place major upgrade is not "
+             "supported; dump the databases before the package update and restore them after")
+    addr = lab.node(node)["address"]
+    mariadb.write_cnf(root, addr, svc["db_port"])
+    unit.child = subprocess.Popen(mariadb.server_command(root), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            mariadb.execute(addr, svc["db_port"], "SELECT 1")
+            break
+        except Exception:  # noqa: BLE001
+            if unit.child.poll() is not None or time.monotonic() > deadline:
+                fail("mariadbd did not start (see var/log/mariadb/mariadb.log)")
+            time.sleep(0.1)
+    for peer in svc["instances"]:
+        if peer != node and H.read_unit(lab, peer, name):
+            try:
+                mariadb.copy_state((lab.node(peer)["address"], svc["db_port"]), (addr, svc["db_port"]))
+                break
+            except Exception:  # noqa: BLE001 - a peer going away mid-SST: try the next one
+                continue
+    return addr, svc["port"], False
+
+
+def start_workload(unit: Unit) -> tuple[str, int, bool]:
+    w = unit.lab.spec["workloads"][unit.name]
+    unit.version = "vm"
+    return w["address"], w["port"], True
+
+
+def main(argv: list[str]) -> None:
+    lab_dir, node, name = argv[:3]
+    lab = Lab(lab_dir)
+    unit = Unit(lab, node, name)
+    cluster = None
+
+    def on_term(signum, frame):
+        faults = lab.read_state(node, "faults.json", {}) or {}
+        if name in faults.get("hang_stop", []):
+            return  # the fault: this service ignores its stop request and keeps its port
+        unit.stopping = True
+        try:
+            lab.unit_file(node, name).unlink()
+        except FileNotFoundError:
+            pass
+        if cluster in H.LEAVE_ON_STOP:
+            with lab.node_lock(node):
+                st = lab.read_state(node, "cluster.json", {}) or {}
+                st.setdefault(name, {})["left"] = True
+                lab.write_state(node, "cluster.json", st)
+        if unit.child is not None and unit.child.poll() is None:
+            unit.child.terminate()
+            try:
+                unit.child.wait(20)
+            except subprocess.TimeoutExpired:
+                unit.child.kill()
+        os._exit(0)
+
+    def on_hup(signum, frame):
+        unit.read_pin()
+        unit.publish()
+
+    signal.signal(signal.SIGTERM, on_term)
+    if name in lab.spec["workloads"]:
+        addr, port, reuse = start_workload(unit)
+    else:
+        svc = lab.service(name)
+        cluster = svc.get("cluster")
+        addr, port, reuse = (start_db if svc["db"] else start_service)(unit)
+        signal.signal(signal.SIGHUP, on_hup)
+    try:
+        server = _Server((addr, port), make_handler(unit), reuse_port=reuse)
+    except OSError as exc:
+        if unit.child is not None:
+            unit.child.kill()
+        fail(f"cannot listen on {addr}:{port}: {exc.strerror} (is an old instance still running?)")
+    if cluster:
+        with lab.node_lock(node):
+            st = lab.read_state(node, "cluster.json", {}) or {}
+            if st.get(name, {}).get("left"):
+                st[name]["left"] = False
+                lab.write_state(node, "cluster.json", st)
+    unit.publish()
+    if unit.child is not None:
+        def watch() -> None:
+            unit.child.wait()
+            if not unit.stopping:
+                os._exit(1)
+        threading.Thread(target=watch, daemon=True).start()
+    server.serve_forever(poll_interval=0.5)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,223 @@
+"""Each failure mode of the seeds: the naive procedure breaks the lab, the correct one (done by
+hand with node commands) does not; the probe measures it."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from stepwise.lab.faults import inject
+from stepwise.lab.probe import Probe, failed
+from tests.lab.helpers import health, wait_for
+
+pytestmark = pytest.mark.lab
+CTRLS = ("ctrl-0", "ctrl-1", "ctrl-2")
+
+
+def settle(lab, seconds: float = 1.0) -> None:
+    time.sleep(seconds)  # let HAProxy's checks (300 ms) see the current state
+
+
+def test_minor_update_naive_all_at_once_vs_rolling(lab, node):
+    pkgs = "openstack-keystone openstack-nova-api"
+    with Probe(lab, rate=10) as p:
+        import threading
+
+        ts = [threading.Thread(target=node(n).run, args=(f"dnf -y update {pkgs}",)) for n in CTRLS]
+        [t.start() for t in ts]
+        [t.join() for t in ts]
+        settle(lab, 1.5)
+    naive = p.stop()
+    assert failed(naive, "vip:keystone") or failed(naive, "vip:nova_api"), naive
+    assert health(lab, "ctrl-0", "keystone")["version"] == "1.1.0"
+
+    # The right way (to R2 here: a major needs config, so it is the harder case): one node at a
+    # time, out of the balancer, stop, update, config, start, back in.
+    for n in CTRLS:
+        node(n).run("tripleo-repos R2")
+    with Probe(lab, rate=10) as p2:
+        for n in CTRLS:
+            c = node(n)
+            c.run("pcs node standby")
+            settle(lab, 0.5)
+            c.run("systemctl stop keystone")
+            c.run("dnf -y update openstack-keystone")
+            c.run("os-apply-config")
+            if n == "ctrl-0":
+                c.run("keystone-manage db sync")  # expand/contract: old keystones keep working
+            c.run("systemctl start keystone")
+            wait_for(lambda: c.run("healthcheck keystone", check=False).returncode == 0)
+            c.run("pcs node unstandby")
+            settle(lab, 0.8)
+    rolling = p2.stop()
+    assert not failed(rolling, "vip:"), rolling
+    assert {health(lab, n, "keystone")["version"] for n in CTRLS} == {"2.0.0"}
+
+
+def test_major_upgrade_restart_loop_and_schema(lab, node):
+    c0 = node("ctrl-0")
+    c0.run("tripleo-repos R2")
+    # Naive: update the package of a running service: it restarts on its old config and loops.
+    c0.run("dnf -y update openstack-nova-api")
+    wait_for(lambda: health(lab, "ctrl-0", "nova_api")["restarts"] >= 2)
+    h = health(lab, "ctrl-0", "nova_api")
+    assert not h["healthy"] and h["version"] == "2.0.0"
+    assert "configuration is for 'R1'" in (lab.log_dir / "ctrl-0" / "nova_api.log").read_text()
+    # Config applied: new code still refuses the old schema.
+    c0.run("os-apply-config --service nova_api")
+    time.sleep(2.5)
+    assert "schema version 1 is older" in (lab.log_dir / "ctrl-0" / "nova_api.log").read_text()
+    assert not health(lab, "ctrl-0", "nova_api")["healthy"]
+    # Schema synced while old nova_api (no expand/contract) still runs elsewhere: they break.
+    c0.run("nova-manage db sync")
+    wait_for(lambda: health(lab, "ctrl-0", "nova_api")["healthy"])
+    h1 = wait_for(lambda: (lambda h: h if not h["healthy"] else None)(health(lab, "ctrl-1", "nova_api")))
+    assert "newer than code" in h1["health"]
+    # Keystone does expand/contract: old code keeps working on the new schema.
+    c0.run("systemctl stop keystone")
+    c0.run("dnf -y update openstack-keystone")
+    c0.run("os-apply-config --service keystone")
+    c0.run("keystone-manage db sync")
+    c0.run("systemctl start keystone")
+    assert health(lab, "ctrl-1", "keystone")["healthy"]
+    assert health(lab, "ctrl-0", "keystone")["version"] == "2.0.0"
+
+    # The correct way for the rest: stop on all, packages, config, then start.
+    for n in ("ctrl-1", "ctrl-2"):
+        c = node(n)
+        c.run("systemctl stop nova_api")
+        c.run("tripleo-repos R2")
+        c.run("dnf -y update openstack-nova-api")
+        c.run("os-apply-config --service nova_api")
+        c.run("systemctl start nova_api")
+    settle(lab)
+    assert all(health(lab, n, "nova_api")["healthy"] for n in CTRLS)
+
+
+def test_rpc_pinning(lab, node):
+    for n in CTRLS:
+        c = node(n)
+        c.run("systemctl stop nova_api nova_conductor")
+        c.run("tripleo-repos R2")
+        c.run("dnf -y update openstack-nova-api openstack-nova-conductor")
+        c.run("os-apply-config")
+    node("ctrl-0").run("nova-manage db sync")
+    for n in CTRLS:
+        node(n).run("systemctl start nova_api nova_conductor")
+    # Naive: new conductors talk unpinned RPC to the old computes.
+    h = wait_for(lambda: (lambda h: h if not h["healthy"] else None)(health(lab, "ctrl-0", "nova_conductor")))
+    assert "not pinned" in h["health"]
+    assert not health(lab, "cmp-0", "nova_compute")["healthy"]
+    # Pinned: works.
+    for n in CTRLS:
+        node(n).run("crudini --set /etc/nova_conductor/nova_conductor.conf upgrade_levels nova R1")
+        node(n).run("systemctl reload nova_conductor")
+    wait_for(lambda: health(lab, "cmp-0", "nova_compute")["healthy"] and health(lab, "ctrl-2", "nova_conductor")["healthy"])
+    # Upgrade the computes, then lift the pins: no old peer remains.
+    for n in ("cmp-0", "cmp-1"):
+        c = node(n)
+        c.run("nova host-evacuate-live " + n)
+        c.run("systemctl stop nova_compute")
+        c.run("tripleo-repos R2")
+        c.run("dnf -y update openstack-nova-compute")
+        c.run("os-apply-config")
+        c.run("systemctl start nova_compute")
+    for n in CTRLS:
+        node(n).run("crudini --del /etc/nova_conductor/nova_conductor.conf upgrade_levels nova")
+        node(n).run("systemctl reload nova_conductor")
+    settle(lab)
+    assert all(health(lab, n, "nova_conductor")["healthy"] for n in CTRLS)
+    assert health(lab, "cmp-1", "nova_compute")["healthy"]
+
+
+def test_quorum_loss_and_mixed_os_cluster(lab, node):
+    # Losing two of three members (crash): no quorum, the database VIP stops serving.
+    with Probe(lab, rate=10) as p:
+        inject(lab, "crash", "ctrl-1")
+        inject(lab, "crash", "ctrl-2")
+        settle(lab, 1.5)
+    assert failed(p.stop(), "vip:galera")
+    assert node("ctrl-0").run("pcs status", check=False).returncode == 1
+    inject(lab, "recover", "ctrl-1")
+    inject(lab, "recover", "ctrl-2")
+    wait_for(lambda: node("ctrl-0").run("pcs status", check=False).returncode == 0)
+
+    # Naive rolling OS upgrade: an OS 9 member joins the OS 8 cluster -> it cannot form.
+    c0 = node("ctrl-0")
+    c0.run("tripleo-repos R2")
+    c0.run("leapp upgrade")
+    c0.run("reboot")
+    assert lab.os_major("ctrl-0") == 9
+    assert health(lab, "ctrl-0", "pacemaker")["state"] == "inactive"  # nothing runs after the upgrade
+    c0.run("os-apply-config")  # packages are R2 now: the R2 configuration
+    c0.run("pcs cluster start")
+    r = wait_for(lambda: (lambda r: r if r.returncode else None)(node("ctrl-1").run("pcs status", check=False)))
+    assert "cannot form" in r.stdout
+    # Correct (the seed's one-by-one): old members leave, the new node forms a cluster alone.
+    c0.run("pcs cluster stop")
+    node("ctrl-1").run("pcs status")
+    for n in ("ctrl-1", "ctrl-2"):
+        node(n).run("pcs cluster stop")
+    c0.run("pcs cluster start")
+    c0.run("pcs status")
+
+
+def test_service_that_fails_to_stop_blocks_the_new_one(lab, node):
+    c0 = node("ctrl-0")
+    inject(lab, "hang-stop", "ctrl-0", "keystone")
+    r = c0.run("systemctl stop keystone", check=False)
+    assert r.returncode != 0 and "timeout" in r.stderr
+    c0.run("dnf -y update openstack-keystone")  # the restart cannot replace the hung process
+    time.sleep(1.5)
+    assert health(lab, "ctrl-0", "keystone")["state"].startswith("deactivating")
+    # The old code still runs although the new package is installed: the upgrade did not happen.
+    served = json.loads(c0.run("healthcheck keystone").stdout)
+    assert served["version"] == "1.0.0"
+    assert "openstack-keystone 1.1.0" in c0.run("dnf list installed openstack-keystone").stdout
+    # Correct: make sure it is gone (kill), then start the new version.
+    c0.run("systemctl kill keystone")
+    c0.run("systemctl start keystone")
+    h = wait_for(lambda: (lambda h: h if h["healthy"] else None)(health(lab, "ctrl-0", "keystone")))
+    assert h["version"] == "1.1.0"
+
+
+def test_reboot_kills_workloads_not_moved(lab, node):
+    with Probe(lab, rate=10) as p:
+        node("cmp-0").run("reboot")
+        settle(lab)
+    naive = p.stop()
+    assert failed(naive, "workload:vm-0")
+    assert lab.read_state("_lab", "workloads.json")["vm-0"]["state"] == "lost"
+    # Correct: move the workloads away, then reboot.
+    with Probe(lab, rate=10) as p:
+        node("cmp-1").run("nova host-evacuate-live cmp-1")
+        node("cmp-1").run("reboot")
+        settle(lab)
+    moved = p.stop()
+    assert not failed(moved, "workload:vm-1"), moved
+    assert lab.read_state("_lab", "workloads.json")["vm-1"] == {"host": "cmp-0", "state": "running"}
+
+
+def test_data_transfer_twice_destroys_newer_data(lab, node):
+    c0 = node("ctrl-0")
+    for n in CTRLS:
+        node(n).run("systemctl stop keystone nova_api nova_conductor galera")
+    c0.run("upgrade-transfer-data --from ctrl-1 --to ctrl-0")
+    c0.run("systemctl start galera")
+    c0.run("tripleo-repos R2")
+    c0.run("dnf -y update openstack-keystone")
+    c0.run("os-apply-config --service keystone")
+    c0.run("keystone-manage db sync")
+    c0.run("systemctl start keystone")
+    wait_for(lambda: health(lab, "ctrl-0", "keystone")["healthy"])
+    # Correct: a second transfer is refused, the new node is the authority now.
+    r = node("ctrl-1").run("upgrade-transfer-data --from ctrl-1 --to ctrl-0", check=False)
+    assert r.returncode == 1 and "already transferred" in r.stderr
+    # Naive: remove the safety flag and transfer again: the newer data is gone.
+    (lab.node_root("ctrl-0") / "var/lib/stepwise/transfer_data.done").unlink()
+    c0.run("systemctl stop galera")
+    c0.run("upgrade-transfer-data --from ctrl-1 --to ctrl-0")
+    c0.run("systemctl start galera")
+    wait_for(lambda: "schema 1 is older than code 2" in health(lab, "ctrl-0", "keystone")["health"])
