@@ -1,0 +1,142 @@
+"""`stepwise demo`: the whole story on a lab: up, plan, minor update, major upgrade (prepare,
+control plane, data plane, converge) under a live availability probe, what the probe saw,
+whether stepwise's own status agrees with the lab, down."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Optional
+
+import typer
+
+from stepwise.cli.common import console, err_console, print_json, reported
+from stepwise.cli.main import app
+from stepwise.errors import StepwiseError
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "classic.yaml"
+
+
+def _phase(title: str, workflow: str, dep, store, lab_dir: Path, facts, json_out: bool, **kw: Any) -> dict[str, Any]:
+    import stepwise.lab as lab
+    from stepwise.lab.nodes import Lab
+    from stepwise.lab.probe import Probe
+    from stepwise.plan import make_plan
+    from stepwise.run.engine import EngineOptions
+    from stepwise.run.resume import RunRequest, run_plan
+    from stepwise.verify import verify_plan
+
+    extra = kw.pop("extra_vars", {})
+    plan = make_plan(workflow, dep, facts, **kw)
+    plan = verify_plan(plan, dep) or plan
+    if extra:
+        plan = plan.with_units(plan.units, params=MappingProxyType({**plan.params, **extra}))
+    observer = None
+    if not json_out:
+        from stepwise.cli.progress import LineProgress, LiveProgress
+        observer = LiveProgress(console, title) if console.is_terminal else LineProgress(err_console, title)
+    t0 = time.time()
+    with Probe(Lab(lab_dir)) as probe:
+        result = run_plan(RunRequest(store, dep, plan, options=EngineOptions(
+            inventory_overrides=lab.inventory(lab_dir), extra_vars=extra), observer=observer,
+            command=f"stepwise demo ({title})"))
+        summary = probe.stop()
+    failed = {k: v for k, v in summary["targets"].items() if v["failed"]}
+    windows = [w.to_json() for w in plan.windows]
+    from stepwise.observe.windows import outside_windows, window_intervals
+    unannounced = outside_windows(probe.records, window_intervals(plan, store, result.run_id))
+    out = {"phase": title, "status": result.status, "message": result.message, "units": len(plan.units),
+           "elapsed_s": round(time.time() - t0, 1), "planned_windows": windows,
+           "probe": {"requests": summary["total"]["requests"], "failed": summary["total"]["failed"],
+                     "targets_with_failures": failed, "failed_outside_windows": unannounced}}
+    if not json_out:
+        colour = "green" if result.ok and not failed else ("yellow" if result.ok else "red")
+        console.print(f"[{colour}]{title}: {result.status}[/] in {out['elapsed_s']}s, {len(plan.units)} units; probe: "
+                      f"{summary['total']['requests']} requests, {summary['total']['failed']} failed"
+                      + (f", {sum(unannounced.values())} outside the announced windows" if failed else "")
+                      + "".join(f"\n   {k}: {v['failed']} failed, down {v['downtime_s']}s" for k, v in failed.items())
+                      + ("".join(f"\n   planned window: {w['service']} {w['end_s'] - w['start_s']:.0f}s ({w['why']})"
+                                 for w in windows) if failed else ""), soft_wrap=True)
+    if not result.ok:
+        raise StepwiseError(f"{title} failed: {result.message}")
+    return out
+
+
+def agreement(store, dep, lab_dir: Path) -> dict[str, Any]:
+    """Does stepwise's status (store) say what the lab's nodes really have installed?"""
+    from stepwise.lab import services as S
+    from stepwise.lab.nodes import Lab
+
+    lab = Lab(lab_dir)
+    rows = {(r.node, r.service): r.version for r in store.node_services(dep.name)}
+    mismatches = []
+    checked = 0
+    for node in dep.nodes:
+        installed = S.installed(lab, node.name)
+        for svc in dep.services_on(node):
+            pkgs = dep.catalog[svc].packages
+            if not pkgs or pkgs[0] not in installed:
+                continue
+            checked += 1
+            real = installed[pkgs[0]]["version"]
+            if rows.get((node.name, svc)) != real:
+                mismatches.append({"node": node.name, "service": svc, "stepwise": rows.get((node.name, svc)),
+                                   "lab": real})
+    return {"checked": checked, "mismatches": mismatches}
+
+
+@app.command()
+def demo(deployment: Path = typer.Option(EXAMPLE, "--deployment", "-d", help="Deployment to bring up in the lab."),
+         lab_dir: Optional[Path] = typer.Option(None, "--lab-dir", help="Where the lab lives (default: a temp dir)."),
+         target_release: str = typer.Option("R2", "--target-release", help="Release of the major upgrade."),
+         keep: bool = typer.Option(False, "--keep", help="Leave the lab up at the end."),
+         json_out: bool = typer.Option(False, "--json", help="Print a JSON report.")) -> None:
+    """Lab up, plan, minor update, major upgrade (prepare, control plane, data plane, converge),
+    probe summary, lab down."""
+    import stepwise.lab as lab
+    from stepwise.model import NO_FACTS, load_deployment
+    from stepwise.plan import make_plan
+    from stepwise.run.discover import discover
+    from stepwise.run.store import open_store
+    from stepwise.run.discover import stored_facts
+
+    with reported():
+        dep = load_deployment(deployment)
+        work = Path(tempfile.mkdtemp(prefix="stepwise-demo-"))
+        lab_dir = lab_dir or work / "lab"
+        say = (lambda m: None) if json_out else (lambda m: console.print(f"[dim]{m}[/]"))
+        report: dict[str, Any] = {"deployment": str(deployment), "lab": str(lab_dir), "phases": []}
+        lab.up(deployment, lab_dir, progress=say)
+        try:
+            store = open_store(f"sqlite:///{work / (dep.name + '.sqlite')}")
+            discover(dep, store, inventory_overrides=lab.inventory(lab_dir))
+            facts = stored_facts(dep, store)
+            p = make_plan("update", dep, facts)
+            if not json_out:
+                console.print(f"[bold]plan[/]: minor update of {dep.name}: {len(p.units)} units, estimated "
+                              f"{p.duration_s / 60:.0f} min on real hardware, planned API downtime: "
+                              f"{'none' if not p.windows else ', '.join(w.service for w in p.windows)}")
+            phases = [("minor update", "update", facts, {})]
+            ev = {"extra_vars": {"target_release": target_release}}
+            phases += [("upgrade prepare", "upgrade", NO_FACTS, {"stage": "prepare", **ev}),
+                       ("upgrade run (control plane)", "upgrade", NO_FACTS, {"stage": "run", "plane": "control", **ev}),
+                       ("upgrade run (data plane)", "upgrade", NO_FACTS, {"stage": "run", "plane": "data", **ev}),
+                       ("upgrade converge", "upgrade", NO_FACTS, {"stage": "converge", **ev})]
+            for title, wf, fx, kw in phases:
+                report["phases"].append(_phase(title, wf, dep, store, lab_dir, fx, json_out, **dict(kw)))
+            discover(dep, store, inventory_overrides=lab.inventory(lab_dir))
+            report["status_agrees_with_lab"] = agreement(store, dep, lab_dir)
+            if not json_out:
+                a = report["status_agrees_with_lab"]
+                console.print(f"status vs lab: {a['checked']} node/service versions checked, "
+                              f"{len(a['mismatches'])} mismatch(es)")
+        finally:
+            if not keep:
+                lab.down(lab_dir, quiet=True)
+                import shutil
+                shutil.rmtree(work, ignore_errors=True)
+                say("lab down")
+        if json_out:
+            print_json(report)

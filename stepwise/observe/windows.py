@@ -1,0 +1,49 @@
+"""Measured downtime against the plan's announced windows.
+
+A window is announced in plan time (estimated seconds); the run happens in wall-clock time.
+The units a window spans were recorded with their real start and end, which gives the
+window's wall-clock interval; an outage of a service's VIP is "announced" when it falls
+inside one of its service's intervals (give or take `slack` for probe period and detection).
+"""
+
+from __future__ import annotations
+
+import calendar
+from typing import Any, Iterable, Mapping
+
+from stepwise.plan.units import Plan
+from stepwise.run.store.store import Store
+
+
+def _epoch(t) -> float:
+    return calendar.timegm(t.timetuple()) + t.microsecond / 1e6
+
+
+def window_intervals(plan: Plan, store: Store, run_id: int) -> dict[str, list[tuple[float, float]]]:
+    """service -> wall-clock (epoch) intervals of its planned downtime windows in this run."""
+    rows = {u.unit_id: u for u in store.units(run_id)}
+    out: dict[str, list[tuple[float, float]]] = {}
+    for w in plan.windows:
+        # every unit overlapping the window in plan time, including the ones that open it
+        # (stop) and close it (start), as they really ran
+        spans = [rows[u.id] for u in plan.units if u.id in rows and u.start_s < w.end_s and u.end_s > w.start_s
+                 and rows[u.id].started_at and rows[u.id].ended_at]
+        if spans:
+            out.setdefault(w.service, []).append((min(_epoch(r.started_at) for r in spans),
+                                                  max(_epoch(r.ended_at) for r in spans)))
+    return out
+
+
+def outside_windows(records: Iterable[Mapping[str, Any]], intervals: Mapping[str, list[tuple[float, float]]],
+                    slack: float = 3.0) -> dict[str, int]:
+    """Failed probe requests of `vip:<service>` targets outside that service's windows."""
+    out: dict[str, int] = {}
+    for r in records:
+        if r.get("ok") or not str(r.get("target", "")).startswith("vip:"):
+            continue
+        svc = r["target"][4:]
+        t = float(r["t"])
+        if any(a - slack <= t <= b + slack for a, b in intervals.get(svc, [])):
+            continue
+        out[r["target"]] = out.get(r["target"], 0) + 1
+    return out

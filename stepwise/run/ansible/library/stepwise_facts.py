@@ -1,0 +1,133 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+"""Ansible module shipped with stepwise: installed and available versions of packages and the
+OS major version of a node, in the shape of stepwise's facts file (one node's entry)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: stepwise_facts
+short_description: Report installed/available package versions and the OS major version
+options:
+  packages: {type: list, elements: str, default: []}
+  command: {type: str, description: "a command printing the node's facts as JSON; package names are appended"}
+  os_release: {type: str, default: /etc/os-release}
+  required: {type: bool, default: true, description: "fail when no package tool is found"}
+"""
+
+import json
+import re
+import shlex
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def _lines(module, cmd):
+    rc, out, _err = module.run_command(cmd, use_unsafe_shell=isinstance(cmd, str))
+    return rc, [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def _os_major(path):
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        if line.startswith("VERSION_ID="):
+            m = re.match(r"(\d+)", line.split("=", 1)[1].strip().strip('"'))
+            if m:
+                return int(m.group(1))
+    return None
+
+
+def _rpm(module, packages):
+    out = {}
+    for p in packages:
+        rc, lines = _lines(module, ["rpm", "-q", "--qf", "%{VERSION}-%{RELEASE}\n", p])
+        installed = lines[-1] if rc == 0 and lines else None
+        rc, lines = _lines(module, ["dnf", "-q", "repoquery", "--latest-limit", "1", "--qf", "%{version}-%{release}", p])
+        available = lines[-1] if rc == 0 and lines else None
+        out[p] = {"installed": installed, "available": available}
+    return out
+
+
+def _dnf(module, packages):
+    """`dnf list installed` and `dnf check-update` (also what the lab's nodes understand)."""
+    out = {p: {"installed": None, "available": None} for p in packages}
+    if not packages:
+        return out
+    _rc, lines = _lines(module, ["dnf", "-q", "list", "installed"] + list(packages))
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 2:
+            name = parts[0]
+            base = name.rsplit(".", 1)[0] if name not in out else name
+            if base in out:
+                out[base]["installed"] = parts[1]
+    _rc, lines = _lines(module, ["dnf", "-q", "check-update"] + list(packages))
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 2:
+            name = parts[0]
+            base = name.rsplit(".", 1)[0] if name not in out else name
+            if base in out:
+                out[base]["available"] = parts[1]
+    for p, v in out.items():
+        # check-update lists only newer versions: otherwise what is installed is the latest
+        if v["available"] is None and v["installed"] is not None:
+            v["available"] = v["installed"]
+    return out
+
+
+def _dpkg(module, packages):
+    out = {}
+    for p in packages:
+        rc, lines = _lines(module, ["dpkg-query", "-W", "-f", "${Version}\n", p])
+        installed = lines[-1] if rc == 0 and lines else None
+        rc, lines = _lines(module, ["apt-cache", "policy", p])
+        available = None
+        for line in lines:
+            if line.startswith("Candidate:"):
+                v = line.split(":", 1)[1].strip()
+                available = None if v == "(none)" else v
+        out[p] = {"installed": installed, "available": available}
+    return out
+
+
+def main():
+    module = AnsibleModule(argument_spec={"packages": {"type": "list", "elements": "str", "default": []},
+                                          "command": {"type": "str"},
+                                          "os_release": {"type": "str", "default": "/etc/os-release"},
+                                          "required": {"type": "bool", "default": True}},
+                           supports_check_mode=True)
+    packages = module.params["packages"]
+    if module.params.get("command"):
+        cmd = module.params["command"] + " " + " ".join(shlex.quote(p) for p in packages)
+        rc, out, err = module.run_command(cmd, use_unsafe_shell=True)
+        if rc != 0:
+            module.fail_json(msg=f"discover command failed (rc={rc}): {err.strip() or out.strip()}")
+        try:
+            facts = json.loads(out)
+        except ValueError as exc:
+            module.fail_json(msg=f"discover command printed no JSON: {exc}")
+        module.exit_json(changed=False, stepwise_facts=facts)
+    if module.get_bin_path("dnf"):
+        pk = _dnf(module, packages)
+    elif module.get_bin_path("rpm"):
+        pk = _rpm(module, packages)
+    elif module.get_bin_path("dpkg-query"):
+        pk = _dpkg(module, packages)
+    elif module.params["required"]:
+        module.fail_json(msg="no dnf, rpm or dpkg-query on this node: set stepwise_discover_command")
+    else:
+        module.exit_json(changed=False, stepwise_facts={})
+    facts = {"packages": {k: {kk: vv for kk, vv in v.items() if vv is not None} for k, v in pk.items()}}
+    major = _os_major(module.params["os_release"])
+    if major is not None:
+        facts["os"] = {"major": major}
+    module.exit_json(changed=False, stepwise_facts=facts)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""How stepwise invokes Ansible: environment, inventory file, and the process wrapper.
+
+The same environment is used by `export` and by the benchmark's plain `ansible-playbook`, so
+the comparison measures stepwise's overhead, not a different Ansible configuration.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+LIBRARY_DIR = Path(__file__).resolve().parent / "ansible" / "library"
+
+
+def plugin_dirs() -> list[str]:
+    """Connection plugin directories: the lab's, when the lab is installed."""
+    try:
+        from stepwise.lab import ansible_plugin_dir  # type: ignore[attr-defined]
+    except Exception:
+        return []
+    try:
+        d = ansible_plugin_dir()
+    except Exception:
+        return []
+    return [str(d)] if d else []
+
+
+def ansible_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment variables for ansible-playbook (quiet, fast, no retry files)."""
+    env = {
+        "ANSIBLE_RETRY_FILES_ENABLED": "False",
+        "ANSIBLE_PYTHON_INTERPRETER": "auto_silent",
+        "ANSIBLE_DEPRECATION_WARNINGS": "False",
+        "ANSIBLE_SYSTEM_WARNINGS": "False",
+        "ANSIBLE_COMMAND_WARNINGS": "False",
+        "ANSIBLE_LOCALHOST_WARNING": "False",
+        "ANSIBLE_INVENTORY_UNPARSED_WARNING": "False",
+        "ANSIBLE_PIPELINING": "True",
+        "ANSIBLE_NOCOLOR": "True",
+        "ANSIBLE_LIBRARY": str(LIBRARY_DIR),
+    }
+    conn = [*plugin_dirs()]
+    if os.environ.get("ANSIBLE_CONNECTION_PLUGINS"):
+        conn.append(os.environ["ANSIBLE_CONNECTION_PLUGINS"])
+    if conn:
+        env["ANSIBLE_CONNECTION_PLUGINS"] = os.pathsep.join(conn)
+    env.update(extra or {})
+    return env
+
+
+def ansible_playbook_path() -> str:
+    """The ansible-playbook of the Python running stepwise (its venv), else the PATH's."""
+    candidate = Path(sys.executable).parent / "ansible-playbook"
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which("ansible-playbook")
+    if not found:
+        from stepwise.errors import StepwiseError
+        raise StepwiseError("ansible-playbook not found: install ansible-core (pip install ansible-core)")
+    return found
+
+
+WRAPPER = '''#!{python}
+# Started by stepwise through ansible-runner. If stepwise dies (even by SIGKILL) this
+# ansible-playbook must die with it, and its forks with it (SIGHUP from the lost terminal),
+# so a resumed run never races a leftover one on the same nodes.
+import ctypes, os, signal, sys
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+except Exception:
+    pass
+if os.getppid() == 1:
+    sys.exit(137)
+with open({pidfile!r}, "w") as f:
+    f.write(str(os.getpid()))
+os.execv({playbook!r}, [{playbook!r}] + sys.argv[1:])
+'''
+
+
+WRAPPER_DETACHED = '''#!{python}
+# Started by stepwise for a once-only unit (data transfer): it must never be cut in half, so
+# it outlives stepwise. It relays ansible-playbook's output while someone reads it and keeps
+# draining it after (so Ansible never blocks), ignoring the hangup of the lost terminal. A
+# resumed stepwise waits for it (its pid is in the lock) and reads the outcome from the
+# node's flag file.
+import os, signal, subprocess, sys
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+with open({pidfile!r}, "w") as f:
+    f.write(str(os.getpid()))
+p = subprocess.Popen([{playbook!r}] + sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+out, relay = sys.stdout.buffer, True
+for chunk in iter(lambda: p.stdout.read1(65536), b""):
+    if relay:
+        try:
+            out.write(chunk)
+            out.flush()
+        except OSError:
+            relay = False
+sys.exit(p.wait())
+'''
+
+
+def write_wrapper(directory: Path, detached: bool = False) -> tuple[Path, Path]:
+    """An executable that records its pid and runs ansible-playbook (see WRAPPER and
+    WRAPPER_DETACHED)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    pidfile = directory / "ansible.pid"
+    path = directory / "ansible-playbook"
+    template = WRAPPER_DETACHED if detached else WRAPPER
+    path.write_text(template.format(python=sys.executable, pidfile=str(pidfile), playbook=ansible_playbook_path()))
+    path.chmod(0o755)
+    return path, pidfile
+
+
+def write_inventory(path: Path, inventory: Mapping[str, Any]) -> Path:
+    """Write an inventory Ansible's yaml plugin reads (JSON is YAML)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(inventory, indent=1, default=str))
+    return path

@@ -1,0 +1,107 @@
+"""`discover`: ask the nodes what they have installed and what their repositories offer, keep
+it in the store (plans use it), and produce a facts file of the documented shape."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from stepwise.errors import Problem, StepwiseError
+from stepwise.model import NO_FACTS, Deployment, Facts
+from stepwise.model.facts import build_facts
+from stepwise.model.specs import FactsSpec
+from stepwise.run import ansible_env
+from stepwise.run.render import inventory
+from stepwise.run.store.store import Store
+
+
+def stored_facts(deployment: Deployment, store: Store) -> Facts:
+    """What `discover` stored, as the Facts a plan takes (NO_FACTS when it never ran)."""
+    data = store.facts(deployment.name)
+    if not data or not any(f.get("packages") for f in data["nodes"].values()):
+        return NO_FACTS  # no package versions known: everything may change
+    data = {"nodes": {n: f for n, f in data["nodes"].items() if n in deployment.node_by_name}}
+    return build_facts(FactsSpec.model_validate(data), deployment, None, f"store:{deployment.name}")
+
+
+def discover(deployment: Deployment, store: Store | None, *, nodes: Sequence[str] | None = None,
+             extra_vars: Mapping[str, Any] | None = None, inventory_overrides: Mapping[str, Any] | None = None,
+             os_target: int | None = None, forks: int = 50, cloud: str | None = None) -> dict[str, Any]:
+    """Gather facts from `nodes` (default: all) and store them; returns them in the FactsSpec
+    shape. Unreachable or failing nodes are reported and nothing is stored for them."""
+    import ansible_runner
+
+    names = list(nodes) if nodes else [n.name for n in deployment.nodes]
+    inv = inventory(deployment, overrides=inventory_overrides)
+    for role in inv["all"]["children"].values():
+        for host, hv in role["hosts"].items():
+            pkgs = sorted({p for s in deployment.services_on(host) for p in deployment.catalog[s].packages})
+            hv["stepwise_packages"] = pkgs
+    play = {"name": "stepwise discover", "hosts": ",".join(names), "gather_facts": False,
+            "tasks": [{"name": "discover", "stepwise_facts": {
+                "packages": "{{ stepwise_packages }}",
+                "command": "{{ stepwise_discover_command | default(omit) }}",
+                "os_release": "{{ stepwise_os_release | default('/etc/os-release') }}"}}]}
+    pdd = Path(tempfile.mkdtemp(prefix="stepwise-discover-"))
+    found: dict[str, dict[str, Any]] = {}
+    errors: dict[str, str] = {}
+
+    def on_event(ev: Mapping[str, Any]) -> bool:
+        data = ev.get("event_data") or {}
+        host = data.get("host")
+        res = data.get("res") or {}
+        if ev.get("event") == "runner_on_ok" and "stepwise_facts" in res:
+            found[host] = res["stepwise_facts"]
+        elif ev.get("event") in ("runner_on_failed", "runner_on_unreachable"):
+            errors[host] = str(res.get("msg") or res.get("stderr") or "failed").strip()
+        return False
+
+    try:
+        (pdd / "project").mkdir(parents=True)
+        pb = pdd / "project" / "discover.yml"
+        pb.write_text(json.dumps([play]))
+        inv_path = ansible_env.write_inventory(pdd / "inventory" / "hosts.json", inv)
+        wrapper, _pid = ansible_env.write_wrapper(pdd / "bin")
+        ansible_runner.run(private_data_dir=str(pdd), inventory=str(inv_path), cmdline=shlex.quote(str(pb)),
+                           binary=str(wrapper), extravars=dict(extra_vars or {}), forks=forks,
+                           envvars=ansible_env.ansible_env(), event_handler=on_event, quiet=True,
+                           suppress_env_files=True, settings={"suppress_ansible_output": True,
+                                                              "pexpect_timeout": 0.2})
+    finally:
+        shutil.rmtree(pdd, ignore_errors=True)
+    out_nodes: dict[str, Any] = {}
+    for host in names:
+        if host not in found:
+            continue
+        nf = found[host]
+        entry: dict[str, Any] = {"packages": {p: {k: v for k, v in (pf or {}).items() if k in ("installed", "available") and v is not None}
+                                              for p, pf in (nf.get("packages") or {}).items()}}
+        os_ = {k: v for k, v in (nf.get("os") or {}).items() if k in ("major", "target") and v is not None}
+        if os_target is not None:
+            os_["target"] = os_target
+        if os_:
+            entry["os"] = os_
+        out_nodes[host] = entry
+    facts = {"nodes": out_nodes}
+    if store is not None and out_nodes:
+        cloud = cloud or deployment.name
+        store.save_facts(cloud, facts)
+        pairs, versions = [], {}
+        for host, entry in out_nodes.items():
+            for s in deployment.services_on(host):
+                pkgs = deployment.catalog[s].packages
+                pairs.append((host, s))
+                versions[(host, s)] = (entry["packages"].get(pkgs[0]) or {}).get("installed") if pkgs else None
+        store.set_services(cloud, pairs, versions=versions)
+    missing = [h for h in names if h not in found]
+    if missing:
+        problems = [Problem(f"{h}: {errors.get(h, 'no answer')}") for h in missing]
+        problems.append(Problem(f"discover got no facts from {len(missing)} of {len(names)} node(s)"
+                                + (f"; stored what the other {len(out_nodes)} reported" if out_nodes else ""),
+                                hint="check the nodes are reachable (`--limit` to retry just those)"))
+        raise StepwiseError(problems)
+    return facts

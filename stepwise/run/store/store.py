@@ -1,0 +1,381 @@
+"""The durable state store: runs, units, per-host task results, node versions, markers.
+
+SQLite by default (one file per cloud), PostgreSQL for teams; any SQLAlchemy URL works. The
+schema is migrated with Alembic when the store is opened, so an old store file just works.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping
+
+from sqlalchemy import create_engine, delete, event, func, select, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from stepwise.errors import InputError, Problem, StepwiseError
+from stepwise.run.store.models import (MarkerRow, NodeOsRow, NodePackageRow, NodeServiceRow, RunRow,
+                                       TaskResultRow, UnitRow)
+
+ALEMBIC_DIR = Path(__file__).resolve().parent / "alembic"
+ENV_VAR = "STEPWISE_STORE"
+
+
+def now() -> datetime:
+    """Naive UTC: portable across SQLite and PostgreSQL `timestamp without time zone`."""
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def default_store_url(deployment_path: str | Path, cloud: str, explicit: str | None = None) -> str:
+    """`--store` wins, then $STEPWISE_STORE, then `.stepwise/<cloud>.sqlite` next to the deployment."""
+    url = explicit or os.environ.get(ENV_VAR)
+    if url:
+        return url
+    base = Path(deployment_path).resolve().parent / ".stepwise"
+    return f"sqlite:///{base / (cloud + '.sqlite')}"
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    # WAL + NORMAL survives a SIGKILL of stepwise (only an OS crash could lose the last commit),
+    # and lets `status` read while a run writes.
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA busy_timeout=10000")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the store's schema to the latest Alembic revision."""
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(ALEMBIC_DIR))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+
+
+@dataclass
+class RunInfo:
+    id: int
+    cloud: str
+    workflow: str
+    key: str
+    command: str
+    params: dict
+    plan: dict
+    status: str
+    message: str
+    user: str
+    host: str
+    pid: int
+    attempts: int
+    started_at: datetime
+    ended_at: datetime | None
+
+    @staticmethod
+    def of(r: RunRow) -> "RunInfo":
+        return RunInfo(r.id, r.cloud, r.workflow, r.key, r.command, dict(r.params or {}), dict(r.plan or {}),
+                       r.status, r.message, r.user, r.host, r.pid, r.attempts, r.started_at, r.ended_at)
+
+
+class Store:
+    """Access to one store. Every method commits before returning: what it says happened is durable."""
+
+    def __init__(self, engine: Engine, url: str):
+        self.engine = engine
+        self.url = url
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        with Session(self.engine, expire_on_commit=False) as s:
+            try:
+                yield s
+                s.commit()
+            except OperationalError as exc:
+                s.rollback()
+                raise StepwiseError(Problem(f"state store error: {exc.orig}", file=redact(self.url))) from None
+            except BaseException:
+                s.rollback()
+                raise
+
+    # -- runs -----------------------------------------------------------------------------
+    def create_run(self, cloud: str, workflow: str, key: str, command: str, params: Mapping[str, Any],
+                   plan: Mapping[str, Any], units: Iterable[Mapping[str, Any]], user: str = "", host: str = "",
+                   pid: int = 0) -> int:
+        """Record a new run and all its units as pending."""
+        with self.session() as s:
+            row = RunRow(cloud=cloud, workflow=workflow, key=key, command=command, params=dict(params),
+                         plan=dict(plan), status="running", message="", user=user, host=host, pid=pid,
+                         attempts=1, started_at=now())
+            s.add(row)
+            s.flush()
+            for seq, u in enumerate(units):
+                s.add(UnitRow(run_id=row.id, unit_id=u["id"], seq=seq, step=u["step"], stage=u.get("stage", ""),
+                              batch=u.get("batch"), nodes=list(u.get("nodes", [])),
+                              services=list(u.get("services", [])), idempotent=bool(u.get("idempotent", True)),
+                              state=u.get("state", "pending"), attempts=0, message=u.get("message", "")))
+            return row.id
+
+    def reopen_run(self, run_id: int, pid: int, user: str = "", host: str = "", command: str = "") -> None:
+        with self.session() as s:
+            row = s.get(RunRow, run_id)
+            assert row is not None
+            row.status, row.pid, row.attempts = "running", pid, row.attempts + 1
+            row.user, row.host, row.ended_at, row.message = user or row.user, host or row.host, None, ""
+            if command:
+                row.command = command
+
+    def finish_run(self, run_id: int, status: str, message: str = "") -> None:
+        with self.session() as s:
+            row = s.get(RunRow, run_id)
+            assert row is not None
+            row.status, row.message, row.ended_at = status, message, now()
+
+    def run(self, run_id: int) -> RunInfo | None:
+        with self.session() as s:
+            row = s.get(RunRow, run_id)
+            return RunInfo.of(row) if row else None
+
+    def runs(self, cloud: str, limit: int = 50) -> list[RunInfo]:
+        """Most recent first."""
+        with self.session() as s:
+            rows = s.scalars(select(RunRow).where(RunRow.cloud == cloud).order_by(RunRow.id.desc()).limit(limit))
+            return [RunInfo.of(r) for r in rows]
+
+    def resumable(self, cloud: str, key: str) -> RunInfo | None:
+        """The latest unfinished run of the same command, if the latest such run is unfinished."""
+        with self.session() as s:
+            row = s.scalars(select(RunRow).where(RunRow.cloud == cloud, RunRow.key == key)
+                            .order_by(RunRow.id.desc()).limit(1)).first()
+            if row is None or row.status == "done":
+                return None
+            return RunInfo.of(row)
+
+    def last_unfinished(self, cloud: str) -> RunInfo | None:
+        with self.session() as s:
+            row = s.scalars(select(RunRow).where(RunRow.cloud == cloud).order_by(RunRow.id.desc()).limit(1)).first()
+            if row is None or row.status == "done":
+                return None
+            return RunInfo.of(row)
+
+    def mark_interrupted(self, cloud: str, keep_pid: int | None = None) -> int:
+        """Runs still 'running' whose process is gone (no lock holds them) become 'interrupted'."""
+        with self.session() as s:
+            q = update(RunRow).where(RunRow.cloud == cloud, RunRow.status == "running")
+            if keep_pid is not None:
+                q = q.where(RunRow.pid != keep_pid)
+            res = s.execute(q.values(status="interrupted", message="the stepwise process stopped (killed or crashed)"))
+            return res.rowcount or 0
+
+    # -- units ----------------------------------------------------------------------------
+    def units(self, run_id: int) -> list[UnitRow]:
+        with self.session() as s:
+            return list(s.scalars(select(UnitRow).where(UnitRow.run_id == run_id).order_by(UnitRow.seq)))
+
+    def unit_states(self, run_id: int) -> dict[str, str]:
+        with self.session() as s:
+            return dict(s.execute(select(UnitRow.unit_id, UnitRow.state).where(UnitRow.run_id == run_id)).all())
+
+    def set_unit(self, run_id: int, unit_id: str, state: str, message: str | None = None,
+                 started: bool = False, ended: bool = False, count_attempt: bool = False) -> None:
+        with self.session() as s:
+            row = s.get(UnitRow, (run_id, unit_id))
+            if row is None:
+                return
+            row.state = state
+            if message is not None:
+                row.message = message
+            if started:
+                row.started_at, row.ended_at = now(), None
+            if ended:
+                row.ended_at = now()
+            if count_attempt:
+                row.attempts += 1
+
+    def set_units(self, run_id: int, unit_ids: Iterable[str], state: str, message: str = "") -> None:
+        ids = list(unit_ids)
+        if not ids:
+            return
+        with self.session() as s:
+            s.execute(update(UnitRow).where(UnitRow.run_id == run_id, UnitRow.unit_id.in_(ids))
+                      .values(state=state, message=message))
+
+    def add_task_results(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        rows = list(rows)
+        if not rows:
+            return
+        with self.session() as s:
+            s.add_all(TaskResultRow(**r) for r in rows)
+
+    def task_results(self, run_id: int, unit_id: str | None = None) -> list[TaskResultRow]:
+        with self.session() as s:
+            q = select(TaskResultRow).where(TaskResultRow.run_id == run_id)
+            if unit_id is not None:
+                q = q.where(TaskResultRow.unit_id == unit_id)
+            return list(s.scalars(q.order_by(TaskResultRow.id)))
+
+    def task_counts(self, run_id: int) -> dict[str, int]:
+        with self.session() as s:
+            return dict(s.execute(select(TaskResultRow.status, func.count()).where(TaskResultRow.run_id == run_id)
+                                  .group_by(TaskResultRow.status)).all())
+
+    # -- markers (once-only operations) ---------------------------------------------------
+    def marker(self, cloud: str, key: str) -> MarkerRow | None:
+        with self.session() as s:
+            return s.get(MarkerRow, (cloud, key))
+
+    def set_marker(self, cloud: str, key: str, run_id: int, unit_id: str, state: str) -> None:
+        with self.session() as s:
+            row = s.get(MarkerRow, (cloud, key))
+            if row is None:
+                s.add(MarkerRow(cloud=cloud, key=key, run_id=run_id, unit_id=unit_id, state=state, at=now()))
+            else:
+                row.run_id, row.unit_id, row.state, row.at = run_id, unit_id, state, now()
+
+    def clear_marker(self, cloud: str, key: str) -> None:
+        with self.session() as s:
+            s.execute(delete(MarkerRow).where(MarkerRow.cloud == cloud, MarkerRow.key == key))
+
+    # -- what runs where ------------------------------------------------------------------
+    def set_service(self, cloud: str, node: str, service: str, version: str | None = None,
+                    state: str | None = None, run_id: int | None = None) -> None:
+        self.set_services(cloud, [(node, service)], version=version, state=state, run_id=run_id)
+
+    def set_services(self, cloud: str, pairs: Iterable[tuple[str, str]], version: str | None = None,
+                     state: str | None = None, run_id: int | None = None,
+                     versions: Mapping[tuple[str, str], str | None] | None = None) -> None:
+        """Update version and/or state of (node, service) pairs; `versions` gives per-pair versions."""
+        with self.session() as s:
+            for node, service in pairs:
+                row = s.get(NodeServiceRow, (cloud, node, service))
+                if row is None:
+                    row = NodeServiceRow(cloud=cloud, node=node, service=service, version=None, state="unknown",
+                                         updated_at=now())
+                    s.add(row)
+                v = versions.get((node, service), version) if versions is not None else version
+                if v is not None:
+                    row.version = v
+                if state is not None:
+                    row.state = state
+                if run_id is not None:
+                    row.run_id = run_id
+                row.updated_at = now()
+
+    def node_services(self, cloud: str) -> list[NodeServiceRow]:
+        with self.session() as s:
+            return list(s.scalars(select(NodeServiceRow).where(NodeServiceRow.cloud == cloud)
+                                  .order_by(NodeServiceRow.node, NodeServiceRow.service)))
+
+    # -- facts (discover) -----------------------------------------------------------------
+    def save_facts(self, cloud: str, facts: Mapping[str, Any]) -> None:
+        """Store facts in the FactsSpec shape ({nodes: {node: {os, packages}}}), replacing what
+        was known about the nodes it names."""
+        with self.session() as s:
+            for node, nf in (facts.get("nodes") or {}).items():
+                s.execute(delete(NodePackageRow).where(NodePackageRow.cloud == cloud, NodePackageRow.node == node))
+                for pkg, pf in (nf.get("packages") or {}).items():
+                    s.add(NodePackageRow(cloud=cloud, node=node, package=pkg, installed=pf.get("installed"),
+                                         available=pf.get("available"), updated_at=now()))
+                os_ = nf.get("os") or {}
+                row = s.get(NodeOsRow, (cloud, node))
+                if row is None:
+                    s.add(NodeOsRow(cloud=cloud, node=node, major=os_.get("major"), target=os_.get("target"),
+                                    updated_at=now()))
+                else:
+                    row.major, row.target, row.updated_at = os_.get("major"), os_.get("target"), now()
+
+    def facts(self, cloud: str) -> dict[str, Any] | None:
+        """The stored facts in the FactsSpec shape, or None when `discover` never ran."""
+        with self.session() as s:
+            pkgs = list(s.scalars(select(NodePackageRow).where(NodePackageRow.cloud == cloud)))
+            oses = list(s.scalars(select(NodeOsRow).where(NodeOsRow.cloud == cloud)))
+        if not pkgs and not oses:
+            return None
+        nodes: dict[str, dict[str, Any]] = {}
+        for o in oses:
+            entry = nodes.setdefault(o.node, {"packages": {}})
+            os_ = {k: v for k, v in (("major", o.major), ("target", o.target)) if v is not None}
+            if os_:
+                entry["os"] = os_
+        for p in pkgs:
+            entry = nodes.setdefault(p.node, {"packages": {}})
+            entry["packages"][p.package] = {k: v for k, v in (("installed", p.installed), ("available", p.available))
+                                            if v is not None}
+        return {"nodes": dict(sorted(nodes.items()))}
+
+    def update_node_facts(self, cloud: str, node: str, facts: Mapping[str, Any]) -> None:
+        """Merge one node's facts (FactsSpec node shape) into what is known: the packages it
+        names and its OS major; the rest stays."""
+        with self.session() as s:
+            for pkg, pf in (facts.get("packages") or {}).items():
+                if not pf or (pf.get("installed") is None and pf.get("available") is None):
+                    continue  # the node does not know this package: that is no fact
+                row = s.get(NodePackageRow, (cloud, node, pkg))
+                if row is None:
+                    s.add(NodePackageRow(cloud=cloud, node=node, package=pkg, installed=pf.get("installed"),
+                                         available=pf.get("available"), updated_at=now()))
+                else:
+                    row.installed, row.available, row.updated_at = pf.get("installed"), pf.get("available"), now()
+            major = (facts.get("os") or {}).get("major")
+            if major is not None:
+                row = s.get(NodeOsRow, (cloud, node))
+                if row is None:
+                    s.add(NodeOsRow(cloud=cloud, node=node, major=major, target=None, updated_at=now()))
+                else:
+                    row.major, row.updated_at = major, now()
+
+    def mark_installed(self, cloud: str, node: str, packages: Iterable[str]) -> None:
+        """After a successful packages step: what was available is now installed."""
+        with self.session() as s:
+            for pkg in packages:
+                row = s.get(NodePackageRow, (cloud, node, pkg))
+                if row is not None and row.available:
+                    row.installed, row.updated_at = row.available, now()
+
+    def installed_version(self, cloud: str, node: str, package: str) -> str | None:
+        with self.session() as s:
+            row = s.get(NodePackageRow, (cloud, node, package))
+            return row.installed if row else None
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def redact(url: str) -> str:
+    """A store URL without its password, for messages."""
+    try:
+        from sqlalchemy.engine import make_url
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url
+
+
+def open_store(url: str) -> Store:
+    """Open (creating and migrating as needed) the store at a SQLAlchemy URL."""
+    try:
+        if url.startswith("sqlite:///"):
+            Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        if url.startswith("postgresql://"):
+            url = "postgresql+psycopg://" + url[len("postgresql://"):]
+        engine = create_engine(url, future=True, pool_pre_ping=True)
+        if engine.dialect.name == "sqlite":
+            event.listen(engine, "connect", _sqlite_pragmas)
+        migrate(engine)
+    except (ArgumentError, ModuleNotFoundError) as exc:
+        raise InputError(Problem(f"cannot use state store URL: {exc}", field="--store",
+                                 hint="use sqlite:///path/file.sqlite or postgresql+psycopg://user:pw@host/db "
+                                      "(PostgreSQL needs `pip install stepwise[postgres]`)")) from None
+    except SQLAlchemyError as exc:
+        raise StepwiseError(Problem(f"cannot open the state store {redact(url)}: "
+                                    f"{getattr(exc, 'orig', None) or exc}",
+                                    hint="check the URL, that the server runs and the credentials")) from None
+    return Store(engine, url)

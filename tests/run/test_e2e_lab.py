@@ -1,0 +1,115 @@
+"""End to end on the lab's classic deployment (slow: minutes; `pytest -m e2e`).
+
+1. The demo: minor update with zero failed probe requests; major upgrade (prepare, control
+   plane, data plane, converge) with API failures only inside the plan's announced windows;
+   every node on the new release; stepwise's status agrees with the lab.
+2. SIGKILL of stepwise at random moments of a lab update, then the same command again: the
+   same end state as an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+ROOT = Path(__file__).resolve().parents[2]
+CLASSIC = ROOT / "examples" / "classic.yaml"
+STEPWISE = str(Path(sys.executable).parent / "stepwise")
+
+pytestmark = [pytest.mark.e2e, pytest.mark.lab]
+
+
+@pytest.fixture
+def lab_dir():
+    """A short path: the lab's unix sockets live under it (108-byte limit), so not in pytest's
+    long tmp_path."""
+    import shutil
+    import tempfile
+    d = Path(tempfile.mkdtemp(prefix="swl-"))
+    yield d / "lab"
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _lab_or_skip():
+    try:
+        import stepwise.lab  # noqa: F401
+        from stepwise.lab import mariadb, haproxy
+        mariadb.binaries()
+        haproxy.binary()
+    except Exception as exc:  # pragma: no cover - depends on the machine
+        if os.environ.get("CI"):
+            pytest.fail(f"the lab cannot run here: {exc}")
+        pytest.skip(f"no lab here: {exc}")
+
+
+def test_demo_minor_update_and_major_upgrade(tmp_path: Path, lab_dir: Path):
+    _lab_or_skip()
+    import stepwise.cli.run_cmd  # noqa: F401
+    from stepwise.cli.main import app
+
+    r = CliRunner().invoke(app, ["demo", "-d", str(CLASSIC), "--lab-dir", str(lab_dir), "--json"])
+    if r.exception and not isinstance(r.exception, SystemExit):
+        raise r.exception
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.output[r.output.index("{"):])
+    phases = {p["phase"]: p for p in report["phases"]}
+    assert all(p["status"] == "done" for p in phases.values())
+    assert phases["minor update"]["probe"]["failed"] == 0
+    for p in report["phases"]:
+        assert p["probe"]["failed_outside_windows"] == {}, p
+        assert not any(t.startswith("workload:") for t in p["probe"]["targets_with_failures"]), p
+    assert report["status_agrees_with_lab"]["checked"] > 0
+    assert report["status_agrees_with_lab"]["mismatches"] == []
+
+
+def test_sigkill_during_a_lab_update_then_run_again(tmp_path: Path, lab_dir: Path):
+    _lab_or_skip()
+    import stepwise.lab as lab
+    from stepwise.cli.demo_cmd import agreement
+    from stepwise.model import load_deployment
+    from stepwise.run.store import open_store
+
+    dep_path = tmp_path / "classic.yaml"
+    dep_path.write_text(CLASSIC.read_text())
+    lab.up(dep_path, lab_dir)
+    try:
+        cmd = [STEPWISE, "update", "run", "-d", str(dep_path), "--lab",
+               str(lab_dir), "--json"]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        subprocess.run([STEPWISE, "discover", "-d", str(dep_path), "--lab",
+                        str(lab_dir)], check=True, env=env, capture_output=True)
+        rnd = random.Random(int(os.environ.get("STEPWISE_KILL_SEED", "7")))
+        for _ in range(2):
+            p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            time.sleep(rnd.uniform(5, 40))
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGKILL)
+            p.wait()
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+        res = json.loads(done.stdout)
+        assert res["status"] in ("done", "nothing")
+        dep = load_deployment(dep_path)
+        store = open_store(f"sqlite:///{tmp_path / '.stepwise' / 'overcloud.sqlite'}")
+        runs = store.runs("overcloud")
+        assert runs[0].status == "done"
+        # every service whose package had an update now runs it, as the lab says
+        subprocess.run([STEPWISE, "discover", "-d", str(dep_path), "--lab",
+                        str(lab_dir)], check=True, env=env, capture_output=True)
+        facts = store.facts("overcloud")
+        stale = [(n, p) for n, f in facts["nodes"].items() for p, v in f["packages"].items()
+                 if v.get("available") and v.get("available") != v.get("installed")
+                 and any(p in dep.catalog[s].packages for s in dep.services_on(n))]
+        assert stale == []
+        assert agreement(store, dep, lab_dir)["mismatches"] == []
+    finally:
+        lab.down(lab_dir, quiet=True)

@@ -1,0 +1,95 @@
+"""Engine, resume and once-only units on `local` hosts (no lab): fast, real Ansible."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stepwise.errors import InputError, UnsafePlanError
+from stepwise.model import load_deployment
+from stepwise.plan import make_plan
+from stepwise.plan.units import Plan, Unit
+from stepwise.run.engine import EngineOptions
+from stepwise.run.resume import RunRequest, run_plan
+from stepwise.run.selection import select
+from stepwise.run.store import open_store
+
+from conftest import trace_lines
+
+
+def _store(root: Path):
+    return open_store(f"sqlite:///{root / 'store.sqlite'}")
+
+
+def test_update_runs_every_unit_in_order_and_records_it(cloud: Path):
+    dep = load_deployment(cloud)
+    plan = make_plan("update", dep)
+    st = _store(cloud.parent)
+    res = run_plan(RunRequest(st, dep, plan))
+    assert res.status == "done", res.message
+    lines = trace_lines(cloud.parent, "cmp-1")
+    assert [l.split()[1] for l in lines] == ["stop", "packages", "config", "start", "verify"]
+    states = st.unit_states(res.run_id)
+    assert set(states.values()) == {"done"}
+    rows = st.task_results(res.run_id)
+    assert {r.host for r in rows} == {"ctl-0", "cmp-0", "cmp-1"}
+    svc = {(r.node, r.service): r.state for r in st.node_services(dep.name)}
+    assert svc[("cmp-0", "worker")] == "running"
+    # the same command again: a new run (the last one finished), everything runs again
+    again = run_plan(RunRequest(st, dep, plan))
+    assert again.run_id != res.run_id and again.status == "done"
+
+
+def test_failure_stops_the_run_and_resume_continues_after_last_done_unit(cloud: Path):
+    dep = load_deployment(cloud)
+    plan = make_plan("update", dep)
+    st = _store(cloud.parent)
+    broken = cloud.parent / "trace" / "cmp-0.log"
+    broken.mkdir()  # appending to a directory fails: cmp-0's first task breaks
+    res = run_plan(RunRequest(st, dep, plan, options=EngineOptions(continue_command="stepwise update run -d x")))
+    assert res.status == "failed"
+    assert "cmp-0" in res.message and "stepwise update run -d x" in res.message
+    assert any(f.host == "cmp-0" for f in res.failures)
+    done_before = [u for u, s in st.unit_states(res.run_id).items() if s == "done"]
+    assert trace_lines(cloud.parent, "cmp-1") == []  # the next batch never started
+    broken.rmdir()
+    res2 = run_plan(RunRequest(st, dep, plan))
+    assert res2.status == "done" and res2.resumed and res2.run_id == res.run_id
+    assert res2.units_reused == len(done_before)
+    # ctl-0's units were done before the failure and were not run again
+    assert sum(1 for l in trace_lines(cloud.parent, "ctl-0") if l.split()[1] == "packages") == 1
+
+
+def test_once_only_unit_never_runs_twice(cloud: Path):
+    dep = load_deployment(cloud)
+    u = Unit("xfer", "system_upgrade_transfer_data", ("cmp-0",), ("worker",), idempotent=False,
+             vars={"system_upgrade_source": "cmp-1"})
+    plan = Plan("system-upgrade", dep.name, (u,), params={"limit": "cmp-0"})
+    st = _store(cloud.parent)
+    res = run_plan(RunRequest(st, dep, plan))
+    assert res.status == "done", res.message
+    assert trace_lines(cloud.parent, "cmp-0") == ["worker system_upgrade_transfer_data"]
+    # a new run of the same operation is refused before anything runs (store marker)
+    with pytest.raises(UnsafePlanError, match="never run twice"):
+        run_plan(RunRequest(st, dep, plan, fresh=True))
+    # even with the store's record gone, the flag file on the node refuses it
+    st.clear_marker(dep.name, "system_upgrade_transfer_data@cmp-0")
+    res3 = run_plan(RunRequest(st, dep, plan, fresh=True))
+    assert res3.status == "failed" and "must never run twice" in res3.message
+    assert trace_lines(cloud.parent, "cmp-0") == ["worker system_upgrade_transfer_data"]
+    with pytest.raises(InputError, match="never run twice"):
+        run_plan(RunRequest(st, dep, plan, rerun=["xfer"]))
+
+
+def test_second_concurrent_run_is_refused(cloud: Path):
+    from stepwise.run.lock import LockedError, RunLock
+    from stepwise.run.resume import lock_path_for
+
+    dep = load_deployment(cloud)
+    st = _store(cloud.parent)
+    with RunLock.acquire(lock_path_for(dep, dep.name), dep.name, "stepwise upgrade run -d x"):
+        with pytest.raises(LockedError, match="upgrade run") as exc:
+            run_plan(RunRequest(st, dep, make_plan("update", dep)))
+        assert "pid" in str(exc.value)
