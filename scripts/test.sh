@@ -1,8 +1,31 @@
 #!/usr/bin/env bash
-# The test command: install what the tests need, then run the whole suite.
+# The test command: install what the tests need, start a throwaway PostgreSQL for the team
+# state store tests, then run the whole suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+
+pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
+pg_dir=""
+cleanup() {
+  if [ -n "$pg_dir" ]; then
+    $as_pg "$pg_bin/pg_ctl" -D "$pg_dir/data" -m immediate stop >/dev/null 2>&1 || true
+    rm -rf "$pg_dir"
+  fi
+}
+trap cleanup EXIT
+if [ -z "${STEPWISE_TEST_PG_URL:-}" ] && [ -n "$pg_bin" ]; then
+  pg_dir=$(mktemp -d /tmp/stepwise-pg.XXXXXX)
+  as_pg=""
+  if [ "$(id -u)" -eq 0 ]; then chown postgres "$pg_dir"; as_pg="runuser -u postgres --"; fi
+  port=$(( 40000 + RANDOM % 20000 ))
+  $as_pg "$pg_bin/initdb" -D "$pg_dir/data" -A trust -U stepwise >/dev/null
+  $as_pg "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/log" -w \
+      -o "-p $port -k $pg_dir -c listen_addresses=127.0.0.1" start >/dev/null
+  export STEPWISE_TEST_PG_URL="postgresql+psycopg://stepwise@127.0.0.1:$port/postgres"
+  echo "test: PostgreSQL for the store tests on 127.0.0.1:$port"
+fi
+
 set +e
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 rc=$?

@@ -8,6 +8,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import threading
 import os
 import socket
 from contextlib import contextmanager
@@ -199,7 +200,8 @@ class SupervisorDown(RuntimeError):
 def write_json(path: Path, data: Any) -> None:
     """Write atomically so concurrent readers never see half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # unique per writer: the supervisor's threads write the same files concurrently
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
     os.replace(tmp, path)
 

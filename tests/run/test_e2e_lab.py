@@ -82,15 +82,16 @@ def test_sigkill_during_a_lab_update_then_run_again(tmp_path: Path, lab_dir: Pat
     dep_path.write_text(CLASSIC.read_text())
     lab.up(dep_path, lab_dir)
     try:
+        # the data-plane roles keep this test to a few minutes; the kill points are random
         cmd = [STEPWISE, "update", "run", "-d", str(dep_path), "--lab",
-               str(lab_dir), "--json"]
+               str(lab_dir), "--limit", "Compute,CephStorage", "--json"]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         subprocess.run([STEPWISE, "discover", "-d", str(dep_path), "--lab",
                         str(lab_dir)], check=True, env=env, capture_output=True)
         rnd = random.Random(int(os.environ.get("STEPWISE_KILL_SEED", "7")))
         for _ in range(2):
             p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-            time.sleep(rnd.uniform(5, 40))
+            time.sleep(rnd.uniform(4, 25))
             if p.poll() is None:
                 os.kill(p.pid, signal.SIGKILL)
             p.wait()
@@ -108,6 +109,7 @@ def test_sigkill_during_a_lab_update_then_run_again(tmp_path: Path, lab_dir: Pat
         facts = store.facts("overcloud")
         stale = [(n, p) for n, f in facts["nodes"].items() for p, v in f["packages"].items()
                  if v.get("available") and v.get("available") != v.get("installed")
+                 and dep.role_of(n).name in ("Compute", "CephStorage")
                  and any(p in dep.catalog[s].packages for s in dep.services_on(n))]
         assert stale == []
         assert agreement(store, dep, lab_dir)["mismatches"] == []
