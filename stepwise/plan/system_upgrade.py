@@ -16,6 +16,7 @@ from stepwise.model.facts import Facts
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.limits import whole_roles
 from stepwise.plan.rolling import Visit, VisitStep, schedule_rolling
+from stepwise.plan.workflows import on_bootstrap
 from stepwise.plan.rollout import Cursor, describe_rule, service_allowances
 
 #: Clusters whose protocol works across OS majors: they keep running on old nodes (the seed
@@ -221,12 +222,7 @@ def _roll(builder, dep, visits, serial, allowance, instances, cur: Cursor, what:
 def _finish(builder: PlanBuilder, dep: Deployment, cur: Cursor) -> None:
     catalog = dep.catalog
     after, t = cur.after, cur.t
-    conv: dict[str, list[str]] = {}
-    for s in dep.instances:
-        if catalog[s].converge:
-            boot = dep.bootstrap_node(s)
-            if boot is not None:
-                conv.setdefault(boot.name, []).append(s)
+    conv = on_bootstrap(dep, dep.instances, lambda s: bool(s.converge))
     if conv:
         secs = max(_secs(dep, ss, "converge") for ss in conv.values())
         after = builder.add("converge", nodes=list(conv), services=sorted({s for v in conv.values() for s in v}),

@@ -48,9 +48,20 @@ def per_node(dep: Deployment, nodes, keep) -> dict[str, tuple[str, ...]]:
     return out
 
 
+def on_bootstrap(dep: Deployment, services, keep) -> dict[str, tuple[str, ...]]:
+    """node -> the services (among `services`, where `keep(service)`) whose once-only work
+    runs there: each service's bootstrap node."""
+    out: dict[str, list[str]] = {}
+    for s in sorted(services):
+        if keep(dep.catalog[s]):
+            boot = dep.bootstrap_node(s)
+            if boot is not None:
+                out.setdefault(boot.name, []).append(s)
+    return {n: tuple(v) for n, v in out.items()}
+
+
 def _validate(builder: PlanBuilder, dep: Deployment, changes: dict[str, NodeChange], workflow: str, stage: str,
               cur: Cursor) -> Cursor:
-    catalog = dep.catalog
     work = per_node(dep, changes, lambda s: s.has_step(workflow, "validate"))
     return _node_wide(builder, dep, cur, "validate", workflow, stage, work,
                       f"pre-flight checks on all {len(work)} node(s) before anything is disrupted", always=True)
@@ -72,19 +83,13 @@ def plan_upgrade(builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: lis
     changes = scoped_changes(dep, facts, nodes)
     if not changes:
         return
-    catalog = dep.catalog
     wf = "upgrade"
     cur = _validate(builder, dep, changes, wf, "prepare", Cursor(None))
     cur = _node_wide(builder, dep, cur, "repos", wf, "prepare", {n: () for n in changes},
                      "switch every node's repositories to the target release (variable target_release)", always=True)
     changed_services = {s for c in changes.values() for s in c.services}
-    backup: dict[str, list[str]] = {}
-    for s in sorted(changed_services):
-        if catalog[s].has_step(wf, "backup"):
-            boot = dep.bootstrap_node(s)
-            if boot is not None:
-                backup.setdefault(boot.name, []).append(s)
-    cur = _node_wide(builder, dep, cur, "backup", wf, "prepare", {n: tuple(v) for n, v in backup.items()},
+    backup = on_bootstrap(dep, changed_services, lambda s: s.has_step(wf, "backup"))
+    cur = _node_wide(builder, dep, cur, "backup", wf, "prepare", backup,
                      "back up what the migration changes, once per service, before anything stops")
     pin = per_node(dep, changes, lambda s: bool(s.rpc) and s.has_step(wf, "pin"))
     cur = _node_wide(builder, dep, cur, "pin_rpc", wf, "prepare", {n: ss for n, ss in pin.items() if ss},
@@ -96,13 +101,8 @@ def plan_upgrade(builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: lis
     unpin = per_node(dep, changes, lambda s: bool(s.rpc) and s.has_step(wf, "unpin"))
     cur = _node_wide(builder, dep, cur, "unpin_rpc", wf, "converge", {n: ss for n, ss in unpin.items() if ss},
                      "no old peer remains: lift the RPC pins and reload", service_step="unpin")
-    conv: dict[str, list[str]] = {}
-    for s in sorted(changed_services):
-        if catalog[s].converge:
-            boot = dep.bootstrap_node(s)
-            if boot is not None:
-                conv.setdefault(boot.name, []).append(s)
-    cur = _node_wide(builder, dep, cur, "converge", wf, "converge", {n: tuple(v) for n, v in conv.items()},
+    conv = on_bootstrap(dep, changed_services, lambda s: bool(s.converge))
+    cur = _node_wide(builder, dep, cur, "converge", wf, "converge", conv,
                      "online data migrations and contract, once per service, after every node runs the new code")
     health = per_node(dep, changes, lambda s: bool(s.health) or s.has_step(wf, "verify"))
     _node_wide(builder, dep, cur, "verify", wf, "converge", health,
