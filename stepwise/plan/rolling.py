@@ -223,7 +223,6 @@ def _emit_batch(builder: PlanBuilder, batch: list[Visit], label: str, tails: lis
         for st in v.steps:
             if st.step not in order:
                 order.append(st.step)
-    nodes = [v.node for v in batch]
     disrupted: dict[str, list[str]] = {}
     for v in batch:
         for s in v.services:

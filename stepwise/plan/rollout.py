@@ -136,7 +136,6 @@ def _level_visits(dep: Deployment, rolling: dict[str, list[str]], levels: dict[s
 
 
 def _schedule(builder, dep, visits, role_serial, allowance, instances, cur: Cursor, stage, part, workflow, tags, what) -> Cursor:
-    catalog = dep.catalog
     rank = {r.name: (0 if r.is_controlplane else 1, i) for i, r in enumerate(dep.roles)}
     visits = dict(sorted(visits.items(), key=lambda kv: rank[kv[0]]))
     res = schedule_rolling(builder, visits, role_serial=role_serial, allowance=allowance, instances=instances,

@@ -211,7 +211,6 @@ def _os_visit(dep: Deployment, node: str, *, evacuate: bool) -> Visit:
 
 
 def _roll(builder, dep, visits, serial, allowance, instances, cur: Cursor, what: str) -> Cursor:
-    catalog = dep.catalog
     res = schedule_rolling(builder, visits, role_serial=serial, allowance=allowance, instances=instances,
                            start_s=cur.t, after=cur.after, stage="system_upgrade_run", phase="os-rest", workflow=WF,
                            describe=lambda s: describe_rule(dep, s),

@@ -64,7 +64,6 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
         return problems, []
     allow, totals = service_allowances(dep)
     exempt = exempt_services(plan, dep)
-    when = (lambda u: times[u.id]) if times else (lambda u: (u.start_s, u.end_s))
     rpc_check = plan.workflow in ("upgrade", "system-upgrade")
     st = State()
     initial = plan.params.get("initial") or {}

@@ -7,7 +7,7 @@ import random
 from typing import Iterator
 from dataclasses import dataclass, field
 
-from stepwise.plan.units import Plan, Unit
+from stepwise.plan.units import Unit
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +59,6 @@ class State:
     new_code: dict[str, set[str]] = field(default_factory=dict)     # service -> nodes on new code
     new_os: set[str] = field(default_factory=set)
     pinned: set[str] = field(default_factory=set)                   # rpc groups pinned
-    busy_nodes: dict[str, int] = field(default_factory=dict)        # node -> open batches touching it
 
     def serving(self, service: str, nodes: tuple[str, ...]) -> list[str]:
         d = self.down.get(service, set())

@@ -3,8 +3,6 @@ whose service tasks leave traces (files) under a temporary directory."""
 
 from __future__ import annotations
 
-import os
-import textwrap
 from pathlib import Path
 
 import pytest

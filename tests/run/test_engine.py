@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,6 @@ from stepwise.plan import make_plan
 from stepwise.plan.units import Plan, Unit
 from stepwise.run.engine import EngineOptions
 from stepwise.run.resume import RunRequest, run_plan
-from stepwise.run.selection import select
 from stepwise.run.store import open_store
 
 from conftest import trace_lines
