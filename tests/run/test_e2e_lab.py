@@ -100,13 +100,13 @@ def test_sigkill_during_a_lab_update_then_run_again(tmp_path: Path, lab_dir: Pat
         res = json.loads(done.stdout)
         assert res["status"] in ("done", "nothing")
         dep = load_deployment(dep_path)
-        store = open_store(f"sqlite:///{tmp_path / '.stepwise' / 'overcloud.sqlite'}")
-        runs = store.runs("overcloud")
+        store = open_store(f"sqlite:///{tmp_path / '.stepwise' / 'classic.sqlite'}")
+        runs = store.runs("classic")
         assert runs[0].status == "done"
         # every service whose package had an update now runs it, as the lab says
         subprocess.run([STEPWISE, "discover", "-d", str(dep_path), "--lab",
                         str(lab_dir)], check=True, env=env, capture_output=True)
-        facts = store.facts("overcloud")
+        facts = store.facts("classic")
         stale = [(n, p) for n, f in facts["nodes"].items() for p, v in f["packages"].items()
                  if v.get("available") and v.get("available") != v.get("installed")
                  and dep.role_of(n).name in ("Compute", "CephStorage")
