@@ -14,6 +14,8 @@ import typer
 
 from stepwise.cli.common import console, err_console, print_json, reported
 from stepwise.cli.main import app
+from rich.text import Text
+
 from stepwise.errors import StepwiseError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "classic.yaml"
@@ -23,25 +25,28 @@ def _phase(title: str, workflow: str, dep, store, lab_dir: Path, facts, json_out
     import stepwise.lab as lab
     from stepwise.lab.nodes import Lab
     from stepwise.lab.probe import Probe
-    from stepwise.plan import make_plan
+    from stepwise.plan import make_plan, selection_for
     from stepwise.run.engine import EngineOptions
+    from stepwise.run.inventory import Connector
     from stepwise.run.resume import RunRequest, run_plan
     from stepwise.verify import verify_plan
 
     extra = kw.pop("extra_vars", {})
-    plan = make_plan(workflow, dep, facts, **kw)
-    plan = verify_plan(plan, dep) or plan
+    selection = selection_for(workflow, kw.pop("limit", None), **kw)
+    plan = make_plan(workflow, dep, facts, selection=selection)
     if extra:
         plan = plan.with_units(plan.units, params=MappingProxyType({**plan.params, **extra}))
+    plan = verify_plan(plan, dep)
     observer = None
     if not json_out:
         from stepwise.cli.progress import LineProgress, LiveProgress
         observer = LiveProgress(console, title) if console.is_terminal else LineProgress(err_console, title)
+    conn = Connector.from_inventory(lab.inventory(lab_dir), "lab", (lab.ansible_plugin_dir(),))
     t0 = time.time()
     with Probe(Lab(lab_dir)) as probe:
-        result = run_plan(RunRequest(store, dep, plan, options=EngineOptions(
-            inventory_overrides=lab.inventory(lab_dir), extra_vars=extra), observer=observer,
-            command=f"stepwise demo ({title})"))
+        result = run_plan(RunRequest(store, dep, workflow, selection, facts, variables=extra, plan=plan,
+                                     options=EngineOptions(connector=conn, extra_vars=extra), observer=observer,
+                                     command=f"stepwise demo ({title})"))
         summary = probe.stop()
     failed = {k: v for k, v in summary["targets"].items() if v["failed"]}
     windows = [w.to_json() for w in plan.windows]
@@ -53,12 +58,12 @@ def _phase(title: str, workflow: str, dep, store, lab_dir: Path, facts, json_out
                      "targets_with_failures": failed, "failed_outside_windows": unannounced}}
     if not json_out:
         colour = "green" if result.ok and not failed else ("yellow" if result.ok else "red")
-        console.print(f"[{colour}]{title}: {result.status}[/] in {out['elapsed_s']}s, {len(plan.units)} units; probe: "
-                      f"{summary['total']['requests']} requests, {summary['total']['failed']} failed"
-                      + (f", {sum(unannounced.values())} outside the announced windows" if failed else "")
-                      + "".join(f"\n   {k}: {v['failed']} failed, down {v['downtime_s']}s" for k, v in failed.items())
-                      + ("".join(f"\n   planned window: {w['service']} {w['end_s'] - w['start_s']:.0f}s ({w['why']})"
-                                 for w in windows) if failed else ""), soft_wrap=True)
+        console.print(Text(f"{title}: {result.status} in {out['elapsed_s']}s, {len(plan.units)} units; probe: "
+                           f"{summary['total']['requests']} requests, {summary['total']['failed']} failed"
+                           + (f", {sum(unannounced.values())} outside the announced windows" if failed else "")
+                           + "".join(f"\n   {k}: {v['failed']} failed, down {v['downtime_s']}s" for k, v in failed.items())
+                           + ("".join(f"\n   planned window: {w['service']} {w['end_s'] - w['start_s']:.0f}s ({w['why']})"
+                                      for w in windows) if failed else ""), style=colour), soft_wrap=True)
     if not result.ok:
         raise StepwiseError(f"{title} failed: {result.message}")
     return out
@@ -106,18 +111,20 @@ def demo(deployment: Path = typer.Option(EXAMPLE, "--deployment", "-d", help="De
         dep = load_deployment(deployment)
         work = Path(tempfile.mkdtemp(prefix="stepwise-demo-"))
         lab_dir = lab_dir or work / "lab"
-        say = (lambda m: None) if json_out else (lambda m: console.print(f"[dim]{m}[/]"))
+        say = (lambda m: None) if json_out else (lambda m: console.print(Text(m, style="dim")))
         report: dict[str, Any] = {"deployment": str(deployment), "lab": str(lab_dir), "phases": []}
         lab.up(deployment, lab_dir, progress=say)
         try:
             store = open_store(f"sqlite:///{work / (dep.name + '.sqlite')}")
-            discover(dep, store, inventory_overrides=lab.inventory(lab_dir))
+            from stepwise.run.inventory import Connector
+            conn = Connector.from_inventory(lab.inventory(lab_dir), "lab", (lab.ansible_plugin_dir(),))
+            discover(dep, store, connector=conn)
             facts = stored_facts(dep, store)
             p = make_plan("update", dep, facts)
             if not json_out:
-                console.print(f"[bold]plan[/]: minor update of {dep.name}: {len(p.units)} units, estimated "
+                console.print(Text(f"plan: minor update of {dep.name}: {len(p.units)} units, estimated "
                               f"{p.duration_s / 60:.0f} min on real hardware, planned API downtime: "
-                              f"{'none' if not p.windows else ', '.join(w.service for w in p.windows)}")
+                              f"{'none' if not p.windows else ', '.join(w.service for w in p.windows)}"))
             phases = [("minor update", "update", facts, {})]
             ev = {"extra_vars": {"target_release": target_release}}
             phases += [("upgrade prepare", "upgrade", NO_FACTS, {"stage": "prepare", **ev}),
@@ -126,7 +133,7 @@ def demo(deployment: Path = typer.Option(EXAMPLE, "--deployment", "-d", help="De
                        ("upgrade converge", "upgrade", NO_FACTS, {"stage": "converge", **ev})]
             for title, wf, fx, kw in phases:
                 report["phases"].append(_phase(title, wf, dep, store, lab_dir, fx, json_out, **dict(kw)))
-            discover(dep, store, inventory_overrides=lab.inventory(lab_dir))
+            discover(dep, store, connector=conn)
             report["status_agrees_with_lab"] = agreement(store, dep, lab_dir)
             if not json_out:
                 a = report["status_agrees_with_lab"]

@@ -1,22 +1,23 @@
-"""Live progress of a run on a terminal (batches, units, hosts, elapsed, remaining), and a
-plain line log when the output is not a terminal."""
+"""Progress of a run an operator can read: on a terminal a live view of the running units
+(batch, nodes, step, services), the counts and the remaining time; otherwise one line per
+unit that starts or ends. Everything from data is printed as text, never as markup."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
 from stepwise.plan.units import Unit
-from stepwise.run.events import Estimator, RunResult
+from stepwise.run.events import Estimator, Observer, RunResult
 
 
-def _fmt(seconds: float | None) -> str:
+def fmt_duration(seconds: float | None) -> str:
     if seconds is None:
         return "?"
     seconds = int(seconds)
@@ -25,55 +26,75 @@ def _fmt(seconds: float | None) -> str:
     return f"{h}h{m:02d}m{s:02d}s" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
 
 
-class LiveProgress:
-    """A rich Live panel redrawn as events arrive."""
+def describe(unit: Unit, most: int = 3) -> str:
+    """`Compute#2 packages on compute-0, compute-1 [nova_compute, openvswitch]`."""
+    nodes = ", ".join(unit.nodes[:most]) + (f" (+{len(unit.nodes) - most})" if len(unit.nodes) > most else "")
+    services = ", ".join(unit.services[:4]) + (", ..." if len(unit.services) > 4 else "")
+    return (f"{unit.batch + ' ' if unit.batch else ''}{unit.step}"
+            + (f" on {nodes}" if nodes else "") + (f" [{services}]" if services else ""))
 
-    def __init__(self, console: Console, title: str):
-        self.console, self.title = console, title
-        self.live: Live | None = None
-        self.total = 0
-        self.done = 0
-        self.failed = 0
-        self.current: Unit | None = None
-        self.hosts: dict[str, str] = {}
-        self.tasks = {"ok": 0, "changed": 0, "failed": 0, "skipped": 0, "unreachable": 0, "ignored": 0}
-        self.last_task = ""
+
+class _Counts(Observer):
+    def __init__(self) -> None:
+        self.total = self.done = self.failed = self.reused = 0
         self.estimator: Estimator | None = None
-        self.batches: list[str] = []
         self.run_id = 0
         self.resumed = False
-        self.reused = 0
+        self.running: dict[str, Unit] = {}
 
     def run_started(self, run_id: int, units: list[Unit], todo: list[Unit], resumed: bool) -> None:
         self.run_id, self.resumed = run_id, resumed
         self.total, self.reused = len(units), len(units) - len(todo)
         self.done = self.reused
         self.estimator = Estimator(todo)
-        self.batches = list(dict.fromkeys(u.batch for u in units if u.batch))
+
+    def unit_started(self, unit: Unit) -> None:
+        self.running[unit.id] = unit
+        if self.estimator:
+            self.estimator.unit_started(unit.id)
+
+    def unit_finished(self, unit: Unit, state: str, message: str) -> None:
+        self.running.pop(unit.id, None)
+        if state == "done":
+            self.done += 1
+            if self.estimator:
+                self.estimator.finished(unit.id)
+        elif state == "failed":
+            self.failed += 1
+
+    def eta(self) -> str:
+        return fmt_duration(self.estimator.remaining_s() if self.estimator else None)
+
+
+class LiveProgress(_Counts):
+    """A rich Live view redrawn as events arrive."""
+
+    def __init__(self, console: Console, title: str):
+        super().__init__()
+        self.console, self.title = console, title
+        self.live: Live | None = None
+        self.tasks: dict[str, int] = {}
+        self.last = ""
+
+    def run_started(self, run_id: int, units: list[Unit], todo: list[Unit], resumed: bool) -> None:
+        super().run_started(run_id, units, todo, resumed)
         self.live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
         self.live.start()
 
     def unit_started(self, unit: Unit) -> None:
-        self.current = unit
-        self.hosts = {n: "running" for n in unit.nodes}
+        super().unit_started(unit)
         self._update()
 
     def unit_finished(self, unit: Unit, state: str, message: str) -> None:
-        if state == "done":
-            self.done += 1
-        else:
-            self.failed += 1
-        if self.estimator:
-            self.estimator.finished(unit.id)
+        super().unit_finished(unit, state, message)
+        if state != "done":
+            self.last = f"{unit.id} {state}: {message}"
         self._update()
 
     def task_result(self, unit_id: str, host: str, task: str, status: str) -> None:
         self.tasks[status] = self.tasks.get(status, 0) + 1
         if status in ("failed", "unreachable"):
-            self.hosts[host] = "failed"
-        elif self.hosts.get(host) != "failed":
-            self.hosts[host] = "ok"
-        self.last_task = f"{host}: {task} [{status}]"
+            self.last = f"{unit_id} {host}: {task} [{status}]"
         self._update()
 
     def run_finished(self, result: RunResult) -> None:
@@ -86,54 +107,50 @@ class LiveProgress:
             self.live.update(self._render())
 
     def _render(self) -> Any:
-        u = self.current
-        batch = u.batch if u and u.batch else "-"
-        bidx = f" ({self.batches.index(batch) + 1}/{len(self.batches)})" if batch in self.batches else ""
         elapsed = self.estimator.elapsed_s() if self.estimator else 0.0
-        remaining = self.estimator.remaining_s() if self.estimator else None
-        t = Table.grid(padding=(0, 1))
-        t.add_row(Text(f"{self.title} run {self.run_id}" + (" (resumed)" if self.resumed else ""), style="bold"),
-                  Text(f"elapsed {_fmt(elapsed)}  remaining ~{_fmt(remaining)}"))
-        t.add_row("progress", ProgressBar(total=max(self.total, 1), completed=self.done, width=50))
-        t.add_row("units", Text(f"{self.done}/{self.total} done" + (f", {self.reused} from before" if self.reused else "")
-                                + (f", {self.failed} failed" if self.failed else "")))
-        t.add_row("batch", batch + bidx)
-        t.add_row("unit", (f"{u.id} ({u.step})" if u else "-"))
-        hosts = " ".join(f"[{'red' if s == 'failed' else 'green' if s == 'ok' else 'yellow'}]{h}[/]"
-                         for h, s in list(self.hosts.items())[:12])
-        if len(self.hosts) > 12:
-            hosts += f" +{len(self.hosts) - 12}"
-        t.add_row("hosts", Text.from_markup(hosts or "-"))
-        t.add_row("tasks", " ".join(f"{k} {v}" for k, v in self.tasks.items() if v) or "-")
-        t.add_row("last", Text(self.last_task[-100:]))
-        return t
+        head = Table.grid(padding=(0, 1))
+        head.add_row(Text(f"{self.title} run {self.run_id}" + (" (resumed)" if self.resumed else ""), style="bold"),
+                     Text(f"elapsed {fmt_duration(elapsed)}  remaining ~{self.eta()}"))
+        head.add_row("progress", ProgressBar(total=max(self.total, 1), completed=self.done, width=50))
+        head.add_row("units", Text(f"{self.done}/{self.total} done" + (f", {self.reused} from before" if self.reused else "")
+                                   + (f", {self.failed} failed" if self.failed else "")
+                                   + f", {len(self.running)} running"))
+        head.add_row("tasks", Text(" ".join(f"{k} {v}" for k, v in self.tasks.items() if v) or "-"))
+        running = Table("unit", "batch", "step", "nodes", "services", box=None, header_style="dim")
+        for u in list(self.running.values())[:12]:
+            running.add_row(Text(u.id), Text(u.batch or "-"), Text(str(u.step)),
+                            Text(", ".join(u.nodes[:4]) + (f" +{len(u.nodes) - 4}" if len(u.nodes) > 4 else "")),
+                            Text(", ".join(u.services[:4]) + (" ..." if len(u.services) > 4 else "")))
+        parts: list[Any] = [head, running]
+        if self.last:
+            parts.append(Text(self.last[-200:], style="red"))
+        return Group(*parts)
 
 
-class LineProgress:
-    """One line per unit on stderr, for logs and pipes."""
+class LineProgress(_Counts):
+    """One line per unit that starts or ends, on stderr, for logs and pipes."""
 
     def __init__(self, console: Console, title: str):
+        super().__init__()
         self.console, self.title = console, title
         self.started = time.monotonic()
-        self.total = 0
-        self.done = 0
+
+    def _line(self, text: str) -> None:
+        t = fmt_duration(time.monotonic() - self.started)
+        self.console.print(Text(f"[{t}] {text}"), highlight=False, soft_wrap=True)
 
     def run_started(self, run_id: int, units: list[Unit], todo: list[Unit], resumed: bool) -> None:
-        self.total, self.done = len(units), len(units) - len(todo)
-        self.console.print(f"{self.title}: run {run_id}{' resumed' if resumed else ''}: "
-                           f"{len(todo)} of {len(units)} units to run")
+        super().run_started(run_id, units, todo, resumed)
+        self._line(f"{self.title}: run {run_id}{' resumed' if resumed else ''}: {len(todo)} of {len(units)} units to run")
 
     def unit_started(self, unit: Unit) -> None:
-        pass
+        super().unit_started(unit)
+        if not unit.is_barrier:
+            self._line(f"{self.done}/{self.total} start {unit.id} {describe(unit)}")
 
     def unit_finished(self, unit: Unit, state: str, message: str) -> None:
-        self.done += state == "done"
-        t = _fmt(time.monotonic() - self.started)
-        self.console.print(f"[{t}] {self.done}/{self.total} {state}: {unit.id}" + (f": {message}" if message and state != "done" else ""),
-                           markup=False, highlight=False)
-
-    def task_result(self, unit_id: str, host: str, task: str, status: str) -> None:
-        pass
-
-    def run_finished(self, result: RunResult) -> None:
-        pass
+        super().unit_finished(unit, state, message)
+        if unit.is_barrier and state == "done":
+            return
+        self._line(f"{self.done}/{self.total} {state} {unit.id} {describe(unit)}, ETA {self.eta()}"
+                   + (f": {message}" if message and state != "done" else ""))

@@ -30,6 +30,11 @@ def inventory(lab_dir: str | Path) -> dict[str, Any]:
             "ansible_python_interpreter": "/usr/bin/python3",
             # Module files must land where the node's commands see them: inside the lab.
             "ansible_remote_tmp": str(lab.node_root(name) / "tmp" / ".ansible"),
+            # Lab nodes share one filesystem: their flag files and os-release live in the
+            # node's root, and `reboot` is the lab's node command.
+            "stepwise_flag_dir": str(lab.node_root(name) / "var" / "lib" / "stepwise" / "flags"),
+            "stepwise_os_release": str(lab.node_root(name) / "etc" / "os-release"),
+            "stepwise_reboot_command": "reboot",
         }
     return {"all": {"children": groups}}
 

@@ -361,6 +361,9 @@ def serve(lab_dir: str) -> None:
 
     class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         daemon_threads = True
+        # every node boots at once and its commands call in concurrently: the default
+        # backlog of 5 refused connections ("Resource temporarily unavailable") on 16 nodes
+        request_queue_size = 256
 
     _become_subreaper()
     server = Server(lab.socket_name, Handler)

@@ -97,3 +97,22 @@ def build_facts(spec: FactsSpec, deployment: Deployment, doc=None, fname: str = 
         target = (os_spec.target if os_spec and os_spec.target is not None else (default_os.target if default_os and default_os.target else major + 1))
         out[node.name] = NodeFacts(MappingProxyType(pk), major, target)
     return Facts(MappingProxyType(out), True, fname)
+
+
+def facts_to_dict(facts: Facts) -> dict | None:
+    """Facts in the facts-file shape (FactsSpec), e.g. to record what a run was planned from;
+    None when nothing was known."""
+    if not facts.known:
+        return None
+    nodes = {}
+    for name, nf in facts.nodes.items():
+        nodes[name] = {"os": {"major": nf.os_major, "target": nf.os_target},
+                       "packages": {p: {k: v for k, v in (("installed", f.installed), ("available", f.available))
+                                        if v is not None} for p, f in nf.packages.items()}}
+    return {"nodes": nodes}
+
+
+def facts_from_dict(data: dict, deployment: Deployment, source: str = "<recorded>") -> Facts:
+    """Facts from the facts-file shape (a recorded snapshot, or what discover stored)."""
+    spec = validate(FactsSpec, data, None, source)
+    return build_facts(spec, deployment, None, source)

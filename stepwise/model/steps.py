@@ -19,20 +19,18 @@ the end of `start` (the DESIGN contract's names).
 
 from __future__ import annotations
 
-NODE_STEPS: tuple[str, ...] = (
-    "validate", "leave", "stop", "packages", "config", "reboot", "migrate", "start", "rejoin", "verify",
-)
+from stepwise.model.vocab import NODE_STEPS, STEP_ALIASES, SYSTEM_UPGRADE_KEYS, UPGRADE_EXTRA_KEYS, Section
 
 #: Deployment-wide operations a service may add tasks to in the `upgrade:` section.
-UPGRADE_EXTRA_STEPS: tuple[str, ...] = ("backup", "pin", "unpin")
-
-#: The DESIGN contract's shorthands: where `pre` and `post` tasks land.
-STEP_ALIASES: dict[str, str] = {"pre": "stop", "post": "start"}
+UPGRADE_EXTRA_STEPS: tuple[str, ...] = UPGRADE_EXTRA_KEYS
 
 #: Keys of the `system_upgrade:` section, in the order of the OS-upgrade workflow.
-SYSTEM_UPGRADE_STEPS: tuple[str, ...] = ("prepare", "run", "transfer_data", "cleanup")
+SYSTEM_UPGRADE_STEPS: tuple[str, ...] = SYSTEM_UPGRADE_KEYS
 
-WORKFLOW_SECTIONS: tuple[str, ...] = ("update", "upgrade")
+WORKFLOW_SECTIONS: tuple[str, ...] = (Section.UPDATE, Section.UPGRADE)
+
+__all__ = ["NODE_STEPS", "STEP_ALIASES", "UPGRADE_EXTRA_STEPS", "SYSTEM_UPGRADE_STEPS", "WORKFLOW_SECTIONS",
+           "DEFAULT_STEP_SECONDS", "SHARED_STEPS"]
 
 #: Default estimate (seconds) of one service's share of a step on one node. Overridable per
 #: service with `durations:`. `packages` and `reboot` are one transaction per node, so a

@@ -1,56 +1,83 @@
-"""The plan layer: from a deployment (and facts) to a deterministic DAG of units."""
+"""The plan layer: from a deployment (and facts) to a deterministic DAG of units, cut down to
+what the operator selected."""
 
 from __future__ import annotations
 
 from types import MappingProxyType
+from typing import Iterable
 
 from stepwise.errors import InputError, Problem
 from stepwise.model.deployment import Deployment
 from stepwise.model.facts import NO_FACTS, Facts
+from stepwise.model.vocab import UPGRADE_STAGES, Plane, Stage, Workflow
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.limits import resolve_limit
-from stepwise.plan.schedule import asap, select
+from stepwise.plan.schedule import asap
+from stepwise.plan.select import Selection, select, split_list
 from stepwise.plan.system_upgrade import plan_system_upgrade
 from stepwise.plan.undercloud import plan_undercloud_upgrade
 from stepwise.plan.units import WORKFLOWS, Plan, Unit, Window
 from stepwise.plan.workflows import plan_update, plan_upgrade
 
-STAGES = {"upgrade": ("prepare", "run", "converge")}
-PLANES = ("control", "data")
-_PLANE_PHASE = {"control": "controlplane", "data": "dataplane"}
+STAGES = {Workflow.UPGRADE: UPGRADE_STAGES}
+PLANES = tuple(Plane)
 
 
-def make_plan(workflow: str, deployment: Deployment, facts: Facts = NO_FACTS, limit: str | None = None, *,
-              stage: str | None = None, plane: str | None = None) -> Plan:
-    """Plan `workflow` for `deployment`.
+def parse_workflow(workflow: str | Workflow) -> Workflow:
+    try:
+        return Workflow(workflow)
+    except ValueError:
+        raise InputError(Problem(f"unknown workflow '{workflow}'", field="WORKFLOW",
+                                 hint=f"one of: {', '.join(WORKFLOWS)}")) from None
+
+
+def selection_for(workflow: Workflow, limit: str | None = None, *, stage: str | Stage | None = None,
+                  plane: str | Plane | None = None, tags: Iterable[str] | str | None = (),
+                  skip_tags: Iterable[str] | str | None = ()) -> Selection:
+    """Check the operator's options against the workflow and return them as a Selection."""
+    st: Stage | None = None
+    if stage is not None:
+        valid = STAGES.get(workflow, ())
+        if stage not in valid:
+            raise InputError(Problem(f"--stage '{stage}' is not a stage of {workflow}", field="--stage",
+                                     hint=f"stages are: {', '.join(valid)}" if valid else f"{workflow} has no stages"))
+        st = Stage(stage)
+    pl: Plane | None = None
+    if plane is not None:
+        if plane not in PLANES:
+            raise InputError(Problem(f"--plane '{plane}' is not a plane", field="--plane", hint="use control or data"))
+        pl = Plane(plane)
+    return Selection(limit=limit, tags=split_list(tags), skip_tags=split_list(skip_tags), stage=st, plane=pl)
+
+
+def make_plan(workflow: str | Workflow, deployment: Deployment, facts: Facts = NO_FACTS, limit: str | None = None, *,
+              stage: str | Stage | None = None, plane: str | Plane | None = None,
+              tags: Iterable[str] | str | None = (), skip_tags: Iterable[str] | str | None = (),
+              selection: Selection | None = None) -> Plan:
+    """Plan `workflow` for `deployment`, cut down to the selection.
 
     `limit`: Ansible-style host/role pattern; `stage` (upgrade: prepare|run|converge) and
     `plane` (control|data) select part of the plan, e.g. to run the control plane now and the
-    data plane next week. Raises InputError on bad options.
+    data plane next week; `tags`/`skip-tags` select steps. The result is exactly what runs.
+    Raises InputError on bad options, UnsafePlanError on a selection the seed's rules refuse.
     """
-    if workflow not in WORKFLOWS:
-        raise InputError(Problem(f"unknown workflow '{workflow}'", field="WORKFLOW", hint=f"one of: {', '.join(WORKFLOWS)}"))
-    if stage is not None and stage not in STAGES.get(workflow, ()):
-        valid = STAGES.get(workflow)
-        raise InputError(Problem(f"--stage '{stage}' is not a stage of {workflow}", field="--stage",
-                                 hint=f"stages are: {', '.join(valid)}" if valid else f"{workflow} has no stages"))
-    if plane is not None and plane not in PLANES:
-        raise InputError(Problem(f"--plane '{plane}' is not a plane", field="--plane", hint="use control or data"))
-    nodes = resolve_limit(deployment, limit)
+    wf = parse_workflow(workflow)
+    sel = selection or selection_for(wf, limit, stage=stage, plane=plane, tags=tags, skip_tags=skip_tags)
+    nodes = resolve_limit(deployment, sel.limit)
     builder = PlanBuilder()
-    if workflow == "update":
+    if wf is Workflow.UPDATE:
         plan_update(builder, deployment, facts, nodes)
-    elif workflow == "upgrade":
+    elif wf is Workflow.UPGRADE:
         plan_upgrade(builder, deployment, facts, nodes)
-    elif workflow == "system-upgrade":
-        plan_system_upgrade(builder, deployment, facts, nodes, limit)
+    elif wf is Workflow.SYSTEM_UPGRADE:
+        plan_system_upgrade(builder, deployment, facts, nodes, sel.limit)
     else:
         plan_undercloud_upgrade(builder, deployment, facts, nodes)
     units, makespan = asap(builder.units)
-    params = {"limit": limit, "facts": facts.source if facts.known else None, "stage": stage, "plane": plane,
-              **builder.params}
-    plan = Plan(workflow, deployment.name, tuple(units), duration_s=makespan, params=MappingProxyType(params))
-    return select(plan, stage=stage, plane=_PLANE_PHASE.get(plane) if plane else None)
+    params = {"facts": facts.source if facts.known else None, **builder.params}
+    plan = Plan(wf, deployment.name, tuple(units), duration_s=makespan, params=MappingProxyType(params))
+    return select(plan, deployment, sel, nodes)
 
 
-__all__ = ["make_plan", "Plan", "Unit", "Window", "WORKFLOWS", "STAGES", "PLANES", "resolve_limit"]
+__all__ = ["make_plan", "selection_for", "parse_workflow", "Plan", "Unit", "Window", "WORKFLOWS", "STAGES", "PLANES",
+           "Selection", "resolve_limit"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
+from stepwise.model.vocab import Phase, Scope, Stage, Step
 from stepwise.plan.units import Unit
 
 
@@ -31,21 +32,24 @@ class PlanBuilder:
         self._batches[role] = self._batches.get(role, 0) + 1
         return f"{role}#{self._batches[role]}"
 
-    def add(self, step: str, *, nodes: Iterable[str] = (), services: Iterable[str] = (),
+    def add(self, step: Step, *, nodes: Iterable[str] = (), services: Iterable[str] = (),
             after: Iterable[str | None] = (), stops: Mapping[str, Iterable[str]] | None = None,
-            starts: Mapping[str, Iterable[str]] | None = None, why: str, stage: str, phase: str = "",
-            scope: str = "node", batch: str | None = None, duration_s: float = 0.0,
-            tags: Iterable[str] = (), idempotent: bool = True,
+            starts: Mapping[str, Iterable[str]] | None = None, why: str, stage: Stage, phase: Phase = Phase.NONE,
+            scope: Scope = Scope.NODE, batch: str | None = None, duration_s: float = 0.0,
+            tags: Iterable[str] = (), idempotent: bool | None = None,
             work: Mapping[str, Iterable[str]] | None = None, vars: Mapping[str, Any] | None = None) -> str:
         uid = f"u{len(self.units) + 1}"
+        step = Step(step)
+        if idempotent is None:
+            idempotent = not step.info.once_only
         deps = tuple(dict.fromkeys(a for a in after if a))
         for a in deps:
             if a not in self._ids:  # pragma: no cover - planner bug guard
                 raise ValueError(f"unit {uid} depends on unknown unit {a}")
-        tag_list = [stage, step] + ([phase] if phase else []) + list(tags)
+        tag_list = [str(stage), str(step)] + ([str(phase)] if phase else []) + [str(t) for t in tags]
         self.units.append(Unit(
             id=uid, step=step, nodes=tuple(nodes), services=tuple(services), after=deps,
-            stops=_freeze(stops), starts=_freeze(starts), why=why, stage=stage, phase=phase, scope=scope,
+            stops=_freeze(stops), starts=_freeze(starts), why=why, stage=Stage(stage), phase=Phase(phase), scope=Scope(scope),
             batch=batch, duration_s=float(duration_s), tags=tuple(dict.fromkeys(tag_list)), idempotent=idempotent,
             work=_freeze(work) if work is not None else None,
             vars=MappingProxyType(dict(vars or {})),
@@ -53,6 +57,6 @@ class PlanBuilder:
         self._ids.add(uid)
         return uid
 
-    def gate(self, after: Iterable[str | None], why: str, stage: str, phase: str = "") -> str:
+    def gate(self, after: Iterable[str | None], why: str, stage: Stage, phase: Phase = Phase.NONE) -> str:
         """A no-op barrier: everything after it waits for everything before it."""
-        return self.add("gate", after=after, why=why, stage=stage, phase=phase, scope="deployment")
+        return self.add(Step.GATE, after=after, why=why, stage=stage, phase=phase, scope=Scope.DEPLOYMENT)

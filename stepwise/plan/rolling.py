@@ -19,12 +19,13 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
+from stepwise.model.vocab import Phase, Section, Stage, Step
 from stepwise.plan.builder import PlanBuilder
 
 
 @dataclass(frozen=True, slots=True)
 class VisitStep:
-    step: str
+    step: Step
     services: tuple[str, ...]   # services with work in this step on this node
     seconds: float              # estimated time of the step on this node
     extra: tuple[str, ...] = () # unowned packages (packages step only)
@@ -88,7 +89,7 @@ class PlanningError(Exception):
 
 def schedule_rolling(builder: PlanBuilder, visits: Mapping[str, list[Visit]], *, role_serial: Mapping[str, int],
                      allowance: Mapping[str, int], instances: Mapping[str, int], start_s: float,
-                     after: str | None, stage: str, phase: str, workflow: str,
+                     after: str | None, stage: Stage, phase: Phase, workflow: Section,
                      describe: Callable[[str], str] = lambda s: s, tags: tuple[str, ...] = ()) -> RollingResult:
     """Emit the units of rolling batches for `visits` (role -> visits in order).
 
@@ -216,9 +217,9 @@ def _limit_reason(role, batch, queue, rpool, pools, svc_need, serial, allowance,
 
 
 def _emit_batch(builder: PlanBuilder, batch: list[Visit], label: str, tails: list[str | None], first_why: str,
-                stage: str, phase: str, workflow: str, tags: tuple[str, ...]) -> tuple[str, float]:
+                stage: Stage, phase: Phase, workflow: Section, tags: tuple[str, ...]) -> tuple[str, float]:
     """Add one unit per step of the batch; return the last unit's id and the batch's duration."""
-    order: list[str] = []
+    order: list[Step] = []
     for v in batch:
         for st in v.steps:
             if st.step not in order:

@@ -13,12 +13,13 @@ from dataclasses import dataclass
 
 from stepwise.model.catalog import allowance, effective_rule, node_step_seconds
 from stepwise.model.deployment import Deployment
+from stepwise.model.vocab import Phase, Section, Stage, Step
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.changes import NodeChange, dependency_levels
 from stepwise.plan.rolling import Visit, schedule_rolling
 from stepwise.plan.visits import make_visit
 
-CONTROL, DATA = "controlplane", "dataplane"
+CONTROL, DATA = Phase.CONTROLPLANE, Phase.DATAPLANE
 
 
 @dataclass
@@ -41,18 +42,18 @@ def service_allowances(dep: Deployment) -> tuple[dict[str, int], dict[str, int]]
     return allow, totals
 
 
-def home_part(dep: Deployment, node: str) -> str:
+def home_part(dep: Deployment, node: str) -> Phase:
     return CONTROL if dep.role_of(node).is_controlplane else DATA
 
 
-def service_part(dep: Deployment, service: str) -> str:
+def service_part(dep: Deployment, service: str) -> Phase:
     """Infra and control-plane services are upgraded first, wherever they run; data-plane
     services after them (the catalog refuses a control service depending on a data one)."""
     return DATA if dep.catalog[service].plane == "data" else CONTROL
 
 
-def rollout(builder: PlanBuilder, dep: Deployment, changes: dict[str, NodeChange], workflow: str, stage: str,
-            cur: Cursor, *, groups: bool, parts: tuple[str, ...] = (CONTROL, DATA),
+def rollout(builder: PlanBuilder, dep: Deployment, changes: dict[str, NodeChange], workflow: Section, stage: Stage,
+            cur: Cursor, *, groups: bool, parts: tuple[Phase, ...] = (CONTROL, DATA),
             tags: tuple[str, ...] = ()) -> Cursor:
     """Emit the rollout of `changes` (only touched nodes) and return the cursor after it.
 
@@ -106,7 +107,7 @@ def rollout(builder: PlanBuilder, dep: Deployment, changes: dict[str, NodeChange
     return cur
 
 
-def _level_visits(dep: Deployment, rolling: dict[str, list[str]], levels: dict[str, int], level: int, workflow: str,
+def _level_visits(dep: Deployment, rolling: dict[str, list[str]], levels: dict[str, int], level: int, workflow: Section,
                   order: dict[str, int], extra_pending: dict[str, tuple[str, ...]]) -> dict[str, list[Visit]]:
     by_role: dict[str, list[Visit]] = {}
     led: set[str] = set()
@@ -123,7 +124,7 @@ def _level_visits(dep: Deployment, rolling: dict[str, list[str]], levels: dict[s
             continue
         leads = []
         for s in svcs:
-            if not dep.catalog[s].has_step(workflow, "migrate"):
+            if not dep.catalog[s].has_step(workflow, Step.MIGRATE):
                 continue
             boot = dep.bootstrap_node(s)
             if s not in led and (boot is None or boot.name == node or boot.name not in rolling):
@@ -146,7 +147,7 @@ def _schedule(builder, dep, visits, role_serial, allowance, instances, cur: Curs
     return Cursor(gate, res.end_s)
 
 
-def _group(builder: PlanBuilder, dep: Deployment, group: dict[str, list[str]], workflow: str, stage: str, part: str,
+def _group(builder: PlanBuilder, dep: Deployment, group: dict[str, list[str]], workflow: Section, stage: Stage, part: Phase,
            cur: Cursor, order: dict[str, int], tags: tuple[str, ...]) -> Cursor:
     """Schema-sensitive services stop on all their nodes, update, migrate once, start together."""
     catalog = dep.catalog
@@ -157,7 +158,7 @@ def _group(builder: PlanBuilder, dep: Deployment, group: dict[str, list[str]], w
     after = cur.after
     t = cur.t
 
-    def unit(step: str, work: dict[str, tuple[str, ...]], why: str, **kw) -> None:
+    def unit(step: Step, work: dict[str, tuple[str, ...]], why: str, **kw) -> None:
         nonlocal after, t
         seconds = max((node_step_seconds([catalog[s] for s in ss], step) for ss in work.values()), default=0.0)
         after = builder.add(step, nodes=list(work), services=sorted({s for ss in work.values() for s in ss}),
@@ -166,25 +167,25 @@ def _group(builder: PlanBuilder, dep: Deployment, group: dict[str, list[str]], w
         t += seconds
 
     instances = {s: group[s] for s in names}
-    unit("stop", on_node, f"{label}: new code refuses the old schema and old code breaks on the new one, so every "
+    unit(Step.STOP, on_node, f"{label}: new code refuses the old schema and old code breaks on the new one, so every "
                           f"instance stops together ({len(nodes)} node(s)); downtime window starts", stops=instances)
-    unit("packages", on_node, f"{label}: new packages on all their nodes while stopped")
-    cfg = {n: tuple(s for s in ss if catalog[s].has_step(workflow, "config")) for n, ss in on_node.items()}
+    unit(Step.PACKAGES, on_node, f"{label}: new packages on all their nodes while stopped")
+    cfg = {n: tuple(s for s in ss if catalog[s].has_step(workflow, Step.CONFIG)) for n, ss in on_node.items()}
     cfg = {n: ss for n, ss in cfg.items() if ss}
     if cfg:
-        unit("config", cfg, f"{label}: configuration for the new version before any start")
+        unit(Step.CONFIG, cfg, f"{label}: configuration for the new version before any start")
     mig: dict[str, list[str]] = {}
     for s in names:
-        if catalog[s].has_step(workflow, "migrate"):
+        if catalog[s].has_step(workflow, Step.MIGRATE):
             boot = dep.bootstrap_node(s)
             where = boot.name if boot is not None and boot.name in group[s] else group[s][0]
             mig.setdefault(where, []).append(s)
     if mig:
-        unit("migrate", {n: tuple(ss) for n, ss in mig.items()},
+        unit(Step.MIGRATE, {n: tuple(ss) for n, ss in mig.items()},
              f"{label}: schema migration once, on the bootstrap node, while no old reader runs")
-    unit("start", on_node, f"{label}: start on the new schema; downtime window ends", starts=instances)
-    ver = {n: tuple(s for s in ss if catalog[s].has_step(workflow, "verify") or catalog[s].health) for n, ss in on_node.items()}
-    unit("verify", {n: ss for n, ss in ver.items() if ss} or {nodes[0]: ()}, f"{label}: health checks before going on")
+    unit(Step.START, on_node, f"{label}: start on the new schema; downtime window ends", starts=instances)
+    ver = {n: tuple(s for s in ss if catalog[s].has_step(workflow, Step.VERIFY) or catalog[s].health) for n, ss in on_node.items()}
+    unit(Step.VERIFY, {n: ss for n, ss in ver.items() if ss} or {nodes[0]: ()}, f"{label}: health checks before going on")
     gate = builder.gate([after], f"{part}: {label} upgraded everywhere", stage, part)
     return Cursor(gate, t)
 

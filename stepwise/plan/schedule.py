@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from stepwise.plan.units import Plan, Unit
+from stepwise.plan.units import Unit
 
 
 def asap(units: tuple[Unit, ...] | list[Unit]) -> tuple[list[Unit], float]:
@@ -17,25 +17,5 @@ def asap(units: tuple[Unit, ...] | list[Unit]) -> tuple[list[Unit], float]:
         finish = start + u.duration_s
         end[u.id] = finish
         makespan = max(makespan, finish)
-        out.append(replace(u, start_s=start, end_s=finish))
+        out.append(replace(u, start_s=start, end_s=finish) if (u.start_s, u.end_s) != (start, finish) else u)
     return out, makespan
-
-
-def select(plan: Plan, *, stage: str | None = None, plane: str | None = None) -> Plan:
-    """Keep the units of one stage and/or plane; waits on dropped units are dropped too
-    (they are assumed done: the operator runs the stages in order)."""
-    if stage is None and plane is None:
-        return plan
-    keep: list[Unit] = []
-    kept: set[str] = set()
-    for u in plan.units:
-        if stage is not None and u.stage != stage:
-            continue
-        if plane is not None and u.phase and u.phase != plane:
-            continue
-        if plane is not None and not u.phase and u.step == "gate":
-            continue
-        keep.append(replace(u, after=tuple(a for a in u.after if a in kept)))
-        kept.add(u.id)
-    units, makespan = asap(keep)
-    return plan.with_units(units, duration_s=makespan)

@@ -13,6 +13,7 @@ from stepwise.errors import InputError, Problem
 from stepwise.model.catalog import QUORUM_CLUSTERS, node_step_seconds
 from stepwise.model.deployment import Deployment, Role
 from stepwise.model.facts import Facts
+from stepwise.model.vocab import Phase, Scope, Section, Stage, Step
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.limits import whole_roles
 from stepwise.plan.rolling import Visit, VisitStep, schedule_rolling
@@ -22,7 +23,7 @@ from stepwise.plan.rollout import Cursor, describe_rule, service_allowances
 #: Clusters whose protocol works across OS majors: they keep running on old nodes (the seed
 #: keeps ceph-mon up so at least 2 monitors run at all times).
 KEEP_RUNNING_CLUSTERS = frozenset({"ceph-mon"})
-WF = "upgrade"
+WF = Section.UPGRADE
 
 
 def is_sensitive(dep: Deployment, role: Role) -> bool:
@@ -124,20 +125,20 @@ def _first_wave(builder: PlanBuilder, dep: Deployment, wave: list[str], cur: Cur
     on = {n: dep.services_on(n) for n in wave}
     after, t = cur.after, cur.t
 
-    def add(step: str, work: dict[str, tuple[str, ...]], why: str, seconds: float, tags: tuple[str, ...], **kw) -> str:
+    def add(step: Step, work: dict[str, tuple[str, ...]], why: str, seconds: float, tags: tuple[str, ...], **kw) -> str:
         nonlocal after, t
         after = builder.add(step, nodes=list(work), services=sorted({s for ss in work.values() for s in ss}),
-                            after=[after], why=why, stage=tags[0], phase="os-first", duration_s=seconds, work=work,
+                            after=[after], why=why, stage=Stage(tags[0]), phase=Phase.OS_FIRST, duration_s=seconds, work=work,
                             tags=tags, **kw)
         t += seconds
         return after
 
     prep = {n: tuple(s for s in ss if catalog[s].system_upgrade.get("prepare")) for n, ss in on.items()}
-    add("system_upgrade_prepare", prep,
+    add(Step.SYSTEM_UPGRADE_PREPARE, prep,
         f"step 2: stop all services on {names} and prepare the OS upgrade (leapp); one node of each sensitive role first",
         max(max((_secs(dep, ss, "stop") for ss in on.values()), default=0) + _secs(dep, [], "prepare"), 1.0),
         ("system_upgrade_prepare",), stops={s: [n for n in wave if s in on[n]] for s in {s for ss in on.values() for s in ss}})
-    add("system_upgrade_run", {n: () for n in wave},
+    add(Step.SYSTEM_UPGRADE_RUN, {n: () for n in wave},
         f"step 4: reboot {names} into the new OS; they come back with no service running",
         max(_secs(dep, [], "run"), max(catalog[s].seconds("reboot") for ss in on.values() for s in ss) if on else 0),
         ("system_upgrade_run",))
@@ -150,7 +151,7 @@ def _first_wave(builder: PlanBuilder, dep: Deployment, wave: list[str], cur: Cur
         keep = [s for s in role.services if catalog[s].cluster in KEEP_RUNNING_CLUSTERS]
         stop_old = {m: tuple(s for s in role.services if s not in keep) for m in old}
         if any(stop_old.values()):
-            add("stop", stop_old,
+            add(Step.STOP, stop_old,
                 f"step 5: control plane downtime starts for {role.name}: stop everything but "
                 f"{', '.join(keep) or 'nothing'} on its old-OS nodes (a mixed-OS cluster cannot form)",
                 max(_secs(dep, ss, "stop") for ss in stop_old.values()), ("system_upgrade_transfer_data",),
@@ -160,28 +161,28 @@ def _first_wave(builder: PlanBuilder, dep: Deployment, wave: list[str], cur: Cur
                     starts_extra.setdefault(s, [])
         movers = tuple(s for s in role.services if catalog[s].system_upgrade.get("transfer_data"))
         if movers:
-            add("system_upgrade_transfer_data", {n: movers},
+            add(Step.SYSTEM_UPGRADE_TRANSFER_DATA, {n: movers},
                 f"step 5: transfer data once from {old[0]} to {n} (refuses to run twice: flag file on {n})",
                 _secs(dep, movers, "transfer_data"), ("system_upgrade_transfer_data",), idempotent=False,
                 vars={"system_upgrade_source": old[0]})
     started = {s: [n for n in wave if s in on[n]] for s in {s for ss in on.values() for s in ss}}
-    for step in ("packages", "config", "migrate", "start"):
-        work = {n: tuple(s for s in ss if step == "packages" or catalog[s].has_step(WF, step)) for n, ss in on.items()}
-        if step == "migrate":
+    for step in (Step.PACKAGES, Step.CONFIG, Step.MIGRATE, Step.START):
+        work = {n: tuple(s for s in ss if step is Step.PACKAGES or catalog[s].has_step(WF, step)) for n, ss in on.items()}
+        if step is Step.MIGRATE:
             work = {n: tuple(s for s in ss if catalog[s].has_step(WF, "migrate")) for n, ss in on.items()}
-        if step != "packages" and not any(work.values()):
+        if step is not Step.PACKAGES and not any(work.values()):
             continue
         add(step, work, f"step 6: upgrade run on {names}: {step} on the new OS (the new nodes now own the data)"
-            + ("; control plane downtime ends" if step == "start" else ""),
+            + ("; control plane downtime ends" if step is Step.START else ""),
             max(_secs(dep, ss, step) for ss in work.values()), ("upgrade", "system_upgrade_upgrade"),
-            starts=started if step == "start" else None)
+            starts=started if step is Step.START else None)
     ext = {n: tuple(s for s in ss if catalog[s].system_upgrade.get("run")) for n, ss in on.items()}
     if any(ext.values()):
-        add("external_system_upgrade_run", ext, f"step 7: external upgrade on {names} (e.g. ceph-mon back: count restored)",
+        add(Step.EXTERNAL_SYSTEM_UPGRADE_RUN, ext, f"step 7: external upgrade on {names} (e.g. ceph-mon back: count restored)",
             max(_secs(dep, ss, "run") / 10 for ss in ext.values()), ("system_upgrade_run", "external"))
-    add("verify", {n: tuple(s for s in on[n] if catalog[s].health) for n in wave}, f"health of {names} on the new OS",
+    add(Step.VERIFY, {n: tuple(s for s in on[n] if catalog[s].health) for n in wave}, f"health of {names} on the new OS",
         _secs(dep, [], "verify"), ("upgrade",))
-    return Cursor(builder.gate([after], f"first nodes on the new OS: {names}", "system_upgrade_run"), t)
+    return Cursor(builder.gate([after], f"first nodes on the new OS: {names}", Stage.SYSTEM_UPGRADE_RUN), t)
 
 
 def _os_visit(dep: Deployment, node: str, *, evacuate: bool) -> Visit:
@@ -191,31 +192,31 @@ def _os_visit(dep: Deployment, node: str, *, evacuate: bool) -> Visit:
     if evacuate:
         lv = tuple(s for s in ss if catalog[s].has_step(WF, "leave"))
         if lv:
-            steps.append(VisitStep("leave", lv, _secs(dep, lv, "leave"), tags=("system_upgrade_prepare",)))
+            steps.append(VisitStep(Step.LEAVE, lv, _secs(dep, lv, "leave"), tags=("system_upgrade_prepare",)))
     prep = tuple(s for s in ss if catalog[s].system_upgrade.get("prepare"))
-    steps.append(VisitStep("system_upgrade_prepare", prep, _secs(dep, ss, "stop") + _secs(dep, [], "prepare"),
+    steps.append(VisitStep(Step.SYSTEM_UPGRADE_PREPARE, prep, _secs(dep, ss, "stop") + _secs(dep, [], "prepare"),
                            tags=("system_upgrade_prepare",)))
-    steps.append(VisitStep("system_upgrade_run", (), max([_secs(dep, [], "run")] + [catalog[s].seconds("reboot") for s in ss]),
+    steps.append(VisitStep(Step.SYSTEM_UPGRADE_RUN, (), max([_secs(dep, [], "run")] + [catalog[s].seconds("reboot") for s in ss]),
                            tags=("system_upgrade_run",)))
-    steps.append(VisitStep("packages", ss, _secs(dep, ss, "packages"), tags=("upgrade",)))
-    for step in ("config", "start", "rejoin"):
+    steps.append(VisitStep(Step.PACKAGES, ss, _secs(dep, ss, "packages"), tags=("upgrade",)))
+    for step in (Step.CONFIG, Step.START, Step.REJOIN):
         w = tuple(s for s in ss if catalog[s].has_step(WF, step))
         if w:
             steps.append(VisitStep(step, w, _secs(dep, w, step), tags=("upgrade",)))
     ext = tuple(s for s in ss if catalog[s].system_upgrade.get("run"))
     if ext:
-        steps.append(VisitStep("external_system_upgrade_run", ext, _secs(dep, ext, "run") / 10,
+        steps.append(VisitStep(Step.EXTERNAL_SYSTEM_UPGRADE_RUN, ext, _secs(dep, ext, "run") / 10,
                                tags=("system_upgrade_run", "external")))
-    steps.append(VisitStep("verify", tuple(s for s in ss if catalog[s].health), _secs(dep, [], "verify"), tags=("upgrade",)))
+    steps.append(VisitStep(Step.VERIFY, tuple(s for s in ss if catalog[s].health), _secs(dep, [], "verify"), tags=("upgrade",)))
     return Visit(node, dep.role_of(node).name, ss, tuple(steps))
 
 
 def _roll(builder, dep, visits, serial, allowance, instances, cur: Cursor, what: str) -> Cursor:
     res = schedule_rolling(builder, visits, role_serial=serial, allowance=allowance, instances=instances,
-                           start_s=cur.t, after=cur.after, stage="system_upgrade_run", phase="os-rest", workflow=WF,
+                           start_s=cur.t, after=cur.after, stage=Stage.SYSTEM_UPGRADE_RUN, phase=Phase.OS_REST, workflow=WF,
                            describe=lambda s: describe_rule(dep, s),
                            tags=())
-    return Cursor(builder.gate(res.last_units, f"step 8/9: {what}", "system_upgrade_run"), res.end_s)
+    return Cursor(builder.gate(res.last_units, f"step 8/9: {what}", Stage.SYSTEM_UPGRADE_RUN), res.end_s)
 
 
 def _finish(builder: PlanBuilder, dep: Deployment, cur: Cursor) -> None:
@@ -224,21 +225,21 @@ def _finish(builder: PlanBuilder, dep: Deployment, cur: Cursor) -> None:
     conv = on_bootstrap(dep, dep.instances, lambda s: bool(s.converge))
     if conv:
         secs = max(_secs(dep, ss, "converge") for ss in conv.values())
-        after = builder.add("converge", nodes=list(conv), services=sorted({s for v in conv.values() for s in v}),
-                            after=[after], work={k: tuple(v) for k, v in conv.items()}, stage="online_upgrade",
-                            scope="deployment", duration_s=secs, tags=("online_upgrade",),
+        after = builder.add(Step.CONVERGE, nodes=list(conv), services=sorted({s for v in conv.values() for s in v}),
+                            after=[after], work={k: tuple(v) for k, v in conv.items()}, stage=Stage.ONLINE_UPGRADE,
+                            scope=Scope.DEPLOYMENT, duration_s=secs, tags=("online_upgrade",),
                             why="step 10: online data migrations, now that every node runs the new release")
         t += secs
     unpin = {n.name: tuple(s for s in dep.services_on(n) if catalog[s].rpc and catalog[s].has_step(WF, "unpin")) for n in dep.nodes}
     unpin = {k: v for k, v in unpin.items() if v}
     if unpin:
         secs = max(_secs(dep, ss, "unpin") for ss in unpin.values())
-        after = builder.add("unpin_rpc", nodes=list(unpin), services=sorted({s for v in unpin.values() for s in v}),
-                            after=[after], work=unpin, stage="converge", scope="deployment", duration_s=secs,
+        after = builder.add(Step.UNPIN_RPC, nodes=list(unpin), services=sorted({s for v in unpin.values() for s in v}),
+                            after=[after], work=unpin, stage=Stage.CONVERGE, scope=Scope.DEPLOYMENT, duration_s=secs,
                             tags=("converge",), why="step 11: converge: lift RPC pins and re-assert the state")
         t += secs
     everyone = {n.name: tuple(s for s in dep.services_on(n) if catalog[s].system_upgrade.get("cleanup")) for n in dep.nodes}
-    builder.add("system_upgrade_cleanup", nodes=list(everyone), services=sorted({s for v in everyone.values() for s in v}),
-                after=[after], work=everyone, stage="system_upgrade_cleanup", scope="deployment",
+    builder.add(Step.SYSTEM_UPGRADE_CLEANUP, nodes=list(everyone), services=sorted({s for v in everyone.values() for s in v}),
+                after=[after], work=everyone, stage=Stage.SYSTEM_UPGRADE_CLEANUP, scope=Scope.DEPLOYMENT,
                 duration_s=_secs(dep, [], "cleanup"), tags=("system_upgrade_cleanup",),
                 why="step 12: remove persisted upgrade data and transfer flag files (they may hold secrets)")

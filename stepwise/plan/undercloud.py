@@ -1,6 +1,12 @@
-"""The management node: stop everything, update the tool first, then all packages, re-run
-the install/config, always run every DB sync, start. Minor and major take the same path;
-a MariaDB major-version change adds a dump before and a restore after the packages."""
+"""The management node (seed `undercloud-upgrade`): minor and major take the same path.
+
+Update the tool and its content first (a new tool drives the rest), dump the database while
+it still runs when its major version changes (or may: no facts), stop every service (a
+package update must not restart one with its old config, and an old service left running
+can block the new one), update all packages, restore the dump into the new database, re-run
+the install/config, start the database, always run every DB sync (idempotent), start
+everything else, check health.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +14,26 @@ from stepwise.errors import InputError, Problem
 from stepwise.model.catalog import node_step_seconds
 from stepwise.model.deployment import Deployment
 from stepwise.model.facts import Facts
+from stepwise.model.vocab import Phase, Scope, Section, Stage, Step
 from stepwise.plan.builder import PlanBuilder
 
-WF = "upgrade"
+WF = Section.UPGRADE
 DB_CLUSTERS = frozenset({"galera", "mariadb", "mysql"})
 
 
 def _major(v: str | None) -> str | None:
     """A database's major version is X.Y (MariaDB 10.3 -> 10.5 needs a dump and restore)."""
     return ".".join(v.split(".")[:2]) if v else None
+
+
+def db_major_changes(dep: Deployment, facts: Facts, node: str, db: list[str]) -> bool | None:
+    """True/False when the facts say whether the database's major version changes; None when
+    nothing is known."""
+    if not facts.known:
+        return None
+    pk = facts.of(node).packages
+    return any(_major(pk[p].installed) != _major(pk[p].available)
+               for s in db for p in dep.catalog[s].packages if p in pk and pk[p].available)
 
 
 def plan_undercloud_upgrade(builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: list[str] | None) -> None:
@@ -30,50 +47,48 @@ def plan_undercloud_upgrade(builder: PlanBuilder, dep: Deployment, facts: Facts,
         raise InputError(Problem("--limit selects no management node", field="--limit"))
     for node in targets:
         role = dep.role_of(node)
-        svcs = role.services
-        objs = [catalog[s] for s in svcs]
+        svcs = list(role.services)
+        db = [s for s in svcs if (catalog[s].cluster or "") in DB_CLUSTERS]
+        rest = [s for s in svcs if s not in db]
         prev: str | None = None
 
-        def add(step: str, services, why: str, seconds: float, **kw) -> None:
+        def add(step: Step, services: list[str], why: str, seconds: float, **kw) -> None:
             nonlocal prev
-            work = {node: tuple(services)}
-            prev = builder.add(step, nodes=[node], services=list(services), after=[prev], why=why, stage="run",
-                               phase="management", scope="node", duration_s=seconds, work=work, **kw)
+            prev = builder.add(step, nodes=[node], services=services, after=[prev], why=why, stage=Stage.RUN,
+                               phase=Phase.MANAGEMENT, scope=Scope.NODE, duration_s=seconds,
+                               work={node: tuple(services)}, **kw)
 
-        add("validate", [s for s in svcs if catalog[s].has_step(WF, "validate")],
-            "pre-flight checks on the management node", node_step_seconds([], "validate"))
-        add("stop", svcs, "stop every service first: a package update would restart them with old config "
-                          "(restart loop), and an old service left running can block the new one",
-            node_step_seconds(objs, "stop"), stops={s: [node] for s in svcs})
-        tool = role.tool_packages
-        add("packages", [], "update the tool and its content first, so the new tool drives the rest",
-            node_step_seconds([], "packages"), vars={"extra_packages": {node: list(tool)}} if tool else None,
-            tags=("tool",))
-        db = [s for s in svcs if (catalog[s].cluster or "") in DB_CLUSTERS]
-        change = None
-        if db:
-            if facts.known:
-                pk = facts.of(node).packages
-                change = any(_major(pk[p].installed) != _major(pk[p].available)
-                             for s in db for p in catalog[s].packages if p in pk and pk[p].available)
-            dump = change is not False
-            if dump:
-                add("backup", db, "database major version changes: dump every database before the packages"
-                    if change else "database version change unknown (no facts): dump every database to be safe",
-                    node_step_seconds([catalog[s] for s in db], "backup"), vars={"db_dump": True})
-        add("packages", svcs, "then update all packages, with every service stopped",
-            node_step_seconds(objs, "packages"), vars={"all_packages": True})
+        def secs(services: list[str], step: Step | str) -> float:
+            return node_step_seconds([catalog[s] for s in services], step)
+
+        add(Step.VALIDATE, [s for s in svcs if catalog[s].has_step(WF, Step.VALIDATE)],
+            "pre-flight checks on the management node", secs([], Step.VALIDATE))
+        if role.tool_packages:
+            add(Step.PACKAGES, [], "update the tool and its content first, so the new tool drives the rest",
+                secs([], Step.PACKAGES), vars={"extra_packages": {node: list(role.tool_packages)}}, tags=("tool",))
+        change = db_major_changes(dep, facts, node, db) if db else False
         if db and change is not False:
-            add("restore", db, "restore the dump into the new database major version"
-                if change else "restore the dump if the database major version changed",
-                node_step_seconds([catalog[s] for s in db], "backup"),
-                vars={"db_restore": True, "only_if_major_changed": change is None})
-        add("config", svcs, "re-run the install/config for the new version", max(node_step_seconds(objs, "config"), 1.0))
-        sync = [s for s in svcs if catalog[s].has_step(WF, "migrate")]
+            add(Step.BACKUP, db, "the database's major version changes: dump every database while it still runs"
+                if change else "the database's major version may change (no facts): dump every database while it runs",
+                secs(db, "backup"))
+        add(Step.STOP, svcs, "stop every service first: a package update would restart them with old config "
+                             "(restart loop), and an old service left running can block the new one",
+            secs(svcs, Step.STOP), stops={s: [node] for s in svcs})
+        add(Step.PACKAGES, svcs, "then update all packages, with every service stopped", secs(svcs, Step.PACKAGES),
+            vars={"all_packages": [node]})
+        if db and change is not False:
+            add(Step.RESTORE, db, "restore the dump into the new database version"
+                if change else "restore the dump (the database's major version may have changed)", secs(db, "backup"))
+        add(Step.CONFIG, svcs, "re-run the install/config for the new version", max(secs(svcs, Step.CONFIG), 1.0))
+        if db:
+            add(Step.START, db, "start the database: every DB sync needs it", secs(db, Step.START),
+                starts={s: [node] for s in db})
+        sync = [s for s in svcs if catalog[s].has_step(WF, Step.MIGRATE)]
         if sync:
-            add("migrate", sync, "always run every DB sync (idempotent): a version change outside the tool must not "
-                                 "leave a schema behind", node_step_seconds([catalog[s] for s in sync], "migrate"))
-        add("start", svcs, "start everything on the new version", node_step_seconds(objs, "start"),
-            starts={s: [node] for s in svcs})
-        add("verify", [s for s in svcs if catalog[s].health or catalog[s].has_step(WF, "verify")],
-            "health checks of every service", node_step_seconds([], "verify"))
+            add(Step.MIGRATE, sync, "always run every DB sync (idempotent): a version changed outside the tool must "
+                                    "not leave a schema behind", secs(sync, Step.MIGRATE))
+        if rest:
+            add(Step.START, rest, "start everything else on the new version", secs(rest, Step.START),
+                starts={s: [node] for s in rest})
+        add(Step.VERIFY, [s for s in svcs if catalog[s].health or catalog[s].has_step(WF, Step.VERIFY)],
+            "health checks of every service", secs([], Step.VERIFY))

@@ -9,7 +9,9 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
-WORKFLOWS = ("update", "upgrade", "system-upgrade", "undercloud-upgrade")
+from stepwise.model.vocab import Phase, Scope, Stage, Step, Workflow
+
+WORKFLOWS: tuple[Workflow, ...] = tuple(Workflow)
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,16 +28,16 @@ class Unit:
     """
 
     id: str
-    step: str
+    step: Step
     nodes: tuple[str, ...]
     services: tuple[str, ...]
     after: tuple[str, ...] = ()
     stops: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
     starts: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
     why: str = ""
-    stage: str = "run"
-    phase: str = ""
-    scope: str = "node"
+    stage: Stage = Stage.RUN
+    phase: Phase = Phase.NONE
+    scope: Scope = Scope.NODE
     batch: str | None = None
     duration_s: float = 0.0
     tags: tuple[str, ...] = ()
@@ -52,11 +54,16 @@ class Unit:
             return self.work.get(node, ())
         return self.services
 
+    @property
+    def is_barrier(self) -> bool:
+        """A unit with no work of its own: everything after it waits for everything before."""
+        return self.step is Step.GATE
+
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {
             "id": self.id,
             "after": list(self.after),
-            "step": self.step,
+            "step": str(self.step),
             "nodes": list(self.nodes),
             "services": list(self.services),
             "stops": {k: list(v) for k, v in self.stops.items()},
@@ -64,9 +71,9 @@ class Unit:
             "start_s": round(self.start_s, 3),
             "end_s": round(self.end_s, 3),
             "why": self.why,
-            "stage": self.stage,
-            "phase": self.phase,
-            "scope": self.scope,
+            "stage": str(self.stage),
+            "phase": str(self.phase),
+            "scope": str(self.scope),
             "batch": self.batch,
             "duration_s": round(self.duration_s, 3),
             "tags": list(self.tags),
@@ -81,11 +88,12 @@ class Unit:
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> "Unit":
         return Unit(
-            id=d["id"], step=d["step"], nodes=tuple(d.get("nodes", ())), services=tuple(d.get("services", ())),
+            id=d["id"], step=Step(d["step"]), nodes=tuple(d.get("nodes", ())), services=tuple(d.get("services", ())),
             after=tuple(d.get("after", ())),
             stops=MappingProxyType({k: tuple(v) for k, v in d.get("stops", {}).items()}),
             starts=MappingProxyType({k: tuple(v) for k, v in d.get("starts", {}).items()}),
-            why=d.get("why", ""), stage=d.get("stage", "run"), phase=d.get("phase", ""), scope=d.get("scope", "node"),
+            why=d.get("why", ""), stage=Stage(d.get("stage", "run")), phase=Phase(d.get("phase", "")),
+            scope=Scope(d.get("scope", "node")),
             batch=d.get("batch"), duration_s=float(d.get("duration_s", 0.0)), tags=tuple(d.get("tags", ())),
             idempotent=bool(d.get("idempotent", True)),
             work=MappingProxyType({k: tuple(v) for k, v in d["work"].items()}) if d.get("work") is not None else None,
@@ -111,7 +119,7 @@ class Window:
 class Plan:
     """A workflow's units in a deterministic topological order, with its estimate."""
 
-    workflow: str
+    workflow: Workflow
     deployment: str
     units: tuple[Unit, ...]
     duration_s: float = 0.0
@@ -136,7 +144,7 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "workflow": self.workflow,
+            "workflow": str(self.workflow),
             "deployment": self.deployment,
             "units": [u.to_json() for u in self.units],
             "estimate": {"duration_s": round(self.duration_s, 3), "lower_bound_s": round(self.lower_bound_s, 3)},
@@ -151,7 +159,7 @@ class Plan:
     def from_json(d: Mapping[str, Any]) -> "Plan":
         est = d.get("estimate", {})
         return Plan(
-            workflow=d["workflow"], deployment=d.get("deployment", ""),
+            workflow=Workflow(d["workflow"]), deployment=d.get("deployment", ""),
             units=tuple(Unit.from_json(u) for u in d["units"]),
             duration_s=float(est.get("duration_s", 0.0)), lower_bound_s=float(est.get("lower_bound_s", 0.0)),
             windows=tuple(Window(w["service"], w["start_s"], w["end_s"], w.get("why", "")) for w in d.get("windows", [])),

@@ -6,16 +6,15 @@ from functools import lru_cache
 
 from stepwise.model.catalog import node_step_seconds
 from stepwise.model.deployment import Deployment
+from stepwise.model.vocab import VISIT_STEPS, Section, Step
 from stepwise.plan.rolling import Visit, VisitStep
 
-#: Steps of a rolling node visit, in order (validate runs once up front for all nodes).
-VISIT_STEPS = ("leave", "stop", "packages", "config", "reboot", "migrate", "start", "rejoin", "verify")
 #: Steps a visit always has, even when no service has tasks there: they carry the
 #: built-in work (package transaction, health checks).
-ALWAYS = frozenset({"packages", "verify"})
+ALWAYS = frozenset({Step.PACKAGES, Step.VERIFY})
 
 
-def make_visit(dep: Deployment, node: str, services: tuple[str, ...], workflow: str, *,
+def make_visit(dep: Deployment, node: str, services: tuple[str, ...], workflow: Section, *,
                leads: tuple[str, ...] = (), extra_packages: tuple[str, ...] = (),
                reboot: bool = False, stop_all: tuple[str, ...] | None = None) -> Visit:
     """Build one visit of `node` that cycles `services`.
@@ -30,7 +29,7 @@ def make_visit(dep: Deployment, node: str, services: tuple[str, ...], workflow: 
 
 
 @lru_cache(maxsize=65536)
-def _steps(dep: Deployment, services: tuple[str, ...], workflow: str, leads: tuple[str, ...],
+def _steps(dep: Deployment, services: tuple[str, ...], workflow: Section, leads: tuple[str, ...],
            extra_packages: tuple[str, ...], reboot: bool, down: tuple[str, ...]) -> tuple[VisitStep, ...]:
     # Nodes of a role share a handful of visit shapes: computing each shape once keeps
     # planning 10,000 nodes fast.
@@ -38,28 +37,28 @@ def _steps(dep: Deployment, services: tuple[str, ...], workflow: str, leads: tup
     svc = {s: catalog[s] for s in down}
     steps: list[VisitStep] = []
     for step in VISIT_STEPS:
-        if step == "packages":
+        if step is Step.PACKAGES:
             with_work = tuple(s for s in services)
             extra = extra_packages
-        elif step == "reboot":
+        elif step is Step.REBOOT:
             if not reboot:
                 continue
             with_work, extra = (), ()
-        elif step == "migrate":
-            with_work, extra = tuple(s for s in leads if svc[s].has_step(workflow, "migrate")), ()
-        elif step == "verify":
-            with_work = tuple(s for s in down if svc[s].has_step(workflow, "verify") or svc[s].health)
+        elif step is Step.MIGRATE:
+            with_work, extra = tuple(s for s in leads if svc[s].has_step(workflow, Step.MIGRATE)), ()
+        elif step is Step.VERIFY:
+            with_work = tuple(s for s in down if svc[s].has_step(workflow, Step.VERIFY) or svc[s].health)
             extra = ()
         else:
             with_work, extra = tuple(s for s in down if svc[s].has_step(workflow, step)), ()
-        if not with_work and not extra and step not in ALWAYS and step != "reboot":
+        if not with_work and not extra and step not in ALWAYS and step is not Step.REBOOT:
             continue
-        if step == "packages" and not with_work and not extra and reboot:
+        if step is Step.PACKAGES and not with_work and not extra and reboot:
             continue  # a reboot-only visit whose kernel package is listed as extra elsewhere
         seconds = node_step_seconds([svc[s] for s in with_work], step)
-        if step == "reboot":
-            seconds = max([catalog[s].seconds("reboot") for s in down] or [node_step_seconds([], "reboot")])
-        if step == "verify" and not with_work:
-            seconds = node_step_seconds([], "validate")
+        if step is Step.REBOOT:
+            seconds = max([catalog[s].seconds(Step.REBOOT) for s in down] or [node_step_seconds([], Step.REBOOT)])
+        if step is Step.VERIFY and not with_work:
+            seconds = node_step_seconds([], Step.VALIDATE)
         steps.append(VisitStep(step, with_work, seconds, extra))
     return tuple(steps)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from stepwise.model.catalog import node_step_seconds
 from stepwise.model.deployment import Deployment
 from stepwise.model.facts import Facts
+from stepwise.model.vocab import Scope, Section, Stage, Step
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.changes import NodeChange, node_changes
 from stepwise.plan.rollout import Cursor, rollout
@@ -17,7 +18,7 @@ def scoped_changes(dep: Deployment, facts: Facts, nodes: list[str] | None) -> di
     return {n: c for n, c in changes.items() if c.touched and (keep is None or n in keep)}
 
 
-def _node_wide(builder: PlanBuilder, dep: Deployment, cur: Cursor, step: str, workflow: str, stage: str,
+def _node_wide(builder: PlanBuilder, dep: Deployment, cur: Cursor, step: Step, stage: Stage,
                work: dict[str, tuple[str, ...]], why: str, *, service_step: str | None = None,
                always: bool = False, **kw) -> Cursor:
     """One deployment-wide unit over the nodes in `work` (skipped when there is no work)."""
@@ -32,7 +33,7 @@ def _node_wide(builder: PlanBuilder, dep: Deployment, cur: Cursor, step: str, wo
                   for ss in set(work.values()))
     services = sorted({s for ss in work.values() for s in ss})
     uid = builder.add(step, nodes=list(work), services=services, after=[cur.after], why=why, stage=stage,
-                      scope="deployment", duration_s=seconds, work=work, **kw)
+                      scope=Scope.DEPLOYMENT, duration_s=seconds, work=work, **kw)
     return Cursor(uid, cur.t + seconds)
 
 
@@ -60,10 +61,10 @@ def on_bootstrap(dep: Deployment, services, keep) -> dict[str, tuple[str, ...]]:
     return {n: tuple(v) for n, v in out.items()}
 
 
-def _validate(builder: PlanBuilder, dep: Deployment, changes: dict[str, NodeChange], workflow: str, stage: str,
+def _validate(builder: PlanBuilder, dep: Deployment, changes: dict[str, NodeChange], section: Section, stage: Stage,
               cur: Cursor) -> Cursor:
-    work = per_node(dep, changes, lambda s: s.has_step(workflow, "validate"))
-    return _node_wide(builder, dep, cur, "validate", workflow, stage, work,
+    work = per_node(dep, changes, lambda s: s.has_step(section, Step.VALIDATE))
+    return _node_wide(builder, dep, cur, Step.VALIDATE, stage, work,
                       f"pre-flight checks on all {len(work)} node(s) before anything is disrupted", always=True)
 
 
@@ -72,9 +73,9 @@ def plan_update(builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: list
     changes = scoped_changes(dep, facts, nodes)
     if not changes:
         return
-    cur = _validate(builder, dep, changes, "update", "run", Cursor(None))
-    cur = Cursor(builder.gate([cur.after], "validated: the rollout starts", "run"), cur.t)
-    rollout(builder, dep, changes, "update", "run", cur, groups=False)
+    cur = _validate(builder, dep, changes, Section.UPDATE, Stage.RUN, Cursor(None))
+    cur = Cursor(builder.gate([cur.after], "validated: the rollout starts", Stage.RUN), cur.t)
+    rollout(builder, dep, changes, Section.UPDATE, Stage.RUN, cur, groups=False)
 
 
 def plan_upgrade(builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: list[str] | None) -> None:
@@ -83,27 +84,27 @@ def plan_upgrade(builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: lis
     changes = scoped_changes(dep, facts, nodes)
     if not changes:
         return
-    wf = "upgrade"
-    cur = _validate(builder, dep, changes, wf, "prepare", Cursor(None))
-    cur = _node_wide(builder, dep, cur, "repos", wf, "prepare", {n: () for n in changes},
+    wf = Section.UPGRADE
+    cur = _validate(builder, dep, changes, wf, Stage.PREPARE, Cursor(None))
+    cur = _node_wide(builder, dep, cur, Step.REPOS, Stage.PREPARE, {n: () for n in changes},
                      "switch every node's repositories to the target release (variable target_release)", always=True)
     changed_services = {s for c in changes.values() for s in c.services}
     backup = on_bootstrap(dep, changed_services, lambda s: s.has_step(wf, "backup"))
-    cur = _node_wide(builder, dep, cur, "backup", wf, "prepare", backup,
+    cur = _node_wide(builder, dep, cur, Step.BACKUP, Stage.PREPARE, backup,
                      "back up what the migration changes, once per service, before anything stops")
     pin = per_node(dep, changes, lambda s: bool(s.rpc) and s.has_step(wf, "pin"))
-    cur = _node_wide(builder, dep, cur, "pin_rpc", wf, "prepare", {n: ss for n, ss in pin.items() if ss},
+    cur = _node_wide(builder, dep, cur, Step.PIN_RPC, Stage.PREPARE, {n: ss for n, ss in pin.items() if ss},
                      "pin RPC to the old version everywhere: old and new code will coexist until converge",
                      service_step="pin")
     cur = Cursor(builder.gate([cur.after], "prepare done: validated, repositories switched, backed up, RPC pinned",
-                              "prepare"), cur.t)
-    cur = rollout(builder, dep, changes, wf, "run", cur, groups=True)
+                              Stage.PREPARE), cur.t)
+    cur = rollout(builder, dep, changes, wf, Stage.RUN, cur, groups=True)
     unpin = per_node(dep, changes, lambda s: bool(s.rpc) and s.has_step(wf, "unpin"))
-    cur = _node_wide(builder, dep, cur, "unpin_rpc", wf, "converge", {n: ss for n, ss in unpin.items() if ss},
+    cur = _node_wide(builder, dep, cur, Step.UNPIN_RPC, Stage.CONVERGE, {n: ss for n, ss in unpin.items() if ss},
                      "no old peer remains: lift the RPC pins and reload", service_step="unpin")
     conv = on_bootstrap(dep, changed_services, lambda s: bool(s.converge))
-    cur = _node_wide(builder, dep, cur, "converge", wf, "converge", conv,
+    cur = _node_wide(builder, dep, cur, Step.CONVERGE, Stage.CONVERGE, conv,
                      "online data migrations and contract, once per service, after every node runs the new code")
     health = per_node(dep, changes, lambda s: bool(s.health) or s.has_step(wf, "verify"))
-    _node_wide(builder, dep, cur, "verify", wf, "converge", health,
+    _node_wide(builder, dep, cur, Step.VERIFY, Stage.CONVERGE, health,
                "re-assert state: every service healthy on every node", always=True)

@@ -11,26 +11,14 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 LIBRARY_DIR = Path(__file__).resolve().parent / "ansible" / "library"
 
 
-def plugin_dirs() -> list[str]:
-    """Connection plugin directories: the lab's, when the lab is installed."""
-    try:
-        from stepwise.lab import ansible_plugin_dir  # type: ignore[attr-defined]
-    except Exception:
-        return []
-    try:
-        d = ansible_plugin_dir()
-    except Exception:
-        return []
-    return [str(d)] if d else []
-
-
-def ansible_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Environment variables for ansible-playbook (quiet, fast, no retry files)."""
+def ansible_env(extra: Mapping[str, str] | None = None, plugin_dirs: Sequence[str] = ()) -> dict[str, str]:
+    """Environment variables for ansible-playbook (quiet, fast, no retry files); `plugin_dirs`:
+    connection plugins a connector brings (the lab's)."""
     env = {
         "ANSIBLE_RETRY_FILES_ENABLED": "False",
         "ANSIBLE_PYTHON_INTERPRETER": "auto_silent",
@@ -42,8 +30,9 @@ def ansible_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
         "ANSIBLE_PIPELINING": "True",
         "ANSIBLE_NOCOLOR": "True",
         "ANSIBLE_LIBRARY": str(LIBRARY_DIR),
+        "ANSIBLE_INVENTORY_ENABLED": "yaml",
     }
-    conn = [*plugin_dirs()]
+    conn = list(plugin_dirs)
     if os.environ.get("ANSIBLE_CONNECTION_PLUGINS"):
         conn.append(os.environ["ANSIBLE_CONNECTION_PLUGINS"])
     if conn:
@@ -115,10 +104,3 @@ def write_wrapper(directory: Path, detached: bool = False) -> tuple[Path, Path]:
     path.write_text(template.format(python=sys.executable, pidfile=str(pidfile), playbook=ansible_playbook_path()))
     path.chmod(0o755)
     return path, pidfile
-
-
-def write_inventory(path: Path, inventory: Mapping[str, Any]) -> Path:
-    """Write an inventory Ansible's yaml plugin reads (JSON is YAML)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(inventory, indent=1, default=str))
-    return path

@@ -15,7 +15,8 @@ from stepwise.model import NO_FACTS, Deployment, Facts
 from stepwise.model.facts import build_facts
 from stepwise.model.specs import FactsSpec
 from stepwise.run import ansible_env
-from stepwise.run.render import inventory
+from stepwise.run.ansible_files import to_yaml, unsafe, write_private
+from stepwise.run.inventory import Connector, inventory
 from stepwise.run.store.store import Store
 
 
@@ -29,18 +30,18 @@ def stored_facts(deployment: Deployment, store: Store) -> Facts:
 
 
 def discover(deployment: Deployment, store: Store | None, *, nodes: Sequence[str] | None = None,
-             extra_vars: Mapping[str, Any] | None = None, inventory_overrides: Mapping[str, Any] | None = None,
+             extra_vars: Mapping[str, Any] | None = None, connector: Connector | None = None,
              os_target: int | None = None, forks: int = 50, cloud: str | None = None) -> dict[str, Any]:
     """Gather facts from `nodes` (default: all) and store them; returns them in the FactsSpec
     shape. Unreachable or failing nodes are reported and nothing is stored for them."""
     import ansible_runner
 
     names = list(nodes) if nodes else [n.name for n in deployment.nodes]
-    inv = inventory(deployment, overrides=inventory_overrides)
+    inv = inventory(deployment, connector)
     for role in inv["all"]["children"].values():
         for host, hv in role["hosts"].items():
             pkgs = sorted({p for s in deployment.services_on(host) for p in deployment.catalog[s].packages})
-            hv["stepwise_packages"] = pkgs
+            hv["stepwise_packages"] = unsafe(pkgs)
     play = {"name": "stepwise discover", "hosts": ",".join(names), "gather_facts": False,
             "tasks": [{"name": "discover", "stepwise_facts": {
                 "packages": "{{ stepwise_packages }}",
@@ -64,11 +65,14 @@ def discover(deployment: Deployment, store: Store | None, *, nodes: Sequence[str
         (pdd / "project").mkdir(parents=True)
         pb = pdd / "project" / "discover.yml"
         pb.write_text(json.dumps([play]))
-        inv_path = ansible_env.write_inventory(pdd / "inventory" / "hosts.json", inv)
+        inv_path = write_private(pdd / "inventory" / "hosts.yml", to_yaml(inv))
+        ev_path = write_private(pdd / "vars" / "extra.yml", to_yaml(unsafe(dict(extra_vars or {}))))
         wrapper, _pid = ansible_env.write_wrapper(pdd / "bin")
-        ansible_runner.run(private_data_dir=str(pdd), inventory=str(inv_path), cmdline=shlex.quote(str(pb)),
-                           binary=str(wrapper), extravars=dict(extra_vars or {}), forks=forks,
-                           envvars=ansible_env.ansible_env(), event_handler=on_event, quiet=True,
+        ansible_runner.run(private_data_dir=str(pdd), inventory=str(inv_path),
+                           cmdline=f"{shlex.quote(str(pb))} -e @{shlex.quote(str(ev_path))}",
+                           binary=str(wrapper), forks=forks, cancel_callback=lambda: False,
+                           envvars=ansible_env.ansible_env(plugin_dirs=connector.plugin_dirs if connector else ()),
+                           event_handler=on_event, quiet=True,
                            suppress_env_files=True, settings={"suppress_ansible_output": True,
                                                               "pexpect_timeout": 0.2})
     finally:

@@ -1,39 +1,54 @@
-"""Execute the pending units of a run through ansible-runner, recording everything.
+"""Execute a verified plan through ansible-runner, as parallel as the plan allows.
 
-All pending units go into one playbook, one play per unit in the plan's topological order,
-and one ansible-playbook process runs it: per-unit processes would cost a second or more
-each, which is what the "at most 1.15x plain ansible-playbook" bar forbids. Events stream
-back per task and host; the play name is the unit id. A unit is recorded `done` only once
-its play has ended with no failed host (at the next play's start or the playbook's end),
-so a SIGKILL at any moment leaves it `running`, and the resume runs it again (or, for a
-once-only unit, lets its flag-file guard decide).
+Units run as soon as the units they wait for are done (a DAG executor). The units are cut
+into chains (`chains.py`); each chain is one ansible-playbook process, one play per unit,
+started as soon as its first unit could start soon (its predecessors have started), so
+Ansible's start-up overlaps the work before it. Before each play the `stepwise_gate`
+callback asks the engine over a Unix socket whether the unit may start; the engine answers
+when its predecessors are done and the run is not stopping (`scheduler.py`). Why this
+mechanism and not one process per unit or one for everything: docs/architecture.md.
+
+Events stream back per task and host and are mapped to units by play name. A unit is done
+once its play has ended with no failed host: at the next play's start in its process, or at
+the end of the process. A SIGKILL of stepwise at any moment leaves it `running`, and the
+resume runs it again (or, for a once-only unit, lets its flag-file guard decide); SIGINT or
+SIGTERM cut the running units and record them `interrupted`.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
+import signal
+import socket
 import tempfile
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from stepwise.errors import Problem, StepwiseError
 from stepwise.model import Deployment
-from stepwise.plan.units import Plan, Unit
+from stepwise.model.vocab import ServiceState, Step, UnitState
+from stepwise.plan.units import Unit
 from stepwise.run import ansible_env
-from stepwise.run.events import Estimator, Failure, NullObserver, Observer, RunResult
+from stepwise.run.ansible_files import to_yaml, unsafe, write_private
+from stepwise.run.chains import Chain, make_chains
+from stepwise.run.events import Estimator, Failure, Observer, RunResult
+from stepwise.run.inventory import Connector, inventory, plan_vars
 from stepwise.run.lock import RunLock
-from stepwise.run.render import DEFAULT_FLAG_DIR, inventory, marker_keys, plan_vars, render_unit, unit_hosts
+from stepwise.run.render import marker_keys, render_unit, unit_hosts
+from stepwise.run.scheduler import Scheduler
 from stepwise.run.store.store import Store, now
+from stepwise.verify import VerifiedPlan
 
-#: what a service is doing after a unit of this step finished on its node
-STATE_AFTER = {"leave": "out", "stop": "stopped", "start": "running", "rejoin": "running", "upgrade": "running",
-               "system_upgrade_prepare": "stopped", "system_upgrade_run": "stopped",
-               "system_upgrade_transfer_data": "stopped"}
+#: exit code of a playbook stopped at a play boundary (see callback/stepwise_gate.py)
+STOPPED_RC = 75
+GATE_CALLBACK_DIR = Path(__file__).resolve().parent / "ansible" / "callback"
 
 
 @dataclass
@@ -43,7 +58,8 @@ class EngineOptions:
     extra_vars: Mapping[str, Any] = field(default_factory=dict)
     forks: int = 50
     max_fail_percentage: int = 0
-    inventory_overrides: Mapping[str, Any] | None = None
+    max_parallel_units: int = 8
+    connector: Connector | None = None
     work_dir: Path | None = None
     keep_work_dir: bool = False
     continue_command: str = ""
@@ -51,95 +67,206 @@ class EngineOptions:
     env: Mapping[str, str] = field(default_factory=dict)
 
 
-class _Tracker:
-    """Turns ansible-runner events into unit states, task results and observer calls."""
+@dataclass
+class _ChainRun:
+    """One chain's process, as the engine follows it."""
 
-    def __init__(self, store: Store, cloud: str, run_id: int, plan: Plan, deployment: Deployment,
-                 order: list[tuple[Unit, dict | None]], observer: Observer, lock: RunLock | None,
-                 pidfile: Path | None):
-        self.store, self.cloud, self.run_id, self.plan, self.dep = store, cloud, run_id, plan, deployment
-        self.order = order
-        self.pos = {u.id: i for i, (u, _) in enumerate(order)}
-        self.observer, self.lock, self.pidfile = observer, lock, pidfile
-        self.current: Unit | None = None
-        self.next_index = 0  # first unit of `order` not yet finished or started
-        self.failed_hosts: dict[str, str] = {}  # host -> unit where it failed
-        self.unit_failures: dict[str, list[Failure]] = {}
-        self.pending_rows: list[dict[str, Any]] = []
-        self.last_flush = time.monotonic()
-        self.done: list[str] = []
-        self.failed: list[str] = []
+    chain: Chain
+    index: dict[str, int]
+    current: Unit | None = None
+    seen: str | None = None            # the last play whose start event arrived
+    alive: bool = False
+    pid: int | None = None
+    rc: int | None = None
+    canceled: bool = False
+    position: int = 0                  # index of the next unit to start
+    output: deque = field(default_factory=lambda: deque(maxlen=20))
+
+
+class Engine:
+    """One execution of a verified plan's pending units."""
+
+    def __init__(self, store: Store, deployment: Deployment, plan: VerifiedPlan, run_id: int, todo: list[Unit], *,
+                 cloud: str, options: EngineOptions, observer: Observer, lock: RunLock | None,
+                 done_before: set[str]):
+        self.store, self.dep, self.plan, self.run_id = store, deployment, plan, run_id
+        self.cloud, self.options, self.observer, self.lock = cloud, options, observer, lock
+        self.todo = todo
+        self.plays = {u.id: render_unit(plan, u, deployment, run_id=run_id,
+                                        max_fail_percentage=options.max_fail_percentage) for u in todo}
+        has_play = {uid: p is not None for uid, p in self.plays.items()}
+        self.sched = Scheduler(todo, done_before, max_parallel=options.max_parallel_units, has_play=has_play)
+        self.cond = self.sched.lock
+        self.chains = make_chains(todo, has_play)
+        self.runs: dict[str, _ChainRun] = {c.id: _ChainRun(c, {u.id: i for i, u in enumerate(c.units)})
+                                           for c in self.chains}
+        self.launched: set[str] = set()
         self.failures: list[Failure] = []
-        self.output_tail: deque[str] = deque(maxlen=40)
-        self.estimator = Estimator([u for u, _ in order])
-        self.saw_pid = False
-        self.detached = False
+        self.unit_failures: dict[str, list[Failure]] = {}
+        self.failed_hosts: set[str] = set()
+        self.pending_rows: list[dict[str, Any]] = []
+        self.estimator = Estimator(todo)
+        self.started_at = time.monotonic()
+        self.threads: list[threading.Thread] = []
+        self.all_hosts = {h for u in todo for h in unit_hosts(u, deployment)}
 
-    # -- ansible-runner callbacks ---------------------------------------------------------
-    def event(self, ev: Mapping[str, Any]) -> bool:
-        if not self.saw_pid:
-            self._record_pid()
-        kind = ev.get("event", "")
-        data = ev.get("event_data") or {}
-        if kind == "playbook_on_play_start":
-            self._play_start(data.get("play") or data.get("name") or "")
-        elif kind in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable", "runner_on_skipped"):
-            self._task(kind, data)
-        elif kind in ("verbose", "error", "warning", "debug") or (not kind and ev.get("stdout")):
-            if ev.get("stdout"):
-                self.output_tail.append(str(ev["stdout"]))
-        if self.pending_rows and time.monotonic() - self.last_flush > 1.0:
-            self._flush()
-        # Our store keeps what matters; ansible-runner need not write every event to disk.
+    # -- the main loop ---------------------------------------------------------------------
+    def run(self) -> RunResult:
+        work = Path(self.options.work_dir) if self.options.work_dir else Path(tempfile.mkdtemp(prefix="stepwise-run-"))
+        work.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.pdd = Path(tempfile.mkdtemp(prefix=f"run{self.run_id}-", dir=work))
+        self._prepare_files()
+        server = self._start_gate_server()
+        restore = self._install_signal_handlers()
+        try:
+            with self.cond:
+                self._pass(self.sched.pass_barriers())
+                while True:
+                    self._launch()
+                    if self.sched.finished() and not any(r.alive for r in self.runs.values()):
+                        break
+                    self.cond.wait(0.5)
+            for t in self.threads:
+                t.join()
+        finally:
+            restore()
+            server.close()
+            with self.cond:
+                self._flush()
+            if not self.options.keep_work_dir:
+                shutil.rmtree(self.pdd, ignore_errors=True)
+                if not self.options.work_dir:
+                    shutil.rmtree(work, ignore_errors=True)
+        return self._result()
+
+    def _prepare_files(self) -> None:
+        inv = inventory(self.dep, self.options.connector)
+        self.inventory_path = write_private(self.pdd / "inventory" / "hosts.yml", to_yaml(inv))
+        extravars = {**plan_vars(self.plan, self.dep), "stepwise_run_id": self.run_id,
+                     **unsafe(dict(self.options.extra_vars))}
+        if self.options.max_fail_percentage > 0:
+            self.failed_hosts_file = self.pdd / "failed_hosts"
+            write_private(self.failed_hosts_file, "")
+            extravars["stepwise_failed_hosts_file"] = str(self.failed_hosts_file)
+        # the extra vars (secrets among them) reach Ansible only through this private file
+        self.extravars_path = write_private(self.pdd / "vars" / "extra.yml", to_yaml(extravars))
+
+    def _launch(self) -> None:
+        """Start the process of every chain whose first unit could start soon."""
+        alive = sum(1 for r in self.runs.values() if r.alive)
+        limit = self.sched.max_parallel + 2
+        for c in self.chains:
+            if c.id in self.launched or alive >= limit or self.sched.stop is not None:
+                continue
+            first = c.first.id
+            if self.sched.state[first] is not UnitState.PENDING:
+                continue
+            preds = self.sched.preds[first]
+            if c.detached:
+                if not self.sched.may_start(first):
+                    continue
+            elif not all(self.sched.started(p) for p in preds):
+                continue
+            self.launched.add(c.id)
+            alive += 1
+            r = self.runs[c.id]
+            r.alive = True
+            if c.detached:
+                # a once-only unit has no gate: it starts now, and nothing may cut it
+                self._start_unit(r, c.first)
+            t = threading.Thread(target=self._run_chain, args=(r,), name=f"stepwise-{c.id}", daemon=True)
+            self.threads.append(t)
+            t.start()
+
+    # -- one chain's process ---------------------------------------------------------------
+    def _run_chain(self, r: _ChainRun) -> None:
+        import ansible_runner
+
+        c = r.chain
+        d = self.pdd / c.id
+        (d / "project").mkdir(parents=True)
+        playbook = d / "project" / "stepwise.yml"
+        playbook.write_text(to_yaml([self.plays[u.id] for u in c.units]))
+        wrapper, pidfile = ansible_env.write_wrapper(d / "bin", detached=c.detached)
+        env = ansible_env.ansible_env(self.options.env, plugin_dirs=self.options.connector.plugin_dirs
+                                      if self.options.connector else ())
+        env["ANSIBLE_CALLBACK_PLUGINS"] = os.pathsep.join(filter(None, [str(GATE_CALLBACK_DIR),
+                                                                        env.get("ANSIBLE_CALLBACK_PLUGINS")]))
+        if not c.detached:
+            env["STEPWISE_GATE_SOCKET"] = str(self.socket_path)
+            env["STEPWISE_CHAIN"] = c.id
+        forks = max(1, min(self.options.forks, max(len(unit_hosts(u, self.dep)) for u in c.units)))
+        rc = 1
+        try:
+            runner = ansible_runner.run(
+                private_data_dir=str(d), inventory=str(self.inventory_path),
+                # With our wrapper as `binary`, ansible-runner passes no playbook: give it here.
+                cmdline=f"{shlex.quote(str(playbook))} -e @{shlex.quote(str(self.extravars_path))}",
+                envvars=env, forks=forks, binary=str(wrapper),
+                event_handler=lambda ev: self._event(r, ev, pidfile), quiet=True, suppress_env_files=True,
+                verbosity=self.options.verbosity or None,
+                cancel_callback=lambda: self._cancel(r),
+                settings={"suppress_ansible_output": True, "pexpect_timeout": 0.1, "pexpect_use_poll": True})
+            rc = int(runner.rc if runner.rc is not None else 1)
+            canceled = runner.status == "canceled"
+        except Exception as exc:  # noqa: BLE001 - a broken Ansible must end the chain, not the run loop
+            r.output.append(f"could not run ansible-playbook: {exc}")
+            canceled = False
+        with self.cond:
+            r.rc, r.canceled = rc, canceled
+            if r.pid and self.lock is not None:
+                self.lock.remove_ansible(r.pid)
+            self._chain_ended(r)
+            r.alive = False
+            self.cond.notify_all()
+
+    def _cancel(self, r: _ChainRun) -> bool:
+        stop = self.sched.stop
+        return bool(stop and stop.interrupted and not r.chain.detached)
+
+    # -- ansible-runner events (runner threads) ----------------------------------------------
+    def _event(self, r: _ChainRun, ev: Mapping[str, Any], pidfile: Path) -> bool:
+        with self.cond:
+            if r.pid is None and pidfile.exists():
+                try:
+                    r.pid = int(pidfile.read_text().strip())
+                except ValueError:
+                    pass
+                if r.pid and self.lock is not None:
+                    self.lock.add_ansible(r.pid, detached=r.chain.detached)
+            kind = ev.get("event", "")
+            data = ev.get("event_data") or {}
+            if kind == "playbook_on_play_start":
+                self._play_start(r, str(data.get("play") or data.get("name") or ""))
+            elif kind in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable", "runner_on_skipped"):
+                self._task(r, kind, data)
+            elif kind == "playbook_on_stats":
+                self._finish_current(r)
+            elif ev.get("stdout"):
+                r.output.append(str(ev["stdout"]))
+            if self.pending_rows and len(self.pending_rows) > 200:
+                self._flush()
+            self.cond.notify_all()
+        # our store keeps what matters: ansible-runner need not write every event to disk
         return False
 
-    def _record_pid(self) -> None:
-        if self.pidfile is not None and self.pidfile.exists():
-            try:
-                pid = int(self.pidfile.read_text().strip())
-            except ValueError:
-                return
-            self.saw_pid = True
-            if self.lock is not None:
-                self.lock.set_ansible(pid, detached=self.detached)
+    def _play_start(self, r: _ChainRun, name: str) -> None:
+        # the previous play of this process ended (a detached unit was marked running at
+        # launch: its own start event ends nothing)
+        if r.current is not None and r.current.id != name:
+            self._finish_current(r)
+        r.seen = name
 
-    def _play_start(self, name: str) -> None:
-        if self.current is not None:
-            self._finish(self.current)
-        idx = self.pos.get(name)
-        if idx is None:
-            return
-        # Units without a play between the last one and this one (barriers) are passed.
-        self._pass_trivial(until=idx)
-        unit = self.order[idx][0]
-        self.current = unit
-        self.next_index = idx + 1
-        self.store.set_unit(self.run_id, unit.id, "running", message="", started=True, count_attempt=True)
-        if not unit.idempotent:
-            for key in marker_keys(unit):
-                self.store.set_marker(self.cloud, key, self.run_id, unit.id, "started")
-        self.observer.unit_started(unit)
-
-    def _pass_trivial(self, until: int) -> None:
-        for i in range(self.next_index, until):
-            u, play = self.order[i]
-            if play is None:
-                self._mark_done(u, "nothing to run (barrier or no tasks for this step)")
-        self.next_index = max(self.next_index, until)
-
-    def _task(self, kind: str, data: Mapping[str, Any]) -> None:
-        unit_id = data.get("play") or (self.current.id if self.current else "")
+    def _task(self, r: _ChainRun, kind: str, data: Mapping[str, Any]) -> None:
+        unit_id = str(data.get("play") or (r.current.id if r.current else ""))
         host = str(data.get("host") or data.get("remote_addr") or "")
         task = str(data.get("task") or "")
         res = data.get("res") or {}
         status = {"runner_on_ok": "changed" if res.get("changed") else "ok", "runner_on_failed": "failed",
                   "runner_on_unreachable": "unreachable", "runner_on_skipped": "skipped"}[kind]
-        ignored = bool(data.get("ignore_errors")) and kind == "runner_on_failed"
-        if ignored:
+        if bool(data.get("ignore_errors")) and kind == "runner_on_failed":
             status = "ignored"
-        message = ""
-        if status in ("failed", "unreachable", "ignored"):
-            message = _result_message(res)
+        message = _result_message(res) if status in ("failed", "unreachable", "ignored") else ""
         self.pending_rows.append({"run_id": self.run_id, "unit_id": unit_id, "host": host, "task": task,
                                   "status": status, "duration_s": float(data.get("duration") or 0.0),
                                   "message": message[:4000], "at": now()})
@@ -149,79 +276,190 @@ class _Tracker:
             f = Failure(unit_id, host, task, message)
             self.failures.append(f)
             self.unit_failures.setdefault(unit_id, []).append(f)
-            self.failed_hosts.setdefault(host, unit_id)
+        if "STEPWISE_ALREADY_DONE" in str(res.get("stdout", "")):
+            r.output.append(f"{unit_id}: already completed by this run before it was interrupted")
         self.observer.task_result(unit_id, host, task, status)
 
-    # -- unit completion ------------------------------------------------------------------
-    def _finish(self, unit: Unit) -> None:
+    # -- the gate (socket threads) -----------------------------------------------------------
+    def _start_gate_server(self) -> "_GateServer":
+        self.socket_path = self.pdd / "gate.sock"
+        return _GateServer(self.socket_path, self._gate)
+
+    def _gate(self, chain_id: str, unit_id: str) -> str:
+        """Block until `unit_id` (the next play of `chain_id`) may start: 'go' or 'stop'."""
+        with self.cond:
+            r = self.runs.get(chain_id)
+            if r is None or unit_id not in r.index:
+                return "stop"
+            u = r.chain.units[r.index[unit_id]]
+            while True:
+                # wait until the play's start event arrived: the previous play's results are in
+                if r.seen == unit_id and r.current is None:
+                    if self.sched.stop is not None:
+                        return "stop"
+                    if self.sched.may_start(unit_id):
+                        self._start_unit(r, u)
+                        return "go"
+                self.cond.wait(1.0)
+
+    def _start_unit(self, r: _ChainRun, u: Unit) -> None:
+        r.current = u
+        self.sched.mark_running(u.id)
+        self.estimator.unit_started(u.id)
+        self.store.set_unit(self.run_id, u.id, UnitState.RUNNING, message="", started=True, count_attempt=True)
+        if not u.idempotent:
+            for key in marker_keys(u):
+                self.store.set_marker(self.cloud, key, self.run_id, u.id, "started")
+        self.observer.unit_started(u)
+        self.cond.notify_all()
+
+    # -- unit ends ---------------------------------------------------------------------------
+    def _finish_current(self, r: _ChainRun) -> None:
+        u = r.current
+        if u is None:
+            return
+        r.current = None
         self._flush()
-        fails = self.unit_failures.get(unit.id, [])
-        hosts = unit_hosts(unit, self.dep)
-        blocked = [h for h in hosts if h in self.failed_hosts and self.failed_hosts[h] != unit.id]
-        if fails:
-            msg = "; ".join(str(f) for f in fails[:5]) + (f" (+{len(fails) - 5} more)" if len(fails) > 5 else "")
-            self._mark_failed(unit, msg)
-        elif blocked:
-            self._mark_failed(unit, "not run on " + ", ".join(f"{h} (failed in {self.failed_hosts[h]})"
-                                                              for h in blocked))
+        fails = self.unit_failures.get(u.id, [])
+        hosts = unit_hosts(u, self.dep)
+        failed_hosts = sorted({f.host for f in fails})
+        tolerated = (self.options.max_fail_percentage > 0 and failed_hosts
+                     and len(failed_hosts) * 100 <= self.options.max_fail_percentage * max(1, len(hosts)))
+        if fails and not tolerated:
+            self._end_unit(u, UnitState.FAILED, _summary(fails))
         else:
-            self._mark_done(unit, "")
-        self.current = None
+            if tolerated:
+                self.failed_hosts.update(failed_hosts)
+                write_private(self.failed_hosts_file, "\n".join(sorted(self.failed_hosts)) + "\n")
+                self._check_threshold()
+            self._end_unit(u, UnitState.DONE, f"failed on {', '.join(failed_hosts)} (tolerated)" if tolerated else "")
 
-    def _mark_done(self, unit: Unit, message: str) -> None:
-        self.store.set_unit(self.run_id, unit.id, "done", message=message, ended=True)
-        self.done.append(unit.id)
-        self.estimator.finished(unit.id)
-        try:
-            self._after_done(unit)
-        except StepwiseError:
-            pass  # bookkeeping of versions must never fail a finished unit
-        self.observer.unit_finished(unit, "done", message)
+    def _chain_ended(self, r: _ChainRun) -> None:
+        """The chain's process ended: close its running unit by how it ended."""
+        u = r.current
+        if u is None:
+            return
+        if r.canceled:
+            r.current = None
+            self._end_unit(u, UnitState.INTERRUPTED, "interrupted by the operator; runs again from its start")
+            return
+        if r.rc == 0 or self.unit_failures.get(u.id):
+            self._finish_current(r)
+            return
+        r.current = None
+        tail = " ".join(line.strip() for line in list(r.output)[-6:] if line.strip())
+        self._end_unit(u, UnitState.FAILED, f"ansible-playbook stopped (rc={r.rc}) during the unit" + (f": {tail}" if tail else ""))
 
-    def _mark_failed(self, unit: Unit, message: str) -> None:
-        self.store.set_unit(self.run_id, unit.id, "failed", message=message, ended=True)
-        self.failed.append(unit.id)
-        self.observer.unit_finished(unit, "failed", message)
+    def _end_unit(self, u: Unit, state: UnitState, message: str) -> None:
+        self.store.set_unit(self.run_id, u.id, state, message=message, ended=True)
+        passed = self.sched.mark(u.id, state)
+        if state is UnitState.DONE:
+            self.estimator.finished(u.id)
+            self._after_done(u)
+        elif state is UnitState.FAILED:
+            self.sched.request_stop(f"unit {u.id} ({u.step}) failed")
+        self.observer.unit_finished(u, str(state), message)
+        self._pass(passed)
+        self.cond.notify_all()
+
+    def _pass(self, barriers: list[str]) -> None:
+        for uid in barriers:
+            self.store.set_unit(self.run_id, uid, UnitState.DONE, message="barrier passed", ended=True)
+            self.observer.unit_finished(self.sched.by_id[uid], str(UnitState.DONE), "")
+
+    def _check_threshold(self) -> None:
+        if len(self.failed_hosts) * 100 > self.options.max_fail_percentage * max(1, len(self.all_hosts)):
+            self.sched.request_stop(f"{len(self.failed_hosts)} of {len(self.all_hosts)} hosts failed, more than "
+                                    f"--max-fail-percentage {self.options.max_fail_percentage}")
 
     def _after_done(self, unit: Unit) -> None:
         if not unit.idempotent:
             for key in marker_keys(unit):
                 self.store.set_marker(self.cloud, key, self.run_id, unit.id, "done")
         hosts = unit.nodes or unit_hosts(unit, self.dep)
-        pairs = [(n, s) for n in hosts for s in unit.services_on(n) if s in self.dep.catalog]
-        if unit.step == "packages":
+        pairs = [(n, s) for n in hosts for s in unit.services_on(n) if s in self.dep.catalog and n not in self.failed_hosts]
+        if unit.step is Step.PACKAGES:
             versions: dict[tuple[str, str], str | None] = {}
             for n, s in pairs:
                 pkgs = self.dep.catalog[s].packages
                 v = self.store.installed_version(self.cloud, n, pkgs[0]) if pkgs else None
                 versions[(n, s)] = v or self.plan.params.get("target_release") or "updated"
             self.store.set_services(self.cloud, pairs, versions=versions, run_id=self.run_id)
-        if unit.step in STATE_AFTER and pairs:
-            self.store.set_services(self.cloud, pairs, state=STATE_AFTER[unit.step], run_id=self.run_id)
-        if unit.step == "system_upgrade_run":
-            facts = self.store.facts(self.cloud) or {"nodes": {}}
-            changed = {}
-            for n in unit.nodes:
-                os_ = dict((facts["nodes"].get(n) or {}).get("os") or {})
-                if os_.get("target"):
-                    os_["major"] = os_["target"]
-                    changed[n] = {"os": os_, "packages": (facts["nodes"].get(n) or {}).get("packages", {})}
-            if changed:
-                self.store.save_facts(self.cloud, {"nodes": changed})
-
-    def finish(self, rc: int, until: int) -> None:
-        """A playbook ended: close its last play; if all went well pass the barriers up to
-        `until` (the end of that playbook's units)."""
-        if self.current is not None:
-            self._finish(self.current)
-        if rc == 0 and not self.failed:
-            self._pass_trivial(until=until)
-        self._flush()
+        state = unit.step.info.state_after
+        if state is not None and pairs:
+            self.store.set_services(self.cloud, pairs, state=state, run_id=self.run_id)
+        if unit.step.info.node_work is not None and unit.step is Step.SYSTEM_UPGRADE_RUN:
+            on_node = [(n, s) for n in hosts for s in self.dep.services_on(n)]
+            self.store.set_services(self.cloud, on_node, state=ServiceState.STOPPED, run_id=self.run_id)
 
     def _flush(self) -> None:
         rows, self.pending_rows = self.pending_rows, []
         self.store.add_task_results(rows)
-        self.last_flush = time.monotonic()
+
+    # -- interrupts ----------------------------------------------------------------------------
+    def _install_signal_handlers(self) -> Callable[[], None]:
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+
+        def on_signal(signum: int, _frame: Any) -> None:
+            name = signal.Signals(signum).name
+            # no lock here: a handler may interrupt the main thread while it holds it
+            self.sched.stop = _interrupt(self.sched.stop, f"interrupted ({name})")
+
+        old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+
+        def restore() -> None:
+            for s, h in old.items():
+                signal.signal(s, h)
+        return restore
+
+    # -- the outcome -----------------------------------------------------------------------------
+    def _result(self) -> RunResult:
+        states = self.store.unit_states(self.run_id)
+        all_units = self.plan.units
+        pending = [u.id for u in all_units if not UnitState(states.get(u.id, "pending")).finished]
+        failed = [u for u in pending if states.get(u) == UnitState.FAILED]
+        interrupted = [u for u in pending if states.get(u) == UnitState.INTERRUPTED]
+        done = len(all_units) - len(pending)
+        res = RunResult(run_id=self.run_id, status="done", units_total=len(all_units), units_done=done,
+                        units_failed=failed, units_pending=pending,
+                        units_reused=len(all_units) - len(self.todo), failures=self.failures,
+                        elapsed_s=time.monotonic() - self.started_at,
+                        continue_command=self.options.continue_command)
+        if not pending:
+            return res
+        stop = self.sched.stop
+        if stop is not None and stop.interrupted:
+            res.status = "interrupted"
+            head = (f"{stop.reason}: {len(interrupted)} running unit(s) cut "
+                    f"({', '.join(interrupted[:5])}) and recorded interrupted; they run again from their start")
+        else:
+            res.status = "failed"
+            if self.failures:
+                first = self.failures[0]
+                where = sorted({f.host for f in self.failures})
+                head = f"unit {first.unit} failed on {', '.join(where)}: task '{first.task}': {first.message}"
+            elif failed:
+                msg = next((u.message for u in self.store.units(self.run_id) if u.unit_id == failed[0]), "")
+                head = f"unit {failed[0]} failed" + (f": {msg}" if msg else "")
+            else:
+                head = "the run stopped before finishing the plan"
+        res.message = f"{head}. {done} of {len(all_units)} units done, {len(pending)} left."
+        if self.options.continue_command:
+            res.message += (" Continue with" if res.status == "interrupted" else " Fix the cause, then continue with") \
+                + f": {self.options.continue_command}"
+        return res
+
+
+def _interrupt(current: Any, reason: str) -> Any:
+    from stepwise.run.scheduler import Stop
+    if current is not None and current.interrupted:
+        return current
+    return Stop(reason, interrupted=True)
+
+
+def _summary(fails: list[Failure]) -> str:
+    return "; ".join(str(f) for f in fails[:5]) + (f" (+{len(fails) - 5} more)" if len(fails) > 5 else "")
 
 
 def _result_message(res: Mapping[str, Any]) -> str:
@@ -236,114 +474,63 @@ def _result_message(res: Mapping[str, Any]) -> str:
     return text if len(text) < 600 else text[:600] + "..."
 
 
-def _segments(order: list[tuple[Unit, dict | None]]) -> list[tuple[int, int, bool]]:
-    """Split the units into playbooks: (start, end, detached). A once-only unit gets its own,
-    detached one, so a kill of stepwise cannot cut it in half (see ansible_env.WRAPPER_DETACHED)."""
-    out: list[tuple[int, int, bool]] = []
-    start = 0
-    for i, (u, play) in enumerate(order):
-        if play is not None and not u.idempotent:
-            if start < i:
-                out.append((start, i, False))
-            out.append((i, i + 1, True))
-            start = i + 1
-    if start < len(order):
-        out.append((start, len(order), False))
-    return out
+class _GateServer:
+    """The Unix socket the `stepwise_gate` callbacks ask on; one thread per connection (one
+    connection per ansible-playbook process)."""
+
+    def __init__(self, path: Path, answer: Callable[[str, str], str]):
+        self.path, self.answer = path, answer
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(str(path))
+        os.chmod(path, 0o600)
+        self.sock.listen(64)
+        self.closed = False
+        threading.Thread(target=self._accept, name="stepwise-gate", daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn, conn.makefile("rwb") as f:
+            for line in f:
+                try:
+                    req = json.loads(line)
+                    answer = self.answer(str(req.get("chain", "")), str(req.get("unit", "")))
+                except (ValueError, OSError):
+                    answer = "stop"
+                try:
+                    f.write(json.dumps({"answer": answer}).encode() + b"\n")
+                    f.flush()
+                except OSError:
+                    return
+
+    def close(self) -> None:
+        self.closed = True
+        try:
+            self.sock.close()
+        except OSError:
+            pass
 
 
-def execute(store: Store, deployment: Deployment, plan: Plan, run_id: int, todo: list[Unit], *,
-            cloud: str, options: EngineOptions, observer: Observer | None = None,
-            lock: RunLock | None = None) -> RunResult:
-    """Run `todo` (pending units of run `run_id`, in plan order) and record the outcome."""
-    observer = observer or NullObserver()
-    started = time.monotonic()
-    order = [(u, render_unit(plan, u, deployment, run_id=run_id, max_fail_percentage=options.max_fail_percentage))
-             for u in todo]
-    work = Path(options.work_dir) if options.work_dir else Path(tempfile.mkdtemp(prefix="stepwise-run-"))
-    work.mkdir(parents=True, exist_ok=True)
-    pdd = Path(tempfile.mkdtemp(prefix=f"run{run_id}-", dir=work))
-    tracker = _Tracker(store, cloud, run_id, plan, deployment, order, observer, lock, None)
-    inv = inventory(deployment, overrides=options.inventory_overrides)
-    inv_path = ansible_env.write_inventory(pdd / "inventory" / "hosts.json", inv)
-    extravars = {**plan_vars(plan, deployment), "stepwise_run_id": run_id, **dict(options.extra_vars)}
-    rc = 0
-    try:
-        for n, (a, b, detached) in enumerate(_segments(order)):
-            plays = [p for _, p in order[a:b] if p is not None]
-            if plays:
-                rc = _run_playbook(pdd / f"seg{n}", plays, inv_path, extravars, options, tracker, lock, detached)
-            tracker.finish(rc, until=b)
-            if rc != 0 or tracker.failed:
-                break
-        if lock is not None:
-            lock.set_ansible(None)
-    finally:
-        if tracker.pending_rows:
-            tracker._flush()
-        if not options.keep_work_dir:
-            shutil.rmtree(pdd, ignore_errors=True)
-            if not options.work_dir:
-                shutil.rmtree(work, ignore_errors=True)
-    return _result(store, run_id, plan, todo, tracker, rc, time.monotonic() - started, options)
+def execute(store: Store, deployment: Deployment, plan: VerifiedPlan, run_id: int, todo: list[Unit], *,
+            cloud: str, options: EngineOptions, observer: Observer, lock: RunLock | None = None,
+            done_before: set[str] | None = None) -> RunResult:
+    """Run `todo` (the pending units of run `run_id`, in plan order) and record the outcome.
+    Only a VerifiedPlan runs: what runs is exactly what the verifier checked."""
+    if not isinstance(plan, VerifiedPlan):
+        raise StepwiseError(Problem("refusing to run a plan that was not verified",
+                                    hint="plan with stepwise.plan.make_plan and verify with stepwise.verify.verify_plan"))
+    ids = {u.id for u in plan.units}
+    if any(u.id not in ids for u in todo):
+        raise StepwiseError(Problem("refusing to run units that are not in the verified plan"))
+    done = set(done_before if done_before is not None else ids - {u.id for u in todo})
+    return Engine(store, deployment, plan, run_id, todo, cloud=cloud, options=options, observer=observer,
+                  lock=lock, done_before=done).run()
 
 
-def _run_playbook(pdd: Path, plays: list[dict], inv_path: Path, extravars: Mapping[str, Any],
-                  options: EngineOptions, tracker: _Tracker, lock: RunLock | None, detached: bool) -> int:
-    import ansible_runner
-
-    (pdd / "project").mkdir(parents=True)
-    playbook = pdd / "project" / "stepwise.yml"
-    playbook.write_text(json.dumps(plays, indent=1, default=str))
-    wrapper, pidfile = ansible_env.write_wrapper(pdd / "bin", detached=detached)
-    tracker.pidfile, tracker.saw_pid, tracker.detached = pidfile, False, detached
-    try:
-        runner = ansible_runner.run(
-            private_data_dir=str(pdd), inventory=str(inv_path),
-            # With our wrapper as `binary`, ansible-runner passes no playbook: give it here.
-            cmdline=shlex.quote(str(playbook)),
-            extravars=dict(extravars), envvars=ansible_env.ansible_env(options.env), forks=options.forks,
-            binary=str(wrapper), event_handler=tracker.event, quiet=True, suppress_env_files=True,
-            verbosity=options.verbosity or None,
-            settings={"suppress_ansible_output": True, "pexpect_timeout": 0.2, "pexpect_use_poll": True},
-        )
-    except (OSError, RuntimeError) as exc:
-        raise describe_ansible_error(exc) from None
-    rc = int(runner.rc if runner.rc is not None else 1)
-    if runner.status in ("canceled", "timeout"):
-        rc = rc or 1
-    return rc
-
-
-def _result(store: Store, run_id: int, plan: Plan, todo: list[Unit], tracker: _Tracker, rc: int,
-            elapsed: float, options: EngineOptions) -> RunResult:
-    states = store.unit_states(run_id)
-    pending = [u.id for u in plan.units if states.get(u.id) not in ("done", "skipped")]
-    failed = [u for u in pending if states.get(u) == "failed"]
-    result = RunResult(run_id=run_id, status="done", units_total=len(plan.units),
-                       units_done=len(plan.units) - len(pending), units_failed=failed, units_pending=pending,
-                       units_reused=len(plan.units) - len(todo), failures=tracker.failures, elapsed_s=elapsed,
-                       continue_command=options.continue_command)
-    if pending:
-        result.status = "failed"
-        where = sorted({f.host for f in tracker.failures})
-        if tracker.failures:
-            first = tracker.failures[0]
-            head = (f"unit {first.unit} failed on {', '.join(where)}: task '{first.task}': {first.message}")
-        elif failed:
-            head = f"unit {failed[0]} failed"
-        else:
-            tail = " ".join(line.strip() for line in list(tracker.output_tail)[-6:] if line.strip())
-            head = f"ansible-playbook stopped (rc={rc}) before finishing the plan" + (f": {tail}" if tail else "")
-        result.message = f"{head}. {result.units_done} of {result.units_total} units done, {len(pending)} left."
-        if options.continue_command:
-            result.message += f" Fix the cause, then continue with: {options.continue_command}"
-    return result
-
-
-def describe_ansible_error(exc: Exception) -> StepwiseError:
-    return StepwiseError(Problem(f"could not start Ansible: {exc}",
-                                 hint="check that ansible-core and ansible-runner are installed in stepwise's environment"))
-
-
-__all__ = ["EngineOptions", "execute", "DEFAULT_FLAG_DIR"]
+__all__ = ["EngineOptions", "execute", "STOPPED_RC"]

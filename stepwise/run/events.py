@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from stepwise.plan.units import Unit
 
@@ -55,51 +55,66 @@ class RunResult:
         }
 
 
-class Observer(Protocol):
-    def run_started(self, run_id: int, units: list[Unit], todo: list[Unit], resumed: bool) -> None: ...
-    def unit_started(self, unit: Unit) -> None: ...
-    def unit_finished(self, unit: Unit, state: str, message: str) -> None: ...
-    def task_result(self, unit_id: str, host: str, task: str, status: str) -> None: ...
-    def run_finished(self, result: RunResult) -> None: ...
-
-
-class NullObserver:
-    """Reports nothing."""
+class Observer:
+    """Progress hooks of a run (as resolvelib's BaseReporter): every method does nothing here;
+    the CLI's live view and the tests override what they need. Calls come from several
+    threads, one at a time (the engine holds its lock)."""
 
     def run_started(self, run_id: int, units: list[Unit], todo: list[Unit], resumed: bool) -> None:
-        pass
+        """The run (or its resume) starts; `todo` is what will run."""
 
     def unit_started(self, unit: Unit) -> None:
-        pass
+        """A unit's play starts on its hosts."""
 
     def unit_finished(self, unit: Unit, state: str, message: str) -> None:
-        pass
+        """A unit ended: done, failed or interrupted (barriers pass as done)."""
 
     def task_result(self, unit_id: str, host: str, task: str, status: str) -> None:
-        pass
+        """One task ended on one host."""
 
     def run_finished(self, result: RunResult) -> None:
-        pass
+        """The run ended (or had nothing to do)."""
 
 
 class Estimator:
-    """Remaining time: the plan's estimate of what is left, scaled by how the finished units
-    compared with their estimates (so a lab run at 100x speed shows lab-sized numbers)."""
+    """Remaining time: the critical path of what is left, by the plan's estimates, scaled by
+    how long the finished units really took against their estimates (so a lab run, a hundred
+    times faster than real hardware, shows lab-sized numbers)."""
 
     def __init__(self, todo: list[Unit]):
-        self.left = {u.id: max(u.duration_s, 0.0) for u in todo}
-        self.planned_done = 0.0
+        self.units = {u.id: u for u in todo}
+        self.done: set[str] = set()
+        self.begun: dict[str, float] = {}
+        self.measured = 0.0
+        self.planned = 0.0
         self.started = time.monotonic()
+        self._left: float | None = None
+
+    def unit_started(self, unit_id: str) -> None:
+        self.begun.setdefault(unit_id, time.monotonic())
 
     def finished(self, unit_id: str) -> None:
-        self.planned_done += self.left.pop(unit_id, 0.0)
+        u = self.units.get(unit_id)
+        if u is None or unit_id in self.done:
+            return
+        self.done.add(unit_id)
+        if unit_id in self.begun:
+            self.measured += time.monotonic() - self.begun[unit_id]
+            self.planned += u.duration_s
+        self._left = None
 
     def remaining_s(self) -> float | None:
-        elapsed = time.monotonic() - self.started
-        planned_left = sum(self.left.values())
-        if self.planned_done <= 0 or elapsed <= 0:
+        if self.planned <= 0:
             return None
-        return planned_left * (elapsed / self.planned_done)
+        if self._left is None:
+            end: dict[str, float] = {}
+            for u in self.units.values():  # topological order
+                if u.id in self.done:
+                    end[u.id] = 0.0
+                    continue
+                end[u.id] = max((end.get(a, 0.0) for a in u.after), default=0.0) + u.duration_s
+            self._left = max(end.values(), default=0.0)
+        return self._left * (self.measured / self.planned)
 
     def elapsed_s(self) -> float:
         return time.monotonic() - self.started

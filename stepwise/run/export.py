@@ -15,24 +15,13 @@ from typing import Any, Mapping
 from stepwise.model import Deployment
 from stepwise.plan.units import Plan
 from stepwise.run import ansible_env
-from stepwise.run.render import inventory, plan_vars, render_unit
-
-
-def to_yaml(data: Any) -> str:
-    """YAML text of plain data (block style, long lines kept)."""
-    from ruamel.yaml import YAML
-    import io
-
-    y = YAML()
-    y.default_flow_style = False
-    y.width = 4096
-    buf = io.StringIO()
-    y.dump(json.loads(json.dumps(data, default=str)), buf)
-    return buf.getvalue()
+from stepwise.run.ansible_files import to_yaml
+from stepwise.run.inventory import Connector, inventory, plan_vars
+from stepwise.run.render import render_unit
 
 
 def export(plan: Plan, deployment: Deployment, out_dir: Path | str, *,
-           inventory_overrides: Mapping[str, Any] | None = None) -> list[Path]:
+           connector: Connector | None = None) -> list[Path]:
     """Write playbooks, inventory and ansible.cfg to `out_dir`; returns the files written."""
     out = Path(out_dir)
     (out / "units").mkdir(parents=True, exist_ok=True)
@@ -49,13 +38,13 @@ def export(plan: Plan, deployment: Deployment, out_dir: Path | str, *,
     site = out / "site.yml"
     site.write_text(f"# stepwise {plan.workflow} plan of {deployment.name}: {len(plays)} plays in order.\n"
                     "# Run: ansible-playbook -i inventory.yml site.yml [--limit ...] [--tags ...]\n" + to_yaml(plays))
-    inv = inventory(deployment, extra=plan_vars(plan, deployment), overrides=inventory_overrides)
+    inv = inventory(deployment, connector, extra=plan_vars(plan, deployment))
     (out / "inventory.yml").write_text(to_yaml(inv))
     lib = out / "library"
     lib.mkdir(exist_ok=True)
     for m in ansible_env.LIBRARY_DIR.glob("*.py"):
         shutil.copy(m, lib / m.name)
-    env = ansible_env.ansible_env()
+    env = ansible_env.ansible_env(plugin_dirs=connector.plugin_dirs if connector else ())
     cfg = ["[defaults]", "library = ./library", "retry_files_enabled = False", "interpreter_python = auto_silent"]
     if env.get("ANSIBLE_CONNECTION_PLUGINS"):
         cfg.append(f"connection_plugins = {env['ANSIBLE_CONNECTION_PLUGINS']}")

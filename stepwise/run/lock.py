@@ -104,16 +104,17 @@ class RunLock:
         lock._write()
         return lock
 
-    def set_ansible(self, pid: int | None, detached: bool = False) -> None:
-        """Record (or forget) the ansible-playbook process this run started; `detached`: it
-        runs a once-only unit and must be waited for, never killed."""
-        self.info.pop("ansible_detached", None)
-        if pid is None:
-            self.info.pop("ansible_pid", None)
-        else:
-            self.info["ansible_pid"] = pid
-            if detached:
-                self.info["ansible_detached"] = True
+    def add_ansible(self, pid: int, detached: bool = False) -> None:
+        """Record an ansible-playbook process this run started; `detached`: it runs a
+        once-only unit and must be waited for by a successor, never killed."""
+        procs = [p for p in self.info.get("ansible", []) if p["pid"] != pid]
+        procs.append({"pid": pid, "detached": detached})
+        self.info["ansible"] = procs
+        self._write()
+
+    def remove_ansible(self, pid: int) -> None:
+        """Forget an ansible-playbook process that has ended."""
+        self.info["ansible"] = [p for p in self.info.get("ansible", []) if p["pid"] != pid]
         self._write()
 
     def _write(self) -> None:
@@ -181,20 +182,26 @@ def read_holder(path: Path | str) -> dict[str, Any] | None:
 
 
 def _stop_orphans(previous: dict[str, Any], wait_s: float = 6 * 3600) -> None:
-    """A killed stepwise may leave its ansible-playbook running (it survives its parent in
-    its own session); stop it so two Ansible runs never touch the same nodes. A once-only
-    unit's playbook is waited for instead: cutting it in half is what must never happen."""
-    pid = previous.get("ansible_pid")
-    if not pid or not _alive(pid) or not _is_ansible(pid):
-        return
-    if previous.get("ansible_detached"):
-        import sys
-        print(f"stepwise: waiting for the once-only unit left running by the killed run (pid {pid})",
-              file=sys.stderr, flush=True)
-        deadline = time.monotonic() + wait_s
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        return
+    """A killed stepwise may leave its ansible-playbook processes running (they survive their
+    parent in their own sessions); stop them so two Ansible runs never touch the same nodes.
+    A once-only unit's playbook is waited for instead: cutting it in half is what must never
+    happen."""
+    for proc in previous.get("ansible", []):
+        pid = proc.get("pid")
+        if not pid or not _alive(pid) or not _is_ansible(pid):
+            continue
+        if proc.get("detached"):
+            import sys
+            print(f"stepwise: waiting for the once-only unit left running by the killed run (pid {pid})",
+                  file=sys.stderr, flush=True)
+            deadline = time.monotonic() + wait_s
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            continue
+        _stop_session(pid)
+
+
+def _stop_session(pid: int) -> None:
     members = [p for p in _session_members(pid) if _is_ansible(p) or p == pid]
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for p in members:

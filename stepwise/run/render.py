@@ -1,8 +1,14 @@
-"""Units -> Ansible plays, from the services' own tasks. Used by the engine and by `export`.
+"""Units -> Ansible plays, from the services' own tasks and stepwise's node work. Used by the
+engine and by `export`.
 
 One play per unit, named by the unit id (events are mapped back to units by play name). On
-each node a unit runs, per service of `unit.services_on(node)`, that service's tasks of the
-unit's step; a service's tasks are a block restricted to the nodes it runs on for that unit.
+each node a unit runs, per service of `unit.services_on(node)`, that service's tasks for the
+unit's step (where they come from is `Step.info`), then the step's own node work (switch
+repositories, packages no service owns, OS upgrade, reboot, database restore, cleanup).
+A unit with work always renders tasks; only a barrier renders no play.
+
+What comes from data (package and node names, addresses, the plan's variables, health URLs)
+reaches Ansible as `!unsafe` variables, never spliced into task text.
 """
 
 from __future__ import annotations
@@ -10,112 +16,78 @@ from __future__ import annotations
 import copy
 import re
 import shlex
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from stepwise.errors import InputError, Problem
 from stepwise.model import Deployment
+from stepwise.model.vocab import NodeWork, Section, Step, Workflow, task_source
 from stepwise.plan.units import Plan, Unit
-
-#: deployment-wide step -> (where its tasks come from, key)
-DEPLOYMENT_STEPS: dict[str, tuple[str, str]] = {
-    "pin_rpc": ("upgrade", "pin"),
-    "unpin_rpc": ("upgrade", "unpin"),
-    "backup": ("upgrade", "backup"),
-    "converge": ("converge", ""),
-    "system_upgrade_prepare": ("system_upgrade", "prepare"),
-    "system_upgrade_run": ("system_upgrade", "run"),
-    "system_upgrade_transfer_data": ("system_upgrade", "transfer_data"),
-    "system_upgrade_cleanup": ("system_upgrade", "cleanup"),
-    "external_system_upgrade_run": ("system_upgrade", "run"),
-}
-
-#: after the OS upgrade a node has no services running: bring them up with the upgrade's
-#: config and start tasks (the seed: "setting up a fresh cloud on pre-existing data")
-COMPOSITE_STEPS: dict[str, tuple[str, ...]] = {"upgrade": ("config", "migrate", "start")}
-
-#: node-wide work a step does besides the services' tasks (once per node, after them).
-#: Commands are variables so a lab or an unusual OS can swap them (per host).
-NODE_TASKS: dict[str, list[dict[str, Any]]] = {
-    "repos": [{"name": "node | switch repositories to {{ target_release }}",
-               "ansible.builtin.command": "{{ stepwise_repos_command | default('tripleo-repos') }} {{ target_release }}"}],
-    "system_upgrade_prepare": [{"name": "node | prepare the OS upgrade",
-                                "ansible.builtin.command": "{{ stepwise_os_upgrade_command | default('leapp upgrade') }}"}],
-    "system_upgrade_run": "reboot",  # type: ignore[dict-item]
-    "reboot": "reboot",  # type: ignore[dict-item]
-}
-
-_REBOOT = [
-    {"name": "node | reboot", "ansible.builtin.command": "{{ stepwise_reboot_command }}",
-     "when": "stepwise_reboot_command is defined"},
-    {"name": "node | reboot", "ansible.builtin.reboot": {"reboot_timeout": 1800},
-     "when": "stepwise_reboot_command is not defined"},
-]
+from stepwise.run.ansible_files import unsafe
 
 DEFAULT_FLAG_DIR = "/var/lib/stepwise/flags"
 FLAG_VAR = "stepwise_flag_dir"
+FLAG_DIR = "{{ %s | default('%s') }}" % (FLAG_VAR, DEFAULT_FLAG_DIR)
+OS_RELEASE = "{{ stepwise_os_release | default('/etc/os-release') }}"
+#: what a successful OS-upgrade prepare leaves on the node: the OS major it was prepared on
+PREPARED_FLAG = FLAG_DIR + "/system_upgrade_prepared"
+#: a shell snippet printing the node's OS major version
+_OS_MAJOR = 'sed -n \'s/^VERSION_ID="\\{0,1\\}\\([0-9]*\\).*/\\1/p\' "' + OS_RELEASE + '"'
 
 _MODULE_SKIP = {"name", "when", "tags", "register", "become", "become_user", "vars", "loop", "with_items",
                 "ignore_errors", "changed_when", "failed_when", "retries", "delay", "until", "notify",
                 "delegate_to", "run_once", "environment", "no_log", "args", "block", "rescue", "always"}
 
 
-def task_workflow(plan: Plan) -> str:
-    """Which `tasks[...]` section of the services a plan's node steps use."""
-    return "upgrade" if plan.workflow in ("upgrade", "system-upgrade", "undercloud-upgrade") else "update"
-
-
-def service_tasks(deployment: Deployment, workflow: str, service: str, step: str) -> list[dict[str, Any]]:
+def service_tasks(deployment: Deployment, workflow: Workflow, service: str, step: Step) -> list[dict[str, Any]]:
     """The tasks a service contributes to a step (with the documented defaults)."""
     try:
         svc = deployment.catalog[service]
     except KeyError:
         raise InputError(Problem(f"the plan names service '{service}' which the catalog does not define",
                                  file=deployment.catalog.path, hint="re-plan against this deployment")) from None
-    if step in DEPLOYMENT_STEPS:
-        source, key = DEPLOYMENT_STEPS[step]
-        if source == "converge":
-            return [dict(t) for t in svc.converge]
-        if source == "system_upgrade":
-            return [dict(t) for t in svc.system_upgrade.get(key, ())]
-        return [dict(t) for t in svc.steps(source).get(key, ())]
-    if step in COMPOSITE_STEPS:
-        out: list[dict[str, Any]] = []
-        for sub in COMPOSITE_STEPS[step]:
-            out.extend(service_tasks(deployment, workflow, service, sub))
-        return out
-    tasks = [dict(t) for t in svc.steps(workflow).get(step, ())]
-    if step == "packages" and not tasks and svc.packages:
-        tasks = [{"name": "update packages", "ansible.builtin.command": "dnf -y update " +
-                  " ".join(shlex.quote(p) for p in svc.packages)}]
-    if step == "verify":
-        tasks.extend(health_tasks(svc.health))
+    src = task_source(step, workflow)
+    tasks: list[dict[str, Any]] = []
+    if src is not None:
+        section, key = src
+        if section is Section.CONVERGE:
+            tasks = [dict(t) for t in svc.converge]
+        elif section is Section.SYSTEM_UPGRADE:
+            tasks = [dict(t) for t in svc.system_upgrade.get(key, ())]
+        else:
+            tasks = [dict(t) for t in svc.steps(section).get(key, ())]
+    if step is Step.PACKAGES and not tasks and svc.packages:
+        tasks = [{"name": "update packages",
+                  "ansible.builtin.command": {"argv": "{{ ['dnf', '-y', 'update'] + stepwise_packages[%r] }}" % service}}]
+    if step is Step.VERIFY:
+        tasks.extend(health_tasks(service, svc.health))
     return tasks
 
 
-def health_tasks(health: Mapping[str, str]) -> list[dict[str, Any]]:
-    """Health checks (they gate the next batch): retried for a while, then fail the unit."""
+def health_tasks(service: str, health: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Health checks (they gate the next batch): retried for a while, then fail the unit. The
+    catalog's URL/command is a variable; `{address}` and `{node}` are filled in by Jinja's
+    `replace`, so nothing of it is ever rendered as a template."""
     out: list[dict[str, Any]] = []
     retry = {"retries": "{{ stepwise_health_retries | default(30) }}",
              "delay": "{{ stepwise_health_delay | default(1) }}"}
+
+    def filled(kind: str) -> str:
+        return (f"(stepwise_health[{service!r}].{kind} | replace('{{address}}', stepwise_node_address) "
+                f"| replace('{{node}}', inventory_hostname))")
+
     if health.get("http"):
-        out.append({"name": "health http", "ansible.builtin.uri": {"url": _placeholders(health["http"]),
+        out.append({"name": "health http", "ansible.builtin.uri": {"url": "{{ %s }}" % filled("http"),
                     "status_code": 200, "timeout": 5}, "register": "_stepwise_health",
                     "until": "_stepwise_health is succeeded", **retry})
     if health.get("tcp"):
-        hostport = _placeholders(health["tcp"])
-        host, _, port = hostport.rpartition(":")
-        out.append({"name": "health tcp", "ansible.builtin.wait_for": {"host": host or "{{ stepwise_node_address }}",
-                    "port": port, "timeout": 30}})
+        out.append({"name": "health tcp", "ansible.builtin.wait_for": {
+            "host": "{{ %s.rpartition(':')[0] or stepwise_node_address }}" % filled("tcp"),
+            "port": "{{ %s.rpartition(':')[2] }}" % filled("tcp"), "timeout": 30}})
     if health.get("command"):
-        out.append({"name": "health command", "ansible.builtin.shell": _placeholders(health["command"]),
+        out.append({"name": "health command", "ansible.builtin.shell": "{{ %s }}" % filled("command"),
                     "register": "_stepwise_health", "until": "_stepwise_health.rc == 0",
                     "changed_when": False, **retry})
     return out
-
-
-def _placeholders(text: str) -> str:
-    return (text.replace("{address}", "{{ stepwise_node_address }}")
-                .replace("{node}", "{{ inventory_hostname }}"))
 
 
 def _task_label(task: Mapping[str, Any]) -> str:
@@ -140,7 +112,8 @@ def unit_hosts(unit: Unit, deployment: Deployment) -> list[str]:
     return hosts
 
 
-def _work(unit: Unit, deployment: Deployment) -> dict[str, tuple[str, ...]]:
+def unit_work(unit: Unit, deployment: Deployment) -> dict[str, tuple[str, ...]]:
+    """node -> the services whose tasks of the unit's step run there."""
     if unit.nodes:
         return {n: unit.services_on(n) for n in unit.nodes}
     work: dict[str, list[str]] = {}
@@ -151,19 +124,23 @@ def _work(unit: Unit, deployment: Deployment) -> dict[str, tuple[str, ...]]:
     return {k: tuple(v) for k, v in work.items()}
 
 
+def node_packages(unit: Unit) -> dict[str, list[str]]:
+    """node -> packages no service owns that the unit updates there (kernel, openvswitch,
+    the management tool); `["*"]` means every package of the node."""
+    out = {n: list(ps) for n, ps in (unit.vars.get("extra_packages") or {}).items() if ps}
+    for n in unit.vars.get("all_packages") or ():
+        out[n] = ["*"]
+    return out
+
+
+# --- once-only units ---------------------------------------------------------------------
 def flag_hosts(unit: Unit) -> list[str]:
-    """Where a once-only unit keeps its flag file: the transfer's target, else all its nodes."""
-    for key in ("target", "transfer_target", "system_upgrade_target"):
-        value = unit.vars.get(key)
-        if isinstance(value, str) and value:
-            return [value]
-        if isinstance(value, (list, tuple)) and value:
-            return [str(v) for v in value]
+    """Where a once-only unit keeps its flag file: its nodes (the transfer's target)."""
     return list(unit.nodes)
 
 
 def flag_name(unit: Unit) -> str:
-    return "stepwise-" + re.sub(r"[^A-Za-z0-9_.-]", "_", unit.step) + ".flag"
+    return "stepwise-" + re.sub(r"[^A-Za-z0-9_.-]", "_", str(unit.step)) + ".flag"
 
 
 def marker_keys(unit: Unit) -> list[str]:
@@ -172,92 +149,162 @@ def marker_keys(unit: Unit) -> list[str]:
 
 
 def _guard_tasks(unit: Unit, run_id: int | str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """A once-only unit refuses to run where its flag file exists (the seed's data-transfer
-    flag, removed only by hand); when the flag says this very run finished it (stepwise was
-    killed before recording that), the unit is skipped instead."""
-    hosts = flag_hosts(unit)
+    """A once-only unit refuses to run where its flag file says it completed (the seed's
+    data-transfer flag, removed only by hand). The flag marks success, not an attempt: it is
+    written after the work; a failed attempt leaves only an attempt record, and a retry runs.
+    When the flag names this very run and unit (stepwise was killed before recording it),
+    the unit is passed as done."""
     name = flag_name(unit)
     token = f"run={run_id} unit={unit.id}"
-    path = "{{ %s | default('%s') }}/%s" % (FLAG_VAR, DEFAULT_FLAG_DIR, name)
+    path = f"{FLAG_DIR}/{name}"
     check = (
         f'f="{path}"\n'
-        f'if [ -e "$f.done" ] && grep -qxF {shlex.quote(token)} "$f.done"; then echo STEPWISE_ALREADY_DONE; exit 0; fi\n'
+        f'if [ -e "$f" ] && grep -qxF {shlex.quote(token)} "$f"; then echo STEPWISE_ALREADY_DONE; exit 0; fi\n'
         'if [ -e "$f" ]; then echo "refusing: $f exists on {{ inventory_hostname }}: '
-        f'{unit.step} already ran here ($(cat "$f")); it must never run twice. '
+        f'{unit.step} already completed here ($(cat "$f")); it must never run twice. '
         'Remove the flag file by hand only if you are sure." >&2; exit 3; fi\n'
         'mkdir -p "$(dirname "$f")"\n'
-        f'echo {shlex.quote(token)} > "$f"\n'
+        'if [ -e "$f.attempt" ]; then echo "a previous attempt ($(cat "$f.attempt")) did not complete: running again"; fi\n'
+        f'echo {shlex.quote(token)} > "$f.attempt"\n'
     )
-    when = "inventory_hostname in %r" % (hosts,)
     pre = [
         {"name": f"stepwise | {unit.step} runs at most once (flag file)", "ansible.builtin.shell": check,
-         "register": "_stepwise_flag", "changed_when": "'STEPWISE_ALREADY_DONE' not in _stepwise_flag.stdout",
-         "when": when},
+         "register": "_stepwise_flag", "changed_when": "'STEPWISE_ALREADY_DONE' not in _stepwise_flag.stdout"},
         {"name": "stepwise | already done by this run", "ansible.builtin.meta": "end_host",
-         "when": f"{when} and 'STEPWISE_ALREADY_DONE' in _stepwise_flag.stdout"},
+         "when": "'STEPWISE_ALREADY_DONE' in _stepwise_flag.stdout"},
     ]
-    post = [{"name": f"stepwise | mark {unit.step} done (flag file)",
-             "ansible.builtin.shell": f'echo {shlex.quote(token)} > "{path}.done"', "when": when}]
+    post = [{"name": f"stepwise | mark {unit.step} completed (flag file)",
+             "ansible.builtin.shell": f'echo {shlex.quote(token)} > "{path}" && rm -f "{path}.attempt"'}]
     return pre, post
 
 
-def node_tasks(step: str, services_had_tasks: bool) -> list[dict[str, Any]]:
-    """Built-in node-wide tasks of a step. A `reboot` step whose services bring their own
-    reboot tasks does not reboot twice."""
-    spec = NODE_TASKS.get(step)
-    if spec is None:
-        return []
-    if spec == "reboot":
-        return [] if (step == "reboot" and services_had_tasks) else copy.deepcopy(_REBOOT)
-    return copy.deepcopy(spec)  # type: ignore[arg-type]
+# --- stepwise's own work on a node -------------------------------------------------------
+def _record_facts(packages: bool) -> dict[str, Any]:
+    """What really is on the node now, for `status` and the next plan (facts may be stale)."""
+    return {"name": "stepwise | record what the node runs now", "stepwise_facts": {
+        "packages": "{{ stepwise_record_packages[inventory_hostname] | default([]) }}" if packages else [],
+        "command": "{{ stepwise_discover_command | default(omit) }}",
+        "os_release": OS_RELEASE, "required": False}, "changed_when": False}
+
+
+def _reboot(name: str) -> list[dict[str, Any]]:
+    return [
+        {"name": name, "ansible.builtin.command": "{{ stepwise_reboot_command }}",
+         "when": "stepwise_reboot_command is defined"},
+        {"name": name, "ansible.builtin.reboot": {"reboot_timeout": 1800},
+         "when": "stepwise_reboot_command is not defined"},
+    ]
+
+
+def node_work_tasks(unit: Unit, work: NodeWork, services_had_tasks: bool) -> list[dict[str, Any]]:
+    """stepwise's own tasks of a step on each node of the unit (after the services' tasks)."""
+    if work is NodeWork.ANSWERS:
+        # a node whose services bring their own checks needs no extra round trip
+        return [] if services_had_tasks else [{"name": "node | answers", "ansible.builtin.ping": {}}]
+    if work is NodeWork.SWITCH_REPOS:
+        return [{"name": "node | switch repositories to the target release", "ansible.builtin.command": {
+            "argv": "{{ [stepwise_repos_command | default('tripleo-repos'), target_release] }}"}}]
+    if work is NodeWork.UNOWNED_PACKAGES:
+        if not node_packages(unit):
+            return []
+        return [{"name": "node | update packages no service owns",
+                 "ansible.builtin.command": {"argv": "{{ ['dnf', '-y', 'update'] + "
+                                                     "(stepwise_node_packages[inventory_hostname] | reject('equalto', '*') | list) }}"},
+                 "when": "inventory_hostname in stepwise_node_packages"}]
+    if work is NodeWork.REBOOT:
+        # services that bring their own reboot tasks do not get a second reboot
+        return [] if services_had_tasks else _reboot("node | reboot for the new kernel")
+    if work is NodeWork.PREPARE_OS:
+        return [
+            {"name": "node | prepare the OS upgrade", "ansible.builtin.command":
+                "{{ stepwise_os_upgrade_command | default('leapp upgrade') }}"},
+            {"name": "stepwise | record that the OS upgrade is prepared", "ansible.builtin.shell":
+                f'mkdir -p "{FLAG_DIR}" && {_OS_MAJOR} > "{PREPARED_FLAG}"'},
+        ]
+    if work is NodeWork.UPGRADE_OS:
+        check = (f'f="{PREPARED_FLAG}"\n'
+                 'if [ ! -s "$f" ]; then echo "refusing: the OS upgrade was not prepared successfully on '
+                 '{{ inventory_hostname }} (run system_upgrade_prepare first)" >&2; exit 3; fi\n'
+                 f'now=$({_OS_MAJOR}); was=$(cat "$f")\n'
+                 'if [ "$now" != "$was" ]; then echo "refusing: {{ inventory_hostname }} already runs OS $now '
+                 '(prepared on OS $was): it was upgraded already" >&2; exit 3; fi\n')
+        return ([{"name": "stepwise | the OS upgrade is prepared and not yet done here", "ansible.builtin.shell": check,
+                  "changed_when": False}]
+                + _reboot("node | reboot into the new OS")
+                + [{"name": "stepwise | the OS upgrade is done", "ansible.builtin.shell": f'rm -f "{PREPARED_FLAG}"'},
+                   _record_facts(packages=False)])
+    if work is NodeWork.RESTORE_DATABASE:
+        return [{"name": "node | restore the databases into the new database version",
+                 "ansible.builtin.command": "{{ stepwise_db_restore_command | default('mysql-upgrade-restore') }}"}]
+    if work is NodeWork.CLEANUP_OS:
+        return [{"name": "node | remove what the OS upgrade persisted", "ansible.builtin.shell":
+                 f'rm -rf "{FLAG_DIR}/system_upgrade_prepared" "{FLAG_DIR}"/*.attempt'}]
+    raise ValueError(work)  # pragma: no cover - every NodeWork is handled above
 
 
 def render_unit(plan: Plan, unit: Unit, deployment: Deployment, *, run_id: int | str = "export",
                 max_fail_percentage: int = 0, for_export: bool = False) -> dict[str, Any] | None:
-    """The play of one unit, or None when it has nothing to run (a gate, or no service has
-    tasks for its step)."""
-    workflow = task_workflow(plan)
-    work = _work(unit, deployment)
-    by_service: dict[str, list[str]] = {}
+    """The play of one unit, or None for a barrier (it has nothing to run)."""
+    if unit.is_barrier:
+        return None
+    work = unit_work(unit, deployment)
+    on: dict[str, list[str]] = {}
     for node, services in work.items():
         for s in services:
-            by_service.setdefault(s, []).append(node)
+            on.setdefault(s, []).append(node)
     hosts = unit_hosts(unit, deployment)
     tasks: list[dict[str, Any]] = []
-    for service, nodes in by_service.items():
+    health: dict[str, Any] = {}
+    for service, nodes in on.items():
         body = []
-        for t in service_tasks(deployment, workflow, service, unit.step):
+        for t in service_tasks(deployment, plan.workflow, service, unit.step):
             t = copy.deepcopy(t)
             t["name"] = f"{service} | {_task_label(t)}"
             body.append(t)
         if not body:
             continue
+        if unit.step is Step.VERIFY and deployment.catalog[service].health:
+            health[service] = dict(deployment.catalog[service].health)
         block: dict[str, Any] = {"name": service, "block": body}
         if sorted(nodes) != sorted(hosts):
-            block["when"] = "inventory_hostname in %r" % (sorted(nodes),)
+            block["when"] = "inventory_hostname in stepwise_on[%r]" % service
         tasks.append(block)
-    tasks.extend(node_tasks(unit.step, bool(tasks)))
+    node_work = unit.step.info.node_work
+    if node_work is not None:
+        tasks.extend(node_work_tasks(unit, node_work, bool(tasks)))
     if not tasks:
-        return None
-    record = {}
-    if unit.step == "packages" and not for_export:
-        # what really got installed, for `status` (a plan's facts may be stale or absent)
-        record = {n: sorted({p for s in ss if s in deployment.catalog for p in deployment.catalog[s].packages})
-                  for n, ss in work.items()}
-        tasks.append({"name": "stepwise | record installed versions", "stepwise_facts": {
-            "packages": "{{ stepwise_record_packages[inventory_hostname] | default([]) }}",
-            "command": "{{ stepwise_discover_command | default(omit) }}",
-            "os_release": "{{ stepwise_os_release | default('/etc/os-release') }}", "required": False},
-            "changed_when": False})
+        raise InputError(Problem(f"unit {unit.id} ({unit.step} on {', '.join(hosts) or 'no node'}) has nothing to run",
+                                 hint="this is a planner bug: a unit with no work must be a barrier"))
+    record: dict[str, list[str]] = {}
+    if unit.step is Step.PACKAGES and not for_export:
+        record = {n: sorted({p for s in ss if s in deployment.catalog for p in deployment.catalog[s].packages}
+                            | {p for p in node_packages(unit).get(n, ()) if p != "*"}) for n, ss in work.items()}
+        tasks.append(_record_facts(packages=True))
     if not unit.idempotent:
         pre, post = _guard_tasks(unit, run_id)
         tasks = pre + tasks + post
+    if max_fail_percentage > 0 and not for_export:
+        # a host that failed earlier in this run takes no further part (as in one playbook)
+        tasks.insert(0, {"name": "stepwise | skip hosts that failed earlier in this run", "ansible.builtin.meta": "end_host",
+                         "when": "inventory_hostname in (lookup('ansible.builtin.file', stepwise_failed_hosts_file, "
+                                 "errors='ignore') | default('', true) | split)"})
+    pvars: dict[str, Any] = {"stepwise_unit": unit.id, "stepwise_step": str(unit.step), **dict(unit.vars)}
+    if len(on) > 1 or any(sorted(ns) != sorted(hosts) for ns in on.values()):
+        pvars["stepwise_on"] = on
+    packages = {s: list(deployment.catalog[s].packages) for s in on if deployment.catalog[s].packages}
+    if packages and unit.step is Step.PACKAGES:
+        pvars["stepwise_packages"] = packages
+    if node_packages(unit):
+        pvars["stepwise_node_packages"] = node_packages(unit)
+    if health:
+        pvars["stepwise_health"] = health
+    if record:
+        pvars["stepwise_record_packages"] = record
     play: dict[str, Any] = {
         "name": unit.id,
         "hosts": ",".join(hosts),
         "gather_facts": False,
-        "vars": {"stepwise_unit": unit.id, "stepwise_step": unit.step, **_plain(unit.vars),
-                 **({"stepwise_record_packages": record} if record else {})},
+        "vars": unsafe(pvars),
         "tasks": tasks,
     }
     if max_fail_percentage <= 0:
@@ -265,87 +312,8 @@ def render_unit(plan: Plan, unit: Unit, deployment: Deployment, *, run_id: int |
     else:
         play["max_fail_percentage"] = max_fail_percentage
     if for_export:
-        tags = sorted({*unit.tags, unit.step})
-        if unit.step.startswith("system_upgrade_"):
+        tags = sorted({*unit.tags, str(unit.step)})
+        if unit.step.info.by_name_only:
             tags.append("never")  # the seed: these only run when asked for by name
         play["tags"] = tags
     return play
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def render_plays(plan: Plan, units: Iterable[Unit], deployment: Deployment, **kw: Any) -> list[tuple[Unit, dict | None]]:
-    """(unit, play or None) for each unit, in the given order."""
-    return [(u, render_unit(plan, u, deployment, **kw)) for u in units]
-
-
-def inventory(deployment: Deployment, extra: Mapping[str, Any] | None = None,
-              overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The Ansible inventory of a deployment: one group per role, node vars, stepwise vars.
-
-    `overrides` is another inventory (e.g. the lab's) whose host vars are merged on top.
-    """
-    over_hosts: dict[str, dict[str, Any]] = {}
-    if overrides:
-        _collect_hosts(overrides.get("all", overrides), over_hosts)
-    children: dict[str, Any] = {}
-    for role in deployment.roles:
-        hosts: dict[str, Any] = {}
-        for n in role.nodes:
-            hv: dict[str, Any] = {"stepwise_node_address": n.address or n.name, "stepwise_role": role.name}
-            if n.address:
-                hv["ansible_host"] = n.address
-            hv.update(_plain(n.vars))
-            over = over_hosts.get(n.name, {})
-            hv.update(over)
-            if "ansible_host" in over and "stepwise_node_address" not in over:
-                # where the node is really reached (a lab maps nodes to its own addresses)
-                hv["stepwise_node_address"] = over["ansible_host"]
-            _lab_defaults(hv)
-            hosts[n.name] = hv
-        group: dict[str, Any] = {"hosts": hosts}
-        if role.vars:
-            group["vars"] = _plain(role.vars)
-        children[role.name] = group
-    all_vars = {**_plain(deployment.vars), **dict(extra or {})}
-    return {"all": {"vars": all_vars, "children": children}}
-
-
-def _lab_defaults(hv: dict[str, Any]) -> None:
-    """Lab nodes share one filesystem: their flag files and os-release live in the node's root."""
-    if "stepwise_lab_dir" not in hv or "stepwise_lab_node" not in hv:
-        return
-    try:
-        from stepwise.lab.nodes import Lab
-        root = Lab(hv["stepwise_lab_dir"]).node_root(hv["stepwise_lab_node"])
-    except Exception:
-        return
-    hv.setdefault(FLAG_VAR, str(root / "var" / "lib" / "stepwise" / "flags"))
-    hv.setdefault("stepwise_os_release", str(root / "etc" / "os-release"))
-    hv.setdefault("stepwise_reboot_command", "reboot")
-
-
-def _collect_hosts(group: Mapping[str, Any], out: dict[str, dict[str, Any]], inherited: Mapping[str, Any] | None = None) -> None:
-    gvars = {**dict(inherited or {}), **dict(group.get("vars") or {})}
-    for h, hv in (group.get("hosts") or {}).items():
-        out.setdefault(h, {}).update({**gvars, **dict(hv or {})})
-    for child in (group.get("children") or {}).values():
-        _collect_hosts(child or {}, out, gvars)
-
-
-def plan_vars(plan: Plan, deployment: Deployment) -> dict[str, Any]:
-    """Variables every task may use besides the host's own."""
-    boot = {s: (deployment.bootstrap_node(s).name if deployment.bootstrap_node(s) else None)
-            for s in deployment.instances}
-    out: dict[str, Any] = {"stepwise_bootstrap_node": boot, "stepwise_workflow": plan.workflow,
-                           "stepwise_cloud": deployment.name}
-    for k in ("target_release", "system_upgrade_source"):
-        if plan.params.get(k) is not None:
-            out[k] = plan.params[k]
-    return out

@@ -1,11 +1,13 @@
-"""Run a plan: take the cloud's lock, start or resume the run in the store, refuse what must
-not happen again, execute what is left.
+"""Run a workflow: plan and verify it, take the cloud's lock, start, resume or refuse, execute.
 
-A run is identified by its command (workflow, stage, plane, limit, tags): issuing the same
-command after a failure or a kill continues that run after its last completed unit, with the
-plan recorded when it started (so new facts do not reshuffle a half-done upgrade). Completed
-units run again only when asked (`rerun`, or `fresh` for a new run); a once-only unit never
-runs twice, whatever is asked.
+A run is identified by its command (workflow and selection). Issuing the same command after
+a failure, an interrupt or a kill continues that run after its last completed unit. The plan
+is never read back from the store to be executed: it is rebuilt from the deployment, the
+catalog and the facts recorded when the run started, verified again, and compared with the
+stored one; any difference is refused with what differs. Issuing a command whose run
+finished does nothing ("nothing to do"); `--fresh` starts over after a confirmation that
+names what will run again; `--rerun UNIT` runs completed units again (never a once-only one).
+Every refusal happens before anything is recorded.
 """
 
 from __future__ import annotations
@@ -13,26 +15,32 @@ from __future__ import annotations
 import json
 import os
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Sequence
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, Sequence
 
 from stepwise.errors import InputError, Problem, UnsafePlanError
 from stepwise.model import Deployment
+from stepwise.model.facts import NO_FACTS, Facts, facts_from_dict, facts_to_dict
+from stepwise.model.vocab import UnitState, Workflow
+from stepwise.plan import make_plan
+from stepwise.plan.select import Selection
 from stepwise.plan.units import Plan, Unit
 from stepwise.run.engine import EngineOptions, execute
-from stepwise.run.events import NullObserver, Observer, RunResult
+from stepwise.run.events import Observer, RunResult
 from stepwise.run.lock import DbLock, RunLock
-from stepwise.run.render import flag_hosts, flag_name, marker_keys, DEFAULT_FLAG_DIR
-from stepwise.run.store.store import Store
+from stepwise.run.render import DEFAULT_FLAG_DIR, flag_hosts, flag_name, marker_keys
+from stepwise.run.store.store import RunInfo, Store
+from stepwise.verify import VerifiedPlan, verify_plan
 
 KEY_PARAMS = ("stage", "plane", "limit", "tags", "skip_tags")
 
 
-def run_key(plan: Plan) -> str:
+def run_key(workflow: Workflow | str, selection: Selection) -> str:
     """What makes two invocations "the same command" for resume."""
-    params = {k: plan.params.get(k) for k in KEY_PARAMS if plan.params.get(k) not in (None, [], "")}
-    return json.dumps({"workflow": plan.workflow, **params}, sort_keys=True)
+    params = {k: v for k, v in selection.params().items() if k in KEY_PARAMS and v not in (None, [], "")}
+    return json.dumps({"workflow": str(Workflow(workflow)), **params}, sort_keys=True)
 
 
 def lock_path_for(deployment: Deployment, cloud: str) -> Path:
@@ -46,27 +54,50 @@ class RunRequest:
 
     store: Store
     deployment: Deployment
-    plan: Plan
+    workflow: Workflow | str
+    selection: Selection = field(default_factory=Selection)
+    facts: Facts = NO_FACTS
+    #: plan variables every task sees (target_release)
+    variables: Mapping[str, Any] = field(default_factory=dict)
     cloud: str = ""
     lock_path: Path | None = None
+    #: the command line as it may be recorded and shown (secrets masked)
     command: str = ""
     options: EngineOptions = field(default_factory=EngineOptions)
     fresh: bool = False
     rerun: Sequence[str] = ()
     observer: Observer | None = None
+    #: asked before anything changes ("Run the update: 50 units on 8 nodes"); raises to decline
+    confirm: Callable[[str], None] | None = None
+    #: the plan from `facts`, if the caller made and verified it already (to refuse bad input
+    #: before opening anything); a resume rebuilds its own
+    plan: VerifiedPlan | None = None
+    #: how plans are made (default: the workflow's planner with `selection`); a resume calls
+    #: it again with the recorded facts. Whatever it returns is verified before it runs.
+    planner: Callable[[Deployment, Facts], Plan] | None = None
+
+
+def plan_run(req: RunRequest, facts: Facts) -> VerifiedPlan:
+    """The plan of the request's command from `facts`, verified: the only thing that runs."""
+    if req.planner is not None:
+        plan = req.planner(req.deployment, facts)
+    else:
+        plan = make_plan(req.workflow, req.deployment, facts, selection=req.selection)
+    if req.variables:
+        plan = plan.with_units(plan.units, params=MappingProxyType({**plan.params, **dict(req.variables)}))
+    return verify_plan(plan, req.deployment)
 
 
 def run_plan(req: RunRequest) -> RunResult:
-    """Start or resume the run of `req.plan`; returns how it ended (never raises for a failed
-    task: that is a result; raises for refusals before anything ran)."""
+    """Start, resume or refuse the run of the request's command; returns how it ended (a failed
+    task is a result, not an exception). Raises for refusals, before anything is recorded."""
     cloud = req.cloud or req.deployment.name
-    observer = req.observer or NullObserver()
+    observer = req.observer or Observer()
     lock_path = req.lock_path or lock_path_for(req.deployment, cloud)
     with RunLock.acquire(lock_path, cloud, req.command) as lock:
-        store = req.store
-        db_lock = DbLock(store.engine, cloud).acquire(lambda: _db_holder(store, cloud))
+        db_lock = DbLock(req.store.engine, cloud).acquire(lambda: _db_holder(req.store, cloud))
         try:
-            return _run_locked(req, store, cloud, lock, observer)
+            return _run_locked(req, cloud, lock, observer)
         finally:
             db_lock.release()
 
@@ -79,61 +110,131 @@ def _db_holder(store: Store, cloud: str) -> str:
     return f"{r.user}@{r.host} pid {r.pid}, run {r.id}, running `{r.command}`"
 
 
-def _run_locked(req: RunRequest, store: Store, cloud: str, lock: RunLock, observer: Observer) -> RunResult:
-    store.mark_interrupted(cloud)
-    key = run_key(req.plan)
-    prev = None if req.fresh else store.resumable(cloud, key)
-    plan = req.plan
-    if prev is not None and prev.plan.get("units"):
-        plan = Plan.from_json(prev.plan)
-        _check_same_cloud(plan, req.deployment)
-        run_id = prev.id
-        store.reopen_run(run_id, os.getpid(), user=lock.info["user"], host=socket.gethostname(),
-                         command=req.command)
+def _run_locked(req: RunRequest, cloud: str, lock: RunLock, observer: Observer) -> RunResult:
+    store = req.store
+    store.mark_interrupted(cloud)  # we hold the lock: a run still "running" lost its process
+    key = run_key(req.workflow, req.selection)
+    prev = store.latest_run(cloud, key)
+    resume = prev is not None and not req.fresh and (prev.status != "done" or bool(req.rerun))
+    if resume:
+        assert prev is not None
+        plan = _rebuilt(req, prev)
     else:
-        run_id = store.create_run(cloud, plan.workflow, key, req.command, dict(plan.params), plan.to_json(),
-                                  [u.to_json() for u in plan.units], user=lock.info["user"],
-                                  host=socket.gethostname(), pid=os.getpid())
-    states = store.unit_states(run_id)
-    _apply_rerun(store, plan, run_id, states, req.rerun)
-    todo = [u for u in plan.units if states.get(u.id) not in ("done", "skipped")]
-    try:
-        _refuse_repeats(store, cloud, run_id, todo)
-    except UnsafePlanError as exc:
-        store.finish_run(run_id, "failed", str(exc))
-        raise
-    observer.run_started(run_id, list(plan.units), todo, prev is not None)
-    if not todo:
-        store.finish_run(run_id, "done", "nothing left to do")
-        result = RunResult(run_id, "nothing", "every unit of this run is already done", resumed=prev is not None,
-                           units_total=len(plan.units), units_done=len(plan.units),
-                           units_reused=len(plan.units))
-        observer.run_finished(result)
-        return result
+        plan = req.plan if req.plan is not None else plan_run(req, req.facts)
+    if not resume and prev is not None and not req.fresh and prev.status == "done" and _same_units(plan, prev.plan):
+        return _nothing(plan, observer, f"nothing to do: run {prev.id} of this command finished at "
+                                        f"{prev.ended_at:%Y-%m-%d %H:%M:%S} UTC (--fresh runs it again)", prev.id)
+    if not plan.units:
+        return _nothing(plan, observer, "nothing to do: no selected node has anything to change", 0)
+    states = store.unit_states(prev.id) if resume and prev else {}
+    rerun = _rerun_units(plan, req.rerun) if resume else []
+    if req.rerun and not resume:
+        raise InputError(Problem("--rerun needs an earlier run of the same command", field="--rerun",
+                                 hint="see `stepwise history`"))
+    for uid in rerun:
+        states[uid] = UnitState.PENDING
+    todo = [u for u in plan.units if not UnitState(states.get(u.id, UnitState.PENDING)).finished]
+    _refuse_repeats(store, cloud, prev.id if resume and prev else None, todo)
+    if req.confirm is not None:
+        req.confirm(_what(plan, todo, req, prev if resume else None,
+                          redo=prev if req.fresh and prev is not None else None))
+    user, host = lock.info["user"], socket.gethostname()
+    if resume and prev is not None:
+        run_id = prev.id
+        store.reopen_run(run_id, os.getpid(), user=user, host=host, command=req.command)
+        if rerun:
+            store.set_units(run_id, rerun, UnitState.PENDING, "asked to run again (--rerun)")
+    else:
+        run_id = store.create_run(cloud, str(plan.workflow), key, req.command, _recorded_params(plan), plan.to_json(),
+                                  [u.to_json() for u in plan.units], user=user, host=host, pid=os.getpid(),
+                                  facts=facts_to_dict(req.facts))
+    observer.run_started(run_id, list(plan.units), todo, resume)
     try:
         result = execute(store, req.deployment, plan, run_id, todo, cloud=cloud, options=req.options,
                          observer=observer, lock=lock)
-    except KeyboardInterrupt:
-        store.finish_run(run_id, "interrupted", "interrupted by the operator")
+    except BaseException:
+        store.finish_run(run_id, "interrupted", "stepwise stopped unexpectedly")
         raise
-    result.resumed = prev is not None
+    result.resumed = resume
     result.stale_lock = lock.stale
-    store.finish_run(run_id, "done" if result.ok else "failed", result.message)
+    store.finish_run(run_id, {"done": "done", "interrupted": "interrupted"}.get(result.status, "failed"), result.message)
     observer.run_finished(result)
     return result
 
 
-def _check_same_cloud(plan: Plan, deployment: Deployment) -> None:
-    unknown = sorted({n for u in plan.units for n in u.nodes if n not in deployment.node_by_name})
-    if unknown:
-        raise InputError(Problem(f"the unfinished run to resume names nodes the deployment no longer has: "
-                                 f"{', '.join(unknown[:5])}", file=deployment.path,
-                                 hint="restore the deployment file, or start over with --fresh"))
+def _rebuilt(req: RunRequest, prev: RunInfo) -> VerifiedPlan:
+    """The plan of an unfinished run, rebuilt from what it was made of and checked against
+    the stored one: never executed from the store."""
+    try:
+        facts = facts_from_dict(prev.facts, req.deployment) if prev.facts else NO_FACTS
+        plan = plan_run(replace(req, variables={**_plan_variables(prev), **dict(req.variables)}), facts)
+    except (InputError, UnsafePlanError) as exc:
+        raise InputError(Problem(f"the unfinished run {prev.id} of this command cannot be planned again: "
+                                 f"{exc.problems[0].message}", hint="restore the deployment and catalog it was "
+                                 "started with, or start over with --fresh")) from None
+    diff = plan_difference(plan, prev.plan)
+    if diff:
+        raise InputError(Problem(f"the unfinished run {prev.id} of this command was planned differently: {diff}",
+                                 hint="the deployment, the catalog or the stored plan changed since it started; "
+                                      "restore them, or start over with --fresh"))
+    return plan
 
 
-def _apply_rerun(store: Store, plan: Plan, run_id: int, states: dict[str, str], rerun: Sequence[str]) -> None:
-    if not rerun:
-        return
+def _plan_variables(prev: RunInfo) -> dict[str, Any]:
+    return {k: v for k, v in prev.params.items() if k == "target_release"}
+
+
+def _recorded_params(plan: Plan) -> dict[str, Any]:
+    return dict(plan.params)
+
+
+def plan_difference(plan: Plan, stored: Mapping[str, Any]) -> str:
+    """'' when the stored plan has the same units, else what differs first."""
+    if str(stored.get("workflow")) != str(plan.workflow):
+        return f"workflow {stored.get('workflow')} instead of {plan.workflow}"
+    old = [dict(u) for u in stored.get("units", [])]
+    new = [u.to_json() for u in plan.units]
+    if len(old) != len(new):
+        return f"{len(old)} units stored, {len(new)} planned now"
+    for o, n in zip(old, new):
+        if o != n:
+            keys = sorted(k for k in set(o) | set(n) if o.get(k) != n.get(k))
+            k = keys[0]
+            return f"unit {n['id']} ({n['step']}): {k} is {_short(o.get(k))} in the store, {_short(n.get(k))} now"
+    if dict(stored.get("params", {})).get("target_release") != plan.params.get("target_release"):
+        return (f"target_release is {stored.get('params', {}).get('target_release')} in the store, "
+                f"{plan.params.get('target_release')} now")
+    return ""
+
+
+def _short(v: Any) -> str:
+    text = json.dumps(v, default=str)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _same_units(plan: Plan, stored: Mapping[str, Any]) -> bool:
+    return [u.to_json() for u in plan.units] == [dict(u) for u in stored.get("units", [])]
+
+
+def _nothing(plan: Plan, observer: Observer, message: str, run_id: int) -> RunResult:
+    result = RunResult(run_id, "nothing", message, units_total=len(plan.units), units_done=len(plan.units),
+                       units_reused=len(plan.units))
+    observer.run_finished(result)
+    return result
+
+
+def _what(plan: Plan, todo: list[Unit], req: RunRequest, resumed: RunInfo | None, redo: RunInfo | None) -> str:
+    nodes = len({n for u in todo for n in u.nodes})
+    text = f"{plan.workflow} of {req.deployment.name}: {len(todo)} unit(s) on {nodes} node(s)"
+    if resumed is not None:
+        text += f", continuing run {resumed.id} ({len(plan.units) - len(todo)} unit(s) done before)"
+    if redo is not None:
+        text += (f"; starting over: everything run {redo.id} did"
+                 f"{' (finished)' if redo.status == 'done' else ''} runs again")
+    return text
+
+
+def _rerun_units(plan: Plan, rerun: Sequence[str]) -> list[str]:
     ids = {u.id: u for u in plan.units}
     problems = []
     chosen: list[str] = []
@@ -147,25 +248,23 @@ def _apply_rerun(store: Store, plan: Plan, run_id: int, states: dict[str, str], 
             chosen.append(r)
     if problems:
         raise InputError(problems)
-    store.set_units(run_id, chosen, "pending", "asked to run again")
-    for r in chosen:
-        states[r] = "pending"
+    return chosen
 
 
-def _refuse_repeats(store: Store, cloud: str, run_id: int, todo: list[Unit]) -> None:
-    """A once-only unit already attempted by another run (or another unit) is refused; in this
-    very run, its flag-file guard on the node decides (skip if it finished, refuse if it broke)."""
+def _refuse_repeats(store: Store, cloud: str, run_id: int | None, todo: list[Unit]) -> None:
+    """A once-only unit that completed in another run (or as another unit) is refused; one
+    that was only attempted runs again (its flag file is written on success only); in this
+    very run, its guard on the node decides (pass if it completed, refuse if broken)."""
     problems = []
     for u in todo:
         if u.idempotent:
             continue
         for key, host in zip(marker_keys(u), flag_hosts(u)):
             m = store.marker(cloud, key)
-            if m is None or (m.run_id == run_id and m.unit_id == u.id):
+            if m is None or m.state != "done" or (m.run_id == run_id and m.unit_id == u.id):
                 continue
             problems.append(Problem(
-                f"{u.step} on {host} already {'ran' if m.state == 'done' else 'started'} in run {m.run_id} "
-                f"(unit {m.unit_id}); it must never run twice",
+                f"{u.step} on {host} already completed in run {m.run_id} (unit {m.unit_id}); it must never run twice",
                 hint=f"the target holds the data now. Only if you know it must be redone: remove the flag file "
                      f"{DEFAULT_FLAG_DIR}/{flag_name(u)} (or under stepwise_flag_dir) on {host} and clear the record "
                      f"with `stepwise forget {key}`"))

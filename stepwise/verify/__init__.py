@@ -1,8 +1,13 @@
-"""The verify layer: prove a plan keeps the cloud available before anything runs."""
+"""The verify layer: prove a plan keeps the cloud available before anything runs.
+
+`verify_plan` is the only maker of a `VerifiedPlan`, and the engine runs nothing else: what
+runs is exactly what was checked.
+"""
 
 from __future__ import annotations
 
-from dataclasses import replace
+import threading
+from dataclasses import dataclass, fields
 
 from stepwise.errors import Problem, UnsafePlanError
 from stepwise.model.deployment import Deployment
@@ -14,13 +19,31 @@ from stepwise.verify.replay import perturbed_times
 #: Replays with randomly stretched durations: the DAG, not just the estimate, must be safe.
 PERTURBATIONS = 3
 
+_minting = threading.local()
 
-def verify_plan(plan: Plan, deployment: Deployment, *, perturbations: int = PERTURBATIONS) -> Plan:
+
+@dataclass(frozen=True, eq=False)
+class VerifiedPlan(Plan):
+    """A plan the verifier accepted, with its downtime windows and lower bound. Only
+    `verify_plan` makes one; changing it (dataclasses.replace, `with_units`) is refused, so a
+    plan cannot be altered between verification and execution."""
+
+    def __post_init__(self) -> None:
+        if not getattr(_minting, "on", False):
+            raise TypeError("a VerifiedPlan is made only by stepwise.verify.verify_plan()")
+
+    def with_units(self, *args, **kwargs):  # type: ignore[override]
+        raise TypeError("a verified plan cannot be changed; plan and verify again")
+
+
+def verify_plan(plan: Plan, deployment: Deployment, *, perturbations: int = PERTURBATIONS) -> VerifiedPlan:
     """Check every invariant on the planned schedule and on perturbed ones.
 
-    Returns the plan with its downtime windows and lower bound filled in; raises
+    Returns the plan, verified, with its downtime windows and lower bound filled in; raises
     UnsafePlanError listing each violation (when, which unit, which rule) otherwise.
     """
+    if plan.deployment != deployment.name:
+        raise UnsafePlanError(Problem(f"the plan is for cloud '{plan.deployment}', not '{deployment.name}'"))
     problems, windows = check(plan, deployment)
     if not problems:
         for seed in range(perturbations):
@@ -29,14 +52,20 @@ def verify_plan(plan: Plan, deployment: Deployment, *, perturbations: int = PERT
                 problems = [f"{m} (when steps take other times than estimated)" for m in more[:5]]
                 break
     if problems:
-        shown = problems[:20]
-        extra = len(problems) - len(shown)
+        shown = list(dict.fromkeys(problems))[:20]
+        extra = len(set(problems)) - len(shown)
         ps = [Problem(p) for p in shown]
         if extra:
             ps.append(Problem(f"... and {extra} more"))
         ps[-1] = Problem(ps[-1].message, hint="the plan is refused; nothing was run")
         raise UnsafePlanError(ps)
-    return replace(plan, windows=tuple(windows), lower_bound_s=lower_bound(plan, deployment))
+    values = {f.name: getattr(plan, f.name) for f in fields(Plan)}
+    values.update(windows=tuple(windows), lower_bound_s=lower_bound(plan, deployment))
+    _minting.on = True
+    try:
+        return VerifiedPlan(**values)
+    finally:
+        _minting.on = False
 
 
-__all__ = ["verify_plan", "check", "lower_bound"]
+__all__ = ["verify_plan", "VerifiedPlan", "check", "lower_bound"]

@@ -26,7 +26,7 @@ def _resource_bound(jobs: list[float], cap: int) -> float:
 def segments(plan: Plan) -> list[list[Unit]]:
     out: list[list[Unit]] = [[]]
     for u in plan.units:
-        if u.step == "gate":
+        if u.is_barrier:
             out.append([])
         else:
             out[-1].append(u)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from stepwise.model.deployment import Deployment
+from stepwise.model.vocab import Phase, Section, Stage, Step, Workflow
 from stepwise.plan.rollout import service_allowances
 from stepwise.plan.system_upgrade import KEEP_RUNNING_CLUSTERS
 from stepwise.plan.units import Plan, Unit, Window
@@ -33,14 +34,14 @@ def _where(u: Unit) -> str:
 def exempt_services(plan: Plan, dep: Deployment) -> set[str]:
     """Services whose full outage is the plan's announced window rather than a fault."""
     catalog = dep.catalog
-    if plan.workflow == "undercloud-upgrade":
+    if plan.workflow is Workflow.UNDERCLOUD_UPGRADE:
         return set(dep.instances)
     out: set[str] = set()
-    if plan.workflow in ("upgrade", "system-upgrade"):
+    if plan.workflow in (Workflow.UPGRADE, Workflow.SYSTEM_UPGRADE):
         out |= {s for s in dep.instances if not catalog[s].rolling}
-    if plan.workflow == "system-upgrade":
+    if plan.workflow is Workflow.SYSTEM_UPGRADE:
         for u in plan.units:
-            if u.step == "stop" and "system_upgrade_transfer_data" in u.tags:
+            if u.step is Step.STOP and Stage.SYSTEM_UPGRADE_TRANSFER_DATA in u.tags:
                 out |= set(u.stops)
         # stopped on the old-OS nodes by the transfer step of an earlier run: same window
         out |= set(((plan.params.get("initial") or {}).get("down") or {}))
@@ -64,14 +65,14 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
         return problems, []
     allow, totals = service_allowances(dep)
     exempt = exempt_services(plan, dep)
-    rpc_check = plan.workflow in ("upgrade", "system-upgrade")
+    rpc_check = plan.workflow in (Workflow.UPGRADE, Workflow.SYSTEM_UPGRADE)
     st = State()
     initial = plan.params.get("initial") or {}
     st.new_os.update(initial.get("new_os", ()))
     for s, ns in (initial.get("down") or {}).items():
         st.down.setdefault(s, set()).update(ns)
-    has_pin = any(u.step == "pin_rpc" for u in units)
-    after_prepare = plan.workflow == "system-upgrade" or plan.params.get("stage") in ("run", "converge")
+    has_pin = any(u.step is Step.PIN_RPC for u in units)
+    after_prepare = plan.workflow is Workflow.SYSTEM_UPGRADE or plan.params.get("stage") in (Stage.RUN, Stage.CONVERGE)
     if rpc_check and not has_pin and after_prepare:
         st.pinned = {catalog[s].rpc for s in dep.instances if catalog[s].rpc}  # pinned by an earlier `prepare`
     groups: dict[str, list[str]] = defaultdict(list)
@@ -82,7 +83,7 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
     old_count = {g: sum(len(dep.instances[m]) for m in ms) for g, ms in groups.items()}
     if rpc_check and has_pin:
         for g, members in sorted(groups.items()):
-            if not any(catalog[s].has_step("upgrade", "pin") for s in members):
+            if not any(catalog[s].has_step(Section.UPGRADE, "pin") for s in members):
                 problems.append(f"RPC group '{g}' ({', '.join(members)}) has no `upgrade.pin` tasks: new code would talk "
                                 f"unpinned RPC to old peers; add pin/unpin tasks to one of its services")
     # batches hold role capacity from their first unit's start to their last unit's end
@@ -99,7 +100,7 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
                 if n not in batch_nodes[u.batch]:
                     batch_nodes[u.batch].append(n)
     # a reboot visit restarts everything on its node without changing code: not an upgrade
-    reboot_batches = {u.batch for u in units if u.step == "reboot" and u.batch}
+    reboot_batches = {u.batch for u in units if u.step is Step.REBOOT and u.batch}
     opens = {u.id: b for b, u in first_of.items()}
     closes = {u.id: b for b, u in last_of.items()}
     serial = {r.name: r.update_serial for r in dep.roles}
@@ -120,18 +121,18 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
                 for n in batch_nodes[b]:
                     role_busy[dep.node_by_name[n].role] += 1
                 for role, busy in role_busy.items():
-                    if busy > serial[role] and u.phase != "os-rest":
+                    if busy > serial[role] and u.phase is not Phase.OS_REST:
                         problems.append(f"at {_fmt(t)} {_where(u)}: {busy} nodes of {role} are being worked on; "
                                         f"its update_serial is {serial[role]}")
-            if u.step == "unpin_rpc":
+            if u.step is Step.UNPIN_RPC:
                 for s in u.services:
                     g = catalog[s].rpc
-                    if g and plan.params.get("limit") is None and plan.params.get("stage") is None and old_count[g]:
+                    if g and not plan.params.get("partial") and old_count[g]:
                         example = _old_instance(dep, groups[g], st)
                         problems.append(f"at {_fmt(t)} {_where(u)} lifts the RPC pin of '{g}' while {old_count[g]} "
                                         f"instance(s) still run old code (e.g. {example})")
                     st.pinned.discard(g)
-            if u.step == "migrate":
+            if u.step is Step.MIGRATE:
                 for n in u.nodes:
                     for s in u.services_on(n):
                         if catalog[s].rolling:
@@ -141,7 +142,7 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
                         if live:
                             problems.append(f"at {_fmt(t)} {_where(u)} migrates the schema of {s} while old code still "
                                             f"serves on {', '.join(live[:3])}; stop its old readers first")
-            if u.step == "system_upgrade_transfer_data":
+            if u.step is Step.SYSTEM_UPGRADE_TRANSFER_DATA:
                 for n in u.nodes:
                     transfers[n] += 1
                     if transfers[n] > 1:
@@ -155,7 +156,7 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
                     stop_first[s] = min(stop_first.get(s, t), t)
                 d = st.down.setdefault(s, set())
                 d.update(nodes)
-                if u.phase == "dataplane":
+                if u.phase is Phase.DATAPLANE:
                     data_start = t if data_start is None else min(data_start, t)
                 a = allow.get(s)
                 if a is not None and s not in exempt and len(d) > a:
@@ -165,11 +166,11 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
                 if len(d) >= totals.get(s, 0) and s not in open_win:
                     open_win[s] = (t, u.why)
         else:  # end
-            if u.step == "pin_rpc":
+            if u.step is Step.PIN_RPC:
                 for s in u.services:
                     if catalog[s].rpc:
                         st.pinned.add(catalog[s].rpc)
-            if u.step in ("system_upgrade_run",):
+            if u.step is Step.SYSTEM_UPGRADE_RUN:
                 st.new_os.update(u.nodes)
             for s, nodes in u.starts.items():
                 if u.batch not in reboot_batches:
@@ -191,13 +192,13 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
                         problems.append(f"at {_fmt(t)} {_where(u)} starts new {s} while "
                                         f"{_old_instance(dep, groups[g], st)} runs old code and RPC group '{g}' is not pinned")
                 c = catalog[s].cluster
-                if plan.workflow == "system-upgrade" and c and c not in KEEP_RUNNING_CLUSTERS:
+                if plan.workflow is Workflow.SYSTEM_UPGRADE and c and c not in KEEP_RUNNING_CLUSTERS:
                     serving = st.serving(s, tuple(m.name for m in dep.instances[s]))
                     oses = {n in st.new_os for n in serving}
                     if len(oses) > 1:
                         problems.append(f"at {_fmt(t)} {_where(u)}: {s} cluster would have members on two OS major "
                                         f"versions ({', '.join(serving[:4])}); such a cluster cannot form")
-            if u.phase == "controlplane" and (u.stops or u.starts):
+            if u.phase is Phase.CONTROLPLANE and (u.stops or u.starts):
                 ctrl_end = max(ctrl_end, t)
             if u.id in closes:
                 b = closes[u.id]
@@ -209,14 +210,17 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
         problems.append(f"the data plane starts stopping at {_fmt(data_start)} before the control plane is done "
                         f"({_fmt(ctrl_end)})")
     # An OS or management-node upgrade takes every service of a node down at once by design.
-    dep_check = plan.workflow in ("update", "upgrade")
+    dep_check = not plan.workflow.exempt_from_dependency_order
     for s in sorted(stop_first) if dep_check else ():
         for d in catalog[s].depends_on:
             if d in start_last and stop_first[s] < start_last[d]:
                 problems.append(f"{s} starts its upgrade at {_fmt(stop_first[s])} but its dependency {d} is upgraded "
                                 f"everywhere only at {_fmt(start_last[d])}")
-    left = {s: sorted(n) for s, n in st.down.items() if n}
-    if plan.workflow == "system-upgrade":
+    # A selected part of a workflow may end with instances down (the OS upgrade's steps leave
+    # nodes stopped for the next command): the rules were checked at every moment, the end
+    # included. A whole plan must leave everything it stopped serving again.
+    left = {} if plan.params.get("partial") else {s: sorted(n) for s, n in st.down.items() if n}
+    if plan.workflow is Workflow.SYSTEM_UPGRADE:
         left = {s: [n for n in ns if n in _planned_nodes(plan)] for s, ns in left.items()}
         left = {s: ns for s, ns in left.items() if ns}
     for s, ns in sorted(left.items()):
@@ -235,6 +239,6 @@ def _old_instance(dep: Deployment, members: list[str], st: State) -> str:
 def _planned_nodes(plan: Plan) -> set[str]:
     cache = getattr(plan, "_planned_nodes", None)
     if cache is None:
-        cache = {n for u in plan.units if u.step in ("system_upgrade_prepare", "system_upgrade_run") for n in u.nodes}
+        cache = {n for u in plan.units if u.step in (Step.SYSTEM_UPGRADE_PREPARE, Step.SYSTEM_UPGRADE_RUN) for n in u.nodes}
         object.__setattr__(plan, "_planned_nodes", cache)
     return cache

@@ -236,15 +236,20 @@ def test_undercloud_upgrade_order_and_database_major_change():
         return Facts(MP({node: NodeFacts(MP({p: PackageFact("10.3.1", available) for p in db_pkgs}))}), True, "<t>")
     plan = verify_plan(make_plan("undercloud-upgrade", dep, fx("10.5.2")), dep)
     steps = [u.step for u in plan.units]
-    assert steps == ["validate", "stop", "packages", "backup", "packages", "restore", "config", "migrate", "start", "verify"]
-    stop = plan.units[1]
+    assert steps == ["validate", "packages", "backup", "stop", "packages", "restore", "config", "start", "migrate",
+                     "start", "verify"]
+    tool, dump, stop = plan.units[1], plan.units[2], plan.units[3]
+    assert tool.tags[-1] == "tool" and tool.vars["extra_packages"] == {node: list(dep.roles[0].tool_packages)}
+    assert dump.end_s <= stop.start_s  # the dump is taken while the database still runs
     assert set(stop.stops) == set(dep.services_on(node))  # everything stops before any package changes
-    assert plan.units[2].tags[-1] == "tool" and plan.units[2].vars["extra_packages"] == {node: list(dep.roles[0].tool_packages)}
-    migrate = plan.units[7]
+    assert plan.units[4].vars["all_packages"] == [node]  # then all packages, not only the services'
+    db_start, migrate = plan.units[7], plan.units[8]
+    assert set(db_start.starts) == {"galera"} and db_start.end_s <= migrate.start_s  # DB syncs need the DB up
     assert set(migrate.services) == {s for s in dep.services_on(node) if dep.catalog[s].has_step("upgrade", "migrate")}
     # same path for a minor update, without the dump/restore when the major version stays
     minor = make_plan("undercloud-upgrade", dep, fx("10.3.9"))
-    assert [u.step for u in minor.units] == ["validate", "stop", "packages", "packages", "config", "migrate", "start", "verify"]
+    assert [u.step for u in minor.units] == ["validate", "packages", "stop", "packages", "config", "start", "migrate",
+                                             "start", "verify"]
 
 
 def test_os_upgrade_step_8_continues_from_an_earlier_run():

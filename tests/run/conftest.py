@@ -9,7 +9,7 @@ import pytest
 
 SERVICES = {
     "api": {"plane": "control", "packages": ["openstack-api"], "availability": {"max_unavailable": 1},
-            "health": {"command": "test -e {{ trace }}/{{ inventory_hostname }}.api.running"}},
+            "health": {"command": "test -e TRACE/{node}.api.running"}},
     "worker": {"plane": "data", "packages": ["openstack-worker"], "depends_on": ["api"],
                "availability": {"max_unavailable": "50%"}},
 }
@@ -36,7 +36,7 @@ def write_cloud(root: Path, computes: int = 2, controllers: int = 1, extra_servi
     cat.mkdir(parents=True, exist_ok=True)
     services = {**SERVICES, **(extra_services or {})}
     for name, spec in services.items():
-        body = {"name": name, **spec}
+        body = json.loads(json.dumps({"name": name, **spec}).replace("TRACE", str(root / "trace")))
         for wf in ("update", "upgrade"):
             body.setdefault(wf, {s: _tasks(name, s) for s in STEPS})
         body.setdefault("converge", [{"name": "converge", "ansible.builtin.shell":
@@ -45,15 +45,17 @@ def write_cloud(root: Path, computes: int = 2, controllers: int = 1, extra_servi
                                                 f"sleep {{{{ step_sleep | default(0) }}}} && echo '{name} system_upgrade_{k}' >> {{{{ trace }}}}/{{{{ inventory_hostname }}}}.log"}]
                                            for k in ("prepare", "run", "transfer_data", "cleanup")})
         (cat / f"{name}.yaml").write_text(json.dumps(body, indent=1))
-    hv = {"ansible_connection": "local", "ansible_python_interpreter": "/usr/bin/python3",
-          "stepwise_flag_dir": str(root / "flags" / "{{ inventory_hostname }}")}
+    def nodes(prefix: str, count: int) -> list[dict]:
+        return [{"name": f"{prefix}-{i}", "vars": {
+            "ansible_connection": "local", "ansible_python_interpreter": "/usr/bin/python3",
+            "stepwise_flag_dir": str(root / "flags" / f"{prefix}-{i}")}} for i in range(count)]
+
     dep = {
         "name": "testcloud", "catalog": "catalog/", "vars": {"trace": str(root / "trace")},
         "roles": [
             {"name": "Controller", "tags": ["controlplane"], "update_serial": 1, "services": ["api"],
-             "nodes": {"count": controllers, "name": "ctl-{index}", "vars": hv}},
-            {"name": "Compute", "update_serial": 2, "services": ["worker"],
-             "nodes": {"count": computes, "name": "cmp-{index}", "vars": hv}},
+             "nodes": nodes("ctl", controllers)},
+            {"name": "Compute", "update_serial": 2, "services": ["worker"], "nodes": nodes("cmp", computes)},
         ],
     }
     (root / "trace").mkdir(exist_ok=True)

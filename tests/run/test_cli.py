@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import stepwise.cli.run_cmd  # noqa: F401  (registers the commands)
+from stepwise.cli.main import _register
+_register()
 from stepwise.cli.main import app
 from stepwise.run.store import open_store
 

@@ -53,7 +53,7 @@ def _lab_or_skip():
 
 def test_demo_minor_update_and_major_upgrade(tmp_path: Path, lab_dir: Path):
     _lab_or_skip()
-    import stepwise.cli.run_cmd  # noqa: F401
+    from stepwise.cli.main import _register; _register()
     from stepwise.cli.main import app
 
     r = CliRunner().invoke(app, ["demo", "-d", str(CLASSIC), "--lab-dir", str(lab_dir), "--json"])

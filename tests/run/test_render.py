@@ -1,47 +1,113 @@
-"""Rendering units into plays (no Ansible run)."""
+"""Rendering units into plays (no Ansible run): every unit with work renders tasks that do it,
+data reaches Ansible as `!unsafe` values, once-only and destructive units carry their guards."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from stepwise.model import load_deployment
+import pytest
+import yaml
+
+from stepwise.model import load_deployment, load_facts
+from stepwise.model.vocab import Step, Workflow
+from stepwise.plan import make_plan
 from stepwise.plan.units import Plan, Unit
-from stepwise.run.render import inventory, render_unit
+from stepwise.run.ansible_files import to_yaml
+from stepwise.run.inventory import Connector, inventory
+from stepwise.run.render import node_packages, render_unit
 
 from conftest import write_cloud
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 
 
 def test_unit_play_runs_each_services_tasks_on_its_nodes(tmp_path: Path):
     dep = load_deployment(write_cloud(tmp_path, computes=2))
-    u = Unit("u", "start", ("ctl-0", "cmp-0"), ("api", "worker"),
+    u = Unit("u", Step.START, ("ctl-0", "cmp-0"), ("api", "worker"),
              work={"ctl-0": ("api",), "cmp-0": ("worker",)})
-    play = render_unit(Plan("update", dep.name, (u,)), u, dep)
+    play = render_unit(Plan(Workflow.UPDATE, dep.name, (u,)), u, dep)
     assert play["name"] == "u" and play["hosts"] == "ctl-0,cmp-0" and play["any_errors_fatal"]
     blocks = {b["name"]: b for b in play["tasks"]}
-    assert blocks["api"]["when"] == "inventory_hostname in ['ctl-0']"
+    assert blocks["api"]["when"] == "inventory_hostname in stepwise_on['api']"
+    assert play["vars"]["stepwise_on"] == {"api": ["ctl-0"], "worker": ["cmp-0"]}
     assert all(t["name"].startswith("worker | ") for t in blocks["worker"]["block"])
 
 
 def test_defaults_health_checks_and_once_only_guard(tmp_path: Path):
     dep = load_deployment(write_cloud(tmp_path, computes=1))
-    plan = Plan("update", dep.name, ())
-    verify = render_unit(plan, Unit("v", "verify", ("ctl-0",), ("api",)), dep)
+    plan = Plan(Workflow.UPDATE, dep.name, ())
+    verify = render_unit(plan, Unit("v", Step.VERIFY, ("ctl-0",), ("api",)), dep)
     names = [t["name"] for b in verify["tasks"] for t in b["block"]]
     assert "api | health command" in names
-    assert render_unit(plan, Unit("g", "gate", (), ()), dep) is None
-    xfer = Unit("x", "system_upgrade_transfer_data", ("cmp-0",), ("worker",), idempotent=False)
-    play = render_unit(Plan("system-upgrade", dep.name, (xfer,)), xfer, dep, run_id=7)
-    assert "runs at most once" in play["tasks"][0]["name"] and "run=7 unit=x" in play["tasks"][0]["ansible.builtin.shell"]
-    assert "mark system_upgrade_transfer_data done" in play["tasks"][-1]["name"]
-    exported = render_unit(Plan("system-upgrade", dep.name, (xfer,)), xfer, dep, for_export=True)
+    assert "stepwise_health" in verify["vars"]
+    assert render_unit(plan, Unit("g", Step.GATE, (), ()), dep) is None
+    xfer = Unit("x", Step.SYSTEM_UPGRADE_TRANSFER_DATA, ("cmp-0",), ("worker",), idempotent=False)
+    play = render_unit(Plan(Workflow.SYSTEM_UPGRADE, dep.name, (xfer,)), xfer, dep, run_id=7)
+    guard = play["tasks"][0]["ansible.builtin.shell"]
+    assert "runs at most once" in play["tasks"][0]["name"] and "run=7 unit=x" in guard
+    assert ".attempt" in guard  # an attempt is recorded, the flag only after success
+    assert "mark system_upgrade_transfer_data completed" in play["tasks"][-1]["name"]
+    exported = render_unit(Plan(Workflow.SYSTEM_UPGRADE, dep.name, (xfer,)), xfer, dep, for_export=True)
     assert "never" in exported["tags"]
-    repos = render_unit(plan, Unit("r", "repos", ("ctl-0",), ()), dep)
-    assert "target_release" in repos["tasks"][0]["ansible.builtin.command"]
+    repos = render_unit(plan, Unit("r", Step.REPOS, ("ctl-0",), ()), dep)
+    assert "target_release" in repos["tasks"][0]["ansible.builtin.command"]["argv"]
 
 
-def test_inventory_groups_roles_and_merges_overrides(tmp_path: Path):
+def test_the_os_upgrade_reboot_checks_its_preconditions_on_the_node(tmp_path: Path):
     dep = load_deployment(write_cloud(tmp_path, computes=1))
-    inv = inventory(dep, overrides={"all": {"children": {"x": {"hosts": {"cmp-0": {"ansible_host": "10.0.0.5"}}}}}})
-    cmp0 = inv["all"]["children"]["Compute"]["hosts"]["cmp-0"]
-    assert cmp0["ansible_host"] == "10.0.0.5" and cmp0["stepwise_node_address"] == "10.0.0.5"
-    assert "ctl-0" in inv["all"]["children"]["Controller"]["hosts"]
+    u = Unit("r", Step.SYSTEM_UPGRADE_RUN, ("cmp-0",), (), work={"cmp-0": ()})
+    play = render_unit(Plan(Workflow.SYSTEM_UPGRADE, dep.name, (u,)), u, dep)
+    first = play["tasks"][0]["ansible.builtin.shell"]
+    assert "not prepared" in first and "already runs OS" in first
+    prep = render_unit(Plan(Workflow.SYSTEM_UPGRADE, dep.name, (u,)),
+                       Unit("p", Step.SYSTEM_UPGRADE_PREPARE, ("cmp-0",), ("worker",)), dep)
+    assert any("system_upgrade_prepared" in str(t.get("ansible.builtin.shell", "")) for t in prep["tasks"])
+
+
+def test_packages_no_service_owns_are_installed(tmp_path: Path):
+    dep = load_deployment(write_cloud(tmp_path, computes=1))
+    u = Unit("k", Step.PACKAGES, ("cmp-0",), (), work={"cmp-0": ()}, vars={"extra_packages": {"cmp-0": ["kernel"]}})
+    play = render_unit(Plan(Workflow.UPDATE, dep.name, (u,)), u, dep)
+    task = play["tasks"][0]
+    assert "stepwise_node_packages" in task["ansible.builtin.command"]["argv"]
+    assert play["vars"]["stepwise_node_packages"] == {"cmp-0": ["kernel"]}
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_every_unit_of_every_workflow_with_work_renders_tasks(example: Path):
+    dep = load_deployment(example)
+    fx = load_facts(ROOT / "examples" / "facts" / "minor-update.yaml", dep) if example.stem == "classic" else None
+    workflows = {Workflow.UPDATE: {}, Workflow.UPGRADE: {}}
+    if any(r.is_management for r in dep.roles):
+        workflows = {Workflow.UNDERCLOUD_UPGRADE: {}}
+    elif example.stem == "composed":
+        workflows[Workflow.SYSTEM_UPGRADE] = {"limit": "controller-openstack-0,database-0,messaging-0"}
+    checked = 0
+    for wf, kw in workflows.items():
+        plans = [make_plan(wf, dep, **kw)] + ([make_plan(wf, dep, fx, **kw)] if fx is not None else [])
+        for plan in plans:
+            for u in plan.units:
+                play = render_unit(plan, u, dep)
+                if u.is_barrier:
+                    assert play is None
+                    continue
+                assert play is not None and play["tasks"], (wf, u.id, u.step)
+                # the work the unit names is in its tasks: each service's block, unowned packages
+                blocks = {t.get("name") for t in play["tasks"]}
+                assert node_packages(u) == {} or "stepwise_node_packages" in play["vars"], (wf, u.id)
+                assert blocks, (wf, u.id)
+                checked += 1
+    assert checked > 10
+
+
+def test_data_never_becomes_template_code(tmp_path: Path):
+    dep = load_deployment(write_cloud(tmp_path, computes=1))
+    inv = inventory(dep, Connector.from_inventory({"all": {"hosts": {"cmp-0": {"ansible_port": 2222}}}}))
+    text = to_yaml(inv)
+    assert "stepwise_node_address: !unsafe" in text and "ansible_port: 2222" in text
+    u = Unit("k", Step.PACKAGES, ("cmp-0",), (), work={"cmp-0": ()},
+             vars={"extra_packages": {"cmp-0": ["{{ lookup('pipe', 'touch /tmp/x') }}"]}})
+    play_text = to_yaml([render_unit(Plan(Workflow.UPDATE, dep.name, (u,)), u, dep)])
+    assert "!unsafe '{{ lookup(''pipe'', ''touch /tmp/x'') }}'" in play_text
+    yaml.safe_load(play_text.replace("!unsafe", ""))  # still one YAML document

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from stepwise.model import load_deployment
-from stepwise.plan import make_plan
+from stepwise.run.inventory import Connector
 from stepwise.run.engine import EngineOptions
 from stepwise.run.resume import RunRequest, run_plan
 from stepwise.run.store import open_store
@@ -71,7 +71,7 @@ def test_update_over_ssh(tmp_path: Path, sshd):
     dep = load_deployment(dep_path)
     over = {"all": {"hosts": {n.name: dict(sshd) for n in dep.nodes}}}
     st = open_store(f"sqlite:///{tmp_path / 's.sqlite'}")
-    res = run_plan(RunRequest(st, dep, make_plan("update", dep), options=EngineOptions(inventory_overrides=over)))
+    res = run_plan(RunRequest(st, dep, "update", options=EngineOptions(connector=Connector.from_inventory(over))))
     assert res.status == "done", res.message
     assert [l.split()[1] for l in trace_lines(tmp_path, "cmp-0")] == ["stop", "packages", "config", "migrate",
                                                                       "start", "verify"]

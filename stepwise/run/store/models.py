@@ -26,6 +26,8 @@ class RunRow(Base):
     command: Mapped[str] = mapped_column(Text, default="")
     params: Mapped[dict] = mapped_column(JSON, default=dict)
     plan: Mapped[dict] = mapped_column(JSON, default=dict)
+    #: the facts the plan was made from (facts-file shape), for an exact rebuild on resume
+    facts: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     #: running | done | failed | interrupted
     status: Mapped[str] = mapped_column(String(20), default="running")
     message: Mapped[str] = mapped_column(Text, default="")
@@ -51,7 +53,7 @@ class UnitRow(Base):
     nodes: Mapped[list] = mapped_column(JSON, default=list)
     services: Mapped[list] = mapped_column(JSON, default=list)
     idempotent: Mapped[bool] = mapped_column(Boolean, default=True)
-    #: pending | running | done | failed | skipped
+    #: pending | running | done | failed | interrupted | skipped
     state: Mapped[str] = mapped_column(String(20), default="pending")
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     message: Mapped[str] = mapped_column(Text, default="")

@@ -80,11 +80,13 @@ class RunInfo:
     attempts: int
     started_at: datetime
     ended_at: datetime | None
+    facts: dict | None = None
 
     @staticmethod
     def of(r: RunRow) -> "RunInfo":
         return RunInfo(r.id, r.cloud, r.workflow, r.key, r.command, dict(r.params or {}), dict(r.plan or {}),
-                       r.status, r.message, r.user, r.host, r.pid, r.attempts, r.started_at, r.ended_at)
+                       r.status, r.message, r.user, r.host, r.pid, r.attempts, r.started_at, r.ended_at,
+                       dict(r.facts) if r.facts else None)
 
 
 class Store:
@@ -110,12 +112,12 @@ class Store:
     # -- runs -----------------------------------------------------------------------------
     def create_run(self, cloud: str, workflow: str, key: str, command: str, params: Mapping[str, Any],
                    plan: Mapping[str, Any], units: Iterable[Mapping[str, Any]], user: str = "", host: str = "",
-                   pid: int = 0) -> int:
+                   pid: int = 0, facts: Mapping[str, Any] | None = None) -> int:
         """Record a new run and all its units as pending."""
         with self.session() as s:
             row = RunRow(cloud=cloud, workflow=workflow, key=key, command=command, params=dict(params),
                          plan=dict(plan), status="running", message="", user=user, host=host, pid=pid,
-                         attempts=1, started_at=now())
+                         attempts=1, started_at=now(), facts=dict(facts) if facts else None)
             s.add(row)
             s.flush()
             for seq, u in enumerate(units):
@@ -150,6 +152,13 @@ class Store:
         with self.session() as s:
             rows = s.scalars(select(RunRow).where(RunRow.cloud == cloud).order_by(RunRow.id.desc()).limit(limit))
             return [RunInfo.of(r) for r in rows]
+
+    def latest_run(self, cloud: str, key: str) -> RunInfo | None:
+        """The latest run of the same command, whatever its status."""
+        with self.session() as s:
+            row = s.scalars(select(RunRow).where(RunRow.cloud == cloud, RunRow.key == key)
+                            .order_by(RunRow.id.desc()).limit(1)).first()
+            return RunInfo.of(row) if row else None
 
     def resumable(self, cloud: str, key: str) -> RunInfo | None:
         """The latest unfinished run of the same command, if the latest such run is unfinished."""
@@ -379,3 +388,13 @@ def open_store(url: str) -> Store:
                                     f"{getattr(exc, 'orig', None) or exc}",
                                     hint="check the URL, that the server runs and the credentials")) from None
     return Store(engine, url)
+
+
+def existing_store(deployment: Any, explicit: str | None = None) -> Store | None:
+    """The cloud's store if it exists already (a SQLite file that is there, or a server URL);
+    None when nothing was ever recorded. Read commands and the checks before a run use it, so
+    they never create a store as a side effect."""
+    url = default_store_url(deployment.path, deployment.name, explicit)
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
+        return None
+    return open_store(url)

@@ -1,0 +1,141 @@
+"""Options shared by the commands that touch a cloud, and turning them into values: the
+store, the connector (SSH inventory or a lab), `-e` variables, facts."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from stepwise.errors import InputError, Problem
+from stepwise.model import NO_FACTS, Deployment, Facts, load_facts
+
+DEP = typer.Option(..., "--deployment", "-d", help="The deployment YAML.", metavar="PATH")
+LIMIT = typer.Option(None, "--limit", "-l", help="Ansible-style: nodes, roles, globs, '!x', '&x', comma-separated.")
+TAGS = typer.Option(None, "--tags", "-t", help="Run only units with these tags or steps (comma-separated, repeatable).")
+SKIP = typer.Option(None, "--skip-tags", help="Skip units with these tags or steps.")
+EXTRA = typer.Option(None, "--extra-vars", "-e", help="key=value, JSON, or @file (repeatable), as ansible-playbook. "
+                     "Values of keys that look secret (password, token, key, ...) are never stored or shown.")
+YES = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
+JSON = typer.Option(False, "--json", help="Print a JSON result (for scripts) instead of live progress.")
+STORE = typer.Option(None, "--store", help="State store URL (default: .stepwise/<cloud>.sqlite next to the "
+                     "deployment; or $STEPWISE_STORE). PostgreSQL: postgresql+psycopg://user:pw@host/db")
+FACTS = typer.Option(None, "--facts", help="Facts file; default: what `stepwise discover` stored.")
+LAB = typer.Option(None, "--lab", help="Run against a lab directory (its connection and inventory); "
+                   "default for a deployment whose lab is up: none (SSH).", metavar="DIR")
+INV = typer.Option(None, "--inventory", "-i", help="Inventory (YAML/JSON) whose host vars override the deployment's "
+                   "(e.g. SSH user, key, port).", metavar="PATH")
+FRESH = typer.Option(False, "--fresh", help="Start a new run instead of continuing an unfinished one.")
+RERUN = typer.Option(None, "--rerun", help="Run this completed unit again (repeatable; never a once-only unit).")
+FORKS = typer.Option(50, "--forks", help="Parallel hosts per unit, as Ansible's --forks.", min=1, max=1000)
+PARALLEL = typer.Option(8, "--max-parallel-units", help="Units running at the same time at most (1: one after another).",
+                        min=1, max=256)
+MAXFAIL = typer.Option(0, "--max-fail-percentage", help="Failed hosts tolerated (%) before the run stops; "
+                       "0: the first failure stops it.", min=0, max=100)
+KEEP = typer.Option(False, "--keep-artifacts", help="Keep the rendered playbooks and Ansible artifacts.")
+
+
+def parse_extra_vars(values: list[str] | None) -> dict[str, Any]:
+    """`-e` as ansible-playbook: key=value pairs, a JSON/YAML mapping, or @file."""
+    out: dict[str, Any] = {}
+    for v in values or []:
+        v = v.strip()
+        if v.startswith("@"):
+            path = Path(v[1:])
+            if not path.is_file():
+                raise InputError(Problem(f"extra-vars file not found: {path}", field="-e"))
+            from stepwise.model.yamlsrc import load_yaml, to_plain
+            data = to_plain(load_yaml(path))
+            if not isinstance(data, dict):
+                raise InputError(Problem("extra-vars file must hold a mapping", file=str(path), field="-e"))
+            out.update(data)
+        elif v.startswith("{"):
+            try:
+                data = json.loads(v)
+            except ValueError as exc:
+                raise InputError(Problem(f"-e is not valid JSON: {exc}", field="-e")) from None
+            if not isinstance(data, dict):
+                raise InputError(Problem("-e JSON must be a mapping", field="-e"))
+            out.update(data)
+        else:
+            try:
+                pairs = shlex.split(v)
+            except ValueError as exc:
+                raise InputError(Problem(f"-e cannot be split into key=value pairs: {exc}", field="-e",
+                                         hint="quote values with spaces: -e 'key=\"a b\"'")) from None
+            for pair in pairs:
+                if "=" not in pair:
+                    raise InputError(Problem(f"-e '{pair}' is not key=value", field="-e",
+                                             hint="use -e key=value, -e '{\"key\": 1}' or -e @vars.yml"))
+                k, val = pair.split("=", 1)
+                out[k] = val
+    return out
+
+
+def open_cloud_store(deployment: Deployment, url: str | None):
+    from stepwise.run.store import default_store_url, open_store
+    return open_store(default_store_url(deployment.path, deployment.name, url))
+
+
+def connector(lab: Path | None, inventory_file: Path | None):
+    """The connector the operator chose: a lab directory, an inventory file over SSH, or both
+    (the inventory's host vars on top of the lab's); None: the deployment's own addresses."""
+    from stepwise.run.inventory import Connector
+
+    found = None
+    if lab is not None:
+        try:
+            import stepwise.lab as labmod
+        except ImportError:
+            raise InputError(Problem("this stepwise has no lab (stepwise.lab is missing)", field="--lab")) from None
+        if not (lab / "lab.json").is_file():
+            raise InputError(Problem(f"no lab in {lab}", field="--lab",
+                                     hint="bring one up with `stepwise lab up -d DEPLOYMENT`"))
+        found = Connector.from_inventory(labmod.inventory(lab), "lab", (labmod.ansible_plugin_dir(),))
+    if inventory_file is not None:
+        if not inventory_file.is_file():
+            raise InputError(Problem("inventory file not found", file=str(inventory_file), field="--inventory"))
+        from stepwise.model.yamlsrc import load_yaml, to_plain
+        data = to_plain(load_yaml(inventory_file)) or {}
+        if not isinstance(data, dict):
+            raise InputError(Problem("an inventory must be a mapping (groups, hosts, vars)", file=str(inventory_file),
+                                     field="--inventory"))
+        given = Connector.from_inventory(data, "inventory")
+        found = found.merged(given) if found else given
+    return found
+
+
+def facts_for(deployment: Deployment, facts_file: Path | None, store) -> Facts:
+    """--facts, else what `discover` stored, else nothing known (everything changes)."""
+    if facts_file:
+        return load_facts(facts_file, deployment)
+    from stepwise.run.discover import stored_facts
+    return stored_facts(deployment, store) if store is not None else NO_FACTS
+
+
+def command_line() -> str:
+    """The command as typed, with the values of secret-looking -e keys masked."""
+    from stepwise.secrets import mask_argv
+    return "stepwise " + " ".join(shlex.quote(a) for a in mask_argv(sys.argv[1:]))
+
+
+def confirm(yes: bool):
+    """A confirm callback for run_plan: --yes, or a terminal to ask on."""
+    def ask(what: str) -> None:
+        if yes:
+            return
+        if not sys.stdin.isatty():
+            raise InputError(Problem(f"{what}: needs confirmation and there is no terminal to ask on",
+                                     hint="add --yes to confirm"))
+        if not typer.confirm(f"{what}. Continue?", default=False):
+            raise InputError(Problem("not confirmed: nothing was run"))
+    return ask
+
+
+def env_store_url() -> str | None:
+    return os.environ.get("STEPWISE_STORE")

@@ -1,0 +1,247 @@
+"""The words of an upgrade, defined once: workflows, stages, phases, steps, scopes, and what
+each step means (where its tasks come from, what state a service is in after it, which
+safety rules apply). Plan, verify, render, engine and selection dispatch through these
+types instead of repeating strings.
+
+Every type is a `StrEnum`, so a value is also its own name in JSON, in `--tags` and in the
+store: `Step.PACKAGES == "packages"`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Mapping
+
+
+class Workflow(StrEnum):
+    """The four workflows of stepwise."""
+
+    UPDATE = "update"
+    UPGRADE = "upgrade"
+    SYSTEM_UPGRADE = "system-upgrade"
+    UNDERCLOUD_UPGRADE = "undercloud-upgrade"
+
+    @property
+    def task_section(self) -> "Section":
+        """Which section of a service file its node steps take their tasks from."""
+        return Section.UPDATE if self is Workflow.UPDATE else Section.UPGRADE
+
+    @property
+    def exempt_from_dependency_order(self) -> bool:
+        """An OS or management-node upgrade takes every service of a node down at once by
+        design, so `depends_on` orders nothing there."""
+        return self in (Workflow.SYSTEM_UPGRADE, Workflow.UNDERCLOUD_UPGRADE)
+
+
+class Section(StrEnum):
+    """Sections of a service file that hold tasks."""
+
+    UPDATE = "update"
+    UPGRADE = "upgrade"
+    CONVERGE = "converge"
+    SYSTEM_UPGRADE = "system_upgrade"
+
+
+class Stage(StrEnum):
+    """A stage of a workflow; also a tag `--tags` matches (the seed's tag names for the OS
+    upgrade)."""
+
+    RUN = "run"
+    PREPARE = "prepare"
+    CONVERGE = "converge"
+    UPGRADE = "upgrade"
+    SYSTEM_UPGRADE_PREPARE = "system_upgrade_prepare"
+    SYSTEM_UPGRADE_RUN = "system_upgrade_run"
+    SYSTEM_UPGRADE_TRANSFER_DATA = "system_upgrade_transfer_data"
+    SYSTEM_UPGRADE_CLEANUP = "system_upgrade_cleanup"
+    ONLINE_UPGRADE = "online_upgrade"
+
+
+#: The stages of the major upgrade, in order (`upgrade prepare|run|converge`).
+UPGRADE_STAGES: tuple[Stage, ...] = (Stage.PREPARE, Stage.RUN, Stage.CONVERGE)
+
+
+class Phase(StrEnum):
+    """Where in a rollout a unit sits."""
+
+    NONE = ""
+    CONTROLPLANE = "controlplane"
+    DATAPLANE = "dataplane"
+    OS_FIRST = "os-first"
+    OS_REST = "os-rest"
+    MANAGEMENT = "management"
+
+
+class Plane(StrEnum):
+    """`--plane`: the control plane (infra + control services) or the data plane."""
+
+    CONTROL = "control"
+    DATA = "data"
+
+    @property
+    def phase(self) -> Phase:
+        return Phase.CONTROLPLANE if self is Plane.CONTROL else Phase.DATAPLANE
+
+
+class Scope(StrEnum):
+    """A unit is one step on some nodes, or one deployment-wide operation."""
+
+    NODE = "node"
+    DEPLOYMENT = "deployment"
+
+
+class ServiceState(StrEnum):
+    """What a service instance is doing, as `status` reports it."""
+
+    RUNNING = "running"
+    STOPPED = "stopped"
+    OUT = "out"  # serving nothing: left its clusters and load balancers
+    UNKNOWN = "unknown"
+
+
+class UnitState(StrEnum):
+    """Where a unit of a run is."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"  # running when the operator stopped the run: runs again from its start
+    SKIPPED = "skipped"
+
+    @property
+    def finished(self) -> bool:
+        return self in (UnitState.DONE, UnitState.SKIPPED)
+
+
+class Step(StrEnum):
+    """Every kind of unit. The first ten are the fixed steps of a node visit, in order."""
+
+    VALIDATE = "validate"
+    LEAVE = "leave"
+    STOP = "stop"
+    PACKAGES = "packages"
+    CONFIG = "config"
+    REBOOT = "reboot"
+    MIGRATE = "migrate"
+    START = "start"
+    REJOIN = "rejoin"
+    VERIFY = "verify"
+    # deployment-wide operations
+    REPOS = "repos"
+    BACKUP = "backup"
+    RESTORE = "restore"
+    PIN_RPC = "pin_rpc"
+    UNPIN_RPC = "unpin_rpc"
+    CONVERGE = "converge"
+    GATE = "gate"
+    # the operating-system upgrade (the seed's system_upgrade_* operations)
+    SYSTEM_UPGRADE_PREPARE = "system_upgrade_prepare"
+    SYSTEM_UPGRADE_RUN = "system_upgrade_run"
+    SYSTEM_UPGRADE_TRANSFER_DATA = "system_upgrade_transfer_data"
+    EXTERNAL_SYSTEM_UPGRADE_RUN = "external_system_upgrade_run"
+    SYSTEM_UPGRADE_CLEANUP = "system_upgrade_cleanup"
+
+    @property
+    def info(self) -> "StepInfo":
+        return STEPS[self]
+
+
+#: A node visit's steps, in their fixed order (validate runs once up front for all nodes).
+NODE_STEPS: tuple[Step, ...] = (Step.VALIDATE, Step.LEAVE, Step.STOP, Step.PACKAGES, Step.CONFIG, Step.REBOOT,
+                                Step.MIGRATE, Step.START, Step.REJOIN, Step.VERIFY)
+VISIT_STEPS: tuple[Step, ...] = NODE_STEPS[1:]
+
+
+class NodeWork(StrEnum):
+    """Built-in work stepwise does once per node in a step, besides the services' tasks."""
+
+    ANSWERS = "answers"                # the node is reachable and runs Python: nothing is touched
+    SWITCH_REPOS = "switch_repos"
+    PREPARE_OS = "prepare_os"          # leapp upgrade (in place) or persist node data (reprovision)
+    REBOOT = "reboot"                  # reboot (a new kernel)
+    UPGRADE_OS = "upgrade_os"          # reboot into the new OS, or reprovision and restore
+    UNOWNED_PACKAGES = "unowned_packages"  # packages no service owns (kernel, openvswitch, tools)
+    RESTORE_DATABASE = "restore_database"
+    CLEANUP_OS = "cleanup_os"          # remove what prepare persisted
+
+
+@dataclass(frozen=True, slots=True)
+class StepInfo:
+    """What a step means for every layer.
+
+    `tasks`: where services' tasks for this step come from: (section, key) of a service
+    file, or None when services contribute nothing. `node_work`: stepwise's own per-node work.
+    `state_after`: the state of the unit's services on its nodes once it is done.
+    `by_name_only`: runs only when its tag is named (`--tags`), like the seed's
+    `never`-tagged tasks. `whole_role_refused`: never on every node of a role at once.
+    `once_only`: must never run twice on a node (a flag file guards it). `destructive`: takes
+    the node away (reboot, reprovision); its preconditions are checked on the node right
+    before it runs.
+    """
+
+    tasks: tuple[Section, str] | None = None
+    node_work: NodeWork | None = None
+    state_after: ServiceState | None = None
+    by_name_only: bool = False
+    whole_role_refused: bool = False
+    once_only: bool = False
+    destructive: bool = False
+
+
+def _visit(step: Step, state: ServiceState | None = None) -> StepInfo:
+    # node steps take tasks from the workflow's own section: resolved by `task_source`
+    return StepInfo(tasks=(Section.UPDATE, step.value), state_after=state)
+
+
+STEPS: Mapping[Step, StepInfo] = MappingProxyType({
+    Step.VALIDATE: StepInfo(tasks=(Section.UPDATE, "validate"), node_work=NodeWork.ANSWERS),
+    Step.LEAVE: _visit(Step.LEAVE, ServiceState.OUT),
+    Step.STOP: _visit(Step.STOP, ServiceState.STOPPED),
+    Step.PACKAGES: StepInfo(tasks=(Section.UPDATE, "packages"), node_work=NodeWork.UNOWNED_PACKAGES),
+    Step.CONFIG: _visit(Step.CONFIG),
+    Step.REBOOT: StepInfo(tasks=(Section.UPDATE, "reboot"), node_work=NodeWork.REBOOT, destructive=True),
+    Step.MIGRATE: _visit(Step.MIGRATE),
+    Step.START: _visit(Step.START, ServiceState.RUNNING),
+    Step.REJOIN: _visit(Step.REJOIN, ServiceState.RUNNING),
+    Step.VERIFY: StepInfo(tasks=(Section.UPDATE, "verify"), node_work=NodeWork.ANSWERS),
+    Step.REPOS: StepInfo(node_work=NodeWork.SWITCH_REPOS),
+    Step.BACKUP: StepInfo(tasks=(Section.UPGRADE, "backup")),
+    Step.RESTORE: StepInfo(node_work=NodeWork.RESTORE_DATABASE),
+    Step.PIN_RPC: StepInfo(tasks=(Section.UPGRADE, "pin")),
+    Step.UNPIN_RPC: StepInfo(tasks=(Section.UPGRADE, "unpin")),
+    Step.CONVERGE: StepInfo(tasks=(Section.CONVERGE, "")),
+    Step.GATE: StepInfo(),
+    Step.SYSTEM_UPGRADE_PREPARE: StepInfo(tasks=(Section.SYSTEM_UPGRADE, "prepare"), node_work=NodeWork.PREPARE_OS,
+                                          state_after=ServiceState.STOPPED, by_name_only=True,
+                                          whole_role_refused=True),
+    Step.SYSTEM_UPGRADE_RUN: StepInfo(node_work=NodeWork.UPGRADE_OS, state_after=ServiceState.STOPPED,
+                                      by_name_only=True, whole_role_refused=True, destructive=True),
+    Step.SYSTEM_UPGRADE_TRANSFER_DATA: StepInfo(tasks=(Section.SYSTEM_UPGRADE, "transfer_data"),
+                                                state_after=ServiceState.STOPPED, by_name_only=True,
+                                                once_only=True),
+    Step.EXTERNAL_SYSTEM_UPGRADE_RUN: StepInfo(tasks=(Section.SYSTEM_UPGRADE, "run"), state_after=ServiceState.RUNNING,
+                                               by_name_only=True),
+    Step.SYSTEM_UPGRADE_CLEANUP: StepInfo(tasks=(Section.SYSTEM_UPGRADE, "cleanup"), node_work=NodeWork.CLEANUP_OS,
+                                          by_name_only=True),
+})
+
+
+def task_source(step: Step, workflow: Workflow) -> tuple[Section, str] | None:
+    """(section, key) of the services' tasks for `step` in `workflow`: node steps read the
+    workflow's own section (`update:` or `upgrade:`), the others a fixed one."""
+    src = STEPS[step].tasks
+    if src is None:
+        return None
+    if src[0] is Section.UPDATE:
+        return workflow.task_section, src[1]
+    return src
+
+
+#: Keys a service file may use inside `update:` / `upgrade:`.
+#: `pre` is shorthand for the start of `stop` and `post` for the end of `start`.
+STEP_ALIASES: Mapping[str, Step] = MappingProxyType({"pre": Step.STOP, "post": Step.START})
+UPGRADE_EXTRA_KEYS: tuple[str, ...] = ("backup", "pin", "unpin")
+SYSTEM_UPGRADE_KEYS: tuple[str, ...] = ("prepare", "run", "transfer_data", "cleanup")

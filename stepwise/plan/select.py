@@ -1,0 +1,194 @@
+"""Selection is planning: `--stage`, `--plane`, `--limit`, `--tags`, `--skip-tags` cut the
+plan down to what will run, here in the plan layer, so the selected plan is the one the
+verifier checks and the engine runs.
+
+What is cut is cut cleanly: a unit keeps only the selected nodes, and with them only their
+share of `work`, `stops` and `starts`; waits on dropped units are dropped (they are assumed
+done or left for another command); the estimated times are recomputed.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Iterable, Mapping, Sequence
+
+from stepwise.errors import InputError, Problem, UnsafePlanError
+from stepwise.model.deployment import Deployment
+from stepwise.model.vocab import Plane, Stage, Workflow
+from stepwise.plan.limits import resolve_limit
+from stepwise.plan.schedule import asap
+from stepwise.plan.units import Plan, Unit
+
+#: Ansible's special tag: every unit but the by-name-only ones.
+ALL = "all"
+
+
+def split_list(values: Iterable[str] | str | None) -> tuple[str, ...]:
+    """`--tags a,b --tags c` -> (a, b, c)."""
+    if values is None:
+        return ()
+    if isinstance(values, str):
+        values = [values]
+    out: list[str] = []
+    for v in values:
+        out.extend(p.strip() for p in str(v).split(",") if p.strip())
+    return tuple(dict.fromkeys(out))
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What part of a workflow the operator asked for."""
+
+    limit: str | None = None
+    tags: tuple[str, ...] = ()
+    skip_tags: tuple[str, ...] = ()
+    stage: Stage | None = None
+    plane: Plane | None = None
+
+    @property
+    def is_everything(self) -> bool:
+        return not (self.limit or self.tags or self.skip_tags or self.stage or self.plane)
+
+    def params(self) -> dict[str, object]:
+        return {"limit": self.limit, "tags": list(self.tags), "skip_tags": list(self.skip_tags),
+                "stage": str(self.stage) if self.stage else None, "plane": str(self.plane) if self.plane else None}
+
+
+def unit_tags(unit: Unit) -> set[str]:
+    """What `--tags` matches for a unit: its tags and its step."""
+    return {*unit.tags, str(unit.step)}
+
+
+def select(plan: Plan, deployment: Deployment, selection: Selection, nodes: Sequence[str] | None = None) -> Plan:
+    """The plan cut down to `selection`; refuses bad or unsafe selections before anything runs.
+
+    `nodes`: the limit already resolved (the planner resolves it once). Stage and plane keep
+    the units of that stage/part of the rollout. Tags: a unit is kept when one of its tags or
+    its step is asked for (`all` or no --tags: every unit except the by-name-only
+    `system_upgrade_*` ones, which run only when their own tag is named). Skip-tags win.
+    """
+    _check_tags(plan, selection.tags, "--tags")
+    _check_tags(plan, selection.skip_tags, "--skip-tags")
+    if nodes is None and selection.limit is not None:
+        nodes = resolve_limit(deployment, selection.limit)
+    keep_nodes = set(nodes) if nodes is not None else None
+    asked = set(selection.tags)
+    skip = set(selection.skip_tags)
+    out: list[Unit] = []
+    changed = False
+    # Asked for by name: with no --tags, an OS-upgrade plan is the preview of the whole
+    # procedure; any other workflow leaves its by-name-only operations out.
+    by_name = bool(asked) or plan.workflow is not Workflow.SYSTEM_UPGRADE
+    for u in plan.units:
+        kept = _narrow(u, keep_nodes) if _wanted(u, selection, asked, skip, by_name) else None
+        if kept is not u:
+            changed = True
+        if kept is not None:
+            out.append(kept)
+    ids = {u.id for u in out}
+    out = [replace(u, after=tuple(a for a in u.after if a in ids)) if any(a not in ids for a in u.after) else u
+           for u in out]
+    if plan.units and not any(u.nodes or u.services for u in out) and not selection.is_everything:
+        raise InputError(Problem(f"nothing to run: {_describe(selection)} selects no unit of the "
+                                 f"{plan.workflow} plan", field="--tags" if selection.tags else "--limit",
+                                 hint="check the tags with `stepwise plan`; system_upgrade_* units run only "
+                                      "when their tag is named"))
+    check_safety(plan.workflow, out, deployment, selection, nodes)
+    units, makespan = asap(out)
+    params = {**dict(plan.params), **selection.params(), "partial": bool(plan.params.get("partial")) or changed}
+    return plan.with_units(units, duration_s=makespan, params=MappingProxyType(params))
+
+
+def _wanted(u: Unit, sel: Selection, asked: set[str], skip: set[str], by_name: bool) -> bool:
+    if sel.stage is not None and u.stage != sel.stage:
+        return False
+    if sel.plane is not None:
+        if u.phase and u.phase != sel.plane.phase:
+            return False
+        if not u.phase and u.is_barrier:
+            return False
+    tags = unit_tags(u)
+    if u.step.info.by_name_only and by_name:
+        if not (asked & (tags - {ALL})):
+            return False
+    elif asked and not (asked & tags) and ALL not in asked:
+        return False
+    return not (tags & skip)
+
+
+def _narrow(u: Unit, keep: set[str] | None) -> Unit | None:
+    """The unit on the kept nodes only (None when none is left; barriers stay)."""
+    if keep is None or not u.nodes:
+        return u
+    left = tuple(n for n in u.nodes if n in keep)
+    if not left:
+        return None
+    if left == u.nodes:
+        return u
+    return replace(u, nodes=left, work=_only(u.work, keep), stops=_only(u.stops, keep, values=True),
+                   starts=_only(u.starts, keep, values=True))
+
+
+def _only(m: Mapping[str, tuple[str, ...]] | None, keep: set[str], values: bool = False):
+    if m is None:
+        return None
+    if values:  # service -> nodes
+        return MappingProxyType({s: tuple(n for n in ns if n in keep) for s, ns in m.items()
+                                 if any(n in keep for n in ns)})
+    return MappingProxyType({n: ss for n, ss in m.items() if n in keep})
+
+
+def _describe(sel: Selection) -> str:
+    what = []
+    if sel.limit:
+        what.append(f"--limit {sel.limit}")
+    if sel.tags:
+        what.append(f"--tags {','.join(sel.tags)}")
+    if sel.skip_tags:
+        what.append(f"--skip-tags {','.join(sel.skip_tags)}")
+    return " ".join(what) or "the selection"
+
+
+def _check_tags(plan: Plan, tags: Sequence[str], flag: str) -> None:
+    known = {t for u in plan.units for t in unit_tags(u)} | {ALL}
+    bad = [t for t in tags if t not in known]
+    if bad:
+        problems = []
+        for t in bad:
+            close = difflib.get_close_matches(t, sorted(known), n=3)
+            problems.append(Problem(f"tag '{t}' matches no unit of the {plan.workflow} plan", field=flag,
+                                    hint=(f"did you mean {', '.join(close)}? " if close else "")
+                                    + f"tags are: {', '.join(sorted(known))}"))
+        raise InputError(problems)
+
+
+def check_safety(workflow: Workflow, units: Sequence[Unit], deployment: Deployment, selection: Selection,
+                 nodes: Sequence[str] | None) -> None:
+    """The seed's rules: `system_upgrade_*` operations never without --limit; reboots and
+    reprovisioning never on every node of a role (of more than one node) at once."""
+    named = [u for u in units if u.step.info.by_name_only]
+    if not named:
+        return
+    steps = sorted({str(u.step) for u in named})
+    if selection.limit is None or nodes is None:
+        raise UnsafePlanError(Problem(f"{', '.join(steps)} refuses to run without --limit", field="--limit",
+                                      hint="name the nodes explicitly, e.g. --limit controller-0,database-0 "
+                                           "(one node of each cluster-/schema-sensitive role first)"))
+    chosen = set(nodes)
+    touched = {n for u in named if u.step.info.whole_role_refused for n in u.nodes}
+    problems = []
+    for role in deployment.roles:
+        names = {n.name for n in role.nodes}
+        if len(names) > 1 and names <= chosen and names & touched:
+            refusing = sorted({str(u.step) for u in named if u.step.info.whole_role_refused and set(u.nodes) & names})
+            problems.append(Problem(
+                f"--limit '{selection.limit}' covers the whole role {role.name} ({len(names)} nodes); "
+                f"{', '.join(refusing)} refuses to run on a whole role at once",
+                field="--limit", hint=f"upgrade the nodes of {role.name} one by one, e.g. --limit {sorted(names)[0]}"))
+    if problems:
+        raise UnsafePlanError(problems)
+
+
+__all__ = ["Selection", "select", "split_list", "unit_tags", "check_safety", "ALL"]

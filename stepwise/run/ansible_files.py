@@ -1,0 +1,69 @@
+"""Files stepwise hands to Ansible: playbooks, inventories and variable files, written as
+YAML in which every value that came from data is tagged `!unsafe`, so Ansible never renders
+it as a template (a package name or an address holding `{{ lookup('pipe', ...) }}` stays text).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+
+class Unsafe(str):
+    """A string that is data: written as `!unsafe '...'`."""
+
+
+def unsafe(value: Any) -> Any:
+    """Mark every string inside `value` (keys stay plain) as data."""
+    if isinstance(value, Unsafe):
+        return value
+    if isinstance(value, str):
+        return Unsafe(value)
+    if isinstance(value, Mapping):
+        return {str(k): unsafe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [unsafe(v) for v in value]
+    return value
+
+
+def plain(value: Any) -> Any:
+    """Plain dicts/lists (mapping proxies and tuples unwrapped), strings kept as they are."""
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+class _Dumper(yaml.SafeDumper):
+    def ignore_aliases(self, data: Any) -> bool:  # shared values are written out, not anchored
+        return True
+
+
+_Dumper.add_representer(Unsafe, lambda d, v: d.represent_scalar("!unsafe", str(v), style="'"))
+_Dumper.add_multi_representer(Mapping, lambda d, v: d.represent_dict(dict(v)))
+_Dumper.add_representer(tuple, lambda d, v: d.represent_list(list(v)))
+
+
+def to_yaml(data: Any) -> str:
+    """YAML for Ansible, `!unsafe` on data strings."""
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=1 << 30, allow_unicode=True,
+                     default_flow_style=False)
+
+
+def write_private(path: Path, text: str) -> Path:
+    """Write a file only its owner can read, atomically (temp file + rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,76 @@
+"""Secrets: which variables are secret, and how to show or store anything that holds them.
+
+A `-e` key that looks secret (password, secret, token, key, credential, ...) keeps its value
+out of every record stepwise writes or prints: the store, history, JSON, the "continue
+with" hint. Only Ansible gets the value, through a private file that is removed after the run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from typing import Any, Mapping, Sequence
+
+MASK = "****"
+_SECRET = re.compile(r"pass(word|wd|phrase)?|secret|token|(^|_)key($|_)|private|credential|auth|cookie|cert",
+                     re.IGNORECASE)
+
+
+def is_secret_key(name: str) -> bool:
+    """True for variable names whose values must never be shown or stored."""
+    return bool(_SECRET.search(str(name)))
+
+
+def mask_mapping(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy with the values of secret keys (at any depth) replaced by ****."""
+    out: dict[str, Any] = {}
+    for k, v in values.items():
+        if is_secret_key(k):
+            out[k] = MASK
+        elif isinstance(v, Mapping):
+            out[k] = mask_mapping(v)
+        else:
+            out[k] = v
+    return out
+
+
+def _mask_extra(text: str) -> str:
+    text = text.strip()
+    if text.startswith("@"):
+        return text  # a file: its contents are not on the command line
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return MASK
+        return json.dumps(mask_mapping(data)) if isinstance(data, dict) else MASK
+    try:
+        pairs = shlex.split(text)
+    except ValueError:
+        return MASK
+    out = []
+    for pair in pairs:
+        k, eq, _v = pair.partition("=")
+        out.append(f"{k}={MASK}" if eq and is_secret_key(k) else pair)
+    return " ".join(out)
+
+
+def mask_argv(argv: Sequence[str]) -> list[str]:
+    """A command line with the values of secret `-e`/`--extra-vars` keys replaced by ****."""
+    out: list[str] = []
+    take = False
+    for a in argv:
+        if take:
+            out.append(_mask_extra(a))
+            take = False
+        elif a in ("-e", "--extra-vars"):
+            out.append(a)
+            take = True
+        elif a.startswith("--extra-vars="):
+            out.append("--extra-vars=" + _mask_extra(a.split("=", 1)[1]))
+        elif a.startswith("-e") and len(a) > 2 and not a.startswith("--"):
+            out.append("-e" + _mask_extra(a[2:]))
+        else:
+            out.append(a)
+    return out
