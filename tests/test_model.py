@@ -120,6 +120,9 @@ def _commands(cmd: str, shell: bool) -> list[str]:
     cmd = re.sub(r"'[^']*'", "''", cmd)  # quoted program text (awk) is not a command
     for part in re.split(r"\n|\||\$\(|&&|;", cmd):
         part = re.sub(r"^\s*[A-Za-z_]+=", "", part).strip()
+        part = re.sub(r"^(if|then|else|elif)\s+", "", part)  # shell syntax: the command follows it
+        if part in ("fi", "then", "else"):
+            continue
         if part and not part.startswith(("'", '"', ")")):
             word = part.split()[0]
             if word not in SHELL_HELPERS:

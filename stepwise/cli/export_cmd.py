@@ -28,10 +28,13 @@ def export(workflow: str = typer.Argument(..., metavar="WORKFLOW", help="update 
     from stepwise.run.store.store import existing_store
     from stepwise.verify import verify_plan
 
+    from stepwise.plan import parse_workflow
+
     with reported():
         dep = load_deployment(deployment)
-        fx = facts_for(dep, facts, existing_store(dep, store))
-        plan = verify_plan(make_plan(workflow, dep, fx, limit, stage=stage, plane=plane, tags=tags or (),
+        wf = parse_workflow(workflow)
+        fx = facts_for(dep, facts, existing_store(dep, store), wf)
+        plan = verify_plan(make_plan(wf, dep, fx, limit, stage=stage, plane=plane, tags=tags or (),
                                      skip_tags=skip_tags or ()), dep)
         files = do_export(plan, dep, output, connector=connector(lab, inventory))
         console.print(f"wrote {len(files)} files to {output}: ansible-playbook -i {output}/inventory.yml "

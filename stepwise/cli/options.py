@@ -110,12 +110,23 @@ def connector(lab: Path | None, inventory_file: Path | None):
     return found
 
 
-def facts_for(deployment: Deployment, facts_file: Path | None, store) -> Facts:
-    """--facts, else what `discover` stored, else nothing known (everything changes)."""
-    if facts_file:
-        return load_facts(facts_file, deployment)
+def facts_for(deployment: Deployment, facts_file: Path | None, store, workflow=None) -> Facts:
+    """--facts, else what `discover` and the runs stored, else nothing known (everything
+    changes), with the milestones reached. A major upgrade takes every package to change:
+    discover sees only the current release's repositories."""
+    from stepwise.model.vocab import Workflow
     from stepwise.run.discover import stored_facts
-    return stored_facts(deployment, store) if store is not None else NO_FACTS
+
+    progress = store.progress(deployment.name) if store is not None else frozenset()
+    if facts_file:
+        fx = load_facts(facts_file, deployment)
+        return fx.with_progress(progress | fx.progress)
+    if store is None:
+        return NO_FACTS
+    packages = workflow in (None, Workflow.UPDATE, Workflow.UNDERCLOUD_UPGRADE)
+    if workflow is Workflow.UPGRADE:
+        return NO_FACTS.with_progress(progress)
+    return stored_facts(deployment, store, packages=packages)
 
 
 def command_line() -> str:

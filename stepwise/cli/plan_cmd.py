@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
 from stepwise.cli.common import console, print_json, reported
 from stepwise.cli.main import app
 from stepwise.cli.render import render_plan
-from stepwise.model import NO_FACTS, load_deployment, load_facts
+from stepwise.model import load_deployment
 from stepwise.plan import make_plan
 from stepwise.verify import verify_plan
 
@@ -51,6 +51,11 @@ def plan(
                                          "without it every service's packages are taken to change."),
     stage: Optional[str] = typer.Option(None, "--stage", help="upgrade only: prepare | run | converge."),
     plane: Optional[str] = typer.Option(None, "--plane", help="control | data: only that part of the rollout."),
+    tags: Optional[List[str]] = typer.Option(None, "--tags", "-t", help="Only units with these tags or steps, as the "
+                                             "run commands take them (system_upgrade_prepare, ...)."),
+    skip_tags: Optional[List[str]] = typer.Option(None, "--skip-tags", help="Leave out units with these tags."),
+    store: Optional[str] = typer.Option(None, "--store", help="State store whose facts and progress the plan "
+                                        "starts from (default: the cloud's, if it exists)."),
     json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON (the documented contract)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every batch and unit."),
 ) -> None:
@@ -59,10 +64,16 @@ def plan(
     The plan is verified before it is shown: a plan that would break an availability rule,
     a quorum, RPC pinning or the schema-migration order is refused (exit 3) with the reason.
     """
+    from stepwise.cli.options import facts_for
+    from stepwise.plan import parse_workflow
+    from stepwise.run.store.store import existing_store
+
     with reported():
         dep = load_deployment(deployment)
-        fx = load_facts(facts, dep) if facts else NO_FACTS
-        p = verify_plan(make_plan(workflow, dep, fx, limit, stage=stage, plane=plane), dep)
+        wf = parse_workflow(workflow)
+        fx = facts_for(dep, facts, existing_store(dep, store), wf)
+        p = verify_plan(make_plan(wf, dep, fx, limit, stage=stage, plane=plane, tags=tags or (),
+                                  skip_tags=skip_tags or ()), dep)
         if json_out:
             print_json(p.to_json())
             return

@@ -17,7 +17,7 @@ from stepwise.cli.options import (DEP, EXTRA, FACTS, FORKS, FRESH, INV, JSON, KE
                                   open_cloud_store, parse_extra_vars)
 from stepwise.errors import InputError, Problem
 from stepwise.model import NO_FACTS, load_deployment
-from stepwise.model.vocab import Stage, Workflow
+from stepwise.plan.commands import Command
 
 update_app = typer.Typer(help="Minor update: rolling, with no API downtime.", no_args_is_help=True)
 upgrade_app = typer.Typer(help="Major upgrade: prepare, run (control plane, then data plane), converge.",
@@ -34,15 +34,16 @@ app.add_typer(management_app, name="undercloud-upgrade", hidden=True)
 EXIT_FAILED, EXIT_INTERRUPTED = 1, 130
 
 
-def _run(title: str, workflow: Workflow, deployment: Path, *, stage: Stage | None = None, plane: str | None = None,
+def _run(title: str, command: Command, deployment: Path, *, plane: str | None = None,
          limit: str | None, tags: list[str] | None, skip_tags: list[str] | None, extra_vars: list[str] | None,
          yes: bool, json_out: bool, store_url: str | None, facts: Path | None, lab: Path | None,
          inventory: Path | None, fresh: bool, rerun: list[str] | None, forks: int, max_parallel: int, max_fail: int,
          keep: bool, ask: bool) -> None:
-    from stepwise.plan import make_plan, selection_for
+    from stepwise.plan import make_plan
+    from stepwise.plan.commands import command_selection
     from stepwise.plan.select import split_list
     from stepwise.run.engine import EngineOptions
-    from stepwise.run.resume import RunRequest, run_plan
+    from stepwise.run.resume import RunRequest, check_variables, run_plan
     from stepwise.run.store.store import existing_store
     from stepwise.verify import verify_plan
 
@@ -50,33 +51,28 @@ def _run(title: str, workflow: Workflow, deployment: Path, *, stage: Stage | Non
         dep = load_deployment(deployment)
         ev = parse_extra_vars(extra_vars)
         tag_list, skip_list = split_list(tags), split_list(skip_tags)
-        if limit is None and ev.get("system_upgrade_nodes") and any(t.startswith("system_upgrade_") for t in tag_list):
+        if limit is None and ev.get("system_upgrade_nodes"):
             limit = str(ev["system_upgrade_nodes"])  # the seed's external-upgrade spelling of --limit
-        if workflow is Workflow.UPGRADE and any(t.startswith("system_upgrade_") for t in tag_list):
-            workflow = Workflow.SYSTEM_UPGRADE  # `upgrade run --tags system_upgrade_run --limit ...` (the seed)
-            stage = plane = None
-        selection = selection_for(workflow, limit, stage=stage, plane=plane, tags=tag_list, skip_tags=skip_list)
-        conn = connector(lab, inventory)
         store = existing_store(dep, store_url)
-        if facts or workflow in (Workflow.UPDATE, Workflow.UNDERCLOUD_UPGRADE):
-            fx = facts_for(dep, facts, store)
-        else:
-            # Discovered versions are those of the current release's repositories: they
-            # cannot say what a major upgrade changes (everything does, unless --facts says).
-            fx = NO_FACTS
-        variables = {k: ev[k] for k in ("target_release",) if k in ev}
+        progress = store.progress(dep.name) if store is not None else frozenset()
+        workflow, selection = command_selection(command, progress=progress, limit=limit, tags=tag_list,
+                                                skip_tags=skip_list, plane=plane)
+        fx = facts_for(dep, facts, store, workflow)
+        variables = {k: ev[k] for k in ("target_release", "system_upgrade_mode") if k in ev}
         # bad input and unsafe plans are refused here, before any file is created
         plan = make_plan(workflow, dep, fx, selection=selection)
         if variables:
             from types import MappingProxyType
             plan = plan.with_units(plan.units, params=MappingProxyType({**plan.params, **variables}))
+        check_variables(plan)
         plan = verify_plan(plan, dep)
+        conn = connector(lab, inventory)
         store = store or open_cloud_store(dep, store_url)
         cmd = command_line()
+        base = Path(dep.path).resolve().parent / ".stepwise"
         options = EngineOptions(extra_vars=ev, forks=forks, max_fail_percentage=max_fail, max_parallel_units=max_parallel,
-                                connector=conn, keep_work_dir=keep,
-                                continue_command=cmd.replace(" --fresh", ""),
-                                work_dir=(Path(dep.path).resolve().parent / ".stepwise" / "work") if keep else None)
+                                connector=conn, keep_work_dir=keep, continue_command=cmd.replace(" --fresh", ""),
+                                work_dir=(base / "work") if keep else None, persist_dir=base / "persist" / dep.name)
         observer = None
         if not json_out:
             from stepwise.cli.progress import LineProgress, LiveProgress
@@ -111,8 +107,8 @@ def _say(title: str, result) -> None:
                                         result.message), soft_wrap=True)
 
 
-def _workflow_command(group: typer.Typer, name: str, title: str, workflow: Workflow, stage: Stage | None,
-                      ask: bool, doc: str, with_plane: bool = False) -> None:
+def _workflow_command(group: typer.Typer, name: str, title: str, command: Command, ask: bool, doc: str,
+                      with_plane: bool = False) -> None:
     def cmd(deployment: Path = DEP, limit: Optional[str] = LIMIT, tags: Optional[List[str]] = TAGS,
             skip_tags: Optional[List[str]] = SKIP, extra_vars: Optional[List[str]] = EXTRA, yes: bool = YES,
             json_out: bool = JSON, store: Optional[str] = STORE, facts: Optional[Path] = FACTS,
@@ -121,7 +117,7 @@ def _workflow_command(group: typer.Typer, name: str, title: str, workflow: Workf
             max_fail: int = MAXFAIL, keep: bool = KEEP,
             plane: Optional[str] = typer.Option(None, "--plane", help="control | data (upgrade run only).",
                                                 hidden=not with_plane)) -> None:
-        _run(title, workflow, deployment, stage=stage, plane=plane, limit=limit, tags=tags, skip_tags=skip_tags,
+        _run(title, command, deployment, plane=plane, limit=limit, tags=tags, skip_tags=skip_tags,
              extra_vars=extra_vars, yes=yes, json_out=json_out, store_url=store, facts=facts, lab=lab,
              inventory=inventory, fresh=fresh, rerun=rerun, forks=forks, max_parallel=max_parallel,
              max_fail=max_fail, keep=keep, ask=ask or fresh)
@@ -129,20 +125,26 @@ def _workflow_command(group: typer.Typer, name: str, title: str, workflow: Workf
     group.command(name)(cmd)
 
 
-_workflow_command(update_app, "run", "update", Workflow.UPDATE, None, False,
+_workflow_command(update_app, "run", "update", Command.UPDATE_RUN, False,
                   "Run the minor update (rolling; continues an unfinished update run).")
-_workflow_command(upgrade_app, "prepare", "upgrade prepare", Workflow.UPGRADE, Stage.PREPARE, True,
-                  "Validations, backup, pin RPC: the upgrade's first stage.")
-_workflow_command(upgrade_app, "run", "upgrade run", Workflow.UPGRADE, Stage.RUN, True,
-                  "Upgrade nodes (--plane control|data to split); with --tags system_upgrade_* the OS upgrade "
-                  "of the --limit nodes.", with_plane=True)
-_workflow_command(upgrade_app, "converge", "upgrade converge", Workflow.UPGRADE, Stage.CONVERGE, True,
+_workflow_command(upgrade_app, "prepare", "upgrade prepare", Command.UPGRADE_PREPARE, True,
+                  "Validations, repositories of -e target_release, backup, pin RPC: the upgrade's first stage "
+                  "(the OS upgrade's step 1).")
+_workflow_command(upgrade_app, "run", "upgrade run", Command.UPGRADE_RUN, True,
+                  "Upgrade nodes (--plane control|data to split). With --tags system_upgrade_prepare|"
+                  "system_upgrade_run --limit NODES the OS upgrade's prepare or reboot of those nodes; while an OS "
+                  "upgrade is under way, --limit NODES upgrades nodes that run the new OS (its step 6).",
+                  with_plane=True)
+_workflow_command(upgrade_app, "converge", "upgrade converge", Command.UPGRADE_CONVERGE, True,
                   "Unpin RPC, online data migrations, re-assert state: the upgrade's last stage.")
-_workflow_command(external_app, "run", "external-upgrade", Workflow.SYSTEM_UPGRADE, None, True,
-                  "Run system_upgrade_* (or other) operations by tag; -e system_upgrade_nodes=... works as --limit.")
-_workflow_command(management_app, "run", "management upgrade", Workflow.UNDERCLOUD_UPGRADE, None, True,
-                  "Upgrade the management node (undercloud): stop services, update the tool first, then all "
-                  "packages, re-run install, every DB sync.")
+_workflow_command(external_app, "run", "external-upgrade", Command.EXTERNAL_UPGRADE_RUN, True,
+                  "The OS upgrade's operations of external installers and of the whole cloud, by tag: "
+                  "system_upgrade_prepare / system_upgrade_run (ceph), system_upgrade_transfer_data (--limit "
+                  "roles), online_upgrade, system_upgrade_cleanup; -e system_upgrade_nodes=... works as --limit.")
+_workflow_command(management_app, "run", "management upgrade", Command.MANAGEMENT_UPGRADE_RUN, True,
+                  "Upgrade the management node (undercloud): the tool first, dump the database while it runs, stop "
+                  "every service, all packages, restore, re-run install, every DB sync. With --tags "
+                  "system_upgrade_prepare|system_upgrade_run --limit NODE its own OS upgrade first.")
 
 
 @app.command()

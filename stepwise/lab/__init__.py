@@ -35,6 +35,9 @@ def inventory(lab_dir: str | Path) -> dict[str, Any]:
             "stepwise_flag_dir": str(lab.node_root(name) / "var" / "lib" / "stepwise" / "flags"),
             "stepwise_os_release": str(lab.node_root(name) / "etc" / "os-release"),
             "stepwise_reboot_command": "reboot",
+            "stepwise_reprovision_command": "reprovision",
+            # stepwise's own shell commands (archives of the node's data) run in the node's root
+            "stepwise_node_root": str(lab.node_root(name)),
         }
     return {"all": {"children": groups}}
 

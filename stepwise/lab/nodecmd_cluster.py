@@ -221,6 +221,45 @@ def reboot(lab: Lab, node: str, args: list[str]) -> int:
     return 0
 
 
+@command("reprovision")
+def reprovision(lab: Lab, node: str, args: list[str]) -> int:
+    """Wipe the node and install the next OS major's image: the OS packages and the node's
+    services at the newest release built for that OS, nothing enabled, no configuration, no
+    data. What the node must keep comes back from what was persisted before."""
+    cur = lab.os_major(node)
+    target = cur + 1
+    if target not in R.OS_MAJORS:
+        return err(f"no image for OS {target}")
+    release = next((r for r in reversed(R.RELEASES) if f"openstack-{r}-el{target}" in lab.spec["repos"]), None)
+    if release is None:
+        return err(f"no OpenStack release is built for OS {target}")
+    lab.call("poweroff", node=node)
+    with lab.node_lock(node):
+        wl = S.workloads(lab)
+        for vm, st in wl.items():
+            if st["host"] == node and st["state"] == "running":
+                st["state"] = "lost"  # not moved away: the instance died with its host
+        S.save_workloads(lab, wl)
+        root = lab.node_root(node)
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True)
+        repos = lab.spec["repos"]
+        enabled = R.enabled_repos(repos, release, target)
+        pkgs = {}
+        for p in S.node_packages(lab, node):
+            best = R.latest(repos, enabled, p)
+            if best:
+                pkgs[p] = {"version": best[0], "repo": best[1]}
+        lab.write_state(node, "packages.json", pkgs)
+        lab.write_state(node, "repos.json", {"release": release})
+        lab.write_state(node, "units.json", {"enabled": []})
+        lab.write_state(node, "kernel.json", {"running": pkgs.get("kernel", {}).get("version")})
+        S.write_os_release(lab, node, target)
+    lab.call("boot", node=node, units=[], timeout=120)
+    out(f"{node} reprovisioned with the OS {target} image ({release}); nothing runs, nothing was kept")
+    return 0
+
+
 # --- data ------------------------------------------------------------------------------
 @command("upgrade-transfer-data")
 def transfer(lab: Lab, node: str, args: list[str]) -> int:

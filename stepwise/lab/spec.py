@@ -20,8 +20,6 @@ from stepwise.model import Deployment
 DB_PORT = 3306
 CLUSTERCHECK_PORT = 9200
 WORKLOAD_PORT = 8080
-#: Cluster kinds whose members cannot talk across OS majors (corosync 2 -> 3 changed transport).
-OS_BOUND_CLUSTERS = ("pacemaker", "corosync")
 
 
 def _port(url: str | None) -> int | None:
@@ -79,7 +77,8 @@ def build_spec(dep: Deployment, lab_dir: str, index: int, workloads_per_compute:
             "plane": svc.plane,
             "packages": list(svc.packages),
             "cluster": svc.cluster,
-            "os_bound": svc.cluster in OS_BOUND_CLUSTERS,
+            # members on two OS majors cannot form a cluster (as the catalog declares it)
+            "os_bound": bool(svc.cluster) and not svc.mixed_os,
             "rpc": svc.rpc,
             "port": CLUSTERCHECK_PORT if db else port,
             "db_port": port if db else None,

@@ -168,9 +168,13 @@ def start_db(unit: Unit) -> tuple[str, int, bool]:
     unit.major = 1
     want = mariadb.installed_format(pkgs)
     have = mariadb.data_format(root)
+    donors = [p for p in svc["instances"] if p != node and H.read_unit(lab, p, name)]
     if have != want:
-        fail(f"mariadbd {want}: datadir was written by MariaDB {have}: an in-place major upgrade is not "
-             "supported; dump the databases before the package update and restore them after")
+        if not donors:
+            fail(f"mariadbd {want}: datadir was written by MariaDB {have}: an in-place major upgrade is not "
+                 "supported; dump the databases before the package update and restore them after")
+        # joining a running cluster: the state transfer (SST) replaces whatever the datadir held
+        mariadb.init_datadir(root, want)
     addr = lab.node(node)["address"]
     mariadb.write_cnf(root, addr, svc["db_port"])
     unit.child = subprocess.Popen(mariadb.server_command(root), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

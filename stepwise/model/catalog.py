@@ -57,6 +57,8 @@ class Service:
     availability: Availability | None = None
     rolling: bool = True
     cluster: str | None = None
+    mixed_os: bool = True
+    external: bool = False
     rpc: str | None = None
     health: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     #: workflow ("update" | "upgrade") -> step -> tasks (aliases already resolved)
@@ -178,6 +180,8 @@ def service_from_spec(spec: ServiceSpec, source: str, line: int | None = None,
         availability=_parse_availability(spec.availability),
         rolling=spec.rolling,
         cluster=spec.cluster,
+        mixed_os=spec.mixed_os,
+        external=spec.external,
         rpc=spec.rpc,
         health=MappingProxyType({k: v for k, v in (spec.health.model_dump() if spec.health else {}).items() if v}),
         tasks=MappingProxyType(tasks),

@@ -44,6 +44,17 @@ class Facts:
     nodes: Mapping[str, NodeFacts]
     known: bool = True
     source: str = "<none>"
+    #: milestones of a procedure that spans commands (see stepwise.plan.progress)
+    progress: frozenset[str] = frozenset()
+    #: the nodes' OS majors are known (from discover, a run, or the facts file), not defaults
+    os_known: bool = False
+
+    def with_progress(self, progress: "frozenset[str] | set[str]") -> "Facts":
+        return Facts(self.nodes, self.known, self.source, frozenset(progress), self.os_known)
+
+    def without_packages(self) -> "Facts":
+        """The same facts, but every package taken to change (a major upgrade)."""
+        return Facts(self.nodes, False, self.source, self.progress, self.os_known)
 
     def of(self, node: str) -> NodeFacts:
         return self.nodes.get(node, NodeFacts())
@@ -96,23 +107,33 @@ def build_facts(spec: FactsSpec, deployment: Deployment, doc=None, fname: str = 
         major = (os_spec.major if os_spec and os_spec.major is not None else DEFAULT_OS_MAJOR)
         target = (os_spec.target if os_spec and os_spec.target is not None else (default_os.target if default_os and default_os.target else major + 1))
         out[node.name] = NodeFacts(MappingProxyType(pk), major, target)
-    return Facts(MappingProxyType(out), True, fname)
+    os_known = bool(default_os and default_os.major is not None) or any(
+        nf.os is not None and nf.os.major is not None for nf in spec.nodes.values())
+    return Facts(MappingProxyType(out), True, fname, frozenset(spec.progress), os_known=os_known)
 
 
 def facts_to_dict(facts: Facts) -> dict | None:
     """Facts in the facts-file shape (FactsSpec), e.g. to record what a run was planned from;
     None when nothing was known."""
-    if not facts.known:
-        return None
+    if not facts.known and not facts.os_known:
+        return {"nodes": {}, "progress": sorted(facts.progress), "known": False} if facts.progress else None
     nodes = {}
     for name, nf in facts.nodes.items():
-        nodes[name] = {"os": {"major": nf.os_major, "target": nf.os_target},
-                       "packages": {p: {k: v for k, v in (("installed", f.installed), ("available", f.available))
+        entry: dict = {"packages": {p: {k: v for k, v in (("installed", f.installed), ("available", f.available))
                                         if v is not None} for p, f in nf.packages.items()}}
-    return {"nodes": nodes}
+        if facts.os_known:
+            entry["os"] = {"major": nf.os_major, "target": nf.os_target}
+        nodes[name] = entry
+    return {"nodes": nodes, "progress": sorted(facts.progress), "known": facts.known}
 
 
 def facts_from_dict(data: dict, deployment: Deployment, source: str = "<recorded>") -> Facts:
     """Facts from the facts-file shape (a recorded snapshot, or what discover stored)."""
+    data = dict(data)
+    progress = frozenset(data.get("progress") or ())
+    known = data.pop("known", True)
+    if not known and not data.get("nodes"):
+        return Facts(MappingProxyType({}), False, source, progress)
     spec = validate(FactsSpec, data, None, source)
-    return build_facts(spec, deployment, None, source)
+    facts = build_facts(spec, deployment, None, source).with_progress(progress)
+    return facts if known else facts.without_packages()

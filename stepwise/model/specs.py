@@ -111,6 +111,11 @@ class ServiceSpec(Strict):
     availability: AvailabilitySpec | None = None
     rolling: bool = True
     cluster: str | None = None
+    #: false: members of the service's cluster cannot run on two OS majors at once (corosync
+    #: changed its transport; what pacemaker manages follows it)
+    mixed_os: bool = True
+    #: managed by an external installer (ceph): its OS-upgrade tasks run with external-upgrade
+    external: bool = False
     rpc: str | None = None
     health: HealthSpec | None = None
     update: WorkflowTasksSpec | None = None
@@ -228,6 +233,9 @@ class NodeFactsSpec(Strict):
 class FactsSpec(Strict):
     defaults: NodeFactsSpec | None = None
     nodes: dict[str, NodeFactsSpec] = Field(default_factory=dict)
+    #: milestones of a multi-command procedure reached so far (stepwise.plan.progress), e.g.
+    #: `os:transferred@Database`; normally recorded by stepwise's runs in the store
+    progress: list[str] = Field(default_factory=list)
 
 
 ALL_WORKFLOW_KEYS = ("pre", "post", *NODE_STEPS, *UPGRADE_EXTRA_STEPS)

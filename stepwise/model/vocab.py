@@ -59,6 +59,10 @@ class Stage(StrEnum):
     ONLINE_UPGRADE = "online_upgrade"
 
 
+#: Stages whose operations the seed runs with `external-upgrade run`.
+EXTERNAL_STAGES: frozenset[Stage] = frozenset({Stage.SYSTEM_UPGRADE_TRANSFER_DATA, Stage.ONLINE_UPGRADE,
+                                               Stage.SYSTEM_UPGRADE_CLEANUP})
+
 #: The stages of the major upgrade, in order (`upgrade prepare|run|converge`).
 UPGRADE_STAGES: tuple[Stage, ...] = (Stage.PREPARE, Stage.RUN, Stage.CONVERGE)
 
@@ -72,6 +76,13 @@ class Phase(StrEnum):
     OS_FIRST = "os-first"
     OS_REST = "os-rest"
     MANAGEMENT = "management"
+
+
+class UpgradeMode(StrEnum):
+    """How a node gets its new operating system."""
+
+    IN_PLACE = "in-place"          # leapp-style: prepare downloads, the reboot upgrades
+    REPROVISION = "reprovision"    # the node is wiped and installed from the new image; its data is restored
 
 
 class Plane(StrEnum):
@@ -139,6 +150,7 @@ class Step(StrEnum):
     GATE = "gate"
     # the operating-system upgrade (the seed's system_upgrade_* operations)
     SYSTEM_UPGRADE_PREPARE = "system_upgrade_prepare"
+    EXTERNAL_SYSTEM_UPGRADE_PREPARE = "external_system_upgrade_prepare"
     SYSTEM_UPGRADE_RUN = "system_upgrade_run"
     SYSTEM_UPGRADE_TRANSFER_DATA = "system_upgrade_transfer_data"
     EXTERNAL_SYSTEM_UPGRADE_RUN = "external_system_upgrade_run"
@@ -179,7 +191,7 @@ class StepInfo:
     `never`-tagged tasks. `whole_role_refused`: never on every node of a role at once.
     `once_only`: must never run twice on a node (a flag file guards it). `destructive`: takes
     the node away (reboot, reprovision); its preconditions are checked on the node right
-    before it runs.
+    before it runs. `external`: run by `external-upgrade run`, not `upgrade run`.
     """
 
     tasks: tuple[Section, str] | None = None
@@ -189,6 +201,12 @@ class StepInfo:
     whole_role_refused: bool = False
     once_only: bool = False
     destructive: bool = False
+    #: the seed's `external-upgrade run` operations (external installers such as ceph, data
+    #: transfer, cleanup), as opposed to the per-node `upgrade run` ones
+    external: bool = False
+    #: refuses to run without --limit naming its nodes (the seed's rule for the operations
+    #: that take nodes away or move their data)
+    needs_limit: bool = False
 
 
 def _visit(step: Step, state: ServiceState | None = None) -> StepInfo:
@@ -214,18 +232,20 @@ STEPS: Mapping[Step, StepInfo] = MappingProxyType({
     Step.UNPIN_RPC: StepInfo(tasks=(Section.UPGRADE, "unpin")),
     Step.CONVERGE: StepInfo(tasks=(Section.CONVERGE, "")),
     Step.GATE: StepInfo(),
-    Step.SYSTEM_UPGRADE_PREPARE: StepInfo(tasks=(Section.SYSTEM_UPGRADE, "prepare"), node_work=NodeWork.PREPARE_OS,
+    Step.SYSTEM_UPGRADE_PREPARE: StepInfo(needs_limit=True, tasks=(Section.SYSTEM_UPGRADE, "prepare"), node_work=NodeWork.PREPARE_OS,
                                           state_after=ServiceState.STOPPED, by_name_only=True,
                                           whole_role_refused=True),
-    Step.SYSTEM_UPGRADE_RUN: StepInfo(node_work=NodeWork.UPGRADE_OS, state_after=ServiceState.STOPPED,
+    Step.SYSTEM_UPGRADE_RUN: StepInfo(needs_limit=True, node_work=NodeWork.UPGRADE_OS, state_after=ServiceState.STOPPED,
                                       by_name_only=True, whole_role_refused=True, destructive=True),
-    Step.SYSTEM_UPGRADE_TRANSFER_DATA: StepInfo(tasks=(Section.SYSTEM_UPGRADE, "transfer_data"),
+    Step.SYSTEM_UPGRADE_TRANSFER_DATA: StepInfo(needs_limit=True, tasks=(Section.SYSTEM_UPGRADE, "transfer_data"),
                                                 state_after=ServiceState.STOPPED, by_name_only=True,
-                                                once_only=True),
-    Step.EXTERNAL_SYSTEM_UPGRADE_RUN: StepInfo(tasks=(Section.SYSTEM_UPGRADE, "run"), state_after=ServiceState.RUNNING,
-                                               by_name_only=True),
+                                                once_only=True, external=True),
+    Step.EXTERNAL_SYSTEM_UPGRADE_PREPARE: StepInfo(needs_limit=True, tasks=(Section.SYSTEM_UPGRADE, "prepare"),
+                                                   state_after=ServiceState.STOPPED, by_name_only=True, external=True),
+    Step.EXTERNAL_SYSTEM_UPGRADE_RUN: StepInfo(needs_limit=True, tasks=(Section.SYSTEM_UPGRADE, "run"), state_after=ServiceState.RUNNING,
+                                               by_name_only=True, external=True),
     Step.SYSTEM_UPGRADE_CLEANUP: StepInfo(tasks=(Section.SYSTEM_UPGRADE, "cleanup"), node_work=NodeWork.CLEANUP_OS,
-                                          by_name_only=True),
+                                          by_name_only=True, external=True),
 })
 
 

@@ -13,7 +13,7 @@ from stepwise.model.vocab import UPGRADE_STAGES, Plane, Stage, Workflow
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.limits import resolve_limit
 from stepwise.plan.schedule import asap
-from stepwise.plan.select import Selection, select, split_list
+from stepwise.plan.select import Selection, check_requires, select, split_list
 from stepwise.plan.system_upgrade import plan_system_upgrade
 from stepwise.plan.undercloud import plan_undercloud_upgrade
 from stepwise.plan.units import WORKFLOWS, Plan, Unit, Window
@@ -76,7 +76,10 @@ def make_plan(workflow: str | Workflow, deployment: Deployment, facts: Facts = N
     units, makespan = asap(builder.units)
     params = {"facts": facts.source if facts.known else None, **builder.params}
     plan = Plan(wf, deployment.name, tuple(units), duration_s=makespan, params=MappingProxyType(params))
-    return select(plan, deployment, sel, nodes)
+    selected = select(plan, deployment, sel, nodes)
+    if any(u.requires for u in plan.units):
+        selected = check_requires(selected, plan, facts.progress, deployment.path)
+    return selected
 
 
 __all__ = ["make_plan", "selection_for", "parse_workflow", "Plan", "Unit", "Window", "WORKFLOWS", "STAGES", "PLANES",

@@ -37,7 +37,8 @@ class PlanBuilder:
             starts: Mapping[str, Iterable[str]] | None = None, why: str, stage: Stage, phase: Phase = Phase.NONE,
             scope: Scope = Scope.NODE, batch: str | None = None, duration_s: float = 0.0,
             tags: Iterable[str] = (), idempotent: bool | None = None,
-            work: Mapping[str, Iterable[str]] | None = None, vars: Mapping[str, Any] | None = None) -> str:
+            work: Mapping[str, Iterable[str]] | None = None, vars: Mapping[str, Any] | None = None,
+            marks: Iterable[str] = (), requires: Iterable[str] = ()) -> str:
         uid = f"u{len(self.units) + 1}"
         step = Step(step)
         if idempotent is None:
@@ -52,11 +53,13 @@ class PlanBuilder:
             stops=_freeze(stops), starts=_freeze(starts), why=why, stage=Stage(stage), phase=Phase(phase), scope=Scope(scope),
             batch=batch, duration_s=float(duration_s), tags=tuple(dict.fromkeys(tag_list)), idempotent=idempotent,
             work=_freeze(work) if work is not None else None,
-            vars=MappingProxyType(dict(vars or {})),
+            vars=MappingProxyType(dict(vars or {})), marks=tuple(marks), requires=tuple(requires),
         ))
         self._ids.add(uid)
         return uid
 
-    def gate(self, after: Iterable[str | None], why: str, stage: Stage, phase: Phase = Phase.NONE) -> str:
+    def gate(self, after: Iterable[str | None], why: str, stage: Stage, phase: Phase = Phase.NONE,
+             marks: Iterable[str] = ()) -> str:
         """A no-op barrier: everything after it waits for everything before it."""
-        return self.add(Step.GATE, after=after, why=why, stage=stage, phase=phase, scope=Scope.DEPLOYMENT)
+        return self.add(Step.GATE, after=after, why=why, stage=stage, phase=phase, scope=Scope.DEPLOYMENT,
+                        marks=marks)

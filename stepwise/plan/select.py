@@ -16,7 +16,7 @@ from typing import Iterable, Mapping, Sequence
 
 from stepwise.errors import InputError, Problem, UnsafePlanError
 from stepwise.model.deployment import Deployment
-from stepwise.model.vocab import Plane, Stage, Workflow
+from stepwise.model.vocab import Phase, Plane, Stage, Step, Workflow
 from stepwise.plan.limits import resolve_limit
 from stepwise.plan.schedule import asap
 from stepwise.plan.units import Plan, Unit
@@ -46,14 +46,17 @@ class Selection:
     skip_tags: tuple[str, ...] = ()
     stage: Stage | None = None
     plane: Plane | None = None
+    #: True: only the seed's `external-upgrade run` operations; False: only `upgrade run` ones
+    external: bool | None = None
 
     @property
     def is_everything(self) -> bool:
-        return not (self.limit or self.tags or self.skip_tags or self.stage or self.plane)
+        return not (self.limit or self.tags or self.skip_tags or self.stage or self.plane or self.external is not None)
 
     def params(self) -> dict[str, object]:
         return {"limit": self.limit, "tags": list(self.tags), "skip_tags": list(self.skip_tags),
-                "stage": str(self.stage) if self.stage else None, "plane": str(self.plane) if self.plane else None}
+                "stage": str(self.stage) if self.stage else None, "plane": str(self.plane) if self.plane else None,
+                "external": self.external}
 
 
 def unit_tags(unit: Unit) -> set[str]:
@@ -90,11 +93,8 @@ def select(plan: Plan, deployment: Deployment, selection: Selection, nodes: Sequ
     ids = {u.id for u in out}
     out = [replace(u, after=tuple(a for a in u.after if a in ids)) if any(a not in ids for a in u.after) else u
            for u in out]
-    if plan.units and not any(u.nodes or u.services for u in out) and not selection.is_everything:
-        raise InputError(Problem(f"nothing to run: {_describe(selection)} selects no unit of the "
-                                 f"{plan.workflow} plan", field="--tags" if selection.tags else "--limit",
-                                 hint="check the tags with `stepwise plan`; system_upgrade_* units run only "
-                                      "when their tag is named"))
+    if not any(u.nodes or u.services for u in out):
+        out = []  # only barriers: nothing to do (valid names that select nothing left)
     check_safety(plan.workflow, out, deployment, selection, nodes)
     units, makespan = asap(out)
     params = {**dict(plan.params), **selection.params(), "partial": bool(plan.params.get("partial")) or changed}
@@ -103,6 +103,8 @@ def select(plan: Plan, deployment: Deployment, selection: Selection, nodes: Sequ
 
 def _wanted(u: Unit, sel: Selection, asked: set[str], skip: set[str], by_name: bool) -> bool:
     if sel.stage is not None and u.stage != sel.stage:
+        return False
+    if sel.external is not None and u.external != sel.external:
         return False
     if sel.plane is not None:
         if u.phase and u.phase != sel.plane.phase:
@@ -127,8 +129,11 @@ def _narrow(u: Unit, keep: set[str] | None) -> Unit | None:
         return None
     if left == u.nodes:
         return u
+    dropped = {f"@{n}" for n in u.nodes if n not in keep}
     return replace(u, nodes=left, work=_only(u.work, keep), stops=_only(u.stops, keep, values=True),
-                   starts=_only(u.starts, keep, values=True))
+                   starts=_only(u.starts, keep, values=True),
+                   marks=tuple(m for m in u.marks if not any(m.endswith(d) for d in dropped)),
+                   requires=tuple(m for m in u.requires if not any(m.endswith(d) for d in dropped)))
 
 
 def _only(m: Mapping[str, tuple[str, ...]] | None, keep: set[str], values: bool = False):
@@ -151,8 +156,13 @@ def _describe(sel: Selection) -> str:
     return " ".join(what) or "the selection"
 
 
+#: every word a unit may be tagged with, whether or not a unit of this plan still carries it
+VOCABULARY = frozenset({ALL, *(str(s) for s in Step), *(str(s) for s in Stage), *(str(p) for p in Phase if p),
+                        "tool", "external"})
+
+
 def _check_tags(plan: Plan, tags: Sequence[str], flag: str) -> None:
-    known = {t for u in plan.units for t in unit_tags(u)} | {ALL}
+    known = {t for u in plan.units for t in unit_tags(u)} | VOCABULARY
     bad = [t for t in tags if t not in known]
     if bad:
         problems = []
@@ -169,13 +179,15 @@ def check_safety(workflow: Workflow, units: Sequence[Unit], deployment: Deployme
     """The seed's rules: `system_upgrade_*` operations never without --limit; reboots and
     reprovisioning never on every node of a role (of more than one node) at once."""
     named = [u for u in units if u.step.info.by_name_only]
-    if not named:
-        return
-    steps = sorted({str(u.step) for u in named})
-    if selection.limit is None or nodes is None:
+    if not named or (workflow is Workflow.SYSTEM_UPGRADE and not selection.tags):
+        return  # nothing named, or the preview of the whole OS-upgrade procedure (`stepwise plan`)
+    steps = sorted({str(u.step) for u in named if u.step.info.needs_limit})
+    if steps and (selection.limit is None or nodes is None):
         raise UnsafePlanError(Problem(f"{', '.join(steps)} refuses to run without --limit", field="--limit",
                                       hint="name the nodes explicitly, e.g. --limit controller-0,database-0 "
                                            "(one node of each cluster-/schema-sensitive role first)"))
+    if nodes is None:
+        return
     chosen = set(nodes)
     touched = {n for u in named if u.step.info.whole_role_refused for n in u.nodes}
     problems = []
@@ -191,4 +203,57 @@ def check_safety(workflow: Workflow, units: Sequence[Unit], deployment: Deployme
         raise UnsafePlanError(problems)
 
 
-__all__ = ["Selection", "select", "split_list", "unit_tags", "check_safety", "ALL"]
+def check_requires(plan: Plan, full: Plan, progress: frozenset[str] | set[str], deployment_path: str) -> Plan:
+    """A selected part of a multi-command procedure may only need milestones that are
+    reached already or that its own units reach. A barrier whose needs are not met is left
+    for a later command; a unit of work is refused with the command to run first."""
+    from stepwise.plan.progress import command_for, implicit_marks
+
+    def marks_of(u: Unit) -> set[str]:
+        return set(u.marks) | set(implicit_marks(u))
+
+    producers: dict[str, Unit] = {}
+    for u in full.units:
+        for m in marks_of(u):
+            producers.setdefault(m, u)
+    kept: list[Unit] = []
+    reached = set(progress)
+    for u in plan.units:
+        missing = [m for m in u.requires if m not in reached]
+        if missing and u.is_barrier:
+            continue
+        if missing:
+            raise InputError(Problem(f"{u.step} on {', '.join(u.nodes) or 'the cloud'} needs {_needs(missing[0])} first",
+                                     field="--tags" if plan.params.get("tags") else "--limit",
+                                     hint="run first: " + _next_command(missing[0], producers, reached, deployment_path,
+                                                                       command_for)))
+        kept.append(u)
+        reached |= marks_of(u)
+    if len(kept) == len(plan.units):
+        return plan
+    ids = {u.id for u in kept}
+    kept = [replace(u, after=tuple(a for a in u.after if a in ids)) for u in kept]
+    units, makespan = asap(kept)
+    return plan.with_units(units, duration_s=makespan)
+
+
+def _needs(milestone: str) -> str:
+    what, _, where = milestone.partition("@")
+    what = what.removeprefix("os:").replace("_", " ")
+    return f"'{what}'" + (f" of {where}" if where else "")
+
+
+def _next_command(m: str, producers: Mapping[str, Unit], reached: set[str], path: str, command_for) -> str:
+    """The command of the earliest step still missing on the way to milestone `m`."""
+    seen: set[str] = set()
+    while m in producers and m not in seen:
+        seen.add(m)
+        u = producers[m]
+        earlier = [r for r in u.requires if r not in reached and r in producers]
+        if not earlier:
+            return command_for(u, path)
+        m = earlier[0]
+    return f"stepwise plan system-upgrade -d {path} (to see what is left)"
+
+
+__all__ = ["Selection", "select", "split_list", "unit_tags", "check_safety", "check_requires", "ALL"]

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
-from stepwise.model.vocab import Phase, Scope, Stage, Step, Workflow
+from stepwise.model.vocab import EXTERNAL_STAGES, Phase, Scope, Stage, Step, Workflow
 
 WORKFLOWS: tuple[Workflow, ...] = tuple(Workflow)
 
@@ -48,6 +48,15 @@ class Unit:
     vars: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     start_s: float = 0.0
     end_s: float = 0.0
+    #: progress milestones recorded when the unit is done (a multi-command procedure such as
+    #: the OS upgrade plans what is left from them), and those it needs done before it starts
+    marks: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
+
+    @property
+    def external(self) -> bool:
+        """An operation the seed runs with `external-upgrade run` rather than `upgrade run`."""
+        return self.step.info.external or self.stage in EXTERNAL_STAGES
 
     def services_on(self, node: str) -> tuple[str, ...]:
         if self.work is not None:
@@ -83,6 +92,10 @@ class Unit:
             d["work"] = {k: list(v) for k, v in self.work.items()}
         if self.vars:
             d["vars"] = dict(self.vars)
+        if self.marks:
+            d["marks"] = list(self.marks)
+        if self.requires:
+            d["requires"] = list(self.requires)
         return d
 
     @staticmethod
@@ -99,6 +112,7 @@ class Unit:
             work=MappingProxyType({k: tuple(v) for k, v in d["work"].items()}) if d.get("work") is not None else None,
             vars=MappingProxyType(dict(d.get("vars", {}))),
             start_s=float(d.get("start_s", 0.0)), end_s=float(d.get("end_s", 0.0)),
+            marks=tuple(d.get("marks", ())), requires=tuple(d.get("requires", ())),
         )
 
 

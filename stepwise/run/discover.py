@@ -20,13 +20,24 @@ from stepwise.run.inventory import Connector, inventory
 from stepwise.run.store.store import Store
 
 
-def stored_facts(deployment: Deployment, store: Store) -> Facts:
-    """What `discover` stored, as the Facts a plan takes (NO_FACTS when it never ran)."""
+def stored_facts(deployment: Deployment, store: Store, packages: bool = True) -> Facts:
+    """What `discover` and the runs stored, as the Facts a plan takes, with the milestones
+    reached (NO_FACTS and no progress when nothing was recorded). `packages=False`: the
+    package versions are not used (a major upgrade changes everything whatever discover
+    saw in the current release's repositories), the OS majors and milestones are."""
+    progress = store.progress(deployment.name)
     data = store.facts(deployment.name)
-    if not data or not any(f.get("packages") for f in data["nodes"].values()):
-        return NO_FACTS  # no package versions known: everything may change
+    if not data or not any(f.get("packages") or f.get("os") for f in data["nodes"].values()):
+        return NO_FACTS.with_progress(progress)
+    if not packages:
+        data = {"nodes": {n: {"os": f["os"]} for n, f in data["nodes"].items() if f.get("os")}}
+        if not data["nodes"]:
+            return NO_FACTS.with_progress(progress)
     data = {"nodes": {n: f for n, f in data["nodes"].items() if n in deployment.node_by_name}}
-    return build_facts(FactsSpec.model_validate(data), deployment, None, f"store:{deployment.name}")
+    facts = build_facts(FactsSpec.model_validate(data), deployment, None, f"store:{deployment.name}")
+    if not packages:
+        facts = facts.without_packages()  # what changes is not known: every package may (the safe side)
+    return facts.with_progress(progress)
 
 
 def discover(deployment: Deployment, store: Store | None, *, nodes: Sequence[str] | None = None,

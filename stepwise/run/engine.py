@@ -34,6 +34,7 @@ from typing import Any, Callable, Mapping
 from stepwise.errors import Problem, StepwiseError
 from stepwise.model import Deployment
 from stepwise.model.vocab import ServiceState, Step, UnitState
+from stepwise.plan.progress import implicit_clears, implicit_marks
 from stepwise.plan.units import Unit
 from stepwise.run import ansible_env
 from stepwise.run.ansible_files import to_yaml, unsafe, write_private
@@ -60,6 +61,8 @@ class EngineOptions:
     max_fail_percentage: int = 0
     max_parallel_units: int = 8
     connector: Connector | None = None
+    #: where an OS upgrade by reprovisioning keeps each node's data (private to the upgrade user)
+    persist_dir: Path | None = None
     work_dir: Path | None = None
     keep_work_dir: bool = False
     continue_command: str = ""
@@ -144,6 +147,10 @@ class Engine:
         self.inventory_path = write_private(self.pdd / "inventory" / "hosts.yml", to_yaml(inv))
         extravars = {**plan_vars(self.plan, self.dep), "stepwise_run_id": self.run_id,
                      **unsafe(dict(self.options.extra_vars))}
+        if self.options.persist_dir is not None:
+            self.options.persist_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.chmod(self.options.persist_dir, 0o700)
+            extravars["stepwise_persist_dir"] = str(self.options.persist_dir)
         if self.options.max_fail_percentage > 0:
             self.failed_hosts_file = self.pdd / "failed_hosts"
             write_private(self.failed_hosts_file, "")
@@ -335,7 +342,17 @@ class Engine:
             self._end_unit(u, UnitState.DONE, f"failed on {', '.join(failed_hosts)} (tolerated)" if tolerated else "")
 
     def _chain_ended(self, r: _ChainRun) -> None:
-        """The chain's process ended: close its running unit by how it ended."""
+        """The chain's process ended: close its running unit by how it ended; units it never
+        started stop the run (unless it was stopped on purpose)."""
+        self._close_current(r)
+        left = [u.id for u in r.chain.units if self.sched.state[u.id] is UnitState.PENDING]
+        if left and self.sched.stop is None:
+            tail = " ".join(line.strip() for line in list(r.output)[-6:] if line.strip())
+            self.sched.request_stop(f"ansible-playbook ended (rc={r.rc}) before running {', '.join(left)}"
+                                    + (f": {tail}" if tail else ""))
+            self.failures.append(Failure(left[0], "-", "ansible-playbook", f"rc={r.rc}: {tail or 'no output'}"))
+
+    def _close_current(self, r: _ChainRun) -> None:
         u = r.current
         if u is None:
             return
@@ -365,6 +382,9 @@ class Engine:
     def _pass(self, barriers: list[str]) -> None:
         for uid in barriers:
             self.store.set_unit(self.run_id, uid, UnitState.DONE, message="barrier passed", ended=True)
+            u = self.sched.by_id[uid]
+            if u.marks:
+                self.store.record_progress(self.cloud, self.run_id, uid, u.marks)
             self.observer.unit_finished(self.sched.by_id[uid], str(UnitState.DONE), "")
 
     def _check_threshold(self) -> None:
@@ -373,6 +393,10 @@ class Engine:
                                     f"--max-fail-percentage {self.options.max_fail_percentage}")
 
     def _after_done(self, unit: Unit) -> None:
+        marks = tuple(unit.marks) + implicit_marks(unit)
+        clears = implicit_clears(unit)
+        if marks or clears:
+            self.store.record_progress(self.cloud, self.run_id, unit.id, marks, clears)
         if not unit.idempotent:
             for key in marker_keys(unit):
                 self.store.set_marker(self.cloud, key, self.run_id, unit.id, "done")

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 from stepwise.errors import InputError, Problem
 from stepwise.model import Deployment
-from stepwise.model.vocab import NodeWork, Section, Step, Workflow, task_source
+from stepwise.model.vocab import NodeWork, Section, Step, UpgradeMode, Workflow, task_source
 from stepwise.plan.units import Plan, Unit
 from stepwise.run.ansible_files import unsafe
 
@@ -31,7 +31,7 @@ OS_RELEASE = "{{ stepwise_os_release | default('/etc/os-release') }}"
 #: what a successful OS-upgrade prepare leaves on the node: the OS major it was prepared on
 PREPARED_FLAG = FLAG_DIR + "/system_upgrade_prepared"
 #: a shell snippet printing the node's OS major version
-_OS_MAJOR = 'sed -n \'s/^VERSION_ID="\\{0,1\\}\\([0-9]*\\).*/\\1/p\' "' + OS_RELEASE + '"'
+_OS_MAJOR = "sed -n 's/^VERSION_ID=//p' \"" + OS_RELEASE + "\" | tr -d '\"' | cut -d. -f1"
 
 _MODULE_SKIP = {"name", "when", "tags", "register", "become", "become_user", "vars", "loop", "with_items",
                 "ignore_errors", "changed_when", "failed_when", "retries", "delay", "until", "notify",
@@ -84,7 +84,7 @@ def health_tasks(service: str, health: Mapping[str, str]) -> list[dict[str, Any]
             "host": "{{ %s.rpartition(':')[0] or stepwise_node_address }}" % filled("tcp"),
             "port": "{{ %s.rpartition(':')[2] }}" % filled("tcp"), "timeout": 30}})
     if health.get("command"):
-        out.append({"name": "health command", "ansible.builtin.shell": "{{ %s }}" % filled("command"),
+        out.append({"name": "health command", "ansible.builtin.shell": {"cmd": "{{ %s }}" % filled("command")},
                     "register": "_stepwise_health", "until": "_stepwise_health.rc == 0",
                     "changed_when": False, **retry})
     return out
@@ -97,6 +97,16 @@ def _task_label(task: Mapping[str, Any]) -> str:
         if k not in _MODULE_SKIP:
             return k.rsplit(".", 1)[-1]
     return "task"
+
+
+def _cmd_form(task: dict[str, Any]) -> dict[str, Any]:
+    """stepwise's own shell tasks pass their script as the module's `cmd` parameter: a
+    free-form string would go through Ansible's argument splitting, which trips on the
+    quoting of longer scripts. (Services' tasks, in blocks, are left as their authors wrote them.)"""
+    shell = task.get("ansible.builtin.shell")
+    if isinstance(shell, str) and "block" not in task:
+        task = {**task, "ansible.builtin.shell": {"cmd": shell}}
+    return task
 
 
 def unit_hosts(unit: Unit, deployment: Deployment) -> list[str]:
@@ -196,7 +206,60 @@ def _reboot(name: str) -> list[dict[str, Any]]:
     ]
 
 
-def node_work_tasks(unit: Unit, work: NodeWork, services_had_tasks: bool) -> list[dict[str, Any]]:
+#: the node's root as stepwise's own shell commands see it ('' on a real host, the node's
+#: directory in the lab, whose commands run with the root as their working directory)
+NODE_ROOT = "{{ stepwise_node_root | default('') }}"
+PERSIST_FILE = "stepwise-node-data.tgz"
+#: what a reprovisioned node gets back: its configuration (RPC pins live there) and stepwise's state
+PERSIST_PATHS = "{{ stepwise_persist_paths | default(['etc', 'var/lib/stepwise']) | join(' ') }}"
+
+
+def _persist_tasks() -> list[dict[str, Any]]:
+    """Before a node is wiped: its data, archived on the node and kept on the machine that runs
+    stepwise in a directory only the upgrade user reads (the seed: persisted on the undercloud)."""
+    return [
+        {"name": "node | archive the data the node must keep", "ansible.builtin.shell":
+            f'mkdir -p "{NODE_ROOT}/tmp" && cd "{NODE_ROOT}/" && tar --ignore-failed-read -czf '
+            f'"{NODE_ROOT}/tmp/{PERSIST_FILE}" {PERSIST_PATHS}'},
+        {"name": "stepwise | keep it where only the upgrade user can read it", "ansible.builtin.fetch": {
+            "src": f"/tmp/{PERSIST_FILE}", "dest": "{{ stepwise_persist_dir }}/{{ inventory_hostname }}/",
+            "flat": True, "fail_on_missing": True}},
+    ]
+
+
+def _restore_tasks() -> list[dict[str, Any]]:
+    """After the new image: the node's data back in place (the prepared flag with it)."""
+    return [
+        {"name": "stepwise | bring the node's data back", "ansible.builtin.copy": {
+            "src": "{{ stepwise_persist_dir }}/{{ inventory_hostname }}/" + PERSIST_FILE, "dest": f"/tmp/{PERSIST_FILE}",
+            "mode": "0600"}},
+        {"name": "node | restore the data the node kept", "ansible.builtin.shell":
+            f'cd "{NODE_ROOT}/" && tar -xzf "{NODE_ROOT}/tmp/{PERSIST_FILE}" && rm -f "{NODE_ROOT}/tmp/{PERSIST_FILE}"'},
+    ]
+
+
+def _transfer_check() -> dict[str, Any]:
+    """The seed's step 5, right before the data moves: at least one old-OS node and exactly
+    one new-OS node in the role, read from the nodes themselves."""
+    # delegated tasks are templated with this host's variables: name the other node's own
+    os_release = "{{ hostvars[item].stepwise_os_release | default('/etc/os-release') }}"
+    return {"name": "stepwise | one new-OS node and at least one old-OS node in the role", "ansible.builtin.shell":
+            _OS_MAJOR.replace(OS_RELEASE, os_release), "delegate_to": "{{ item }}", "loop": "{{ stepwise_role_nodes }}",
+            "register": "_stepwise_os", "changed_when": False}
+
+
+def _transfer_assert() -> dict[str, Any]:
+    return {"name": "stepwise | refuse unless exactly one node runs the new OS", "ansible.builtin.assert": {
+        "that": ["(_stepwise_os.results | map(attribute='stdout') | map('int') | max) > "
+                 "(_stepwise_os.results | map(attribute='stdout') | map('int') | min)",
+                 "(_stepwise_os.results | map(attribute='stdout') | map('int') | select('equalto', "
+                 "_stepwise_os.results | map(attribute='stdout') | map('int') | max) | list | length) == 1"],
+        "fail_msg": "refusing the data transfer: the role needs at least one old-OS node and exactly one new-OS node "
+                    "(found OS majors {{ _stepwise_os.results | map(attribute='stdout') | list }})"}}
+
+
+def node_work_tasks(unit: Unit, work: NodeWork, services_had_tasks: bool,
+                    mode: UpgradeMode = UpgradeMode.IN_PLACE) -> list[dict[str, Any]]:
     """stepwise's own tasks of a step on each node of the unit (after the services' tasks)."""
     if work is NodeWork.ANSWERS:
         # a node whose services bring their own checks needs no extra round trip
@@ -215,30 +278,41 @@ def node_work_tasks(unit: Unit, work: NodeWork, services_had_tasks: bool) -> lis
         # services that bring their own reboot tasks do not get a second reboot
         return [] if services_had_tasks else _reboot("node | reboot for the new kernel")
     if work is NodeWork.PREPARE_OS:
-        return [
-            {"name": "node | prepare the OS upgrade", "ansible.builtin.command":
-                "{{ stepwise_os_upgrade_command | default('leapp upgrade') }}"},
-            {"name": "stepwise | record that the OS upgrade is prepared", "ansible.builtin.shell":
-                f'mkdir -p "{FLAG_DIR}" && {_OS_MAJOR} > "{PREPARED_FLAG}"'},
-        ]
+        if mode is UpgradeMode.REPROVISION:
+            tasks = _persist_tasks()
+        else:
+            tasks = [{"name": "node | prepare the OS upgrade", "ansible.builtin.command":
+                      "{{ stepwise_os_upgrade_command | default('leapp upgrade') }}"}]
+        return tasks + [{"name": "stepwise | record that the OS upgrade is prepared", "ansible.builtin.shell":
+                         f'mkdir -p "{FLAG_DIR}" && echo "$({_OS_MAJOR}) {mode}" > "{PREPARED_FLAG}"'}]
     if work is NodeWork.UPGRADE_OS:
         check = (f'f="{PREPARED_FLAG}"\n'
                  'if [ ! -s "$f" ]; then echo "refusing: the OS upgrade was not prepared successfully on '
                  '{{ inventory_hostname }} (run system_upgrade_prepare first)" >&2; exit 3; fi\n'
-                 f'now=$({_OS_MAJOR}); was=$(cat "$f")\n'
+                 f'now=$({_OS_MAJOR}); set -- $(cat "$f"); was=$1; how=${{2:-{UpgradeMode.IN_PLACE}}}\n'
                  'if [ "$now" != "$was" ]; then echo "refusing: {{ inventory_hostname }} already runs OS $now '
-                 '(prepared on OS $was): it was upgraded already" >&2; exit 3; fi\n')
-        return ([{"name": "stepwise | the OS upgrade is prepared and not yet done here", "ansible.builtin.shell": check,
+                 '(prepared on OS $was): it was upgraded already" >&2; exit 3; fi\n'
+                 f'if [ "$how" != "{mode}" ]; then echo "refusing: {{{{ inventory_hostname }}}} was prepared for '
+                 f'$how, not {mode} (-e system_upgrade_mode)" >&2; exit 3; fi\n')
+        first = [{"name": "stepwise | the OS upgrade is prepared and not yet done here", "ansible.builtin.shell": check,
                   "changed_when": False}]
-                + _reboot("node | reboot into the new OS")
+        if mode is UpgradeMode.REPROVISION:
+            body = [{"name": "node | reprovision with the new OS image", "ansible.builtin.command":
+                     "{{ stepwise_reprovision_command }}"}] + _restore_tasks()
+        else:
+            body = _reboot("node | reboot into the new OS")
+        return (first + body
                 + [{"name": "stepwise | the OS upgrade is done", "ansible.builtin.shell": f'rm -f "{PREPARED_FLAG}"'},
                    _record_facts(packages=False)])
     if work is NodeWork.RESTORE_DATABASE:
         return [{"name": "node | restore the databases into the new database version",
                  "ansible.builtin.command": "{{ stepwise_db_restore_command | default('mysql-upgrade-restore') }}"}]
     if work is NodeWork.CLEANUP_OS:
-        return [{"name": "node | remove what the OS upgrade persisted", "ansible.builtin.shell":
-                 f'rm -rf "{FLAG_DIR}/system_upgrade_prepared" "{FLAG_DIR}"/*.attempt'}]
+        return [{"name": "node | remove what the OS upgrade left on the node", "ansible.builtin.shell":
+                 f'rm -rf "{FLAG_DIR}/system_upgrade_prepared" "{FLAG_DIR}"/*.attempt "{NODE_ROOT}/tmp/{PERSIST_FILE}"'},
+                {"name": "stepwise | remove what the OS upgrade persisted for this node (it may hold secrets)",
+                 "ansible.builtin.file": {"path": "{{ stepwise_persist_dir }}/{{ inventory_hostname }}", "state": "absent"},
+                 "delegate_to": "localhost", "when": "stepwise_persist_dir is defined"}]
     raise ValueError(work)  # pragma: no cover - every NodeWork is handled above
 
 
@@ -271,7 +345,10 @@ def render_unit(plan: Plan, unit: Unit, deployment: Deployment, *, run_id: int |
         tasks.append(block)
     node_work = unit.step.info.node_work
     if node_work is not None:
-        tasks.extend(node_work_tasks(unit, node_work, bool(tasks)))
+        mode = UpgradeMode(plan.params.get("system_upgrade_mode") or UpgradeMode.IN_PLACE)
+        tasks.extend(node_work_tasks(unit, node_work, bool(tasks), mode))
+    if unit.step is Step.SYSTEM_UPGRADE_TRANSFER_DATA and unit.vars.get("stepwise_role_nodes"):
+        tasks = [_transfer_check(), _transfer_assert()] + tasks
     if not tasks:
         raise InputError(Problem(f"unit {unit.id} ({unit.step} on {', '.join(hosts) or 'no node'}) has nothing to run",
                                  hint="this is a planner bug: a unit with no work must be a barrier"))
@@ -283,6 +360,7 @@ def render_unit(plan: Plan, unit: Unit, deployment: Deployment, *, run_id: int |
     if not unit.idempotent:
         pre, post = _guard_tasks(unit, run_id)
         tasks = pre + tasks + post
+    tasks = [_cmd_form(t) for t in tasks]
     if max_fail_percentage > 0 and not for_export:
         # a host that failed earlier in this run takes no further part (as in one playbook)
         tasks.insert(0, {"name": "stepwise | skip hosts that failed earlier in this run", "ansible.builtin.meta": "end_host",

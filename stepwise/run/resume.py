@@ -34,7 +34,7 @@ from stepwise.run.render import DEFAULT_FLAG_DIR, flag_hosts, flag_name, marker_
 from stepwise.run.store.store import RunInfo, Store
 from stepwise.verify import VerifiedPlan, verify_plan
 
-KEY_PARAMS = ("stage", "plane", "limit", "tags", "skip_tags")
+KEY_PARAMS = ("stage", "plane", "limit", "tags", "skip_tags", "external")
 
 
 def run_key(workflow: Workflow | str, selection: Selection) -> str:
@@ -77,6 +77,19 @@ class RunRequest:
     planner: Callable[[Deployment, Facts], Plan] | None = None
 
 
+def check_variables(plan: Plan) -> None:
+    """Plan variables the units need: refused now rather than as an undefined variable on a
+    node halfway through."""
+    from stepwise.model.vocab import Step, UpgradeMode
+    if any(u.step is Step.REPOS for u in plan.units) and not plan.params.get("target_release"):
+        raise InputError(Problem(f"the {plan.workflow} plan switches repositories and needs the target release",
+                                 field="-e", hint="add -e target_release=R2 (the release to upgrade to)"))
+    mode = plan.params.get("system_upgrade_mode")
+    if mode is not None and mode not in tuple(UpgradeMode):
+        raise InputError(Problem(f"system_upgrade_mode '{mode}' is not a way to upgrade an OS", field="-e",
+                                 hint=f"use one of: {', '.join(UpgradeMode)}"))
+
+
 def plan_run(req: RunRequest, facts: Facts) -> VerifiedPlan:
     """The plan of the request's command from `facts`, verified: the only thing that runs."""
     if req.planner is not None:
@@ -85,6 +98,7 @@ def plan_run(req: RunRequest, facts: Facts) -> VerifiedPlan:
         plan = make_plan(req.workflow, req.deployment, facts, selection=req.selection)
     if req.variables:
         plan = plan.with_units(plan.units, params=MappingProxyType({**plan.params, **dict(req.variables)}))
+    check_variables(plan)
     return verify_plan(plan, req.deployment)
 
 
@@ -181,7 +195,7 @@ def _rebuilt(req: RunRequest, prev: RunInfo) -> VerifiedPlan:
 
 
 def _plan_variables(prev: RunInfo) -> dict[str, Any]:
-    return {k: v for k, v in prev.params.items() if k == "target_release"}
+    return {k: v for k, v in prev.params.items() if k in ("target_release", "system_upgrade_mode")}
 
 
 def _recorded_params(plan: Plan) -> dict[str, Any]:
@@ -201,9 +215,9 @@ def plan_difference(plan: Plan, stored: Mapping[str, Any]) -> str:
             keys = sorted(k for k in set(o) | set(n) if o.get(k) != n.get(k))
             k = keys[0]
             return f"unit {n['id']} ({n['step']}): {k} is {_short(o.get(k))} in the store, {_short(n.get(k))} now"
-    if dict(stored.get("params", {})).get("target_release") != plan.params.get("target_release"):
-        return (f"target_release is {stored.get('params', {}).get('target_release')} in the store, "
-                f"{plan.params.get('target_release')} now")
+    for var in ("target_release", "system_upgrade_mode"):
+        if dict(stored.get("params", {})).get(var) != plan.params.get(var):
+            return f"{var} is {stored.get('params', {}).get(var)} in the store, {plan.params.get(var)} now"
     return ""
 
 

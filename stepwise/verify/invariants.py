@@ -15,7 +15,6 @@ from collections import defaultdict
 from stepwise.model.deployment import Deployment
 from stepwise.model.vocab import Phase, Section, Stage, Step, Workflow
 from stepwise.plan.rollout import service_allowances
-from stepwise.plan.system_upgrade import KEEP_RUNNING_CLUSTERS
 from stepwise.plan.units import Plan, Unit, Window
 from stepwise.verify.replay import State, events
 
@@ -71,16 +70,18 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
     st.new_os.update(initial.get("new_os", ()))
     for s, ns in (initial.get("down") or {}).items():
         st.down.setdefault(s, set()).update(ns)
+    for s, ns in (initial.get("new_code") or {}).items():
+        st.new_code.setdefault(s, set()).update(ns)
     has_pin = any(u.step is Step.PIN_RPC for u in units)
     after_prepare = plan.workflow is Workflow.SYSTEM_UPGRADE or plan.params.get("stage") in (Stage.RUN, Stage.CONVERGE)
-    if rpc_check and not has_pin and after_prepare:
+    if rpc_check and not has_pin and (initial.get("pinned") if "pinned" in initial else after_prepare):
         st.pinned = {catalog[s].rpc for s in dep.instances if catalog[s].rpc}  # pinned by an earlier `prepare`
     groups: dict[str, list[str]] = defaultdict(list)
     for s in dep.instances:
         if catalog[s].rpc:
             groups[catalog[s].rpc].append(s)
     # instances of each RPC group still on old code (counted, not scanned, for big clouds)
-    old_count = {g: sum(len(dep.instances[m]) for m in ms) for g, ms in groups.items()}
+    old_count = {g: sum(len(dep.instances[m]) - len(st.new_code.get(m, ())) for m in ms) for g, ms in groups.items()}
     if rpc_check and has_pin:
         for g, members in sorted(groups.items()):
             if not any(catalog[s].has_step(Section.UPGRADE, "pin") for s in members):
@@ -192,7 +193,7 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
                         problems.append(f"at {_fmt(t)} {_where(u)} starts new {s} while "
                                         f"{_old_instance(dep, groups[g], st)} runs old code and RPC group '{g}' is not pinned")
                 c = catalog[s].cluster
-                if plan.workflow is Workflow.SYSTEM_UPGRADE and c and c not in KEEP_RUNNING_CLUSTERS:
+                if plan.workflow is Workflow.SYSTEM_UPGRADE and c and not catalog[s].mixed_os:
                     serving = st.serving(s, tuple(m.name for m in dep.instances[s]))
                     oses = {n in st.new_os for n in serving}
                     if len(oses) > 1:

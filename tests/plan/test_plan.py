@@ -138,42 +138,6 @@ def test_limit_selects_nodes_and_roles(dep):
     assert "did you mean" in str(exc.value)
 
 
-def test_system_upgrade_safety_rules(dep):
-    with pytest.raises(InputError, match="without --limit"):
-        make_plan("system-upgrade", dep)
-    with pytest.raises(InputError, match="covers every node of role"):
-        make_plan("system-upgrade", dep, limit="Compute")
-    with pytest.raises(InputError, match="already run the target OS"):
-        make_plan("system-upgrade", dep, facts(dep, {}, os={"controller-1": 9}), limit="controller-1")
-
-
-def test_system_upgrade_first_controller_transfers_data_once(dep):
-    plan = verify_plan(make_plan("system-upgrade", dep, limit="controller-0,controller-1"), dep)
-    steps = [(u.step, u.nodes) for u in plan.units if u.step != "gate"]
-    assert steps[0] == ("system_upgrade_prepare", ("controller-0",))
-    transfer = [u for u in plan.units if u.step == "system_upgrade_transfer_data"]
-    assert len(transfer) == 1 and transfer[0].nodes == ("controller-0",) and not transfer[0].idempotent
-    assert transfer[0].vars["system_upgrade_source"] == "controller-1"
-    stop_old = first(plan, lambda u: u.step == "stop" and "system_upgrade_transfer_data" in u.tags)
-    assert "ceph_mon" not in stop_old.stops  # monitors keep running: 2 of 3 at all times
-    assert max_down(plan)["ceph_mon"] <= 1
-    # controller-1 follows alone, after controller-0 serves on the new OS, and joins without transfer
-    c1 = [u for u in plan.units if "controller-1" in u.nodes and u.step.startswith("system_upgrade")]
-    c0_start = first(plan, lambda u: u.step == "start" and u.nodes == ("controller-0",))
-    assert all(u.start_s >= c0_start.end_s for u in c1)
-    assert {w.service for w in plan.windows} >= {"galera", "keystone", "nova_api"}
-    # only what was asked for is tagged for the operator's --tags
-    assert first(plan, lambda u: u.step == "system_upgrade_run").tags[0] == "system_upgrade_run"
-
-
-def test_system_upgrade_completing_the_cloud_adds_online_upgrade_and_cleanup(dep):
-    os = {n.name: 9 for n in dep.nodes if n.name not in ("compute-3",)}
-    plan = verify_plan(make_plan("system-upgrade", dep, facts(dep, {}, os=os), limit="compute-3"), dep)
-    assert [u.step for u in plan.units][-3:] == ["converge", "unpin_rpc", "system_upgrade_cleanup"]
-    leave = first(plan, lambda u: u.step == "leave")
-    assert leave.nodes == ("compute-3",) and leave.start_s == 0.0  # workloads move away first
-
-
 def test_verifier_refuses_a_plan_that_breaks_quorum(dep):
     plan = make_plan("update", dep)
     galera_units = [u for u in plan.units if "galera" in u.stops]
@@ -250,14 +214,3 @@ def test_undercloud_upgrade_order_and_database_major_change():
     minor = make_plan("undercloud-upgrade", dep, fx("10.3.9"))
     assert [u.step for u in minor.units] == ["validate", "packages", "stop", "packages", "config", "start", "migrate",
                                              "start", "verify"]
-
-
-def test_os_upgrade_step_8_continues_from_an_earlier_run():
-    dep = _example("composed.yaml")
-    from stepwise.model import load_facts
-    from pathlib import Path
-    fx = load_facts(Path(__file__).resolve().parents[2] / "examples" / "facts" / "os-upgrade.yaml", dep)
-    plan = verify_plan(make_plan("system-upgrade", dep, fx, limit="controller-openstack-1"), dep)
-    assert not any(u.step == "system_upgrade_transfer_data" for u in plan.units)  # never a second transfer
-    assert "controller-openstack-0" in plan.params["initial"]["new_os"]
-    assert "controller-openstack-2" in plan.params["initial"]["down"]["pacemaker"]

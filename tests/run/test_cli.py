@@ -33,9 +33,10 @@ def _nothing_ran(root: Path) -> bool:
     (["update", "run", "--tags", "pakages"], 2, "did you mean packages"),
     (["update", "run", "--skip-tags", "nope"], 2, "matches no unit"),
     (["update", "run", "-e", "novalue"], 2, "not key=value"),
-    (["upgrade", "run", "--tags", "system_upgrade_run"], 2, "limit"),
-    (["upgrade", "run", "--tags", "system_upgrade_run", "--limit", "Compute", "--yes"], 2, "covers every node"),
-    (["upgrade", "prepare"], 2, "confirmation"),
+    (["upgrade", "run", "--tags", "system_upgrade_run"], 3, "limit"),
+    (["upgrade", "run", "--tags", "system_upgrade_run", "--limit", "Compute", "--yes"], 3, "covers the whole role"),
+    (["upgrade", "prepare", "-e", "target_release=R2"], 2, "confirmation"),
+    (["upgrade", "prepare"], 2, "target_release"),
 ])
 def test_refused_before_anything_runs(tmp_path: Path, args, exit_code, message):
     dep = write_cloud(tmp_path, computes=3)
@@ -62,7 +63,7 @@ def test_update_run_status_history_export(tmp_path: Path):
     r = runner.invoke(app, ["status", "-d", str(dep)])
     assert r.exit_code == 0 and "ctl-0" in r.output
     out = tmp_path / "export"
-    r = runner.invoke(app, ["export", "update", "-d", str(dep), "-o", str(out)])
+    r = runner.invoke(app, ["export", "upgrade", "-d", str(dep), "-o", str(out)])
     assert r.exit_code == 0, r.output
     assert (out / "site.yml").exists() and (out / "inventory.yml").exists() and list((out / "units").iterdir())
 

@@ -24,6 +24,8 @@ from stepwise.run.store.models import (MarkerRow, NodeOsRow, NodePackageRow, Nod
 
 ALEMBIC_DIR = Path(__file__).resolve().parent / "alembic"
 ENV_VAR = "STEPWISE_STORE"
+#: marker keys of progress milestones (the other markers guard once-only units)
+PROGRESS = "progress:"
 
 
 def now() -> datetime:
@@ -249,6 +251,26 @@ class Store:
                 s.add(MarkerRow(cloud=cloud, key=key, run_id=run_id, unit_id=unit_id, state=state, at=now()))
             else:
                 row.run_id, row.unit_id, row.state, row.at = run_id, unit_id, state, now()
+
+    def progress(self, cloud: str) -> frozenset[str]:
+        """The milestones reached on this cloud (stepwise.plan.progress)."""
+        with self.session() as s:
+            keys = s.scalars(select(MarkerRow.key).where(MarkerRow.cloud == cloud,
+                                                         MarkerRow.key.like(PROGRESS + "%")))
+            return frozenset(k[len(PROGRESS):] for k in keys)
+
+    def record_progress(self, cloud: str, run_id: int, unit_id: str, marks: Iterable[str],
+                        clears: Iterable[str] = ()) -> None:
+        """Add milestones a unit reached and forget those it ended (by prefix), at once."""
+        with self.session() as s:
+            for prefix in clears:
+                s.execute(delete(MarkerRow).where(MarkerRow.cloud == cloud,
+                                                  MarkerRow.key.like(PROGRESS + prefix + "%")))
+            for m in marks:
+                key = PROGRESS + m
+                row = s.get(MarkerRow, (cloud, key))
+                if row is None:
+                    s.add(MarkerRow(cloud=cloud, key=key, run_id=run_id, unit_id=unit_id, state="done", at=now()))
 
     def clear_marker(self, cloud: str, key: str) -> None:
         with self.session() as s:

@@ -1,0 +1,65 @@
+"""The operator's commands, as the seeds spell them, and the part of which workflow each one
+runs. `upgrade run --tags system_upgrade_prepare --limit N` is the OS upgrade's prepare of N;
+`external-upgrade run --tags system_upgrade_run -e system_upgrade_nodes=N` its external run;
+while an OS upgrade is under way, `upgrade run --limit N` is its step 6 on N and `upgrade
+converge` its step 11. `stepwise plan` previews the same part with the same arguments.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Iterable
+
+from stepwise.errors import InputError, Problem
+from stepwise.model.vocab import Stage, Workflow
+from stepwise.plan import progress as M
+from stepwise.plan.select import Selection, split_list
+
+
+class Command(StrEnum):
+    UPDATE_RUN = "update run"
+    UPGRADE_PREPARE = "upgrade prepare"
+    UPGRADE_RUN = "upgrade run"
+    UPGRADE_CONVERGE = "upgrade converge"
+    EXTERNAL_UPGRADE_RUN = "external-upgrade run"
+    MANAGEMENT_UPGRADE_RUN = "management-upgrade run"
+
+
+SYSTEM_UPGRADE_TAG = "system_upgrade_"
+EXTERNAL_TAGS = ("system_upgrade_prepare", "system_upgrade_run", "system_upgrade_transfer_data", "online_upgrade",
+                 "system_upgrade_cleanup")
+
+
+def command_selection(command: Command | str, *, progress: Iterable[str] = (), limit: str | None = None,
+                      tags: Iterable[str] | str | None = (), skip_tags: Iterable[str] | str | None = (),
+                      plane: str | None = None) -> tuple[Workflow, Selection]:
+    """The workflow and selection a command runs. Raises InputError for a command that names
+    nothing it can run."""
+    from stepwise.plan import selection_for
+
+    cmd = Command(command)
+    tag_list, skip = split_list(tags), split_list(skip_tags)
+    os_tags = any(t.startswith(SYSTEM_UPGRADE_TAG) for t in tag_list)
+    in_os = M.in_os_upgrade(progress)
+    if cmd is Command.UPDATE_RUN:
+        return Workflow.UPDATE, selection_for(Workflow.UPDATE, limit, plane=plane, tags=tag_list, skip_tags=skip)
+    if cmd is Command.MANAGEMENT_UPGRADE_RUN:
+        return Workflow.UNDERCLOUD_UPGRADE, selection_for(Workflow.UNDERCLOUD_UPGRADE, limit, tags=tag_list,
+                                                          skip_tags=skip)
+    if cmd is Command.EXTERNAL_UPGRADE_RUN:
+        if not tag_list:
+            raise InputError(Problem("external-upgrade run needs --tags naming the operation", field="--tags",
+                                     hint=f"one of: {', '.join(EXTERNAL_TAGS)}"))
+        return Workflow.SYSTEM_UPGRADE, Selection(limit=limit, tags=tag_list, skip_tags=skip, external=True)
+    if cmd is Command.UPGRADE_RUN and (os_tags or in_os):
+        if plane is not None:
+            raise InputError(Problem("--plane does not apply to the OS upgrade's steps", field="--plane"))
+        return Workflow.SYSTEM_UPGRADE, Selection(limit=limit, tags=tag_list or (str(Stage.UPGRADE),),
+                                                  skip_tags=skip, external=False)
+    if cmd is Command.UPGRADE_CONVERGE and in_os:
+        return Workflow.SYSTEM_UPGRADE, Selection(limit=limit, tags=tag_list, skip_tags=skip, stage=Stage.CONVERGE,
+                                                  external=False)
+    stage = {Command.UPGRADE_PREPARE: Stage.PREPARE, Command.UPGRADE_RUN: Stage.RUN,
+             Command.UPGRADE_CONVERGE: Stage.CONVERGE}[cmd]
+    return Workflow.UPGRADE, selection_for(Workflow.UPGRADE, limit, stage=stage, plane=plane, tags=tag_list,
+                                           skip_tags=skip)

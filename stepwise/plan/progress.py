@@ -1,0 +1,116 @@
+"""Progress of a procedure that spans many commands (the OS upgrade, the seed's 12 steps):
+milestones that units record when they are done, and what the cloud looks like because of
+them. A command plans what is left of the procedure from its milestones and the facts, then
+runs its selected part; a part that needs a milestone no selected unit gives and that is
+not reached yet is refused, with the command that reaches it.
+
+Milestones are strings, kept in the store (as markers) and recorded with each run's facts:
+`repos@NODE`, `pinned`, and for the OS upgrade `os:prepared@NODE`, `os:external_prepared@NODE`,
+`os:new_os@NODE`, `os:stopped_old@ROLE`, `os:transferred@ROLE`, `os:started@NODE`,
+`os:external_started@NODE`, `os:online_upgraded`, `os:converged`.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from stepwise.model.vocab import Stage, Step
+from stepwise.plan.units import Unit
+
+OS = "os:"
+
+
+def repos(node: str) -> str:
+    return f"repos@{node}"
+
+
+PINNED = "pinned"
+
+
+def prepared(node: str) -> str:
+    return f"{OS}prepared@{node}"
+
+
+def external_prepared(node: str) -> str:
+    return f"{OS}external_prepared@{node}"
+
+
+def new_os(node: str) -> str:
+    return f"{OS}new_os@{node}"
+
+
+def stopped_old(role: str) -> str:
+    return f"{OS}stopped_old@{role}"
+
+
+def transferred(role: str) -> str:
+    return f"{OS}transferred@{role}"
+
+
+def started(node: str) -> str:
+    return f"{OS}started@{node}"
+
+
+def external_started(node: str) -> str:
+    return f"{OS}external_started@{node}"
+
+
+ONLINE_UPGRADED = f"{OS}online_upgraded"
+CONVERGED = f"{OS}converged"
+
+#: what a finished procedure forgets (the cleanup ends the OS upgrade; a later one starts anew)
+CLEARED_BY_CLEANUP = (OS, PINNED)
+
+
+def in_os_upgrade(progress: Iterable[str]) -> bool:
+    """True while an OS upgrade has begun and not been cleaned up."""
+    return any(m.startswith(OS) for m in progress)
+
+
+def implicit_marks(unit: Unit) -> tuple[str, ...]:
+    """Milestones a unit reaches by its kind, besides the ones the planner gave it: a
+    repository switch and an RPC pin are prerequisites of the OS upgrade whichever workflow
+    ran them (`upgrade prepare` does)."""
+    if unit.step is Step.REPOS:
+        return tuple(repos(n) for n in unit.nodes)
+    if unit.step is Step.PIN_RPC:
+        return (PINNED,)
+    return ()
+
+
+def implicit_clears(unit: Unit) -> tuple[str, ...]:
+    """Milestone prefixes a unit ends: lifting the RPC pins ends `pinned`; the OS upgrade's
+    cleanup ends the procedure (a later OS upgrade starts anew)."""
+    if unit.step is Step.UNPIN_RPC:
+        return (PINNED,)
+    if unit.step is Step.SYSTEM_UPGRADE_CLEANUP:
+        return CLEARED_BY_CLEANUP
+    return ()
+
+
+def command_for(unit: Unit, deployment_path: str) -> str:
+    """The operator's command that runs `unit` (the seed's spelling), for refusals' hints."""
+    d = f"-d {deployment_path}"
+    nodes = ",".join(unit.nodes) or "NODE"
+    if unit.stage is Stage.PREPARE:
+        return f"stepwise upgrade prepare {d}"
+    if unit.step is Step.SYSTEM_UPGRADE_PREPARE or (unit.stage is Stage.SYSTEM_UPGRADE_PREPARE and not unit.external):
+        return f"stepwise upgrade run {d} --tags system_upgrade_prepare --limit {nodes}"
+    if unit.step is Step.EXTERNAL_SYSTEM_UPGRADE_PREPARE:
+        return f"stepwise external-upgrade run {d} --tags system_upgrade_prepare -e system_upgrade_nodes={nodes}"
+    if unit.step is Step.SYSTEM_UPGRADE_RUN:
+        return f"stepwise upgrade run {d} --tags system_upgrade_run --limit {nodes}"
+    if unit.stage is Stage.SYSTEM_UPGRADE_TRANSFER_DATA:
+        roles = unit.vars.get("roles") or [nodes]
+        return f"stepwise external-upgrade run {d} --tags system_upgrade_transfer_data --limit {','.join(roles)}"
+    if unit.step is Step.EXTERNAL_SYSTEM_UPGRADE_RUN:
+        return f"stepwise external-upgrade run {d} --tags system_upgrade_run -e system_upgrade_nodes={nodes}"
+    if unit.stage is Stage.ONLINE_UPGRADE:
+        return f"stepwise external-upgrade run {d} --tags online_upgrade"
+    if unit.stage is Stage.CONVERGE:
+        return f"stepwise upgrade converge {d}"
+    if unit.stage is Stage.SYSTEM_UPGRADE_CLEANUP:
+        return f"stepwise external-upgrade run {d} --tags system_upgrade_cleanup"
+    if unit.stage is Stage.UPGRADE:
+        return f"stepwise upgrade run {d} --limit {nodes}"
+    return f"stepwise plan system-upgrade {d}"

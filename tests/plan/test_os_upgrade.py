@@ -1,0 +1,157 @@
+"""The OS upgrade (seed major-upgrades-with-os-upgrade): each of the seed's 12 steps is a
+command an operator types; each plans what is left from the milestones reached, runs its
+part, and is verified. No Ansible here: the milestones a command's units reach are added as
+the engine would record them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stepwise.errors import InputError, UnsafePlanError
+from stepwise.model import NO_FACTS, load_deployment, load_facts
+from stepwise.model.vocab import Stage, Step, Workflow
+from stepwise.plan import make_plan
+from stepwise.plan import progress as M
+from stepwise.plan.commands import command_selection
+from stepwise.plan.progress import implicit_clears, implicit_marks
+from stepwise.verify import verify_plan
+
+ROOT = Path(__file__).resolve().parents[2]
+FIRST = "controller-openstack-0,database-0,messaging-0"
+
+
+class Cloud:
+    """A composed cloud going through commands, the milestones kept as the store would."""
+
+    def __init__(self, example: str = "composed.yaml"):
+        self.dep = load_deployment(ROOT / "examples" / example)
+        self.progress: set[str] = set()
+
+    def run(self, command: str, **kw):
+        wf, sel = command_selection(command, progress=self.progress, **kw)
+        plan = verify_plan(make_plan(wf, self.dep, NO_FACTS.with_progress(self.progress), selection=sel), self.dep)
+        for u in plan.units:
+            for prefix in implicit_clears(u):
+                self.progress = {m for m in self.progress if not m.startswith(prefix)}
+            self.progress |= set(u.marks) | set(implicit_marks(u))
+        return plan
+
+
+def steps(plan) -> list[str]:
+    return [str(u.step) for u in plan.units if not u.is_barrier]
+
+
+def test_the_seeds_twelve_steps_as_commands():
+    c = Cloud()
+    assert steps(c.run("upgrade prepare")) == ["validate", "repos", "backup", "pin_rpc"]
+    # step 2: stop all services on the first nodes and prepare the OS upgrade (ceph: external)
+    p = c.run("upgrade run", tags="system_upgrade_prepare", limit=FIRST)
+    assert steps(p) == ["system_upgrade_prepare"] and set(p.units[0].nodes) == set(FIRST.split(","))
+    assert "ceph_mon" not in p.units[0].stops  # the monitors are the external installer's
+    p = c.run("external-upgrade run", tags="system_upgrade_prepare", limit=FIRST)
+    assert steps(p) == ["external_system_upgrade_prepare"] and p.units[0].nodes == ("controller-openstack-0",)
+    # step 4: into the new OS
+    assert steps(c.run("upgrade run", tags="system_upgrade_run", limit=FIRST)) == ["system_upgrade_run"]
+    # step 5: role names, as the seed writes them: the old nodes stop, the data moves once
+    p = c.run("external-upgrade run", tags="system_upgrade_transfer_data", limit="ControllerOpenstack,Database,Messaging")
+    stops = [u for u in p.units if u.step is Step.STOP]
+    assert {n for u in stops for n in u.nodes} == {"controller-openstack-1", "controller-openstack-2", "database-1",
+                                                  "database-2", "messaging-1", "messaging-2"}
+    assert all("ceph_mon" not in u.stops for u in stops)  # at least 2 monitors keep running
+    (xfer,) = [u for u in p.units if u.step is Step.SYSTEM_UPGRADE_TRANSFER_DATA]
+    assert xfer.nodes == ("database-0",) and not xfer.idempotent and xfer.vars["system_upgrade_source"] == "database-1"
+    assert {w.service for w in p.windows} >= {"galera", "keystone", "nova_api"}  # the downtime starts here
+    # step 6: a fresh cloud on the transferred data: databases first, DB syncs, the rest
+    p = c.run("upgrade run", limit=FIRST)
+    order = steps(p)
+    assert order == ["packages", "config", "start", "rejoin", "migrate", "start", "verify"]
+    db_start = next(u for u in p.units if u.step is Step.START)
+    assert "galera" in db_start.starts and "rabbitmq" in db_start.starts
+    assert all(u.stage is Stage.UPGRADE for u in p.units if not u.is_barrier)
+    # step 7: the monitor count is restored
+    assert steps(c.run("external-upgrade run", tags="system_upgrade_run", limit=FIRST)) == ["external_system_upgrade_run"]
+    # step 8: the other sensitive nodes one by one, no transfer
+    for n in ("controller-openstack-1", "database-1", "messaging-1", "controller-openstack-2", "database-2",
+              "messaging-2"):
+        for cmd, kw in (("upgrade run", {"tags": "system_upgrade_prepare"}),
+                        ("external-upgrade run", {"tags": "system_upgrade_prepare"}),
+                        ("upgrade run", {"tags": "system_upgrade_run"}), ("upgrade run", {}),
+                        ("external-upgrade run", {"tags": "system_upgrade_run"})):
+            p = c.run(cmd, limit=n, **kw)
+            assert Step.SYSTEM_UPGRADE_TRANSFER_DATA not in [u.step for u in p.units]
+    # step 9: computes (workloads moved away first), networkers, ceph storage
+    p = c.run("upgrade run", tags="system_upgrade_prepare", limit="novacompute-0")
+    assert steps(p) == ["leave", "system_upgrade_prepare"]
+    for n in ("novacompute-0", "novacompute-1", "networker-0", "networker-1", "cephstorage-0", "cephstorage-1",
+              "cephstorage-2"):
+        for cmd, kw in (("upgrade run", {"tags": "system_upgrade_prepare"}),
+                        ("external-upgrade run", {"tags": "system_upgrade_prepare"}),
+                        ("upgrade run", {"tags": "system_upgrade_run"}), ("upgrade run", {}),
+                        ("external-upgrade run", {"tags": "system_upgrade_run"})):
+            c.run(cmd, limit=n, **kw)
+    assert steps(c.run("external-upgrade run", tags="online_upgrade")) == ["converge"]          # step 10
+    assert steps(c.run("upgrade converge")) == ["unpin_rpc", "verify"]                         # step 11
+    assert steps(c.run("external-upgrade run", tags="system_upgrade_cleanup")) == ["system_upgrade_cleanup"]  # 12
+    assert not M.in_os_upgrade(c.progress) and M.PINNED not in c.progress  # the procedure is over
+
+
+def test_a_step_out_of_order_is_refused_with_the_command_to_run_first():
+    c = Cloud()
+    c.run("upgrade prepare")
+    with pytest.raises(InputError) as exc:
+        c.run("upgrade run", tags="system_upgrade_run", limit=FIRST)
+    assert "prepared" in str(exc.value) and "--tags system_upgrade_prepare --limit" in str(exc.value)
+    c.run("upgrade run", tags="system_upgrade_prepare", limit=FIRST)
+    with pytest.raises(InputError) as exc:  # the ceph monitor of controller-openstack-0 still runs
+        c.run("upgrade run", tags="system_upgrade_run", limit=FIRST)
+    assert "external-upgrade run" in str(exc.value) and "system_upgrade_nodes=controller-openstack-0" in str(exc.value)
+    with pytest.raises(InputError) as exc:  # a compute before the control plane
+        c.run("upgrade run", tags="system_upgrade_prepare", limit="novacompute-0")
+    assert "started" in str(exc.value)
+
+
+def test_before_upgrade_prepare_the_prerequisites_are_named():
+    c = Cloud()
+    with pytest.raises(InputError) as exc:
+        c.run("upgrade run", tags="system_upgrade_prepare", limit=FIRST)
+    assert "stepwise upgrade prepare" in str(exc.value)
+
+
+def test_the_seeds_safety_rules():
+    c = Cloud()
+    c.run("upgrade prepare")
+    with pytest.raises(UnsafePlanError, match="without --limit"):
+        c.run("upgrade run", tags="system_upgrade_prepare")
+    with pytest.raises(UnsafePlanError, match="whole role Compute"):
+        c.run("upgrade run", tags="system_upgrade_prepare", limit="Compute")
+    with pytest.raises(InputError, match="needs --tags"):
+        c.run("external-upgrade run")
+
+
+def test_a_repeated_step_has_nothing_left_to_do():
+    c = Cloud()
+    c.run("upgrade prepare")
+    c.run("upgrade run", tags="system_upgrade_prepare", limit=FIRST)
+    assert c.run("upgrade run", tags="system_upgrade_prepare", limit=FIRST).units == ()
+
+
+def test_ceph_and_hyperconverged_nodes_can_be_os_upgraded():
+    c = Cloud("hci.yaml")
+    plan = verify_plan(make_plan(Workflow.SYSTEM_UPGRADE, c.dep), c.dep)
+    hci = [u for u in plan.units if "computehci-0" in u.nodes]
+    kinds = [str(u.step) for u in hci]
+    assert kinds.index("leave") < kinds.index("system_upgrade_run")  # workloads leave before the reboot
+    assert "external_system_upgrade_prepare" in kinds and "external_system_upgrade_run" in kinds  # noout, OSD back
+    assert kinds.count("system_upgrade_run") == 1
+
+
+def test_a_plan_from_recorded_progress_continues_after_step_7():
+    dep = load_deployment(ROOT / "examples" / "composed.yaml")
+    fx = load_facts(ROOT / "examples" / "facts" / "os-upgrade.yaml", dep)
+    plan = verify_plan(make_plan(Workflow.SYSTEM_UPGRADE, dep, fx), dep)
+    assert not any(u.step is Step.SYSTEM_UPGRADE_TRANSFER_DATA for u in plan.units)  # never a second transfer
+    assert "controller-openstack-0" in plan.params["initial"]["new_os"]
+    assert "controller-openstack-2" in plan.params["initial"]["down"]["pacemaker"]
+    assert "controller-openstack-0" not in {n for u in plan.units for n in u.nodes if u.stage is Stage.UPGRADE}
