@@ -4,9 +4,12 @@ same plays on the same hosts, as a ratio (target <= 1.15x).
     python benchmarks/run_overhead.py                      # local hosts (no lab needed)
     python benchmarks/run_overhead.py --lab examples/classic.yaml   # on a lab's nodes
 
-Both sides get the same rendered plays, inventory, Ansible environment and forks; stepwise
-adds what it does for real: the lock, the store (every task result recorded), resume
-bookkeeping, event streaming. Runs alternate (ABAB...) after a warm-up run and the median of each is compared.
+Both sides get the same verified plan, rendered the same way (`stepwise export` writes the
+plays ansible-playbook runs), the same inventory, connection and forks. stepwise adds what it
+does for real: the lock, the store (every task result recorded), the once-only guards, the
+gate between chains, event streaming; and it runs independent units at the same time where
+ansible-playbook runs the plays one after another. Runs alternate (ABAB...) after a warm-up
+run, and the medians are compared.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -21,7 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "run"))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "run"))
 
 
 def main() -> int:
@@ -31,58 +37,69 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1, help="unmeasured runs first (the first one really updates)")
     ap.add_argument("--workflow", default="update")
+    ap.add_argument("--forks", type=int, default=50)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
     from stepwise.model import load_deployment
-    from stepwise.plan import make_plan
     from stepwise.run import ansible_env
     from stepwise.run.engine import EngineOptions
-    from stepwise.run.render import inventory, plan_vars, render_unit
-    from stepwise.run.resume import RunRequest, run_plan
+    from stepwise.run.export import export
+    from stepwise.run.inventory import Connector
+    from stepwise.run.resume import RunRequest, plan_run, run_plan
     from stepwise.run.store import open_store
 
     root = Path(tempfile.mkdtemp(prefix="stepwise-bench-"))
     lab_dir = None
-    overrides = None
-    if args.lab:
-        import stepwise.lab as lab
-        lab_dir = root / "lab"
-        lab.up(args.lab, lab_dir)
-        dep = load_deployment(args.lab)
-        overrides = lab.inventory(lab_dir)
-    else:
-        from conftest import write_cloud
-        dep = load_deployment(write_cloud(root, computes=args.computes, controllers=3))
+    conn = None
     try:
-        plan = make_plan(args.workflow, dep)
-        plays = [p for u in plan.units if (p := render_unit(plan, u, dep, run_id=0)) is not None]
-        n_tasks = sum(len(p["tasks"]) for p in plays)
-        pb = root / "plain.yml"
-        pb.write_text(json.dumps(plays))
-        inv = ansible_env.write_inventory(root / "inv.json", inventory(dep, overrides=overrides))
-        ev = root / "ev.json"
-        ev.write_text(json.dumps({**plan_vars(plan, dep), "stepwise_run_id": 0}))
-        env = {**os.environ, **ansible_env.ansible_env()}
-        plain_cmd = [ansible_env.ansible_playbook_path(), "-i", str(inv), "-e", f"@{ev}", "--forks", "50", str(pb)]
+        if args.lab:
+            import stepwise.lab as lab
+            lab_dir = root / "lab"
+            dep_path = root / Path(args.lab).name
+            dep_path.write_text(Path(args.lab).read_text())
+            lab.up(dep_path, lab_dir)
+            conn = Connector.from_inventory(lab.inventory(lab_dir), "lab", (lab.ansible_plugin_dir(),))
+        else:
+            from conftest import write_cloud
+            dep_path = write_cloud(root, computes=args.computes, controllers=3)
+        dep = load_deployment(dep_path)
         store = open_store(f"sqlite:///{root / 'store.sqlite'}")
-        plain, ours = [], []
-        for _ in range(args.warmup):
-            subprocess.run(plain_cmd, env=env, capture_output=True, text=True)
-        for i in range(args.repeat):
+        opts = EngineOptions(connector=conn, forks=args.forks)
+
+        def request() -> RunRequest:
+            return RunRequest(store, dep, args.workflow, fresh=True, lock_path=root / "bench.lock", options=opts)
+
+        plan = plan_run(request(), request().facts)
+        out_dir = root / "export"
+        export(plan, dep, out_dir, connector=conn)
+        plays = json.loads(json.dumps(__import__("yaml").safe_load((out_dir / "site.yml").read_text())))
+        n_tasks = sum(len(p.get("tasks", [])) for p in plays)
+        env = {**os.environ, **ansible_env.ansible_env(plugin_dirs=conn.plugin_dirs if conn else ()),
+               "ANSIBLE_CONFIG": str(out_dir / "ansible.cfg")}
+        plain_cmd = [ansible_env.ansible_playbook_path(), "-i", "inventory.yml", "--forks", str(args.forks), "site.yml"]
+
+        def plain_run() -> float:
             t = time.perf_counter()
-            p = subprocess.run(plain_cmd, env=env, capture_output=True, text=True)
-            plain.append(time.perf_counter() - t)
+            p = subprocess.run(plain_cmd, env=env, cwd=out_dir, capture_output=True, text=True)
             if p.returncode != 0:
-                print(p.stdout[-3000:], file=sys.stderr)
-                return 1
+                raise SystemExit(f"ansible-playbook failed:\n{p.stdout[-3000:]}")
+            return time.perf_counter() - t
+
+        def our_run() -> float:
             t = time.perf_counter()
-            res = run_plan(RunRequest(store, dep, plan, fresh=True, lock_path=root / "bench.lock",
-                                      options=EngineOptions(forks=50, inventory_overrides=overrides)))
-            ours.append(time.perf_counter() - t)
-            if not res.ok:
-                print(res.message, file=sys.stderr)
-                return 1
+            res = run_plan(request())
+            if res.status != "done":
+                raise SystemExit(f"stepwise run failed: {res.message}")
+            return time.perf_counter() - t
+
+        for _ in range(args.warmup):
+            plain_run()
+            our_run()
+        plain, ours = [], []
+        for _ in range(args.repeat):
+            plain.append(plain_run())
+            ours.append(our_run())
         ratio = statistics.median(ours) / statistics.median(plain)
         out = {"mode": "lab" if args.lab else "local", "workflow": args.workflow, "units": len(plan.units),
                "plays": len(plays), "tasks": n_tasks, "hosts": len(dep.nodes),
@@ -97,6 +114,7 @@ def main() -> int:
         if lab_dir is not None:
             import stepwise.lab as lab
             lab.down(lab_dir, quiet=True)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -92,6 +92,16 @@ def agreement(store, dep, lab_dir: Path) -> dict[str, Any]:
     return {"checked": checked, "mismatches": mismatches}
 
 
+def kernels(lab_dir: Path) -> dict[str, dict[str, str | None]]:
+    """Each lab node's kernel: the newest installed package and the one running."""
+    from stepwise.lab import services as S
+    from stepwise.lab.nodes import Lab
+
+    lab = Lab(lab_dir)
+    return {n: {"installed": S.installed(lab, n).get("kernel", {}).get("version"),
+                "running": (lab.read_state(n, "kernel.json", {}) or {}).get("running")} for n in lab.nodes()}
+
+
 @app.command()
 def demo(deployment: Path = typer.Option(EXAMPLE, "--deployment", "-d", help="Deployment to bring up in the lab."),
          lab_dir: Optional[Path] = typer.Option(None, "--lab-dir", help="Where the lab lives (default: a temp dir)."),
@@ -131,8 +141,18 @@ def demo(deployment: Path = typer.Option(EXAMPLE, "--deployment", "-d", help="De
                        ("upgrade run (control plane)", "upgrade", NO_FACTS, {"stage": "run", "plane": "control", **ev}),
                        ("upgrade run (data plane)", "upgrade", NO_FACTS, {"stage": "run", "plane": "data", **ev}),
                        ("upgrade converge", "upgrade", NO_FACTS, {"stage": "converge", **ev})]
+            before = kernels(lab_dir)
             for title, wf, fx, kw in phases:
                 report["phases"].append(_phase(title, wf, dep, store, lab_dir, fx, json_out, **dict(kw)))
+                if wf == "update":
+                    after = kernels(lab_dir)
+                    report["kernels"] = {n: {"before": before[n]["running"], "installed": k["installed"],
+                                             "running": k["running"]} for n, k in after.items()}
+                    if not json_out:
+                        changed = sorted(n for n, k in report["kernels"].items() if k["before"] != k["running"])
+                        console.print(Text(f"kernel: {len(changed)} of {len(after)} nodes rebooted into the new "
+                                           f"kernel ({', '.join(sorted({after[n]['running'] or '?' for n in changed}))})"
+                                           + (f": {', '.join(changed)}" if changed else ""), style="dim"))
             discover(dep, store, connector=conn)
             report["status_agrees_with_lab"] = agreement(store, dep, lab_dir)
             if not json_out:

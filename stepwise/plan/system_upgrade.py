@@ -268,8 +268,8 @@ def _first_wave(builder: PlanBuilder, c: _Cloud, wave: list[str], cur: Cursor) -
             stop_old = {m: c.internal(m) for m in old if c.internal(m)}
             keep = sorted({s for m in old for s in c.external(m)})
             add(Step.STOP, stop_old,
-                f"step 5: control-plane downtime starts for {r.name}: stop everything but "
-                f"{', '.join(keep) or 'nothing'} on its old-OS nodes (their clusters cannot span two OS majors)",
+                f"step 5: control-plane downtime starts for {r.name}: stop its services on its old-OS nodes"
+                + (f" except {', '.join(keep)}" if keep else "") + " (their clusters cannot span two OS majors)",
                 max(_secs(dep, ss, Step.STOP) for ss in stop_old.values()) if stop_old else 1.0,
                 Stage.SYSTEM_UPGRADE_TRANSFER_DATA, stops={s: [m for m in stop_old if s in stop_old[m]]
                                                            for m in stop_old for s in stop_old[m]},

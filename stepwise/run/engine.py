@@ -17,12 +17,10 @@ SIGTERM cut the running units and record them `interrupted`.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
 import signal
-import socket
 import tempfile
 import threading
 import time
@@ -39,6 +37,7 @@ from stepwise.plan.units import Unit
 from stepwise.run import ansible_env
 from stepwise.run.ansible_files import to_yaml, unsafe, write_private
 from stepwise.run.chains import Chain, make_chains
+from stepwise.run.gate import GateServer
 from stepwise.run.events import Estimator, Failure, Observer, RunResult
 from stepwise.run.inventory import Connector, inventory, plan_vars
 from stepwise.run.lock import RunLock
@@ -288,9 +287,9 @@ class Engine:
         self.observer.task_result(unit_id, host, task, status)
 
     # -- the gate (socket threads) -----------------------------------------------------------
-    def _start_gate_server(self) -> "_GateServer":
+    def _start_gate_server(self) -> GateServer:
         self.socket_path = self.pdd / "gate.sock"
-        return _GateServer(self.socket_path, self._gate)
+        return GateServer(self.socket_path, self._gate)
 
     def _gate(self, chain_id: str, unit_id: str) -> str:
         """Block until `unit_id` (the next play of `chain_id`) may start: 'go' or 'stop'."""
@@ -496,49 +495,6 @@ def _result_message(res: Mapping[str, Any]) -> str:
         parts.append(f"rc={res['rc']}")
     text = " | ".join(dict.fromkeys(parts)) or "failed"
     return text if len(text) < 600 else text[:600] + "..."
-
-
-class _GateServer:
-    """The Unix socket the `stepwise_gate` callbacks ask on; one thread per connection (one
-    connection per ansible-playbook process)."""
-
-    def __init__(self, path: Path, answer: Callable[[str, str], str]):
-        self.path, self.answer = path, answer
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(str(path))
-        os.chmod(path, 0o600)
-        self.sock.listen(64)
-        self.closed = False
-        threading.Thread(target=self._accept, name="stepwise-gate", daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self.closed:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        with conn, conn.makefile("rwb") as f:
-            for line in f:
-                try:
-                    req = json.loads(line)
-                    answer = self.answer(str(req.get("chain", "")), str(req.get("unit", "")))
-                except (ValueError, OSError):
-                    answer = "stop"
-                try:
-                    f.write(json.dumps({"answer": answer}).encode() + b"\n")
-                    f.flush()
-                except OSError:
-                    return
-
-    def close(self) -> None:
-        self.closed = True
-        try:
-            self.sock.close()
-        except OSError:
-            pass
 
 
 def execute(store: Store, deployment: Deployment, plan: VerifiedPlan, run_id: int, todo: list[Unit], *,

@@ -222,7 +222,7 @@ def _persist_tasks() -> list[dict[str, Any]]:
             f'mkdir -p "{NODE_ROOT}/tmp" && cd "{NODE_ROOT}/" && tar --ignore-failed-read -czf '
             f'"{NODE_ROOT}/tmp/{PERSIST_FILE}" {PERSIST_PATHS}'},
         {"name": "stepwise | keep it where only the upgrade user can read it", "ansible.builtin.fetch": {
-            "src": f"/tmp/{PERSIST_FILE}", "dest": "{{ stepwise_persist_dir }}/{{ inventory_hostname }}/",
+            "src": f"{NODE_ROOT}/tmp/{PERSIST_FILE}", "dest": "{{ stepwise_persist_dir }}/{{ inventory_hostname }}/",
             "flat": True, "fail_on_missing": True}},
     ]
 
@@ -231,7 +231,7 @@ def _restore_tasks() -> list[dict[str, Any]]:
     """After the new image: the node's data back in place (the prepared flag with it)."""
     return [
         {"name": "stepwise | bring the node's data back", "ansible.builtin.copy": {
-            "src": "{{ stepwise_persist_dir }}/{{ inventory_hostname }}/" + PERSIST_FILE, "dest": f"/tmp/{PERSIST_FILE}",
+            "src": "{{ stepwise_persist_dir }}/{{ inventory_hostname }}/" + PERSIST_FILE, "dest": f"{NODE_ROOT}/tmp/{PERSIST_FILE}",
             "mode": "0600"}},
         {"name": "node | restore the data the node kept", "ansible.builtin.shell":
             f'cd "{NODE_ROOT}/" && tar -xzf "{NODE_ROOT}/tmp/{PERSIST_FILE}" && rm -f "{NODE_ROOT}/tmp/{PERSIST_FILE}"'},

@@ -1,0 +1,179 @@
+"""The OS upgrade end to end, as the seed's operators run it (major-upgrades-with-os-upgrade):
+its 12 steps as commands, on a lab of the seed's composed roles (shrunk for CI), with the
+availability probe and a cluster sampler running throughout. One node goes through the
+reprovision mode (wiped, new image, persisted data restored) instead of the in-place one."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.run.test_e2e_lab import STEPWISE, _lab_or_skip, lab_dir  # noqa: F401 - the fixture
+
+ROOT = Path(__file__).resolve().parents[2]
+MINI = ROOT / "tests" / "run" / "fixtures" / "composed-mini.yaml"
+FIRST = "controller-openstack-0,database-0,messaging-0"
+LATER = ["controller-openstack-1", "database-1", "messaging-1", "controller-openstack-2", "database-2", "messaging-2",
+         "novacompute-0", "novacompute-1", "networker-0", "cephstorage-0"]
+REPROVISIONED = "networker-0"
+CLUSTERS = ("galera", "rabbitmq", "pacemaker")
+
+pytestmark = [pytest.mark.e2e, pytest.mark.lab]
+
+
+class ClusterSampler(threading.Thread):
+    """Every half second: which clusters have quorum, how many ceph-mon members serve."""
+
+    def __init__(self, lab) -> None:
+        super().__init__(daemon=True)
+        self.lab, self.samples, self.halt = lab, [], threading.Event()
+
+    def run(self) -> None:
+        from stepwise.lab import health as H
+        mons = self.lab.spec["services"]["ceph_mon"]["instances"]
+        while not self.halt.is_set():
+            s = {"t": time.time(), "ceph_mon": sum(1 for n in mons if H.read_unit(self.lab, n, "ceph_mon"))}
+            for c in CLUSTERS:
+                s[c] = H.quorum(self.lab, c)
+            self.samples.append(s)
+            self.halt.wait(0.5)
+
+
+def _intervals(store, cloud: str) -> dict[str, list[tuple[float, float]]]:
+    """The announced downtime windows of every run, in wall-clock time. A window still open at
+    the end of a command continues into the next command (the operator's pause between the
+    seed's steps is inside it)."""
+    from stepwise.observe.windows import _epoch, window_intervals
+    from stepwise.plan.units import Plan
+
+    runs = sorted(store.runs(cloud, limit=1000), key=lambda r: r.id)
+    out: dict[str, list[tuple[float, float]]] = {}
+    for i, r in enumerate(runs):
+        plan = Plan.from_json(r.plan)
+        nxt = _epoch(runs[i + 1].started_at) if i + 1 < len(runs) else _epoch(r.ended_at)
+        for svc, spans in window_intervals(plan, store, r.id).items():
+            open_at_end = any(w.service == svc and w.end_s >= plan.duration_s - 1e-6 for w in plan.windows)
+            for a, b in spans:
+                out.setdefault(svc, []).append((a, nxt if open_at_end else b))
+    return out
+
+
+def _inside(t: float, spans: list[tuple[float, float]], slack: float = 3.0) -> bool:
+    return any(a - slack <= t <= b + slack for a, b in spans)
+
+
+def test_the_seeds_twelve_steps_on_composed_roles(tmp_path: Path, lab_dir: Path):  # noqa: F811
+    _lab_or_skip()
+    import stepwise.lab as lab
+    from stepwise.lab import mariadb
+    from stepwise.lab.nodes import Lab
+    from stepwise.lab.probe import Probe
+    from stepwise.observe.windows import outside_windows
+    from stepwise.run.store import open_store
+
+    dep_path = tmp_path / MINI.name
+    shutil.copy(MINI, dep_path)
+    store_url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    log: list[str] = []
+
+    def sw(*args: str, ok: bool = True) -> subprocess.CompletedProcess:
+        yes = [] if args[0] == "discover" else ["--yes"]
+        p = subprocess.run([STEPWISE, *args, "-d", str(dep_path), "--lab", str(lab_dir), "--store", store_url,
+                            *yes], env=env, capture_output=True, text=True, timeout=600)
+        log.append(f"$ stepwise {' '.join(args)} -> {p.returncode}\n{p.stdout[-1500:]}{p.stderr[-1500:]}")
+        if ok:
+            assert p.returncode == 0, "\n".join(log[-3:])
+        return p
+
+    lab.up(dep_path, lab_dir)
+    the_lab = Lab(lab_dir)
+    try:
+        galera = the_lab.spec["services"]["galera"]
+        members = [(the_lab.node(n)["address"], galera["db_port"]) for n in galera["instances"]]
+        rows = [(f"row-{i}", f"written before step 1 ({i})") for i in range(20)]
+        for host, port in members:  # the lab's galera emulation replicates schema, not rows
+            for k, v in rows:
+                mariadb.execute(host, port, "INSERT INTO data VALUES (%s, %s)", (k, v))
+        sw("discover")
+        sampler = ClusterSampler(the_lab)
+        sampler.start()
+        with Probe(the_lab, rate=2.0, max_seconds=1800) as probe:
+            # 1: repositories, backup, RPC pinned
+            sw("upgrade", "prepare", "-e", "target_release=R2")
+            # 2-4: prepare and upgrade the OS of one node of each cluster-/schema-sensitive role
+            sw("upgrade", "run", "--tags", "system_upgrade_prepare", "--limit", FIRST)
+            sw("external-upgrade", "run", "--tags", "system_upgrade_prepare", "-e", f"system_upgrade_nodes={FIRST}")
+            sw("upgrade", "run", "--tags", "system_upgrade_run", "--limit", FIRST)
+            # 5: the data of the old nodes of those roles onto the new one (control plane down)
+            sw("external-upgrade", "run", "--tags", "system_upgrade_transfer_data", "--limit",
+               "ControllerOpenstack,Database,Messaging")
+            again = sw("external-upgrade", "run", "--tags", "system_upgrade_transfer_data", "--limit",
+                       "ControllerOpenstack,Database,Messaging", ok=False)
+            assert again.returncode == 0 and "nothing to do" in again.stdout + again.stderr, log[-1]
+            # 6-7: the new release on those nodes, their external (ceph) services back
+            sw("upgrade", "run", "--limit", FIRST, "-e", "target_release=R2")
+            sw("external-upgrade", "run", "--tags", "system_upgrade_run", "-e", f"system_upgrade_nodes={FIRST}")
+            # 8-9: every other node, one by one
+            for n in LATER:
+                mode = ["-e", "system_upgrade_mode=reprovision"] if n == REPROVISIONED else []
+                sw("upgrade", "run", "--tags", "system_upgrade_prepare", "--limit", n, *mode)
+                sw("external-upgrade", "run", "--tags", "system_upgrade_prepare", "-e", f"system_upgrade_nodes={n}")
+                if n == REPROVISIONED:
+                    kept = tmp_path / ".stepwise" / "persist" / "composed-mini"
+                    assert (kept / n).is_dir() and oct(kept.stat().st_mode & 0o777) == "0o700"
+                sw("upgrade", "run", "--tags", "system_upgrade_run", "--limit", n, *mode)
+                sw("upgrade", "run", "--limit", n, "-e", "target_release=R2")
+                sw("external-upgrade", "run", "--tags", "system_upgrade_run", "-e", f"system_upgrade_nodes={n}")
+            # 10-12: online data migrations, converge, cleanup
+            sw("external-upgrade", "run", "--tags", "online_upgrade")
+            sw("upgrade", "converge")
+            sw("external-upgrade", "run", "--tags", "system_upgrade_cleanup")
+        sampler.halt.set()
+        sampler.join(5)
+        summary = probe.stop()
+
+        # a second transfer is refused once the nodes it would copy from are gone
+        second = sw("external-upgrade", "run", "--tags", "system_upgrade_transfer_data", "--limit",
+                    "ControllerOpenstack,Database,Messaging", "--fresh", ok=False)
+        assert second.returncode != 0 and "error" in second.stderr, log[-1]
+
+        from stepwise.lab.control import status as lab_status
+        status = lab_status(the_lab)
+        assert {n["name"]: n["os_major"] for n in status["nodes"]} == {n["name"]: 9 for n in status["nodes"]}
+        assert all(n["release"] == "R2" for n in status["nodes"])
+        assert all(s["healthy"] for n in status["nodes"] for s in n["services"]), json.dumps(status["nodes"])[:3000]
+        assert all(w["healthy"] for w in status["workloads"])
+
+        store = open_store(store_url)
+        transfers = [u for r in store.runs("composed-mini", limit=1000) for u in store.units(r.id)
+                     if u.step == "system_upgrade_transfer_data" and u.state == "done"]
+        assert len(transfers) == 1, transfers
+
+        vip = the_lab.spec["vips"]["galera"]
+        assert sorted(mariadb.execute(vip["address"], vip["port"], "SELECT k, v FROM data")) == sorted(rows)
+        for host, port in members:
+            assert sorted(mariadb.execute(host, port, "SELECT k, v FROM data")) == sorted(rows)
+
+        assert not (tmp_path / ".stepwise" / "persist" / "composed-mini" / REPROVISIONED).exists(), \
+            "cleanup removes what was persisted"
+
+        intervals = _intervals(store, "composed-mini")
+        assert sampler.samples
+        assert min(s["ceph_mon"] for s in sampler.samples) >= 2
+        for c in CLUSTERS:
+            lost = [s for s in sampler.samples if not s[c][0] and not _inside(s["t"], intervals.get(c, []))]
+            assert not lost, f"{c} below majority outside its announced windows: {lost[:3]}"
+        workloads = {k: v for k, v in summary["targets"].items() if k.startswith("workload:")}
+        assert workloads and all(v["failed"] == 0 for v in workloads.values()), workloads
+        assert outside_windows(probe.records, intervals) == {}
+    finally:
+        lab.down(lab_dir, quiet=True)
+        (tmp_path / "commands.log").write_text("\n".join(log))
