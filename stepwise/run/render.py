@@ -211,15 +211,18 @@ def _reboot(name: str) -> list[dict[str, Any]]:
 NODE_ROOT = "{{ stepwise_node_root | default('') }}"
 PERSIST_FILE = "stepwise-node-data.tgz"
 #: what a reprovisioned node gets back: its configuration (RPC pins live there) and stepwise's state
+OS_OWN_FILES = "--exclude=etc/os-release --exclude=etc/redhat-release --exclude=etc/system-release"
 PERSIST_PATHS = "{{ stepwise_persist_paths | default(['etc', 'var/lib/stepwise']) | join(' ') }}"
 
 
 def _persist_tasks() -> list[dict[str, Any]]:
     """Before a node is wiped: its data, archived on the node and kept on the machine that runs
-    stepwise in a directory only the upgrade user reads (the seed: persisted on the undercloud)."""
+    stepwise in a directory only the upgrade user reads (the seed: persisted on the undercloud).
+    Files that describe the OS itself stay out: restored, they would make the new OS claim to
+    be the old one."""
     return [
         {"name": "node | archive the data the node must keep", "ansible.builtin.shell":
-            f'mkdir -p "{NODE_ROOT}/tmp" && cd "{NODE_ROOT}/" && tar --ignore-failed-read -czf '
+            f'mkdir -p "{NODE_ROOT}/tmp" && cd "{NODE_ROOT}/" && tar --ignore-failed-read {OS_OWN_FILES} -czf '
             f'"{NODE_ROOT}/tmp/{PERSIST_FILE}" {PERSIST_PATHS}'},
         {"name": "stepwise | keep it where only the upgrade user can read it", "ansible.builtin.fetch": {
             "src": f"{NODE_ROOT}/tmp/{PERSIST_FILE}", "dest": "{{ stepwise_persist_dir }}/{{ inventory_hostname }}/",

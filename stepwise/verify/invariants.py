@@ -110,6 +110,11 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
     started_on: dict[str, float] = {}
     windows: list[Window] = []
     open_win: dict[str, tuple[float, str]] = {}
+    # a service an earlier command left down everywhere (the OS upgrade's transfer) is inside
+    # its window from this plan's first moment until a unit starts it again
+    for svc, ns in st.down.items():
+        if totals.get(svc) and len(ns) >= totals[svc]:
+            open_win[svc] = (0.0, "down since an earlier command of the procedure")
     stop_first: dict[str, float] = {}
     start_last: dict[str, float] = {}
     ctrl_end = 0.0
