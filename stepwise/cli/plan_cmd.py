@@ -56,6 +56,9 @@ def plan(
     skip_tags: Optional[List[str]] = typer.Option(None, "--skip-tags", help="Leave out units with these tags."),
     store: Optional[str] = typer.Option(None, "--store", help="State store whose facts and progress the plan "
                                         "starts from (default: the cloud's, if it exists)."),
+    extra_vars: Optional[List[str]] = typer.Option(None, "--extra-vars", "-e", help="As the run commands take "
+                                                   "them: -e system_upgrade_mode=in-place previews the management "
+                                                   "node's upgrade with its OS upgrade."),
     json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON (the documented contract)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every batch and unit."),
 ) -> None:
@@ -64,7 +67,7 @@ def plan(
     The plan is verified before it is shown: a plan that would break an availability rule,
     a quorum, RPC pinning or the schema-migration order is refused (exit 3) with the reason.
     """
-    from stepwise.cli.options import facts_for
+    from stepwise.cli.options import facts_for, parse_extra_vars
     from stepwise.plan import parse_workflow
     from stepwise.run.store.store import existing_store
 
@@ -72,8 +75,9 @@ def plan(
         dep = load_deployment(deployment)
         wf = parse_workflow(workflow)
         fx = facts_for(dep, facts, existing_store(dep, store), wf)
+        ev = parse_extra_vars(extra_vars)
         p = verify_plan(make_plan(wf, dep, fx, limit, stage=stage, plane=plane, tags=tags or (),
-                                  skip_tags=skip_tags or ()), dep)
+                                  skip_tags=skip_tags or (), variables=ev), dep)
         if json_out:
             print_json(p.to_json())
             return

@@ -60,7 +60,7 @@ def _run(title: str, command: Command, deployment: Path, *, plane: str | None = 
         fx = facts_for(dep, facts, store, workflow)
         variables = {k: ev[k] for k in ("target_release", "system_upgrade_mode") if k in ev}
         # bad input and unsafe plans are refused here, before any file is created
-        plan = make_plan(workflow, dep, fx, selection=selection)
+        plan = make_plan(workflow, dep, fx, selection=selection, variables=variables)
         if variables:
             from types import MappingProxyType
             plan = plan.with_units(plan.units, params=MappingProxyType({**plan.params, **variables}))

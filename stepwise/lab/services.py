@@ -22,8 +22,8 @@ def enabled_repos(lab: Lab, node: str) -> list[str]:
 
 
 def node_packages(lab: Lab, node: str) -> list[str]:
-    """Packages a node has at first boot: its services' and the OS base."""
-    pk = set(R.BASE_PACKAGES)
+    """Packages a node has at first boot: its services', its tools' and the OS base."""
+    pk = set(R.BASE_PACKAGES) | set(lab.node(node).get("tool_packages", ()))
     for s in lab.node(node)["services"]:
         pk.update(lab.service(s)["packages"])
     return sorted(pk)

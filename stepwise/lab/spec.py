@@ -103,7 +103,9 @@ def build_spec(dep: Deployment, lab_dir: str, index: int, workloads_per_compute:
     nodes = {}
     for n in dep.nodes:
         nodes[n.name] = {"address": node_address(index, n.index), "role": n.role, "index": n.index,
-                         "services": list(dep.services_on(n))}
+                         "services": list(dep.services_on(n)),
+                         # the management node's tool and content: packages of their own
+                         "tool_packages": list(dep.role_of(n.name).tool_packages)}
     workloads = {}
     if compute:
         k = 0
@@ -114,7 +116,8 @@ def build_spec(dep: Deployment, lab_dir: str, index: int, workloads_per_compute:
     vip = vip_address(index)
     vips = {name: {"address": vip, "port": s["db_port"] if s["db"] else s["port"]}
             for name, s in services.items() if s["http"] or s["db"]}
-    all_packages = sorted({p for s in services.values() for p in s["packages"]} | set(R.BASE_PACKAGES))
+    all_packages = sorted({p for s in services.values() for p in s["packages"]} | set(R.BASE_PACKAGES)
+                          | {p for n in nodes.values() for p in n["tool_packages"]})
     return {
         "name": dep.name,
         "dir": lab_dir,

@@ -4,7 +4,7 @@ what the operator selected."""
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Iterable
+from typing import Any, Iterable, Mapping
 
 from stepwise.errors import InputError, Problem
 from stepwise.model.deployment import Deployment
@@ -53,12 +53,14 @@ def selection_for(workflow: Workflow, limit: str | None = None, *, stage: str | 
 def make_plan(workflow: str | Workflow, deployment: Deployment, facts: Facts = NO_FACTS, limit: str | None = None, *,
               stage: str | Stage | None = None, plane: str | Plane | None = None,
               tags: Iterable[str] | str | None = (), skip_tags: Iterable[str] | str | None = (),
-              selection: Selection | None = None) -> Plan:
+              selection: Selection | None = None, variables: Mapping[str, Any] | None = None) -> Plan:
     """Plan `workflow` for `deployment`, cut down to the selection.
 
     `limit`: Ansible-style host/role pattern; `stage` (upgrade: prepare|run|converge) and
     `plane` (control|data) select part of the plan, e.g. to run the control plane now and the
-    data plane next week; `tags`/`skip-tags` select steps. The result is exactly what runs.
+    data plane next week; `tags`/`skip-tags` select steps. `variables` (-e): the management
+    node's upgrade includes its OS upgrade when `system_upgrade_mode` is given. The result is
+    exactly what runs.
     Raises InputError on bad options, UnsafePlanError on a selection the seed's rules refuse.
     """
     wf = parse_workflow(workflow)
@@ -72,7 +74,9 @@ def make_plan(workflow: str | Workflow, deployment: Deployment, facts: Facts = N
     elif wf is Workflow.SYSTEM_UPGRADE:
         plan_system_upgrade(builder, deployment, facts, nodes, sel.limit)
     else:
-        plan_undercloud_upgrade(builder, deployment, facts, nodes)
+        plan_undercloud_upgrade(builder, deployment, facts, nodes,
+                                os_mode=(variables or {}).get("system_upgrade_mode"),
+                                target_release=(variables or {}).get("target_release"))
     units, makespan = asap(builder.units)
     params = {"facts": facts.source if facts.known else None, **builder.params}
     plan = Plan(wf, deployment.name, tuple(units), duration_s=makespan, params=MappingProxyType(params))

@@ -82,8 +82,9 @@ def select(plan: Plan, deployment: Deployment, selection: Selection, nodes: Sequ
     out: list[Unit] = []
     changed = False
     # Asked for by name: with no --tags, an OS-upgrade plan is the preview of the whole
-    # procedure; any other workflow leaves its by-name-only operations out.
-    by_name = bool(asked) or plan.workflow is not Workflow.SYSTEM_UPGRADE
+    # procedure, and the management node's plan has its OS upgrade only when asked for
+    # (-e system_upgrade_mode); any other workflow leaves its by-name-only operations out.
+    by_name = bool(asked) or plan.workflow not in (Workflow.SYSTEM_UPGRADE, Workflow.UNDERCLOUD_UPGRADE)
     for u in plan.units:
         kept = _narrow(u, keep_nodes) if _wanted(u, selection, asked, skip, by_name) else None
         if kept is not u:
@@ -179,6 +180,8 @@ def check_safety(workflow: Workflow, units: Sequence[Unit], deployment: Deployme
     """The seed's rules: `system_upgrade_*` operations never without --limit; reboots and
     reprovisioning never on every node of a role (of more than one node) at once."""
     named = [u for u in units if u.step.info.by_name_only]
+    if workflow is Workflow.UNDERCLOUD_UPGRADE:
+        return  # one management node, its OS upgrade asked for explicitly (-e system_upgrade_mode)
     if not named or (workflow is Workflow.SYSTEM_UPGRADE and not selection.tags):
         return  # nothing named, or the preview of the whole OS-upgrade procedure (`stepwise plan`)
     steps = sorted({str(u.step) for u in named if u.step.info.needs_limit})

@@ -6,6 +6,12 @@ package update must not restart one with its old config, and an old service left
 can block the new one), update all packages, restore the dump into the new database, re-run
 the install/config, start the database, always run every DB sync (idempotent), start
 everything else, check health.
+
+With its OS upgrade (`-e system_upgrade_mode=in-place`; the seed: `leapp upgrade`, reboot,
+then the undercloud upgrade): after every service is stopped, leapp prepares the new OS and the
+reboot installs it; the database is always dumped first, since the new OS brings a new
+database major version. A reprovisioned management node is a backup-and-restore procedure
+(the seed), not this one.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from stepwise.errors import InputError, Problem
 from stepwise.model.catalog import node_step_seconds
 from stepwise.model.deployment import Deployment
 from stepwise.model.facts import Facts
-from stepwise.model.vocab import Phase, Scope, Section, Stage, Step
+from stepwise.model.vocab import Phase, Scope, Section, Stage, Step, UpgradeMode
 from stepwise.plan.builder import PlanBuilder
 
 WF = Section.UPGRADE
@@ -36,7 +42,14 @@ def db_major_changes(dep: Deployment, facts: Facts, node: str, db: list[str]) ->
                for s in db for p in dep.catalog[s].packages if p in pk and pk[p].available)
 
 
-def plan_undercloud_upgrade(builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: list[str] | None) -> None:
+def plan_undercloud_upgrade(builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: list[str] | None,
+                            os_mode: str | None = None, target_release: str | None = None) -> None:
+    """The management node's upgrade (and its OS upgrade when `os_mode` is given); with a
+    `target_release`, its repositories are switched to it first."""
+    if os_mode is not None and os_mode != UpgradeMode.IN_PLACE:
+        raise InputError(Problem(f"the management node's OS upgrade runs in place, not '{os_mode}'", field="-e",
+                                 hint=f"use -e system_upgrade_mode={UpgradeMode.IN_PLACE}; a reprovisioned management "
+                                      "node is restored from its backup (the seed's backup and restore procedure)"))
     roles = [r for r in dep.roles if r.is_management]
     if not roles:
         raise InputError(Problem(f"deployment {dep.name} has no management node", file=dep.path, field="roles[].tags",
@@ -56,24 +69,36 @@ def plan_undercloud_upgrade(builder: PlanBuilder, dep: Deployment, facts: Facts,
             nonlocal prev
             prev = builder.add(step, nodes=[node], services=services, after=[prev], why=why, stage=Stage.RUN,
                                phase=Phase.MANAGEMENT, scope=Scope.NODE, duration_s=seconds,
-                               work={node: tuple(services)}, **kw)
+                               **{"work": {node: tuple(services)}, **kw})
 
         def secs(services: list[str], step: Step | str) -> float:
             return node_step_seconds([catalog[s] for s in services], step)
 
         add(Step.VALIDATE, [s for s in svcs if catalog[s].has_step(WF, Step.VALIDATE)],
             "pre-flight checks on the management node", secs([], Step.VALIDATE))
+        if target_release or os_mode:
+            add(Step.REPOS, [], "switch the repositories to the target release (variable target_release): the new "
+                "tool and" + (" the OS upgrade" if os_mode else " the packages") + " come from there",
+                secs([], Step.REPOS) or 10.0, work={node: ()})
         if role.tool_packages:
             add(Step.PACKAGES, [], "update the tool and its content first, so the new tool drives the rest",
                 secs([], Step.PACKAGES), vars={"extra_packages": {node: list(role.tool_packages)}}, tags=("tool",))
-        change = db_major_changes(dep, facts, node, db) if db else False
+        change = (True if os_mode else db_major_changes(dep, facts, node, db)) if db else False
         if db and change is not False:
-            add(Step.BACKUP, db, "the database's major version changes: dump every database while it still runs"
+            add(Step.BACKUP, db, "the new OS brings a new database major version: dump every database while it "
+                                 "still runs" if os_mode else
+                "the database's major version changes: dump every database while it still runs"
                 if change else "the database's major version may change (no facts): dump every database while it runs",
                 secs(db, "backup"))
         add(Step.STOP, svcs, "stop every service first: a package update would restart them with old config "
                              "(restart loop), and an old service left running can block the new one",
             secs(svcs, Step.STOP), stops={s: [node] for s in svcs})
+        if os_mode:
+            add(Step.SYSTEM_UPGRADE_PREPARE, [], "the OS upgrade: leapp downloads the new OS and the new release and "
+                "leaves the node ready to reboot into the upgrade", secs([], "prepare") or 300.0,
+                tags=("system_upgrade",), work={node: ()})
+            add(Step.SYSTEM_UPGRADE_RUN, [], "reboot into the OS upgrade; the node comes back on the new OS with "
+                "nothing running", secs([], "reboot") or 600.0, tags=("system_upgrade",), work={node: ()})
         add(Step.PACKAGES, svcs, "then update all packages, with every service stopped", secs(svcs, Step.PACKAGES),
             vars={"all_packages": [node]})
         if db and change is not False:

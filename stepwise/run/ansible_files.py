@@ -43,7 +43,20 @@ class _Dumper(yaml.SafeDumper):
         return True
 
 
-_Dumper.add_representer(Unsafe, lambda d, v: d.represent_scalar("!unsafe", str(v), style="'"))
+_STR = "tag:yaml.org,2002:str"
+
+
+def _represent_unsafe(dumper: yaml.SafeDumper, value: Unsafe) -> yaml.Node:
+    # Ansible constructs an `!unsafe` scalar by resolving its text as if it were unquoted, so
+    # '*', '=', 'true' or '1' would come back as something else (or fail to load). Such a
+    # value cannot hold a template (no '{'): written as a quoted string, it stays text.
+    text = str(value)
+    if dumper.resolve(yaml.ScalarNode, text, (True, False)) != _STR:
+        return dumper.represent_scalar(_STR, text, style="'")
+    return dumper.represent_scalar("!unsafe", text, style="'")
+
+
+_Dumper.add_representer(Unsafe, _represent_unsafe)
 _Dumper.add_multi_representer(Mapping, lambda d, v: d.represent_dict(dict(v)))
 _Dumper.add_representer(tuple, lambda d, v: d.represent_list(list(v)))
 

@@ -95,7 +95,7 @@ def plan_run(req: RunRequest, facts: Facts) -> VerifiedPlan:
     if req.planner is not None:
         plan = req.planner(req.deployment, facts)
     else:
-        plan = make_plan(req.workflow, req.deployment, facts, selection=req.selection)
+        plan = make_plan(req.workflow, req.deployment, facts, selection=req.selection, variables=req.variables)
     if req.variables:
         plan = plan.with_units(plan.units, params=MappingProxyType({**plan.params, **dict(req.variables)}))
     check_variables(plan)
