@@ -214,3 +214,17 @@ def test_undercloud_upgrade_order_and_database_major_change():
     minor = make_plan("undercloud-upgrade", dep, fx("10.3.9"))
     assert [u.step for u in minor.units] == ["validate", "packages", "stop", "packages", "config", "start", "migrate",
                                              "start", "verify"]
+
+
+def test_management_node_os_upgrade_is_asked_for_and_runs_between_stop_and_packages():
+    from stepwise.errors import InputError
+    dep = _example("undercloud.yaml")
+    plain = make_plan("undercloud-upgrade", dep)
+    assert "system_upgrade_run" not in [u.step for u in plain.units]
+    plan = verify_plan(make_plan("undercloud-upgrade", dep, variables={"system_upgrade_mode": "in-place",
+                                                                       "target_release": "R2"}), dep)
+    steps = [str(u.step) for u in plan.units]
+    assert steps == ["validate", "repos", "packages", "backup", "stop", "system_upgrade_prepare", "system_upgrade_run",
+                     "packages", "restore", "config", "start", "migrate", "start", "verify"]
+    with pytest.raises(InputError, match="in place"):
+        make_plan("undercloud-upgrade", dep, variables={"system_upgrade_mode": "reprovision"})
