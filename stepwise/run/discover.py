@@ -51,7 +51,10 @@ def discover(deployment: Deployment, store: Store | None, *, nodes: Sequence[str
     inv = inventory(deployment, connector)
     for role in inv["all"]["children"].values():
         for host, hv in role["hosts"].items():
-            pkgs = sorted({p for s in deployment.services_on(host) for p in deployment.catalog[s].packages})
+            # the services' packages and the ones that need a reboot (the kernel): a minor update
+            # that brings a new kernel installs it and reboots into it
+            pkgs = sorted({p for s in deployment.services_on(host) for p in deployment.catalog[s].packages}
+                          | set(deployment.reboot_packages))
             hv["stepwise_packages"] = unsafe(pkgs)
     play = {"name": "stepwise discover", "hosts": ",".join(names), "gather_facts": False,
             "tasks": [{"name": "discover", "stepwise_facts": {

@@ -11,6 +11,7 @@ from stepwise.errors import InputError, UnsafePlanError
 from stepwise.model import load_deployment
 from stepwise.model.vocab import Step, Workflow
 from stepwise.plan import make_plan
+from stepwise.plan.select import Selection
 from stepwise.plan.units import Plan, Unit
 from stepwise.run.engine import EngineOptions
 from stepwise.run.resume import RunRequest, run_plan
@@ -104,3 +105,51 @@ def test_second_concurrent_run_is_refused(cloud: Path):
         with pytest.raises(LockedError, match="upgrade run") as exc:
             run_plan(RunRequest(st, dep, "update"))
         assert "pid" in str(exc.value)
+
+
+def test_a_failed_transfer_can_be_retried_and_a_successful_one_cannot(cloud: Path):
+    dep = load_deployment(cloud)
+    u = Unit("xfer", Step.SYSTEM_UPGRADE_TRANSFER_DATA, ("cmp-0",), ("worker",), idempotent=False,
+             vars={"system_upgrade_source": "cmp-1"})
+
+    def planner(d, _facts):
+        return Plan(Workflow.SYSTEM_UPGRADE, d.name, (u,), params={"limit": "cmp-0"})
+
+    st = _store(cloud.parent)
+    req = RunRequest(st, dep, Workflow.SYSTEM_UPGRADE, planner=planner)
+    broken = cloud.parent / "trace" / "cmp-0.log"
+    broken.mkdir()  # the transfer's work fails before it copied anything
+    first = run_plan(req)
+    assert first.status == "failed"
+    flags = cloud.parent / "flags" / "cmp-0"
+    assert not (flags / "stepwise-system_upgrade_transfer_data.flag").exists()  # an attempt is not a success
+    assert (flags / "stepwise-system_upgrade_transfer_data.flag.attempt").exists()
+    broken.rmdir()
+    retry = run_plan(req)  # the same command resumes the failed unit: the retry runs
+    assert retry.status == "done" and retry.resumed, retry.message
+    assert trace_lines(cloud.parent, "cmp-0") == ["worker system_upgrade_transfer_data"]
+    assert (flags / "stepwise-system_upgrade_transfer_data.flag").exists()
+    with pytest.raises(UnsafePlanError, match="never run twice"):
+        run_plan(replace(req, fresh=True))
+
+
+def test_a_failed_prepare_blocks_the_reboot_into_the_new_os(cloud: Path):
+    dep = load_deployment(cloud)
+    prep = Unit("prep", Step.SYSTEM_UPGRADE_PREPARE, ("cmp-0",), ("worker",), tags=("system_upgrade_prepare",))
+    run = Unit("run", Step.SYSTEM_UPGRADE_RUN, ("cmp-0",), (), tags=("system_upgrade_run",), work={"cmp-0": ()})
+    st = _store(cloud.parent)
+    reboot_log = cloud.parent / "rebooted"
+    # never this machine's own reboot or leapp, whatever happens
+    opts = EngineOptions(extra_vars={"stepwise_reboot_command": f"touch {reboot_log}",
+                                     "stepwise_os_upgrade_command": "true"})
+    broken = cloud.parent / "trace" / "cmp-0.log"
+    broken.mkdir()  # the prepare fails
+    res = run_plan(RunRequest(st, dep, Workflow.SYSTEM_UPGRADE, options=opts,
+                              planner=lambda d, f: Plan(Workflow.SYSTEM_UPGRADE, d.name, (prep,),
+                                                        params={"limit": "cmp-0"})))
+    assert res.status == "failed"
+    broken.rmdir()
+    res = run_plan(RunRequest(st, dep, Workflow.SYSTEM_UPGRADE, options=opts,
+                              selection=Selection(limit="cmp-0", tags=("system_upgrade_run",)), planner=lambda d, f: Plan(Workflow.SYSTEM_UPGRADE, d.name, (run,), params={"limit": "cmp-0"})))
+    assert res.status == "failed" and "not prepared successfully" in res.message, res.message
+    assert not reboot_log.exists()
