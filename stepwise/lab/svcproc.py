@@ -38,6 +38,30 @@ class _Server(ThreadingHTTPServer):
     def handle_error(self, request, client_address) -> None:
         pass  # clients (health checks, the probe) hang up early; that is not our error
 
+    def drain(self, grace: float = 2.0) -> None:
+        """Stop gracefully, as httpd's graceful-stop or oslo.service do: serve what the kernel
+        already accepted, then close, then let the requests in progress finish.
+
+        Closing the listening socket with connections in its backlog resets them; HAProxy
+        has sent a request on such a connection and answers the client 502, which is an API
+        failure a real service's stop does not cause.
+        """
+        sock = self.socket
+        sock.setblocking(False)
+        while True:
+            try:
+                conn, addr = sock.accept()
+            except OSError:
+                break
+            conn.setblocking(True)
+            self.process_request(conn, addr)
+        sock.close()
+        deadline = time.monotonic() + grace
+        me = threading.current_thread()
+        for t in threading.enumerate():
+            if t is not me and "process_request" in t.name:
+                t.join(max(0.0, deadline - time.monotonic()))
+
     def server_bind(self) -> None:
         if self._reuse_port:
             # Live migration: the destination serves the same address before the source goes.
@@ -208,6 +232,7 @@ def main(argv: list[str]) -> None:
     lab = Lab(lab_dir)
     unit = Unit(lab, node, name)
     cluster = None
+    served: list[_Server] = []
 
     def on_term(signum, frame):
         faults = lab.read_state(node, "faults.json", {}) or {}
@@ -223,6 +248,11 @@ def main(argv: list[str]) -> None:
                 st = lab.read_state(node, "cluster.json", {}) or {}
                 st.setdefault(name, {})["left"] = True
                 lab.write_state(node, "cluster.json", st)
+        if served:
+            served[0].drain()  # the main thread is in serve_forever's select: it never returns there
+        stop_child_and_exit()
+
+    def stop_child_and_exit() -> None:
         if unit.child is not None and unit.child.poll() is None:
             unit.child.terminate()
             try:
@@ -262,6 +292,7 @@ def main(argv: list[str]) -> None:
             if not unit.stopping:
                 os._exit(1)
         threading.Thread(target=watch, daemon=True).start()
+    served.append(server)
     server.serve_forever(poll_interval=0.5)
 
 

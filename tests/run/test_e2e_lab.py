@@ -63,7 +63,7 @@ def test_demo_minor_update_and_major_upgrade(tmp_path: Path, lab_dir: Path):
     report = json.loads(r.output[r.output.index("{"):])
     phases = {p["phase"]: p for p in report["phases"]}
     assert all(p["status"] == "done" for p in phases.values())
-    assert phases["minor update"]["probe"]["failed"] == 0
+    assert phases["minor update"]["probe"]["failed"] == 0, phases["minor update"]["probe"]
     # the minor update installs the new kernel on every node and reboots into it (computes too)
     computes = {n: k for n, k in report["kernels"].items() if n.startswith("compute")}
     assert computes and all(k["before"] == "4.18.0" and k["installed"] == k["running"] == "4.18.1"
