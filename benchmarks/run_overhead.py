@@ -73,7 +73,13 @@ def main() -> int:
         plan = plan_run(request(), request().facts)
         out_dir = root / "export"
         export(plan, dep, out_dir, connector=conn)
-        plays = json.loads(json.dumps(__import__("yaml").safe_load((out_dir / "site.yml").read_text())))
+        import yaml
+
+        class _Loader(yaml.SafeLoader):
+            pass
+        # Ansible's !unsafe marks data that is never template code; here it is only counted
+        _Loader.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))
+        plays = yaml.load((out_dir / "site.yml").read_text(), Loader=_Loader)
         n_tasks = sum(len(p.get("tasks", [])) for p in plays)
         env = {**os.environ, **ansible_env.ansible_env(plugin_dirs=conn.plugin_dirs if conn else ()),
                "ANSIBLE_CONFIG": str(out_dir / "ansible.cfg")}
