@@ -81,7 +81,6 @@ class _ChainRun:
     pid: int | None = None
     rc: int | None = None
     canceled: bool = False
-    position: int = 0                  # index of the next unit to start
     output: deque = field(default_factory=lambda: deque(maxlen=20))
 
 
@@ -158,23 +157,13 @@ class Engine:
         self.extravars_path = write_private(self.pdd / "vars" / "extra.yml", to_yaml(extravars))
 
     def _launch(self) -> None:
-        """Start the process of every chain whose first unit could start soon."""
-        alive = sum(1 for r in self.runs.values() if r.alive)
-        limit = self.sched.max_parallel + 2
+        """Start the process of every chain the scheduler says should start now."""
         for c in self.chains:
-            if c.id in self.launched or alive >= limit or self.sched.stop is not None:
+            if c.id in self.launched:
                 continue
-            first = c.first.id
-            if self.sched.state[first] is not UnitState.PENDING:
-                continue
-            preds = self.sched.preds[first]
-            if c.detached:
-                if not self.sched.may_start(first):
-                    continue
-            elif not all(self.sched.started(p) for p in preds):
+            if not self.sched.should_launch(c, [r.chain for r in self.runs.values() if r.alive]):
                 continue
             self.launched.add(c.id)
-            alive += 1
             r = self.runs[c.id]
             r.alive = True
             if c.detached:

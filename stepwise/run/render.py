@@ -356,7 +356,8 @@ def render_unit(plan: Plan, unit: Unit, deployment: Deployment, *, run_id: int |
         raise InputError(Problem(f"unit {unit.id} ({unit.step} on {', '.join(hosts) or 'no node'}) has nothing to run",
                                  hint="this is a planner bug: a unit with no work must be a barrier"))
     record: dict[str, list[str]] = {}
-    if unit.step is Step.PACKAGES and not for_export:
+    # also in an export: an operator running the plays sees what each node runs afterwards
+    if unit.step is Step.PACKAGES:
         record = {n: sorted({p for s in ss if s in deployment.catalog for p in deployment.catalog[s].packages}
                             | {p for p in node_packages(unit).get(n, ()) if p != "*"}) for n, ss in work.items()}
         tasks.append(_record_facts(packages=True))

@@ -1,7 +1,10 @@
 """When may a unit start: the DAG executor's decisions, kept apart from Ansible.
 
 A unit starts when every unit it waits for is done, fewer than `max_parallel` units run, and
-the run is not stopping. The run stops at the first failure the failure threshold does not
+the run is not stopping. A chain's process starts when its first unit could start soon (what
+it waits for has started), so Ansible's start-up overlaps the work before it; at most
+`max_parallel + 2` processes live at once, unless every live one waits at its gate for a
+unit of a chain not started yet (then one more starts, or the run would wait forever). The run stops at the first failure the failure threshold does not
 allow (no new unit starts; running units finish) and at an interrupt (running units are cut
 and recorded `interrupted`). Barriers pass as soon as what they wait for is done.
 
@@ -17,6 +20,7 @@ from typing import Iterable, Sequence
 
 from stepwise.model.vocab import UnitState
 from stepwise.plan.units import Unit
+from stepwise.run.chains import Chain
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,28 @@ class Scheduler:
     def _can_become_ready(self, uid: str) -> bool:
         return all(self.is_done(p) or self.state.get(p) in (UnitState.PENDING, UnitState.RUNNING)
                    for p in self.preds[uid])
+
+    def next_unit(self, chain: Chain) -> str | None:
+        """The chain's first unit not started yet."""
+        return next((u.id for u in chain.units if self.state[u.id] is UnitState.PENDING), None)
+
+    def stalled(self, alive: Sequence[Chain]) -> bool:
+        """No unit runs and no live process can start its next unit."""
+        if self.running():
+            return False
+        return not any((n := self.next_unit(c)) is not None and self.ready(n) for c in alive)
+
+    def should_launch(self, chain: Chain, alive: Sequence[Chain]) -> bool:
+        """Whether to start the process of `chain` (not started yet) now."""
+        first = chain.first.id
+        if self.stop is not None or self.state[first] is not UnitState.PENDING:
+            return False
+        if len(alive) >= self.max_parallel + 2 and not (self.ready(first) and self.stalled(alive)):
+            return False
+        if chain.detached:
+            # a once-only unit has no gate: its process starts it at once
+            return self.may_start(first)
+        return all(self.started(p) for p in self.preds[first])
 
     # -- changes ------------------------------------------------------------------------
     def mark_running(self, uid: str) -> None:
