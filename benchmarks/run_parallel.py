@@ -2,7 +2,7 @@
 executor, against the makespan of the same plan's DAG replayed with the measured unit
 durations (wall / makespan, target <= 1.15), and the same run with one unit at a time.
 
-    .venv/bin/python benchmarks/run_parallel.py [--deployment examples/composed.yaml] [--skip-sequential]
+    .venv/bin/python benchmarks/run_parallel.py [--deployment examples/composed.yaml] [--skip-sequential | --skip-parallel]
 
 Prints, for each engine: wall time of the run, sum of the unit durations, the replayed
 makespan and their ratios. Brings a fresh lab up for each run and takes it down after.
@@ -80,8 +80,10 @@ def main() -> None:
     ap.add_argument("--deployment", type=Path, default=ROOT / "examples" / "composed.yaml")
     ap.add_argument("--max-parallel-units", type=int, default=8)
     ap.add_argument("--skip-sequential", action="store_true")
+    ap.add_argument("--skip-parallel", action="store_true")
     args = ap.parse_args()
-    engines = [("parallel", args.max_parallel_units)] + ([] if args.skip_sequential else [("sequential", 1)])
+    engines = ([] if args.skip_parallel else [("parallel", args.max_parallel_units)]) \
+        + ([] if args.skip_sequential else [("sequential", 1)])
     print(f"minor update of {args.deployment.name} on the lab")
     for name, k in engines:
         r = one_run(args.deployment, k)

@@ -9,6 +9,7 @@ inside one of its service's intervals (give or take `slack` for probe period and
 from __future__ import annotations
 
 import calendar
+import time
 from typing import Any, Iterable, Mapping
 
 from stepwise.plan.units import Plan
@@ -31,6 +32,27 @@ def window_intervals(plan: Plan, store: Store, run_id: int) -> dict[str, list[tu
         if spans:
             out.setdefault(w.service, []).append((min(_epoch(r.started_at) for r in spans),
                                                   max(_epoch(r.ended_at) for r in spans)))
+    return out
+
+
+def cloud_intervals(store: Store, cloud: str) -> dict[str, list[tuple[float, float]]]:
+    """The announced downtime windows of every run of `cloud`, in wall-clock time. A window
+    still open at the end of a command continues into the next command (the operator's pause
+    between the seed's steps is inside it)."""
+    runs = sorted(store.runs(cloud, limit=1000), key=lambda r: r.id)
+    out: dict[str, list[tuple[float, float]]] = {}
+    for i, r in enumerate(runs):
+        if not r.plan:
+            continue
+        plan = Plan.from_json(r.plan)
+        if i + 1 < len(runs):
+            nxt = _epoch(runs[i + 1].started_at)
+        else:
+            nxt = _epoch(r.ended_at) if r.ended_at is not None else time.time()
+        for svc, spans in window_intervals(plan, store, r.id).items():
+            open_at_end = any(w.service == svc and w.end_s >= plan.duration_s - 1e-6 for w in plan.windows)
+            for a, b in spans:
+                out.setdefault(svc, []).append((a, nxt if open_at_end else b))
     return out
 
 

@@ -46,25 +46,6 @@ class ClusterSampler(threading.Thread):
             self.halt.wait(0.5)
 
 
-def _intervals(store, cloud: str) -> dict[str, list[tuple[float, float]]]:
-    """The announced downtime windows of every run, in wall-clock time. A window still open at
-    the end of a command continues into the next command (the operator's pause between the
-    seed's steps is inside it)."""
-    from stepwise.observe.windows import _epoch, window_intervals
-    from stepwise.plan.units import Plan
-
-    runs = sorted(store.runs(cloud, limit=1000), key=lambda r: r.id)
-    out: dict[str, list[tuple[float, float]]] = {}
-    for i, r in enumerate(runs):
-        plan = Plan.from_json(r.plan)
-        nxt = _epoch(runs[i + 1].started_at) if i + 1 < len(runs) else _epoch(r.ended_at)
-        for svc, spans in window_intervals(plan, store, r.id).items():
-            open_at_end = any(w.service == svc and w.end_s >= plan.duration_s - 1e-6 for w in plan.windows)
-            for a, b in spans:
-                out.setdefault(svc, []).append((a, nxt if open_at_end else b))
-    return out
-
-
 def _inside(t: float, spans: list[tuple[float, float]], slack: float = 3.0) -> bool:
     return any(a - slack <= t <= b + slack for a, b in spans)
 
@@ -75,7 +56,7 @@ def test_the_seeds_twelve_steps_on_composed_roles(tmp_path: Path, lab_dir: Path)
     from stepwise.lab import mariadb
     from stepwise.lab.nodes import Lab
     from stepwise.lab.probe import Probe
-    from stepwise.observe.windows import outside_windows
+    from stepwise.observe.windows import cloud_intervals, outside_windows
     from stepwise.run.store import open_store
 
     dep_path = tmp_path / MINI.name
@@ -175,7 +156,7 @@ def test_the_seeds_twelve_steps_on_composed_roles(tmp_path: Path, lab_dir: Path)
         assert not (tmp_path / ".stepwise" / "persist" / "composed-mini" / REPROVISIONED).exists(), \
             "cleanup removes what was persisted"
 
-        intervals = _intervals(store, "composed-mini")
+        intervals = cloud_intervals(store, "composed-mini")
         assert sampler.samples
         assert min(s["ceph_mon"] for s in sampler.samples) >= 2
         for c in CLUSTERS:

@@ -1,0 +1,245 @@
+"""Chaos on the lab: random faults across a minor update and a major upgrade, run the way an
+operator would (the same stepwise commands, repeated after each fault is repaired).
+
+    .venv/bin/python benchmarks/chaos.py [--deployment examples/classic.yaml] [--faults 6] [--seed 1] [--json]
+
+Faults: a node loses power (crash, recovered after the command stopped), a service ignores
+stop requests (hang-stop, cleared after), the package tool is slow (slow), stepwise is killed
+(SIGKILL) or interrupted (SIGINT). Each fault hits a random command at a random moment;
+after it, the command is repeated until it finishes (at most --attempts times).
+
+Prints: faults injected (by kind), commands that finished, units that ran again although the
+store had recorded them done, once-only units whose work ran twice on a node, and failed
+probe requests outside the plan's announced windows and outside the faults' own intervals
+(from the injection until the fault is repaired and the next attempt started).
+Targets: every command finished, 0, 0, 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+STEPWISE = str(Path(sys.executable).parent / "stepwise")
+KINDS = ("crash", "hang-stop", "slow", "sigkill", "sigint")
+COMMANDS = (("update run", ["update", "run"]),
+            ("upgrade prepare", ["upgrade", "prepare", "-e", "target_release=R2"]),
+            ("upgrade run", ["upgrade", "run", "-e", "target_release=R2"]),
+            ("upgrade converge", ["upgrade", "converge", "-e", "target_release=R2"]))
+
+
+@dataclass
+class Fault:
+    kind: str
+    command: str
+    after_s: float
+    node: str = ""
+    target: str = ""
+    injected_at: float = 0.0
+    repaired_at: float = 0.0
+    injected: bool = False
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--deployment", type=Path, default=ROOT / "examples" / "classic.yaml")
+    ap.add_argument("--faults", type=int, default=6)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--attempts", type=int, default=5, help="runs of one command at most")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+
+    import stepwise.lab as lab
+    from stepwise.lab.faults import inject
+    from stepwise.lab.nodes import Lab
+    from stepwise.lab.probe import Probe
+    from stepwise.model import load_deployment
+    from stepwise.observe.windows import cloud_intervals
+    from stepwise.run.store import open_store
+
+    rnd = random.Random(args.seed)
+    work = Path(tempfile.mkdtemp(prefix="swc-"))
+    dep_path = work / args.deployment.name
+    shutil.copy(args.deployment, dep_path)
+    dep = load_deployment(dep_path)
+    lab_dir = work / "lab"
+    store_url = f"sqlite:///{work / 'store.sqlite'}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    base = [STEPWISE]
+    common = ["-d", str(dep_path), "--lab", str(lab_dir), "--store", store_url]
+    nodes = [n.name for n in dep.nodes]
+    faults = [Fault(rnd.choice(KINDS), rnd.choice([c for c, _ in COMMANDS if c != "upgrade prepare"]),
+                    round(rnd.uniform(3, 40), 1)) for _ in range(args.faults)]
+    say = (lambda m: None) if args.json else (lambda m: print(m, flush=True))
+    results: dict[str, dict] = {}
+    lab.up(dep_path, lab_dir)
+    the_lab = Lab(lab_dir)
+    try:
+        subprocess.run(base + ["discover"] + common, env=env, check=True, capture_output=True)
+        with Probe(the_lab, rate=2.0, max_seconds=3600) as probe:
+            for title, argv in COMMANDS:
+                todo = [f for f in faults if f.command == title]
+                attempts = 0
+                rc = None
+                while attempts < args.attempts:
+                    attempts += 1
+                    t0 = time.monotonic()
+                    p = subprocess.Popen(base + argv + common + ["--json", "--yes"], env=env, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, text=True)
+                    fault = todo.pop(0) if todo else None
+                    if fault is not None:
+                        while p.poll() is None and time.monotonic() - t0 < fault.after_s:
+                            time.sleep(0.1)
+                        if p.poll() is None:
+                            _inject(fault, p, the_lab, nodes, rnd, inject)
+                            say(f"{title}: attempt {attempts}: {fault.kind} {fault.node} {fault.target}".rstrip())
+                    out, err = p.communicate(timeout=1800)
+                    rc = p.returncode
+                    if rc != 0:
+                        last = _message(out, err)
+                        say(f"{title}: attempt {attempts} exit {rc}: {last[:300]}")
+                    if fault is not None and fault.injected:
+                        _repair(fault, the_lab, inject)
+                    if rc == 0 and not todo:
+                        break
+                    if rc == 0 and todo:
+                        # a fault left for this command: the command is done, so the next one gets it
+                        nxt = _next_command(title)
+                        for f in todo:
+                            f.command = nxt or title
+                        break
+                results[title] = {"attempts": attempts, "finished": rc == 0,
+                                  "last_error": "" if rc == 0 else last}
+                say(f"{title}: {'finished' if rc == 0 else 'NOT finished'} after {attempts} attempt(s)")
+            probe_records = list(probe.records)
+        probe.stop()
+
+        store = open_store(store_url)
+        runs = store.runs(dep.name, limit=1000)
+        rerun_after_done, twice = _repeats(store, runs)
+        intervals = cloud_intervals(store, dep.name)
+        spans = [(f.injected_at - 1.0, f.repaired_at + 15.0) for f in faults if f.injected]
+        lost = [r for r in probe_records if not r["ok"] and not _inside(r, intervals, spans)]
+        out = {
+            "deployment": str(args.deployment), "seed": args.seed,
+            "faults": [asdict(f) for f in faults],
+            "faults_injected": sum(f.injected for f in faults),
+            "by_kind": {k: sum(1 for f in faults if f.injected and f.kind == k) for k in KINDS},
+            "commands": results,
+            "commands_finished": sum(r["finished"] for r in results.values()),
+            "units_rerun_after_done": rerun_after_done,
+            "once_only_run_twice": twice,
+            "failed_requests_outside_windows_and_faults": len(lost),
+            "examples": lost[:5],
+        }
+        ok = (out["commands_finished"] == len(COMMANDS) and not rerun_after_done and not twice and not lost)
+        out["ok"] = ok
+        if args.json:
+            print(json.dumps(out))
+        else:
+            print(f"faults injected: {out['faults_injected']} "
+                  f"({', '.join(f'{k} {v}' for k, v in out['by_kind'].items() if v)})")
+            print(f"commands finished: {out['commands_finished']} of {len(COMMANDS)}")
+            print(f"units run again after recorded done: {len(rerun_after_done)}; "
+                  f"once-only work run twice: {len(twice)}")
+            print(f"failed probe requests outside announced windows and fault intervals: {len(lost)} "
+                  f"(of {len(probe_records)} requests)")
+            print("targets met" if ok else "TARGETS NOT MET")
+        return 0 if ok else 1
+    finally:
+        lab.down(lab_dir, quiet=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _message(out: str, err: str) -> str:
+    try:
+        return str(json.loads(out).get("message", ""))
+    except ValueError:
+        return (err or out).strip()[-600:]
+
+
+def _next_command(title: str) -> str | None:
+    names = [c for c, _ in COMMANDS]
+    i = names.index(title)
+    return names[i + 1] if i + 1 < len(names) else None
+
+
+def _inject(fault: Fault, p: subprocess.Popen, the_lab, nodes: list[str], rnd: random.Random, inject) -> None:
+    fault.injected_at = time.time()
+    fault.injected = True
+    if fault.kind == "sigkill":
+        os.kill(p.pid, signal.SIGKILL)
+    elif fault.kind == "sigint":
+        os.kill(p.pid, signal.SIGINT)
+    elif fault.kind == "crash":
+        # a node without workloads: a power loss of a compute loses its instances, which no
+        # upgrade tool can bring back (the availability check would only measure the fault)
+        from stepwise.lab import services as S
+        hosts = {w["host"] for w in S.workloads(the_lab).values()}
+        fault.node = rnd.choice([n for n in nodes if n not in hosts] or nodes)
+        inject(the_lab, "crash", fault.node)
+    elif fault.kind == "hang-stop":
+        fault.node = rnd.choice(nodes)
+        fault.target = rnd.choice(sorted(the_lab.node(fault.node)["services"]))
+        inject(the_lab, "hang-stop", fault.node, fault.target)
+    elif fault.kind == "slow":
+        fault.node = rnd.choice(nodes)
+        fault.target = "dnf"
+        inject(the_lab, "slow", fault.node, "dnf", seconds=15.0)
+
+
+def _repair(fault: Fault, the_lab, inject) -> None:
+    if fault.kind == "crash":
+        inject(the_lab, "recover", fault.node)
+    elif fault.kind in ("hang-stop", "slow"):
+        inject(the_lab, "clear", fault.node)
+    fault.repaired_at = time.time()
+
+
+def _inside(rec: dict, intervals: dict[str, list[tuple[float, float]]], spans: list[tuple[float, float]],
+            slack: float = 3.0) -> bool:
+    t = float(rec["t"])
+    if any(a <= t <= b for a, b in spans):
+        return True
+    target = str(rec["target"])
+    if target.startswith("vip:"):
+        return any(a - slack <= t <= b + slack for a, b in intervals.get(target[4:], []))
+    return False
+
+
+def _repeats(store, runs) -> tuple[list[str], list[str]]:
+    """Units with task results after the store recorded them done (in the same run), and
+    once-only units whose work completed twice on one node (across runs)."""
+    from stepwise.observe.windows import _epoch
+
+    rerun: list[str] = []
+    work_done: dict[tuple[str, str, str], int] = {}
+    for r in runs:
+        units = {u.unit_id: u for u in store.units(r.id)}
+        for t in store.task_results(r.id):
+            u = units.get(t.unit_id)
+            if u is None:
+                continue
+            if u.state == "done" and u.ended_at is not None and _epoch(t.at) > _epoch(u.ended_at) + 1.0:
+                rerun.append(f"run {r.id} {u.unit_id} ({u.step}) on {t.host}")
+            if not u.idempotent and t.status in ("ok", "changed") and not t.task.startswith("stepwise |"):
+                key = (u.step, t.host, t.task)
+                work_done[key] = work_done.get(key, 0) + 1
+    twice = [f"{step} {task} on {host}: {n} times" for (step, host, task), n in work_done.items() if n > 1]
+    return sorted(set(rerun)), twice
+
+
+if __name__ == "__main__":
+    sys.exit(main())
