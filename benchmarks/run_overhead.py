@@ -30,7 +30,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RECORD_TASK = "stepwise | record what the node runs now"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "run"))
 
@@ -88,8 +87,9 @@ def main() -> int:
         n_tasks = sum(len(p.get("tasks", [])) for p in plays)
         env = {**os.environ, **ansible_env.ansible_env(plugin_dirs=conn.plugin_dirs if conn else ()),
                "ANSIBLE_CONFIG": str(out_dir / "ansible.cfg")}
-        bare = [{**p, "tasks": [t for t in p.get("tasks", []) if t.get("name") != RECORD_TASK]} for p in plays]
         from stepwise.run.ansible_files import to_yaml
+        from stepwise.run.render import RECORD_TASK
+        bare = [{**p, "tasks": [t for t in p.get("tasks", []) if t.get("name") != RECORD_TASK]} for p in plays]
         (out_dir / "bare.yml").write_text(to_yaml(bare))
         n_record = n_tasks - sum(len(p["tasks"]) for p in bare)
 

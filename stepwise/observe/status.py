@@ -53,6 +53,14 @@ def status(store: Store, cloud: str, lock_path: Path | None = None) -> dict[str,
     }
 
 
+def ran_after_done(store: Store, run_id: int) -> list[Any]:
+    """Task results of units recorded done that arrived after the unit was recorded done: a
+    finished unit that ran again (a unit cut by a kill or an interrupt runs again from its
+    start and is recorded done after that; one that had finished never runs again)."""
+    ended = {u.unit_id: u.ended_at for u in store.units(run_id) if u.state == "done" and u.ended_at is not None}
+    return [t for t in store.task_results(run_id) if t.unit_id in ended and t.at > ended[t.unit_id]]
+
+
 def history(store: Store, cloud: str, run_id: int | None = None, limit: int = 20,
             lock_path: Path | None = None) -> dict[str, Any]:
     """The runs of a cloud (most recent first), or one run's units and failures."""

@@ -189,9 +189,13 @@ def _guard_tasks(unit: Unit, run_id: int | str) -> tuple[list[dict[str, Any]], l
 
 
 # --- stepwise's own work on a node -------------------------------------------------------
+#: the task after each packages unit that records what the node runs (benchmarks tell it apart)
+RECORD_TASK = "stepwise | record what the node runs now"
+
+
 def _record_facts(packages: bool) -> dict[str, Any]:
     """What really is on the node now, for `status` and the next plan (facts may be stale)."""
-    return {"name": "stepwise | record what the node runs now", "stepwise_facts": {
+    return {"name": RECORD_TASK, "stepwise_facts": {
         "packages": "{{ stepwise_record_packages[inventory_hostname] | default([]) }}" if packages else [],
         "command": "{{ stepwise_discover_command | default(omit) }}",
         "os_release": OS_RELEASE, "required": False}, "changed_when": False}

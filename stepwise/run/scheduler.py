@@ -4,9 +4,11 @@ A unit starts when every unit it waits for is done, fewer than `max_parallel` un
 the run is not stopping. A chain's process starts when its first unit could start soon (what
 it waits for has started), so Ansible's start-up overlaps the work before it; at most
 `max_parallel + 2` processes live at once, unless every live one waits at its gate for a
-unit of a chain not started yet (then one more starts, or the run would wait forever). The run stops at the first failure the failure threshold does not
-allow (no new unit starts; running units finish) and at an interrupt (running units are cut
-and recorded `interrupted`). Barriers pass as soon as what they wait for is done.
+unit of a chain not started yet (then one more starts, or the run would wait forever).
+
+The run stops at the first failure the failure threshold does not allow (no new unit starts;
+running units finish) and at an interrupt (running units are cut and recorded
+`interrupted`). Barriers pass as soon as what they wait for is done.
 
 All methods are called with `lock` held by the engine (one lock for the scheduler, the
 tracker and the store writes), so the state is consistent at every moment.
