@@ -18,10 +18,16 @@ if [ -z "${STEPWISE_TEST_PG_URL:-}" ] && [ -n "$pg_bin" ]; then
   pg_dir=$(mktemp -d /tmp/stepwise-pg.XXXXXX)
   as_pg=""
   if [ "$(id -u)" -eq 0 ]; then chown postgres "$pg_dir"; as_pg="runuser -u postgres --"; fi
-  port=$(( 40000 + RANDOM % 20000 ))
   $as_pg "$pg_bin/initdb" -D "$pg_dir/data" -A trust -U stepwise >/dev/null
-  $as_pg "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/log" -w \
-      -o "-p $port -k $pg_dir -c listen_addresses=127.0.0.1" start >/dev/null
+  # a random port may be taken (a lab, another server): try a few before giving up
+  for attempt in 1 2 3 4 5; do
+    port=$(( 40000 + RANDOM % 20000 ))
+    if $as_pg "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/log" -w \
+        -o "-p $port -k $pg_dir -c listen_addresses=127.0.0.1" start >/dev/null; then
+      break
+    fi
+    if [ "$attempt" -eq 5 ]; then tail -n 20 "$pg_dir/log" >&2; exit 1; fi
+  done
   export STEPWISE_TEST_PG_URL="postgresql+psycopg://stepwise@127.0.0.1:$port/postgres"
   echo "test: PostgreSQL for the store tests on 127.0.0.1:$port"
 fi
