@@ -1,5 +1,7 @@
-"""Plan quality on the 1,000-node reference cloud: planned duration vs its lower bound vs
-the role-ordered workflow (one role after another, update_serial nodes at a time).
+"""Plan quality on the 1,000-node reference cloud (every service changing, and a new kernel
+everywhere): planned duration vs its lower bound (docs/lower-bound.md) vs the role-ordered
+workflow (one role after another, update_serial nodes at a time), and how often each node is
+disrupted.
 
     python benchmarks/bench_plan_quality.py
 """
@@ -11,8 +13,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.clouds import reference_cloud  # noqa: E402
+from collections import defaultdict  # noqa: E402
+
+from benchmarks.clouds import facts_with_kernel, reference_cloud  # noqa: E402
 from benchmarks.role_ordered import role_ordered_duration  # noqa: E402
+from stepwise.model.facts import NO_FACTS  # noqa: E402
 from stepwise.plan import make_plan  # noqa: E402
 from stepwise.verify import verify_plan  # noqa: E402
 
@@ -21,16 +26,41 @@ def hours(s: float) -> str:
     return f"{s / 3600:.2f} h"
 
 
+def disruptions(plan) -> tuple[int, int, int]:
+    """Per node, the most: visits that take services out of service, drains (a `leave` step:
+    live migration, standby, out of the load balancer) and reboots."""
+    visits: dict[str, set[str]] = defaultdict(set)
+    drains: dict[str, int] = defaultdict(int)
+    reboots: dict[str, int] = defaultdict(int)
+    for u in plan.units:
+        for ns in u.stops.values():
+            for n in ns:
+                visits[n].add(u.batch or u.id)
+        if u.step == "leave":
+            for n in u.nodes:
+                drains[n] += 1
+        if u.step == "reboot":
+            for n in u.nodes:
+                reboots[n] += 1
+    return (max((len(v) for v in visits.values()), default=0), max(drains.values(), default=0),
+            max(reboots.values(), default=0))
+
+
 def main() -> None:
     dep = reference_cloud()
     print(f"reference cloud: {len(dep.nodes)} nodes in {len(dep.roles)} roles, {len(dep.catalog)} services")
-    for wf in ("update", "upgrade"):
-        plan = verify_plan(make_plan(wf, dep), dep)
-        base = role_ordered_duration(dep, wf)
+    kernel = facts_with_kernel(dep)
+    for wf, facts in (("update", NO_FACTS), ("upgrade", NO_FACTS), ("update", kernel), ("upgrade", kernel)):
+        if facts is kernel and wf == "update":
+            print("with a new kernel on every node (one reboot each):")
+        plan = verify_plan(make_plan(wf, dep, facts), dep)
+        base = role_ordered_duration(dep, wf, facts)
         print(f"{wf:8} stepwise {hours(plan.duration_s)} | lower bound {hours(plan.lower_bound_s)} "
               f"({plan.duration_s / plan.lower_bound_s:.3f}x) | role-ordered {hours(base)} "
               f"({base / plan.duration_s:.2f}x longer than stepwise) | downtime windows: "
               f"{', '.join(sorted({w.service for w in plan.windows})) or 'none'}")
+        visits, drains, reboots = disruptions(plan)
+        print(f"{'':8} per node at most: {visits} visit(s), {drains} drain(s), {reboots} reboot(s)")
 
 
 if __name__ == "__main__":

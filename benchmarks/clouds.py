@@ -7,6 +7,7 @@ from typing import Any
 
 from stepwise.model.catalog import Catalog, check_catalog, service_from_spec
 from stepwise.model.deployment import Deployment, build_deployment
+from stepwise.model.facts import Facts, NodeFacts, PackageFact
 from stepwise.model.specs import DeploymentSpec, ServiceSpec
 
 
@@ -15,14 +16,14 @@ def _t(cmd: str) -> dict[str, Any]:
 
 
 def _svc(name: str, plane: str, deps=(), rule=None, rolling=True, cluster=None, rpc=None, leave=False, migrate=False,
-         durations=None) -> dict[str, Any]:
+         durations=None, schema: str | None = None) -> dict[str, Any]:
     steps = {"stop": [_t(f"systemctl stop {name}")], "start": [_t(f"systemctl start {name}")],
              "config": [_t(f"os-apply-config --service {name}")], "verify": [_t(f"healthcheck {name}")]}
     if leave:
         steps["leave"] = [_t(f"leave {name}")]
         steps["rejoin"] = [_t(f"rejoin {name}")]
     up = dict(steps)
-    if migrate:
+    if migrate and schema is None:
         up["migrate"] = [_t(f"{name}-manage db sync")]
     if rpc:
         up["pin"] = [_t("pin")]
@@ -31,6 +32,9 @@ def _svc(name: str, plane: str, deps=(), rule=None, rolling=True, cluster=None, 
             "rolling": rolling, "update": steps, "upgrade": up, "durations": durations or {}}
     if rule:
         spec["availability"] = rule
+    if schema == "expand_contract":  # upstream's rolling upgrade: no downtime window
+        spec["schema"] = {"strategy": schema, "expand": [_t(f"{name}-manage db expand")],
+                          "migrate": [_t(f"{name}-manage db migrate")], "contract": [_t(f"{name}-manage db contract")]}
     if cluster:
         spec["cluster"] = cluster
     if rpc:
@@ -90,11 +94,11 @@ def reference_cloud() -> Deployment:
         _svc("rabbitmq", "infra", rule={"quorum": "majority"}, cluster="rabbitmq", leave=True),
         _svc("ceph_mon", "infra", rule={"quorum": "majority"}, cluster="ceph-mon"),
         _svc("keystone", "control", deps=("galera",), rule={"min_available": 2}, migrate=True),
-        _svc("glance_api", "control", deps=("keystone",), rolling=False, migrate=True),
-        _svc("nova_api", "control", deps=("keystone", "rabbitmq"), rolling=False, rpc="nova", migrate=True),
-        _svc("nova_conductor", "control", deps=("keystone", "rabbitmq"), rolling=False, rpc="nova", migrate=True),
-        _svc("neutron_server", "control", deps=("keystone", "rabbitmq"), rolling=False, rpc="neutron", migrate=True),
-        _svc("cinder_api", "control", deps=("keystone",), rolling=False, rpc="cinder", migrate=True),
+        _svc("glance_api", "control", deps=("keystone",), schema="expand_contract", migrate=True),
+        _svc("nova_api", "control", deps=("keystone", "rabbitmq"), schema="expand_contract", rpc="nova", migrate=True),
+        _svc("nova_conductor", "control", deps=("keystone", "rabbitmq"), schema="expand_contract", rpc="nova", migrate=True),
+        _svc("neutron_server", "control", deps=("keystone", "rabbitmq"), schema="expand_contract", rpc="neutron", migrate=True),
+        _svc("cinder_api", "control", deps=("keystone",), schema="expand_contract", rpc="cinder", migrate=True),
         _svc("nova_compute", "data", deps=("nova_conductor",), rule={"max_unavailable": "10%"}, rpc="nova", leave=True,
              durations={"leave": 120.0}),
         _svc("neutron_ovs_agent", "data", deps=("neutron_server",), rpc="neutron"),
@@ -119,3 +123,13 @@ def reference_cloud() -> Deployment:
         roles.append({"name": f"CephRack{rack}", "update_serial": 5, "services": ["ceph_osd"],
                       "nodes": {"count": n, "name": f"ceph-r{rack}-{{index}}"}})
     return build_deployment(DeploymentSpec.model_validate({"name": "reference1000", "roles": roles}), cat)
+
+
+def facts_with_kernel(dep: Deployment) -> Facts:
+    """Facts where every service's packages and the kernel change on every node."""
+    nodes = {}
+    for n in dep.nodes:
+        pkgs = {p: PackageFact("1.0.0", "2.0.0") for s in dep.services_on(n) for p in dep.catalog[s].packages}
+        pkgs["kernel"] = PackageFact("4.18.0", "4.18.1")
+        nodes[n.name] = NodeFacts(MappingProxyType(pkgs))
+    return Facts(MappingProxyType(nodes), True, "<bench: everything and the kernel change>")

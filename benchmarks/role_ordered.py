@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from stepwise.model.deployment import Deployment
 from stepwise.model.facts import NO_FACTS, Facts
+from stepwise.model.vocab import Phase
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.changes import node_changes
 from stepwise.plan.rolling import schedule_rolling
@@ -20,12 +21,14 @@ def role_ordered_duration(dep: Deployment, workflow: str = "update", facts: Fact
     changes = node_changes(dep, facts)
     after, t = None, 0.0
     for role in dep.roles:
-        visits = [make_visit(dep, n.name, changes[n.name].services, workflow) for n in role.nodes
-                  if changes[n.name].services]
+        visits = [make_visit(dep, n.name, changes[n.name].services, workflow,
+                             extra_packages=changes[n.name].extra_packages, reboot=changes[n.name].reboot,
+                             stop_all=dep.services_on(n) if changes[n.name].reboot else None)
+                  for n in role.nodes if changes[n.name].touched]
         if not visits:
             continue
         res = schedule_rolling(builder, {role.name: visits}, role_serial={role.name: role.update_serial}, allowance={},
-                               instances={}, start_s=t, after=after, stage="run", phase=role.name, workflow=workflow)
+                               instances={}, start_s=t, after=after, stage="run", phase=Phase.NONE, workflow=workflow)
         after = builder.gate(res.last_units, f"{role.name} done", "run")
         t = res.end_s
     _, makespan = asap(builder.units)

@@ -69,11 +69,11 @@ def test_examples_catalog_symlink_is_the_builtin_catalog():
     ("ceph_mon", "infra", True, "ceph-mon", None, ("quorum", "majority")),
     ("ceph_osd", "data", True, "ceph-osd", None, ("max_unavailable", 1)),
     ("nova_compute", "data", True, None, "nova", ("max_unavailable", 0.10)),
-    ("nova_api", "control", False, None, "nova", ("min_available", 1)),
-    ("nova_conductor", "control", False, None, "nova", ("min_available", 1)),
+    ("nova_api", "control", True, None, "nova", ("min_available", 1)),
+    ("nova_conductor", "control", True, None, "nova", ("min_available", 1)),
     ("keystone", "control", True, None, None, ("min_available", 1)),
-    ("neutron_server", "control", False, None, "neutron", ("min_available", 1)),
-    ("cinder_api", "control", False, None, "cinder", ("min_available", 1)),
+    ("neutron_server", "control", True, None, "neutron", ("min_available", 1)),
+    ("cinder_api", "control", True, None, "cinder", ("min_available", 1)),
     ("openvswitch", "infra", True, None, None, None),
 ])
 def test_reference_service_semantics(catalog, name, plane, rolling, cluster, rpc, rule):
@@ -192,16 +192,24 @@ def test_rpc_services_pin_before_and_unpin_after(catalog):
             assert not svc.has_step("upgrade", "pin") and not svc.has_step("upgrade", "unpin"), svc.name
 
 
-def test_schema_owners_migrate_once_on_the_bootstrap_node(catalog):
-    owners = {"keystone": "keystone-manage db sync", "glance_api": "glance-manage db sync",
-              "nova_conductor": "nova-manage db sync", "neutron_server": "neutron-db-manage upgrade heads",
+def test_schema_owners_expand_once_on_the_bootstrap_node_and_contract_in_converge(catalog):
+    # upstream's rolling upgrades: expand (in the bootstrap node's visit), online data
+    # migrations and contract (converge); heat and ironic stay offline (a window)
+    expand = {"keystone": "keystone-manage db_sync --expand", "glance_api": "glance-manage db expand",
+              "nova_conductor": "nova-manage db sync", "neutron_server": "neutron-db-manage upgrade --expand",
               "cinder_api": "cinder-manage db sync"}
-    for name, cmd in owners.items():
+    for name, cmd in expand.items():
+        assert catalog[name].schema == "expand_contract" and catalog[name].rolling
         (task,) = catalog[name].steps("upgrade")["migrate"]
         assert task["ansible.builtin.command"] == cmd
         assert not catalog[name].has_step("update", "migrate")  # a minor update keeps the schema
     assert "online_data_migrations" in str(catalog["nova_conductor"].converge)
-    assert "online_data_migrations" in str(catalog["keystone"].converge)  # keystone contract
+    assert "db_sync --migrate" in str(catalog["keystone"].converge)
+    assert "db_sync --contract" in str(catalog["keystone"].contract)
+    assert "upgrade --contract" in str(catalog["neutron_server"].contract)
+    assert not catalog["nova_conductor"].contract  # nova's migrations only add
+    for name in ("heat_engine", "ironic_conductor"):
+        assert not catalog[name].rolling and catalog[name].has_step("upgrade", "migrate")
 
 
 def test_galera_transfers_data_once_to_the_new_os_node(catalog):

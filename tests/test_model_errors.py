@@ -319,6 +319,13 @@ def test_unknown_catalog_key(tmp_path, text, line, field, hint):
     ("name: api\nplane: control\ndurations: {reboot: -1}\n", 3, "durations", "must not be negative"),
     ("name: 9api\nplane: control\n", 1, "name", "String should match pattern"),
     ("name: api\nplane: control\nupdate:\n  stop: {name: x}\n", 4, "update.stop", "valid list"),
+    ("name: api\nplane: control\nschema: {strategy: online}\n", 3, "schema.strategy", "'expand_contract' or 'offline'"),
+    ("name: api\nplane: control\nschema:\n  strategy: expand_contract\n", 3, "schema",
+     "expand_contract needs 'expand' tasks"),
+    ("name: api\nplane: control\nschema:\n  strategy: offline\n  expand: [{name: x, command: y}]\n", 3, "schema",
+     "an offline schema has no expand or contract tasks"),
+    ("name: api\nplane: control\nrolling: false\nschema:\n  strategy: expand_contract\n  expand: [{name: x, command: y}]\n",
+     1, None, "expand_contract rolls node by node"),
 ])
 def test_bad_catalog_values(tmp_path, text, line, field, message):
     cat = small_catalog(tmp_path, api=text)

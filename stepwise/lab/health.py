@@ -103,6 +103,12 @@ def service_health(lab: Lab, node: str, service: str, major: int, rpc_send: int 
             return False, f"database schema {v} is older than code {major}: run db sync"
         if v > major and not svc.get("expand_contract"):
             return False, f"database schema {v} is newer than code {major} (no expand/contract)"
+        if v > major:
+            from stepwise.lab.services import contract_key
+
+            contracted = schema_version(lab, contract_key(svc["project"]))
+            if contracted is not None and contracted > major:
+                return False, f"database schema contracted to {contracted}: code {major} no longer runs on it"
     if svc.get("cluster"):
         ok, why = quorum(lab, service)
         if not ok:

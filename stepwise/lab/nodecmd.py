@@ -280,6 +280,20 @@ def os_apply_config(lab: Lab, node: str, args: list[str]) -> int:
 
 
 # --- database --------------------------------------------------------------------------
+def _schema_action(words: list[str], args: list[str]) -> str | None:
+    """The upstream spellings of the three schema phases: `db sync` / `db_sync --expand` /
+    `db expand` / `upgrade heads|--expand` expand; `online_data_migrations` / `--migrate` /
+    `db migrate` migrate data online; `--contract` / `db contract` contract."""
+    flags = {a for a in args if a.startswith("--")}
+    if "--contract" in flags or words[:2] == ["db", "contract"]:
+        return "contract"
+    if "--migrate" in flags or words[:2] in (["db", "online_data_migrations"], ["db", "migrate"]):
+        return "migrate"
+    if words[:2] in (["db", "sync"], ["db", "expand"], ["upgrade", "heads"]) or words[:1] in (["db_sync"], ["upgrade"]):
+        return "expand"
+    return None
+
+
 def manage(lab: Lab, node: str, project: str, args: list[str]) -> int:
     words = [a for a in args if not a.startswith("-")]
     if project not in lab.spec["projects"]:
@@ -293,18 +307,24 @@ def manage(lab: Lab, node: str, project: str, args: list[str]) -> int:
         cur = S.get_schema(lab, project)
         if cur is None:
             return err("(pymysql.err.OperationalError) (2003, \"Can't connect to MySQL server\")")
-        if words[:2] in (["db", "sync"], ["upgrade", "heads"]):
+        action = _schema_action(words, args)
+        if action == "expand":
             if code < cur[0]:
                 return err(f"database schema {cur[0]} is newer than this code ({code}): downgrade is not supported")
             S.set_schema(lab, project, code)
             out(f"{project} database schema at version {code}")
-        elif words[:2] == ["db", "online_data_migrations"]:
+        elif action == "migrate":
             S.set_schema(lab, project, cur[0], online=cur[0])
             out(f"{project} online data migrations complete for schema {cur[0]}")
+        elif action == "contract":
+            if code < cur[0]:
+                return err(f"{project}: this code ({code}) cannot contract schema {cur[0]}")
+            S.set_schema(lab, S.contract_key(project), cur[0])
+            out(f"{project} database schema {cur[0]} contracted: code older than {cur[0]} can no longer use it")
         elif words[:2] in (["db", "version"], ["current"]):
             out(str(cur[0]))
         else:
-            return err(f"usage: {project}-manage db sync|online_data_migrations|version")
+            return err(f"usage: {project}-manage db sync|expand|migrate|contract|online_data_migrations|version")
     except Exception as exc:  # noqa: BLE001 - report DB errors the way the tool would
         return err(f"{project}-manage: database error: {exc}")
     return 0

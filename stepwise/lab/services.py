@@ -112,6 +112,12 @@ def set_schema(lab: Lab, project: str, version: int, online: int | None = None) 
         mariadb.execute(host, port, sql, (project, version, online or 0))
 
 
+def contract_key(project: str) -> str:
+    """Where the lab keeps the version a project's schema was contracted to (a row of the
+    same table, so the emulated replication and SST carry it)."""
+    return f"{project}#contracted"
+
+
 def get_schema(lab: Lab, project: str) -> tuple[int, int] | None:
     from stepwise.lab import mariadb
 

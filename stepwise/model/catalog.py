@@ -64,6 +64,10 @@ class Service:
     #: workflow ("update" | "upgrade") -> step -> tasks (aliases already resolved)
     tasks: Mapping[str, Mapping[str, tuple[dict[str, Any], ...]]] = field(default_factory=lambda: MappingProxyType({}))
     converge: tuple[dict[str, Any], ...] = ()
+    #: "expand_contract", "offline", or "" (not declared: `rolling` alone decides)
+    schema: str = ""
+    #: the contract of an expand_contract schema: once, after no old code runs
+    contract: tuple[dict[str, Any], ...] = ()
     system_upgrade: Mapping[str, tuple[dict[str, Any], ...]] = field(default_factory=lambda: MappingProxyType({}))
     durations: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     source: str = "<builtin>"
@@ -172,20 +176,37 @@ def service_from_spec(spec: ServiceSpec, source: str, line: int | None = None,
         if steps:
             tasks[wf] = steps
     su = spec.system_upgrade.model_dump() if spec.system_upgrade else {}
+    schema = spec.schema_
+    rolling, converge, contract = spec.rolling, tuple(spec.converge), ()
+    if schema is not None:
+        # The schema's tasks land in the steps the planner already places: the expand (or the
+        # offline sync) in the visit's `migrate` step on the bootstrap node, the online data
+        # migrations in `converge`, the contract in its own step after it.
+        sync = schema.expand if schema.strategy == "expand_contract" else schema.migrate
+        if sync:
+            up = dict(tasks.get("upgrade", {}))
+            up["migrate"] = tuple(sync)
+            tasks["upgrade"] = MappingProxyType(up)
+        if schema.strategy == "expand_contract":
+            converge = tuple(schema.migrate) + converge
+            contract = tuple(schema.contract)
+        rolling = schema.strategy == "expand_contract"
     return Service(
         name=spec.name,
         plane=spec.plane,
         packages=tuple(spec.packages),
         depends_on=tuple(spec.depends_on),
         availability=_parse_availability(spec.availability),
-        rolling=spec.rolling,
+        rolling=rolling,
         cluster=spec.cluster,
         mixed_os=spec.mixed_os,
         external=spec.external,
         rpc=spec.rpc,
         health=MappingProxyType({k: v for k, v in (spec.health.model_dump() if spec.health else {}).items() if v}),
         tasks=MappingProxyType(tasks),
-        converge=tuple(spec.converge),
+        converge=converge,
+        schema=schema.strategy if schema is not None else "",
+        contract=contract,
         system_upgrade=MappingProxyType({k: tuple(v) for k, v in su.items() if v}),
         durations=MappingProxyType(dict(spec.durations)),
         source=source,

@@ -102,6 +102,30 @@ class SystemUpgradeSpec(Strict):
     cleanup: list[Task] = Field(default_factory=list)
 
 
+class SchemaSpec(Strict):
+    """How a service's database schema changes in a major upgrade.
+
+    `expand_contract`: new code works on the expanded schema and so does old code, until the
+    contract. `expand` runs once, on the bootstrap node, before any node runs new code; the
+    nodes then roll one by one (no downtime window); `migrate` (online data migrations) and
+    `contract` run once after the last old-code instance is gone (converge).
+    `offline`: old and new code cannot share a schema: every instance stops for `migrate`
+    (the seed's downtime window)."""
+
+    strategy: Literal["expand_contract", "offline"]
+    expand: list[Task] = Field(default_factory=list)
+    migrate: list[Task] = Field(default_factory=list)
+    contract: list[Task] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _tasks_fit(self) -> "SchemaSpec":
+        if self.strategy == "offline" and (self.expand or self.contract):
+            raise ValueError("an offline schema has no expand or contract tasks: put the sync in 'migrate'")
+        if self.strategy == "expand_contract" and not self.expand:
+            raise ValueError("expand_contract needs 'expand' tasks (the schema sync that old code survives)")
+        return self
+
+
 class ServiceSpec(Strict):
     name: str = Field(pattern=NAME_RE)
     description: str | None = None
@@ -121,8 +145,19 @@ class ServiceSpec(Strict):
     update: WorkflowTasksSpec | None = None
     upgrade: WorkflowTasksSpec | None = None
     converge: list[Task] = Field(default_factory=list)
+    schema_: SchemaSpec | None = Field(default=None, alias="schema")
     system_upgrade: SystemUpgradeSpec | None = None
     durations: dict[str, float] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _schema_and_rolling(self) -> "ServiceSpec":
+        if self.schema_ is not None:
+            if self.schema_.strategy == "expand_contract" and not self.rolling:
+                raise ValueError("schema: expand_contract rolls node by node; remove 'rolling: false'")
+            if self.upgrade is not None and self.upgrade.migrate:
+                raise ValueError("with 'schema:', the migration tasks go in schema.expand/migrate, "
+                                 "not in upgrade.migrate")
+        return self
 
     @field_validator("durations")
     @classmethod

@@ -30,9 +30,11 @@ class Workflow(StrEnum):
 
     @property
     def exempt_from_dependency_order(self) -> bool:
-        """An OS or management-node upgrade takes every service of a node down at once by
-        design, so `depends_on` orders nothing there."""
-        return self in (Workflow.SYSTEM_UPGRADE, Workflow.UNDERCLOUD_UPGRADE)
+        """`depends_on` orders nothing across nodes here. An OS or management-node upgrade
+        takes every service of a node down at once by design; a minor update keeps schema
+        and RPC compatible, so each node is visited once, its services in dependency order
+        inside the visit, without waiting for the other nodes."""
+        return self in (Workflow.UPDATE, Workflow.SYSTEM_UPGRADE, Workflow.UNDERCLOUD_UPGRADE)
 
 
 class Section(StrEnum):
@@ -41,6 +43,7 @@ class Section(StrEnum):
     UPDATE = "update"
     UPGRADE = "upgrade"
     CONVERGE = "converge"
+    CONTRACT = "contract"   # schema.contract of an expand_contract service
     SYSTEM_UPGRADE = "system_upgrade"
 
 
@@ -147,6 +150,7 @@ class Step(StrEnum):
     PIN_RPC = "pin_rpc"
     UNPIN_RPC = "unpin_rpc"
     CONVERGE = "converge"
+    CONTRACT = "contract"
     GATE = "gate"
     # the operating-system upgrade (the seed's system_upgrade_* operations)
     SYSTEM_UPGRADE_PREPARE = "system_upgrade_prepare"
@@ -231,6 +235,7 @@ STEPS: Mapping[Step, StepInfo] = MappingProxyType({
     Step.PIN_RPC: StepInfo(tasks=(Section.UPGRADE, "pin")),
     Step.UNPIN_RPC: StepInfo(tasks=(Section.UPGRADE, "unpin")),
     Step.CONVERGE: StepInfo(tasks=(Section.CONVERGE, "")),
+    Step.CONTRACT: StepInfo(tasks=(Section.CONTRACT, "")),
     Step.GATE: StepInfo(),
     Step.SYSTEM_UPGRADE_PREPARE: StepInfo(needs_limit=True, tasks=(Section.SYSTEM_UPGRADE, "prepare"), node_work=NodeWork.PREPARE_OS,
                                           state_after=ServiceState.STOPPED, by_name_only=True,

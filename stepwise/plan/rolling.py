@@ -41,6 +41,7 @@ class Visit:
     services: tuple[str, ...]
     steps: tuple[VisitStep, ...]
     leads: tuple[str, ...] = ()  # services whose once-only work (migrate) this visit does
+    again: str = ""              # why the node is visited a second time, if it is
 
     @property
     def seconds(self) -> float:
@@ -157,6 +158,9 @@ def schedule_rolling(builder: PlanBuilder, visits: Mapping[str, list[Visit]], *,
                 label = builder.batch_label(role)
                 first_why = (f"{phase or stage}: {role} batch {batch_no[role]} of ~{batch_total[role]} "
                              f"({len(batch)} of {totals[role]} node(s)); batch size limited by {limit}")
+                again = next((v.again for v in batch if v.again), "")
+                if again:
+                    first_why += f"; {again}"
                 last, dur = _emit_batch(builder, batch, label, tails, first_why, stage, phase, workflow, tags)
                 seq += 1
                 heapq.heappush(active, _Running(t + dur, seq, role, len(batch), svc_need, last,

@@ -9,7 +9,7 @@ last visit, after all its services are upgraded.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from stepwise.model.catalog import allowance, effective_rule, node_step_seconds
 from stepwise.model.deployment import Deployment
@@ -53,51 +53,66 @@ def service_part(dep: Deployment, service: str) -> Phase:
 
 
 def rollout(builder: PlanBuilder, dep: Deployment, changes: dict[str, NodeChange], workflow: Section, stage: Stage,
-            cur: Cursor, *, groups: bool, parts: tuple[Phase, ...] = (CONTROL, DATA),
-            tags: tuple[str, ...] = ()) -> Cursor:
-    """Emit the rollout of `changes` (only touched nodes) and return the cursor after it.
+            cur: Cursor, *, parts: tuple[Phase, ...] = (CONTROL, DATA), tags: tuple[str, ...] = ()) -> Cursor:
+    """Emit the run stage of a major upgrade for `changes` (only touched nodes) and return
+    the cursor after it.
 
-    `groups`: schema-sensitive (`rolling: false`) services stop together (major upgrade);
-    otherwise every service rolls (minor update).
+    Schema-sensitive (`rolling: false`) services stop together for their migration; the rest
+    roll, a dependency level at a time (new code of a service needs the new code of what it
+    depends on everywhere). A node is visited once per level where it has changing services;
+    its reboot (new kernel) and its packages no service owns ride on its last and first
+    visits, so a node that changes in one level is taken out of service once.
     """
     catalog = dep.catalog
     order = {n.name: i for i, n in enumerate(dep.nodes)}
     allowance, instances = service_allowances(dep)
     role_serial = {r.name: r.update_serial for r in dep.roles}
 
+    # per part: (node -> its rolling services), (grouped service -> nodes), levels
+    layout: dict[Phase, tuple[dict[str, list[str]], dict[str, list[str]], dict[str, int]]] = {}
     for part in parts:
-        # (node, service) instances of this part that change
         rolling: dict[str, list[str]] = {}
         grouped: dict[str, list[str]] = {}
         for node, ch in changes.items():
             for s in ch.services:
                 if service_part(dep, s) != part:
                     continue
-                if groups and not catalog[s].rolling:
+                if not catalog[s].rolling:
                     grouped.setdefault(s, []).append(node)
                 else:
                     rolling.setdefault(node, []).append(s)
         services = {s for ss in rolling.values() for s in ss} | set(grouped)
-        levels = dependency_levels(dep, services)
+        layout[part] = (rolling, grouped, dependency_levels(dep, services))
+    # a rebooting node reboots in its last rolling visit (or, without one, at the very end)
+    last_visit: dict[str, tuple[int, int]] = {}
+    for i, part in enumerate(parts):
+        rolling, _, levels = layout[part]
+        for node, ss in rolling.items():
+            if changes[node].reboot:
+                last_visit[node] = max(last_visit.get(node, (-1, -1)), (i, max(levels[s] for s in ss)))
+    visited: dict[str, list[str]] = {}
+    for i, part in enumerate(parts):
+        rolling, grouped, levels = layout[part]
         # extra (unowned) packages ride on the node's first visit in its home part
         extra_pending = {n: ch.extra_packages for n, ch in changes.items()
                          if ch.extra_packages and home_part(dep, n) == part and not ch.reboot}
         for level in sorted(set(levels.values())):
-            visits = _level_visits(dep, rolling, levels, level, workflow, order, extra_pending)
+            reboot_here = {n: changes[n].extra_packages for n, at in last_visit.items() if at == (i, level)}
+            visits = _level_visits(dep, rolling, levels, level, workflow, order, extra_pending, reboot_here, visited)
             if visits:
                 cur = _schedule(builder, dep, visits, role_serial, allowance, instances, cur, stage, part, workflow, tags,
                                 f"{part} level {level}: {', '.join(sorted({s for vs in visits.values() for v in vs for s in v.services}))}")
             group = sorted(s for s in grouped if levels.get(s) == level)
             if group:
                 cur = _group(builder, dep, {s: grouped[s] for s in group}, workflow, stage, part, cur, order, tags)
-        # packages no service owns; after the last part, reboots for a new kernel
+        # packages no service owns; after the last part, reboots of nodes with no rolling visit
         tail: dict[str, list[Visit]] = {}
         for node in sorted(extra_pending, key=order.__getitem__):
             tail.setdefault(dep.role_of(node).name, []).append(
                 make_visit(dep, node, (), workflow, extra_packages=extra_pending[node]))
         if part == parts[-1]:
             for node, ch in sorted(changes.items(), key=lambda kv: order[kv[0]]):
-                if ch.reboot:
+                if ch.reboot and node not in last_visit:
                     tail.setdefault(dep.role_of(node).name, []).append(
                         make_visit(dep, node, (), workflow, extra_packages=ch.extra_packages, reboot=True,
                                    stop_all=dep.services_on(node)))
@@ -107,43 +122,109 @@ def rollout(builder: PlanBuilder, dep: Deployment, changes: dict[str, NodeChange
     return cur
 
 
+def rollout_merged(builder: PlanBuilder, dep: Deployment, changes: dict[str, NodeChange], workflow: Section,
+                   stage: Stage, cur: Cursor, *, tags: tuple[str, ...] = ()) -> Cursor:
+    """One visit per touched node (a minor update: schema and RPC stay compatible).
+
+    Each node is taken out of service at most once and rebooted at most once: its changed
+    services (in dependency order inside the visit), its packages no service owns and its
+    reboot for a new kernel. Nodes of control-plane roles go first; the others follow once
+    they are all done (TripleO's order: controllers, then computes and the rest).
+    """
+    order = {n.name: i for i, n in enumerate(dep.nodes)}
+    allowance, instances = service_allowances(dep)
+    role_serial = {r.name: r.update_serial for r in dep.roles}
+    catalog = dep.catalog
+    by_part: dict[Phase, dict[str, list[Visit]]] = {CONTROL: {}, DATA: {}}
+    led: set[str] = set()
+    for node in sorted(changes, key=lambda n: _bootstrap_first(dep, order, n)):
+        ch = changes[node]
+        leads = []
+        for s in ch.services:
+            boot = dep.bootstrap_node(s)
+            if catalog[s].has_step(workflow, Step.MIGRATE) and s not in led and (
+                    boot is None or boot.name == node or boot.name not in changes):
+                leads.append(s)
+                led.add(s)
+        visit = make_visit(dep, node, ch.services, workflow, leads=tuple(leads), extra_packages=ch.extra_packages,
+                           reboot=ch.reboot, stop_all=dep.services_on(node) if ch.reboot else None)
+        by_part[home_part(dep, node)].setdefault(dep.role_of(node).name, []).append(visit)
+    for part, visits in by_part.items():
+        if visits:
+            cur = _schedule(builder, dep, visits, role_serial, allowance, instances, cur, stage, part, workflow, tags,
+                            f"{part}: one visit per node (its changed services, packages no service owns, "
+                            f"and its reboot when the kernel changes)",
+                            done="done on every node of the part before the next part starts")
+    return cur
+
+
+def _bootstrap_first(dep: Deployment, order: dict[str, int], node: str) -> tuple[int, int]:
+    """Nodes by role, the role's bootstrap node first: once-only work runs there."""
+    role = dep.role_of(node)
+    boot = role.bootstrap_node
+    return (order[role.nodes[0].name], 0 if boot is not None and boot.name == node else 1 + order[node])
+
+
 def _level_visits(dep: Deployment, rolling: dict[str, list[str]], levels: dict[str, int], level: int, workflow: Section,
-                  order: dict[str, int], extra_pending: dict[str, tuple[str, ...]]) -> dict[str, list[Visit]]:
+                  order: dict[str, int], extra_pending: dict[str, tuple[str, ...]], reboot: dict[str, tuple[str, ...]],
+                  visited: dict[str, list[str]]) -> dict[str, list[Visit]]:
     by_role: dict[str, list[Visit]] = {}
     led: set[str] = set()
-    nodes = sorted(rolling, key=order.__getitem__)
+    catalog = dep.catalog
     # the bootstrap node of a service goes first in its role: its once-only migration runs there
-    def key(n: str) -> tuple[int, int]:
-        role = dep.role_of(n)
-        boot = role.bootstrap_node
-        return (order[role.nodes[0].name], 0 if boot is not None and boot.name == n else 1 + order[n])
-    nodes.sort(key=key)
+    nodes = sorted(rolling, key=lambda n: _bootstrap_first(dep, order, n))
     for node in nodes:
         svcs = tuple(s for s in rolling[node] if levels.get(s) == level)
         if not svcs:
             continue
         leads = []
         for s in svcs:
-            if not dep.catalog[s].has_step(workflow, Step.MIGRATE):
+            if not catalog[s].has_step(workflow, Step.MIGRATE):
                 continue
             boot = dep.bootstrap_node(s)
             if s not in led and (boot is None or boot.name == node or boot.name not in rolling):
                 leads.append(s)
                 led.add(s)
+        again = ""
+        if node in visited:
+            needs = sorted({d for s in svcs for d in _all_deps(dep, s) if d in levels and levels[d] < level})
+            verb = "needs" if len(svcs) == 1 else "need"
+            again = (f"{node} is visited again: {', '.join(svcs)} {verb} {', '.join(needs)} on the new release "
+                     f"everywhere first (depends_on)" if needs else
+                     f"{node} is visited again: its data-plane services ({', '.join(svcs)}) wait until the "
+                     f"infrastructure and control plane ({', '.join(visited[node])} here) run the new release "
+                     f"everywhere")
+        visited.setdefault(node, []).extend(svcs)
         extra = extra_pending.pop(node, ())
-        by_role.setdefault(dep.role_of(node).name, []).append(
-            make_visit(dep, node, svcs, workflow, leads=tuple(leads), extra_packages=extra))
+        ch_reboot = node in reboot
+        if ch_reboot:
+            extra = tuple(dict.fromkeys(extra + reboot[node]))
+        v = make_visit(dep, node, svcs, workflow, leads=tuple(leads), extra_packages=extra, reboot=ch_reboot,
+                       stop_all=dep.services_on(node) if ch_reboot else None)
+        by_role.setdefault(dep.role_of(node).name, []).append(replace(v, again=again) if again else v)
     return by_role
 
 
-def _schedule(builder, dep, visits, role_serial, allowance, instances, cur: Cursor, stage, part, workflow, tags, what) -> Cursor:
+def _all_deps(dep: Deployment, service: str) -> set[str]:
+    out: set[str] = set()
+    todo = list(dep.catalog[service].depends_on)
+    while todo:
+        d = todo.pop()
+        if d not in out and d in dep.catalog:
+            out.add(d)
+            todo.extend(dep.catalog[d].depends_on)
+    return out
+
+
+def _schedule(builder, dep, visits, role_serial, allowance, instances, cur: Cursor, stage, part, workflow, tags, what,
+              done: str = "done on every node before the next level starts") -> Cursor:
     rank = {r.name: (0 if r.is_controlplane else 1, i) for i, r in enumerate(dep.roles)}
     visits = dict(sorted(visits.items(), key=lambda kv: rank[kv[0]]))
     res = schedule_rolling(builder, visits, role_serial=role_serial, allowance=allowance, instances=instances,
                            start_s=cur.t, after=cur.after, stage=stage, phase=part, workflow=workflow,
                            describe=lambda s: describe_rule(dep, s),
                            tags=tags)
-    gate = builder.gate(res.last_units, f"{what}: done on every node before the next level starts", stage, part)
+    gate = builder.gate(res.last_units, f"{what}: {done}", stage, part)
     return Cursor(gate, res.end_s)
 
 

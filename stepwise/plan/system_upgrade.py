@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from stepwise.errors import InputError, Problem
+from stepwise.errors import InputError, Problem, UnsafePlanError
 from stepwise.model.catalog import QUORUM_CLUSTERS, node_step_seconds
 from stepwise.model.deployment import Deployment, Role
 from stepwise.model.facts import Facts
@@ -112,6 +112,25 @@ class _Cloud:
 
     def old_nodes(self, r: Role) -> list[str]:
         return [n.name for n in r.nodes if n.name != self.first[r.name] and not self.new_os(n.name)]
+
+
+def _refuse_offline_elsewhere(dep: Deployment, sync: dict[str, tuple[str, ...]], todo: list[str]) -> None:
+    """Step 6 syncs the schemas while the role's old-OS nodes are stopped; an offline
+    (rolling: false) service that also runs on another role would have its schema migrated
+    under its old code there. The seed places such services on one role; refuse otherwise."""
+    roles = {dep.role_of(n).name for n in todo}
+    problems = []
+    for s in sorted({s for ss in sync.values() for s in ss}):
+        if dep.catalog[s].rolling:
+            continue  # expand/contract: old code keeps working on the expanded schema
+        elsewhere = [m.name for m in dep.instances[s] if m.role not in roles]
+        if elsewhere:
+            problems.append(Problem(
+                f"the OS upgrade of {', '.join(todo)} migrates the schema of {s} (offline) while {s} keeps "
+                f"running old code on {', '.join(elsewhere[:3])} (another role)", field="--limit",
+                hint=f"place {s} on one role, or declare its schema expand_contract in the catalog"))
+    if problems:
+        raise UnsafePlanError(problems)
 
 
 def initial_state(dep: Deployment, facts: Facts) -> dict:
@@ -289,6 +308,7 @@ def _first_wave(builder: PlanBuilder, c: _Cloud, wave: list[str], cur: Cursor) -
         infra = {n: tuple(s for s in ss if catalog[s].plane == "infra") for n, ss in on.items()}
         rest = {n: tuple(s for s in ss if catalog[s].plane != "infra") for n, ss in on.items()}
         sync = on_bootstrap_in(dep, on, lambda s: s.has_step(WF, Step.MIGRATE))
+        _refuse_offline_elsewhere(dep, sync, todo)
         step6 = f"step 6: upgrade run on {', '.join(todo)}"
         add(Step.PACKAGES, on, f"{step6}: packages of the new release on the new OS",
             max(_secs(dep, ss, Step.PACKAGES) for ss in on.values()), Stage.UPGRADE)

@@ -23,9 +23,30 @@ def make_visit(dep: Deployment, node: str, services: tuple[str, ...], workflow: 
     `reboot`: a reboot visit (after all services are upgraded): every service on the node
     goes down with it, so all of them leave, stop, start and rejoin.
     """
-    down = tuple(stop_all) if stop_all is not None else services
+    services = in_dependency_order(dep, services)
+    down = in_dependency_order(dep, tuple(stop_all)) if stop_all is not None else services
     steps = _steps(dep, services, workflow, leads, extra_packages, reboot, down)
     return Visit(node=node, role=dep.node_by_name[node].role, services=down, steps=steps, leads=leads)
+
+
+@lru_cache(maxsize=65536)
+def in_dependency_order(dep: Deployment, services: tuple[str, ...]) -> tuple[str, ...]:
+    """`services` with every service after the ones it depends on (transitively, through the
+    catalog); ties keep their given order. A visit starts them in this order and stops them
+    in the reverse one, so a service never runs without what it needs on the same node."""
+    if len(services) < 2:
+        return services
+    catalog = dep.catalog
+    depth: dict[str, int] = {}
+
+    def level(name: str, trail: tuple[str, ...] = ()) -> int:
+        if name not in depth:
+            deps = [d for d in catalog[name].depends_on if d in catalog.services and d not in trail]
+            depth[name] = 1 + max((level(d, trail + (name,)) for d in deps), default=-1)
+        return depth[name]
+
+    pos = {s: i for i, s in enumerate(services)}
+    return tuple(sorted(services, key=lambda s: (level(s), pos[s])))
 
 
 @lru_cache(maxsize=65536)
@@ -51,6 +72,8 @@ def _steps(dep: Deployment, services: tuple[str, ...], workflow: Section, leads:
             extra = ()
         else:
             with_work, extra = tuple(s for s in down if svc[s].has_step(workflow, step)), ()
+            if step in (Step.LEAVE, Step.STOP):
+                with_work = with_work[::-1]  # dependents leave and stop before what they need
         if not with_work and not extra and step not in ALWAYS and step is not Step.REBOOT:
             continue
         if step is Step.PACKAGES and not with_work and not extra and reboot:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from stepwise.errors import Problem, UnsafePlanError
 from stepwise.model.catalog import node_step_seconds
 from stepwise.model.deployment import Deployment
 from stepwise.model.facts import Facts
 from stepwise.model.vocab import Scope, Section, Stage, Step
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.changes import NodeChange, node_changes
-from stepwise.plan.rollout import Cursor, rollout
+from stepwise.plan.rollout import Cursor, rollout, rollout_merged
 
 
 def scoped_changes(dep: Deployment, facts: Facts, nodes: list[str] | None) -> dict[str, NodeChange]:
@@ -61,6 +62,59 @@ def on_bootstrap(dep: Deployment, services, keep) -> dict[str, tuple[str, ...]]:
     return {n: tuple(v) for n, v in out.items()}
 
 
+def rpc_pins(dep: Deployment, changes: dict[str, NodeChange], wf: Section) -> dict[str, tuple[str, ...]]:
+    """node -> services whose RPC pin is set (prepare) and lifted (converge): only RPC groups
+    with a member that changes, on every node where the group runs."""
+    catalog = dep.catalog
+    groups = {catalog[s].rpc for c in changes.values() for s in c.services if catalog[s].rpc}
+    pin: dict[str, list[str]] = {}
+    for s in sorted(s for s in dep.instances if catalog[s].rpc in groups and catalog[s].has_step(wf, "pin")):
+        for node in dep.instances[s]:
+            pin.setdefault(node.name, []).append(s)
+    order = {n.name: i for i, n in enumerate(dep.nodes)}
+    return {n: tuple(pin[n]) for n in sorted(pin, key=order.__getitem__)}
+
+
+def refuse_split_offline(dep: Deployment, facts: Facts, changes: dict[str, NodeChange]) -> None:
+    """An offline schema migration needs every old reader stopped: a --limit that upgrades
+    some instances of an offline service and leaves others that still change for later
+    would migrate the schema under them. Refused before anything is planned."""
+    catalog = dep.catalog
+    problems = []
+    for node, ch in node_changes(dep, facts).items():
+        if node in changes:
+            continue
+        for s in ch.services:
+            if not catalog[s].rolling and any(s in c.services for c in changes.values()):
+                problems.append(Problem(
+                    f"--limit upgrades {s} on some nodes but not on {node}: its schema migration is offline "
+                    f"(rolling: false) and would run under the old {s} there", field="--limit",
+                    hint=f"add {node} to --limit (every node where {s} changes), or upgrade without --limit"))
+    if problems:
+        raise UnsafePlanError(problems[:10])
+
+
+def final_instances(dep: Deployment, facts: Facts) -> dict[str, list[str]]:
+    """Instances that keep their code while other instances of their service (or RPC group)
+    change: they already run the target (a partly upgraded cloud). Recorded in the plan, so
+    the verifier counts them as new code when it proves the RPC unpin, an offline schema
+    migration and a contract safe (and knows the expand ran). Only RPC-group members and
+    services with a schema are listed: nothing else asks."""
+    if not facts.known:
+        return {}
+    catalog = dep.catalog
+    all_changes = node_changes(dep, facts)
+    changing = {s for c in all_changes.values() for s in c.services}
+    groups = {catalog[s].rpc for s in changing if catalog[s].rpc}
+    final: dict[str, list[str]] = {}
+    for s, nodes in dep.instances.items():
+        if catalog[s].rpc in groups or (s in changing and (not catalog[s].rolling or catalog[s].schema)):
+            kept = [n.name for n in nodes if s not in all_changes[n.name].services]
+            if kept:
+                final[s] = kept
+    return final
+
+
 def _validate(builder: PlanBuilder, dep: Deployment, changes: dict[str, NodeChange], section: Section, stage: Stage,
               cur: Cursor) -> Cursor:
     work = per_node(dep, changes, lambda s: s.has_step(section, Step.VALIDATE))
@@ -69,13 +123,13 @@ def _validate(builder: PlanBuilder, dep: Deployment, changes: dict[str, NodeChan
 
 
 def plan_update(builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: list[str] | None) -> None:
-    """Minor update: same schema and RPC; roll node by node, control plane first."""
+    """Minor update: same schema and RPC; one visit per node, control plane first."""
     changes = scoped_changes(dep, facts, nodes)
     if not changes:
         return
     cur = _validate(builder, dep, changes, Section.UPDATE, Stage.RUN, Cursor(None))
     cur = Cursor(builder.gate([cur.after], "validated: the rollout starts", Stage.RUN), cur.t)
-    rollout(builder, dep, changes, Section.UPDATE, Stage.RUN, cur, groups=False)
+    rollout_merged(builder, dep, changes, Section.UPDATE, Stage.RUN, cur)
 
 
 def plan_upgrade(builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: list[str] | None) -> None:
@@ -84,6 +138,8 @@ def plan_upgrade(builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: lis
     changes = scoped_changes(dep, facts, nodes)
     if not changes:
         return
+    if nodes is not None:
+        refuse_split_offline(dep, facts, changes)
     wf = Section.UPGRADE
     cur = _validate(builder, dep, changes, wf, Stage.PREPARE, Cursor(None))
     cur = _node_wide(builder, dep, cur, Step.REPOS, Stage.PREPARE, {n: () for n in changes},
@@ -92,19 +148,25 @@ def plan_upgrade(builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: lis
     backup = on_bootstrap(dep, changed_services, lambda s: s.has_step(wf, "backup"))
     cur = _node_wide(builder, dep, cur, Step.BACKUP, Stage.PREPARE, backup,
                      "back up what the migration changes, once per service, before anything stops")
-    pin = per_node(dep, changes, lambda s: bool(s.rpc) and s.has_step(wf, "pin"))
-    cur = _node_wide(builder, dep, cur, Step.PIN_RPC, Stage.PREPARE, {n: ss for n, ss in pin.items() if ss},
+    final = final_instances(dep, facts)
+    if final:
+        builder.params["initial"] = {"new_code": final}
+    pin = rpc_pins(dep, changes, wf)
+    cur = _node_wide(builder, dep, cur, Step.PIN_RPC, Stage.PREPARE, pin,
                      "pin RPC to the old version everywhere: old and new code will coexist until converge",
                      service_step="pin")
     cur = Cursor(builder.gate([cur.after], "prepare done: validated, repositories switched, backed up, RPC pinned",
                               Stage.PREPARE), cur.t)
-    cur = rollout(builder, dep, changes, wf, Stage.RUN, cur, groups=True)
-    unpin = per_node(dep, changes, lambda s: bool(s.rpc) and s.has_step(wf, "unpin"))
+    cur = rollout(builder, dep, changes, wf, Stage.RUN, cur)
+    unpin = {n: tuple(s for s in ss if dep.catalog[s].has_step(wf, "unpin")) for n, ss in pin.items()}
     cur = _node_wide(builder, dep, cur, Step.UNPIN_RPC, Stage.CONVERGE, {n: ss for n, ss in unpin.items() if ss},
                      "no old peer remains: lift the RPC pins and reload", service_step="unpin")
     conv = on_bootstrap(dep, changed_services, lambda s: bool(s.converge))
     cur = _node_wide(builder, dep, cur, Step.CONVERGE, Stage.CONVERGE, conv,
-                     "online data migrations and contract, once per service, after every node runs the new code")
+                     "online data migrations, once per service, after every node runs the new code")
+    contract = on_bootstrap(dep, changed_services, lambda s: bool(s.contract))
+    cur = _node_wide(builder, dep, cur, Step.CONTRACT, Stage.CONVERGE, contract,
+                     "contract the expanded schemas, once per service: no old code is left to read the old columns")
     health = per_node(dep, changes, lambda s: bool(s.health) or s.has_step(wf, "verify"))
     _node_wide(builder, dep, cur, Step.VERIFY, Stage.CONVERGE, health,
                "re-assert state: every service healthy on every node", always=True)

@@ -51,6 +51,8 @@ def service_tasks(deployment: Deployment, workflow: Workflow, service: str, step
         section, key = src
         if section is Section.CONVERGE:
             tasks = [dict(t) for t in svc.converge]
+        elif section is Section.CONTRACT:
+            tasks = [dict(t) for t in svc.contract]
         elif section is Section.SYSTEM_UPGRADE:
             tasks = [dict(t) for t in svc.system_upgrade.get(key, ())]
         else:

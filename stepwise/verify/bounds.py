@@ -1,26 +1,185 @@
-"""A lower bound on the duration of the same work under the same rules.
+"""A lower bound on the duration of an update or upgrade, from the work and the rules.
 
-The plan is a chain of segments separated by gates (levels, stages, parts). A segment's time
-is at least its longest chain of work, at least the time of its longest node visit, and for
-every resource (a role's serial, a service's allowance of instances down) at least the work
-that needs it divided by its capacity, rounded up to whole visits when they are alike. The
-sum over segments is a lower bound of any schedule that keeps the same rules and order.
+It does not follow the plan's structure (its batches, levels or visits): it asks what any
+plan doing the same work under the same rules must spend at least.
+
+  work       per node, the services whose code changes, its packages no service owns and
+             whether it reboots: read from the plan's `packages` and `reboot` units.
+  a node     needs at least one visit with every step of all its changed services (the
+             merged visit: the cheapest way to do a node's work), rebooting last.
+  rates      a role works on at most `update_serial` nodes at once; a service with an
+             availability rule has at most its allowance of instances down at once. Each
+             resource gives the bound max(total / capacity, ceil(jobs / capacity) * shortest
+             job, longest job).
+  order      what the workflow requires, no more: deployment-wide operations (validate, the
+             prepare steps, converge) run one after another; the control plane is done
+             before the data plane stops; in a major upgrade a service's new code waits
+             for what it depends on to run the new release everywhere (a critical path over
+             the services' dependency graph), and an offline service stops everywhere for
+             its migration. A minor update has no cross-node order (schema and RPC stay
+             compatible).
+
+The sum over the parts of the largest of these is below the makespan of any schedule that
+keeps the rules. Other workflows (the OS upgrade, the management node) keep a bound over the
+plan's own segments: their order is the seed's procedure itself.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from typing import Iterable
 
+from stepwise.model.catalog import node_step_seconds
 from stepwise.model.deployment import Deployment
+from stepwise.model.vocab import Phase, Section, Step, Workflow
 from stepwise.plan.rollout import service_allowances
 from stepwise.plan.units import Plan, Unit
+from stepwise.plan.visits import make_visit
 
 
-def _resource_bound(jobs: list[float], cap: int) -> float:
+def resource_bound(jobs: list[float], cap: int) -> float:
+    """Least time to run `jobs` with at most `cap` at once."""
     if not jobs or cap <= 0:
         return 0.0
     return max(sum(jobs) / cap, math.ceil(len(jobs) / cap) * min(jobs), max(jobs))
+
+
+def lower_bound(plan: Plan, dep: Deployment) -> float:
+    """A lower bound on the makespan of any plan doing `plan`'s work under the rules."""
+    if plan.workflow in (Workflow.UPDATE, Workflow.UPGRADE):
+        return work_bound(plan, dep)
+    return segment_bound(plan, dep)
+
+
+def work_bound(plan: Plan, dep: Deployment) -> float:
+    section = plan.workflow.task_section
+    chain = sum(u.duration_s for u in plan.units if not u.batch and not u.is_barrier)
+    total = chain
+    work = _work(plan.units)
+    for part in (Phase.CONTROLPLANE, Phase.DATAPLANE):
+        if part in work:
+            total += _part_bound(dep, section, plan.workflow, *work[part])
+    return total
+
+
+def _work(units: Iterable[Unit]):
+    """part -> (node -> rolling services, node -> unowned packages, rebooting nodes,
+    offline service -> nodes)."""
+    out: dict[Phase, tuple[dict, dict, set, dict]] = {}
+    for u in units:
+        if not u.batch or u.step not in (Step.PACKAGES, Step.REBOOT):
+            continue
+        rolling, extra, reboot, offline = out.setdefault(u.phase, (defaultdict(set), defaultdict(tuple), set(), {}))
+        if u.step is Step.REBOOT:
+            reboot.update(u.nodes)
+            continue
+        for n in u.nodes:
+            if u.batch.startswith("group:"):
+                for s in u.services_on(n):
+                    offline.setdefault(s, []).append(n)
+            else:
+                rolling[n].update(u.services_on(n))
+        for n, pkgs in (u.vars.get("extra_packages") or {}).items():
+            extra[n] = extra[n] + tuple(pkgs)
+    return out
+
+
+def _part_bound(dep: Deployment, section: Section, workflow: Workflow, rolling: dict[str, set[str]],
+                extra: dict[str, tuple[str, ...]], reboot: set[str], offline: dict[str, list[str]]) -> float:
+    """max over T of T + the least time to do, within the rates, the work that cannot start
+    before T. T runs over the earliest starts the services' dependencies allow (0 in an
+    update); a node's share of that work takes at least one visit with all of it."""
+    allow, _ = service_allowances(dep)
+    serial = {r.name: r.update_serial for r in dep.roles}
+    catalog = dep.catalog
+    leads = {s: boot.name for s in catalog.services if (boot := dep.bootstrap_node(s)) is not None
+             and catalog[s].has_step(section, Step.MIGRATE)}
+    shapes: dict[tuple, float] = {}
+
+    def visit(node: str, services: Iterable[str], extra_packages: tuple[str, ...] = (),
+              reboot: bool = False) -> float:
+        """Seconds of one visit doing this work (with the once-only migration of the services
+        whose bootstrap node it is). An instance counts against its service's allowance for
+        the whole visit: until its health checks pass it may not serve (the verifier's rule).
+        Nodes of a role share a few shapes: each is computed once."""
+        role = dep.node_by_name[node].role
+        wanted = set(services)
+        led = tuple(s for s in sorted(wanted) if leads.get(s) == node)
+        key = (role, frozenset(wanted), extra_packages, reboot, led)
+        if key not in shapes:
+            v = make_visit(dep, node, tuple(s for s in dep.services_on(node) if s in wanted), section, leads=led,
+                           extra_packages=extra_packages, reboot=reboot,
+                           stop_all=dep.services_on(node) if reboot else None)
+            shapes[key] = v.seconds
+        return shapes[key]
+
+    # each service alone: its instances' visits within its allowance and its roles' serials
+    by_service: dict[str, list[str]] = defaultdict(list)
+    for n, ss in rolling.items():
+        for s in ss:
+            by_service[s].append(n)
+    own: dict[str, float] = {}
+    for s, ns in by_service.items():
+        down: list[float] = []
+        per_role: dict[str, list[float]] = defaultdict(list)
+        for n in ns:
+            seconds = visit(n, (s,))
+            per_role[dep.node_by_name[n].role].append(seconds)
+            down.append(seconds)
+        own[s] = max([max(jobs) for jobs in per_role.values()]
+                     + [resource_bound(jobs, serial[r]) for r, jobs in per_role.items()]
+                     + ([resource_bound(down, allow[s])] if s in allow else []))
+    for s in offline:
+        own[s] = _offline_seconds(dep, s, section)
+    earliest = _earliest_starts(dep, own) if workflow is Workflow.UPGRADE else dict.fromkeys(own, 0.0)
+    bound = max((earliest[s] + own[s] for s in own), default=0.0)
+    for t in sorted(set(earliest.values()) | {0.0}):
+        later = {s for s, e in earliest.items() if e >= t}
+        role_jobs: dict[str, list[float]] = defaultdict(list)
+        svc_jobs: dict[str, list[float]] = defaultdict(list)
+        for n in set(rolling) | set(extra) | reboot:
+            work = rolling.get(n, set()) & later
+            if not work and not (t == 0.0 and (n in extra or n in reboot)):
+                continue
+            seconds = visit(n, work, extra.get(n, ()) if t == 0.0 else (), n in reboot)
+            role_jobs[dep.node_by_name[n].role].append(seconds)
+            for s in work:
+                if s in allow:  # down at least for a visit of its own (and the node's reboot)
+                    svc_jobs[s].append(visit(n, (s,), (), n in reboot))
+        rest = max([max(jobs) for jobs in role_jobs.values()]
+                   + [resource_bound(jobs, serial[r]) for r, jobs in role_jobs.items()]
+                   + [resource_bound(jobs, allow[s]) for s, jobs in svc_jobs.items()], default=0.0)
+        bound = max(bound, t + rest)
+    return bound
+
+
+def _offline_seconds(dep: Deployment, service: str, section: Section) -> float:
+    """An offline service's window: stop, packages, configuration, migration and start, one
+    after another on all its nodes together."""
+    svc = dep.catalog[service]
+    steps = [Step.STOP, Step.PACKAGES, Step.START]
+    steps += [st for st in (Step.CONFIG, Step.MIGRATE) if svc.has_step(section, st)]
+    return sum(node_step_seconds([svc], st) for st in steps)
+
+
+def _earliest_starts(dep: Deployment, own: dict[str, float]) -> dict[str, float]:
+    """Earliest start of each service's new code: after what it depends on (among the
+    services this part changes; the verifier's rule) is done everywhere."""
+    catalog = dep.catalog
+    finish: dict[str, float] = {}
+    start: dict[str, float] = {}
+
+    def ef(s: str, trail: tuple[str, ...] = ()) -> float:
+        if s not in finish:
+            deps = [d for d in catalog[s].depends_on if d in own and d not in trail]
+            start[s] = max((ef(d, trail + (s,)) for d in deps), default=0.0)
+            finish[s] = start[s] + own[s]
+        return finish[s]
+
+    for s in own:
+        ef(s)
+    return start
 
 
 def segments(plan: Plan) -> list[list[Unit]]:
@@ -33,9 +192,10 @@ def segments(plan: Plan) -> list[list[Unit]]:
     return [s for s in out if s]
 
 
-def lower_bound(plan: Plan, dep: Deployment) -> float:
-    """Sum over segments of the largest of: chain of non-batch work, longest visit, and the
-    per-resource bounds of the rolling batches."""
+def segment_bound(plan: Plan, dep: Deployment) -> float:
+    """For procedures whose order is fixed by the seed: the sum over the plan's segments
+    (between gates) of the largest of its chain of non-batch work, its longest batch and the
+    per-resource bounds of its rolling batches."""
     allow, _ = service_allowances(dep)
     serial = {r.name: r.update_serial for r in dep.roles}
     total = 0.0
@@ -59,9 +219,9 @@ def lower_bound(plan: Plan, dep: Deployment) -> float:
                 svc_jobs[s].extend([d] * len(ns))
         bound = max(batch_time.values(), default=0.0)
         for r, jobs in role_jobs.items():
-            bound = max(bound, _resource_bound(jobs, serial[r]))
+            bound = max(bound, resource_bound(jobs, serial[r]))
         for s, jobs in svc_jobs.items():
             if s in allow:
-                bound = max(bound, _resource_bound(jobs, allow[s]))
+                bound = max(bound, resource_bound(jobs, allow[s]))
         total += max(chain, bound) if not batch_time else chain + bound
     return total

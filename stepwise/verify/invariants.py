@@ -100,8 +100,14 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
             for n in u.nodes:
                 if n not in batch_nodes[u.batch]:
                     batch_nodes[u.batch].append(n)
-    # a reboot visit restarts everything on its node without changing code: not an upgrade
-    reboot_batches = {u.batch for u in units if u.step is Step.REBOOT and u.batch}
+    # A batch changes the code of the instances its `packages` step works on; the rest of what
+    # it stops (everything on a node it reboots) comes back on the code it had.
+    # (The OS upgrade's starts bring services up on the new OS and release: all new code.)
+    upgraded: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    for u in units if plan.workflow in (Workflow.UPDATE, Workflow.UPGRADE) else ():
+        if u.batch and u.step is Step.PACKAGES:
+            for n in u.nodes:
+                upgraded[u.batch].update((s, n) for s in u.services_on(n))
     opens = {u.id: b for b, u in first_of.items()}
     closes = {u.id: b for b, u in last_of.items()}
     serial = {r.name: r.update_serial for r in dep.roles}
@@ -115,6 +121,16 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
     for svc, ns in st.down.items():
         if totals.get(svc) and len(ns) >= totals[svc]:
             open_win[svc] = (0.0, "down since an earlier command of the procedure")
+    # expand/contract: no new code before the expand (a selected part of the workflow, or a
+    # cloud where some instances already run the target, ran it earlier)
+    expanded: set[str] = set()
+    expands = set()
+    if plan.workflow is Workflow.UPGRADE:
+        in_plan = {s for u in units if u.step is Step.MIGRATE for n in u.nodes for s in u.services_on(n)}
+        declared = {s for s in dep.instances if catalog[s].schema == "expand_contract"
+                    and catalog[s].has_step(Section.UPGRADE, Step.MIGRATE) and not st.new_code.get(s)}
+        expands = in_plan | (set() if plan.params.get("partial") else declared)
+        expands = {s for s in expands if catalog[s].schema == "expand_contract"}
     stop_first: dict[str, float] = {}
     start_last: dict[str, float] = {}
     ctrl_end = 0.0
@@ -138,6 +154,13 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
                         problems.append(f"at {_fmt(t)} {_where(u)} lifts the RPC pin of '{g}' while {old_count[g]} "
                                         f"instance(s) still run old code (e.g. {example})")
                     st.pinned.discard(g)
+            if u.step is Step.CONTRACT:
+                for n in u.nodes:
+                    for s in u.services_on(n):
+                        old = [m.name for m in dep.instances[s] if m.name not in st.new_code.get(s, set())]
+                        if old and not plan.params.get("partial"):
+                            problems.append(f"at {_fmt(t)} {_where(u)} contracts the schema of {s} while old code "
+                                            f"still runs on {', '.join(old[:3])}; contract after the last old instance")
             if u.step is Step.MIGRATE:
                 for n in u.nodes:
                     for s in u.services_on(n):
@@ -158,7 +181,7 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
                     if u.idempotent:
                         problems.append(f"{_where(u)}: a data transfer must be marked non-idempotent (it must never run twice)")
             for s, nodes in u.stops.items():
-                if u.batch not in reboot_batches:
+                if u.batch not in upgraded or any((s, n) in upgraded[u.batch] for n in nodes):
                     stop_first[s] = min(stop_first.get(s, t), t)
                 d = st.down.setdefault(s, set())
                 d.update(nodes)
@@ -178,21 +201,29 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
                         st.pinned.add(catalog[s].rpc)
             if u.step is Step.SYSTEM_UPGRADE_RUN:
                 st.new_os.update(u.nodes)
-            for s, nodes in u.starts.items():
-                if u.batch not in reboot_batches:
-                    start_last[s] = max(start_last.get(s, t), t)
+            if u.step is Step.MIGRATE:
+                expanded.update(s for n in u.nodes for s in u.services_on(n))
+            for s, serving in u.starts.items():
                 d = st.down.setdefault(s, set())
-                d.difference_update(nodes)
+                d.difference_update(serving)
+                for n in serving:
+                    started_on.setdefault(n, t)
+                nodes = serving
+                if u.batch in upgraded:
+                    nodes = tuple(n for n in serving if (s, n) in upgraded[u.batch])
+                if nodes:
+                    start_last[s] = max(start_last.get(s, t), t)
+                    if s in expands and s not in expanded:
+                        problems.append(f"at {_fmt(t)} {_where(u)} starts new {s} on {', '.join(nodes[:3])} before "
+                                        f"its schema is expanded; the expand runs first, on the bootstrap node")
                 newly = st.new_code.setdefault(s, set())
                 if catalog[s].rpc:
                     old_count[catalog[s].rpc] -= sum(1 for n in nodes if n not in newly)
                 newly.update(nodes)
-                for n in nodes:
-                    started_on.setdefault(n, t)
                 if s in open_win and len(d) < totals.get(s, 0):
                     t0, why = open_win.pop(s)
                     windows.append(Window(s, t0, t, why))
-                if rpc_check and catalog[s].rpc:
+                if rpc_check and catalog[s].rpc and nodes:
                     g = catalog[s].rpc
                     if old_count[g] and g not in st.pinned:
                         problems.append(f"at {_fmt(t)} {_where(u)} starts new {s} while "

@@ -19,14 +19,14 @@ def task(cmd: str) -> dict[str, Any]:
 def service(name: str, plane: str = "control", *, rolling: bool = True, deps: tuple[str, ...] = (),
             rule: dict | None = None, cluster: str | None = None, rpc: str | None = None, migrate: bool = False,
             leave: bool = False, health: bool = True, backup: bool = False, converge: bool = False,
-            transfer: bool = False, durations: dict | None = None) -> dict[str, Any]:
+            transfer: bool = False, durations: dict | None = None, schema: str | None = None) -> dict[str, Any]:
     steps: dict[str, list] = {"stop": [task(f"systemctl stop {name}")], "start": [task(f"systemctl start {name}")],
                               "config": [task(f"os-apply-config --service {name}")]}
     if leave:
         steps["leave"] = [task(f"pcs node standby # {name}")]
         steps["rejoin"] = [task(f"pcs node unstandby # {name}")]
     up = dict(steps)
-    if migrate:
+    if migrate and schema is None:
         up["migrate"] = [task(f"{name}-manage db sync")]
     if rpc:
         up["pin"] = [task(f"crudini --set /etc/{name}.conf upgrade_levels {rpc} auto")]
@@ -49,6 +49,12 @@ def service(name: str, plane: str = "control", *, rolling: bool = True, deps: tu
         spec["system_upgrade"] = {"transfer_data": [task("upgrade-transfer-data")], "prepare": [task("leapp upgrade")]}
     if durations:
         spec["durations"] = durations
+    if schema == "expand_contract":
+        spec["schema"] = {"strategy": schema, "expand": [task(f"{name}-manage db expand")],
+                          "migrate": [task(f"{name}-manage db migrate")],
+                          "contract": [task(f"{name}-manage db contract")]}
+    elif schema == "offline":
+        spec["schema"] = {"strategy": schema, "migrate": [task(f"{name}-manage db sync")]}
     return spec
 
 

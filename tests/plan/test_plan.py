@@ -53,18 +53,22 @@ def test_update_control_plane_finishes_before_data_plane_stops(dep):
     assert data_start >= ctrl_end
 
 
-def test_update_respects_depends_on_everywhere(dep):
-    plan = make_plan("update", dep)
-    last_start = {}
-    first_stop = {}
+def test_update_visits_each_node_once_in_dependency_order(dep):
+    plan = verify_plan(make_plan("update", dep), dep)
+    batches_of: dict[str, set[str]] = {}
     for u in plan.units:
-        for s in u.starts:
-            last_start[s] = max(last_start.get(s, 0), u.end_s)
-        for s in u.stops:
-            first_stop[s] = min(first_stop.get(s, 1e18), u.start_s)
-    assert first_stop["keystone"] >= last_start["galera"]
-    assert first_stop["nova_api"] >= max(last_start["keystone"], last_start["rabbitmq"])
-    assert first_stop["nova_compute"] >= last_start["nova_api"]
+        for ns in u.stops.values():
+            for n in ns:
+                batches_of.setdefault(n, set()).add(u.batch)
+    assert set(batches_of) == {n.name for n in dep.nodes}
+    assert all(len(b) == 1 for b in batches_of.values()), "a node is taken out of service once"
+    # inside a controller's visit: galera starts before keystone, keystone before nova_api;
+    # they stop the other way round
+    visit = [u for u in plan.units if u.batch == next(iter(batches_of["controller-0"]))]
+    start = next(u for u in visit if u.step == "start").work["controller-0"]
+    stop = next(u for u in visit if u.step == "stop").work["controller-0"]
+    assert start.index("galera") < start.index("keystone") < start.index("nova_api")
+    assert list(stop) == list(reversed(start))
 
 
 def test_update_is_change_aware(dep):
@@ -80,19 +84,23 @@ def test_nothing_changes_gives_an_empty_plan(dep):
     assert plan.units == ()
 
 
-def test_kernel_update_reboots_last_with_everything_on_the_node_down(dep):
+def test_kernel_update_reboots_in_the_same_visit_with_everything_on_the_node_down(dep):
     fx = facts(dep, {"compute-0": ["pkg-nova_compute", "kernel"], "controller-1": ["kernel"]})
     plan = verify_plan(make_plan("update", dep, fx), dep)
     reboots = [u for u in plan.units if u.step == "reboot"]
     assert sorted(n for u in reboots for n in u.nodes) == ["compute-0", "controller-1"]
-    reboot_batches = {u.batch for u in reboots}
-    last_upgrade = max(u.end_s for u in plan.units if u.starts and u.batch not in reboot_batches)
-    assert min(u.start_s for u in plan.units if u.batch in reboot_batches) >= last_upgrade
-    ctrl_reboot_batch = first(plan, lambda u: u.step == "reboot" and "controller-1" in u.nodes).batch
-    first_unit = first(plan, lambda u: u.batch == ctrl_reboot_batch)
-    assert set(first_unit.stops) == set(dep.services_on("controller-1"))
-    assert first(plan, lambda u: u.step == "packages" and u.batch == ctrl_reboot_batch).vars["extra_packages"] == \
-        {"controller-1": ["kernel"]}
+    for node in ("compute-0", "controller-1"):
+        visits = {u.batch for u in plan.units if u.stops and any(node in ns for ns in u.stops.values())}
+        assert len(visits) == 1, f"{node}: one visit for its packages and its reboot"
+        visit = [u for u in plan.units if u.batch in visits]
+        assert set(visit[0].stops) == set(dep.services_on(node))
+        steps = [u.step for u in visit]
+        assert steps.index("packages") < steps.index("reboot") < steps.index("start")
+    compute = [u for u in plan.units if u.step == "packages" and "compute-0" in u.nodes][0]
+    assert compute.work["compute-0"] == ("nova_compute",)
+    assert compute.vars["extra_packages"] == {"compute-0": ["kernel"]}
+    ctrl = [u for u in plan.units if u.step == "packages" and "controller-1" in u.nodes][0]
+    assert ctrl.vars["extra_packages"] == {"controller-1": ["kernel"]}
 
 
 def test_upgrade_stages_pins_and_schema_window(dep):
@@ -228,3 +236,67 @@ def test_management_node_os_upgrade_is_asked_for_and_runs_between_stop_and_packa
                      "packages", "restore", "config", "start", "migrate", "start", "verify"]
     with pytest.raises(InputError, match="in place"):
         make_plan("undercloud-upgrade", dep, variables={"system_upgrade_mode": "reprovision"})
+
+
+def _expand_contract_cloud():
+    from tests.plan.cloud import catalog, deployment, service
+    cat = catalog(
+        service("galera", "infra", rule={"quorum": "majority"}, cluster="galera", leave=True),
+        service("glance", "control", deps=("galera",), rule={"min_available": 1}, schema="expand_contract"),
+        service("heat", "control", deps=("galera",), schema="offline"),
+    )
+    return deployment(cat, [{"name": "Controller", "tags": ["controlplane"], "services": ["galera", "glance", "heat"],
+                             "nodes": {"count": 3, "name": "controller-{index}"}}])
+
+
+def test_expand_contract_rolls_expand_first_contract_last_and_offline_keeps_its_window():
+    dep = _expand_contract_cloud()
+    plan = verify_plan(make_plan("upgrade", dep), dep)
+    expand = first(plan, lambda u: u.step == "migrate" and "glance" in u.services)
+    assert expand.nodes == ("controller-0",) and expand.batch and not expand.batch.startswith("group:")
+    new_glance = [u for u in plan.units if "glance" in u.starts]
+    assert len(new_glance) == 3 and all(u.end_s >= expand.end_s for u in new_glance)
+    assert max_down(plan)["glance"] == 1, "glance rolls: never all down"
+    contract = first(plan, lambda u: u.step == "contract")
+    converge = first(plan, lambda u: u.step == "converge")
+    assert contract.services == ("glance",) and contract.start_s >= converge.end_s
+    assert contract.start_s >= max(u.end_s for u in new_glance)
+    assert contract.stage == "converge"
+    assert [w.service for w in plan.windows] == ["heat"], "only the offline service has a window"
+    assert first(plan, lambda u: u.step == "migrate" and "heat" in u.services).batch == "group:heat"
+
+
+def test_verifier_refuses_a_contract_before_the_last_old_instance_and_new_code_before_expand():
+    dep = _expand_contract_cloud()
+    plan = make_plan("upgrade", dep)
+    units = list(plan.units)
+    # the contract moved to right after the expand: two glances still run old code
+    ci = next(i for i, u in enumerate(units) if u.step == "contract")
+    ei = next(i for i, u in enumerate(units) if u.step == "migrate" and "glance" in u.services)
+    contract = replace(units[ci], after=(units[ei].id,))
+    bad = plan.with_units(units[:ei + 1] + [contract] + [u for u in units[ei + 1:] if u.id != contract.id])
+    from stepwise.plan.schedule import asap
+    timed, _ = asap(bad.units)
+    with pytest.raises(UnsafePlanError, match="contracts the schema of glance while old code still runs"):
+        verify_plan(bad.with_units(timed), dep)
+    # the expand dropped: new glance would start on the old schema
+    no_expand = plan.with_units([u for u in units if u.id != units[ei].id] and
+                                [replace(u, after=tuple(a if a != units[ei].id else units[ei].after[0] for a in u.after))
+                                 for u in units if u.id != units[ei].id])
+    timed, _ = asap(no_expand.units)
+    with pytest.raises(UnsafePlanError, match="starts new glance on controller-1 before its schema is expanded"):
+        verify_plan(no_expand.with_units(timed), dep)
+
+
+def test_planner_never_makes_a_plan_its_verifier_refuses_for_partial_facts(dep):
+    # only the nova packages change (the case: cinder/neutron RPC groups unchanged)
+    fx = facts(dep, {n.name: ["pkg-nova_api"] for n in dep.role_of("controller-0").nodes})
+    plan = verify_plan(make_plan("upgrade", dep, fx), dep)
+    pin = first(plan, lambda u: u.step == "pin_rpc")
+    assert set(pin.services) == {"nova_api", "nova_compute"}, "only RPC groups with a changing member are pinned"
+    assert plan.params["initial"]["new_code"]["nova_compute"] == [n.name for n in dep.role_of("compute-0").nodes]
+
+
+def test_a_limit_that_splits_an_offline_migration_is_refused(dep):
+    with pytest.raises(UnsafePlanError, match="--limit upgrades nova_api on some nodes but not on controller-1"):
+        make_plan("upgrade", dep, limit="controller-0")
