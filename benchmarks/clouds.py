@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -49,17 +50,16 @@ def _catalog(specs: list[dict[str, Any]]) -> Catalog:
     return cat
 
 
-def big_cloud(nodes: int = 10_000, services: int = 60) -> Deployment:
-    """`services` services on a composed layout totalling `nodes` nodes: 10 infra, 30
-    control-plane (a third schema-sensitive), 20 data-plane across computes, networkers and
-    storage."""
+def big_cloud_specs(nodes: int = 10_000, services: int = 60) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The service specs and the deployment spec of `big_cloud`, as plain input data: `services`
+    services on a composed layout totalling `nodes` nodes: 10 infra, 30 control-plane (a third
+    schema-sensitive), 20 data-plane across computes, networkers and storage."""
     assert services == 60
     infra = [_svc(f"infra{i}", "infra", rule={"quorum": "majority"}, cluster="pacemaker", leave=True) for i in range(10)]
     control = [_svc(f"api{i}", "control", deps=(f"infra{i % 10}",), rule={"min_available": 2}, rolling=i % 3 != 0,
                     rpc=f"rpc{i % 5}", migrate=True) for i in range(30)]
     data = [_svc(f"agent{i}", "data", deps=(f"api{i % 30}",), rule={"max_unavailable": "10%"}, rpc=f"rpc{i % 5}",
                  leave=i % 4 == 0) for i in range(20)]
-    cat = _catalog(infra + control + data)
     compute = [f"agent{i}" for i in range(0, 8)]
     network = [f"agent{i}" for i in range(8, 14)]
     storage = [f"agent{i}" for i in range(14, 20)]
@@ -82,7 +82,36 @@ def big_cloud(nodes: int = 10_000, services: int = 60) -> Deployment:
                       "nodes": {"count": n, "name": f"compute-l{leaf}-{{index}}"}})
     roles.append({"name": "CephStorage", "update_serial": 10, "services": storage,
                   "nodes": {"count": storage_n, "name": "ceph-{index}"}})
-    return build_deployment(DeploymentSpec.model_validate({"name": f"bench{nodes}", "roles": roles}), cat)
+    return infra + control + data, {"name": f"bench{nodes}", "roles": roles}
+
+
+def big_cloud(nodes: int = 10_000, services: int = 60) -> Deployment:
+    """`big_cloud_specs` built in memory (no files)."""
+    specs, dep = big_cloud_specs(nodes, services)
+    return build_deployment(DeploymentSpec.model_validate(dep), _catalog(specs))
+
+
+def write_big_cloud(directory: Path, nodes: int = 10_000, services: int = 60) -> Path:
+    """Write `big_cloud` as an operator would keep it: a deployment YAML (counted node
+    templates, so it stays small) next to a catalog directory with one file per service.
+    Returns the deployment file's path."""
+    import yaml
+
+    class _Plain(yaml.SafeDumper):
+        # a service file is read by people: spell out shared task lists instead of &id001 anchors
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
+
+    specs, dep = big_cloud_specs(nodes, services)
+    cat = directory / "catalog"
+    cat.mkdir(parents=True, exist_ok=True)
+    for spec in specs:
+        (cat / f"{spec['name']}.yaml").write_text(yaml.dump(spec, Dumper=_Plain, sort_keys=False), encoding="utf-8")
+    path = directory / f"{dep['name']}.yaml"
+    path.write_text(yaml.dump({"name": dep["name"], "catalog": "catalog", "roles": dep["roles"]}, Dumper=_Plain,
+                              sort_keys=False),
+                    encoding="utf-8")
+    return path
 
 
 def reference_cloud() -> Deployment:

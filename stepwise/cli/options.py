@@ -115,7 +115,6 @@ def facts_for(deployment: Deployment, facts_file: Path | None, store, workflow=N
     changes), with the milestones reached. A major upgrade takes every package to change:
     discover sees only the current release's repositories."""
     from stepwise.model.vocab import Workflow
-    from stepwise.run.discover import stored_facts
 
     progress = store.progress(deployment.name) if store is not None else frozenset()
     if facts_file:
@@ -126,6 +125,7 @@ def facts_for(deployment: Deployment, facts_file: Path | None, store, workflow=N
     packages = workflow in (None, Workflow.UPDATE, Workflow.UNDERCLOUD_UPGRADE)
     if workflow is Workflow.UPGRADE:
         return NO_FACTS.with_progress(progress)
+    from stepwise.run.discover import stored_facts  # the run layer only when there is a store to read
     return stored_facts(deployment, store, packages=packages)
 
 

@@ -1,18 +1,24 @@
-"""`stepwise validate` and `stepwise plan`: see what will happen before anything runs."""
+"""`stepwise validate` and `stepwise plan`: see what will happen before anything runs.
+
+The model, plan and verify layers are imported inside the commands, the run layer (state
+store, SQLAlchemy) only when the cloud has a store, and rich's tree only to print one:
+every `stepwise` command registers these at start, and a plan of a big cloud should cost its
+planning, not its imports (see docs/architecture.md, "Start-up and output at scale").
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
-from stepwise.cli.common import console, print_json, reported
+from stepwise.cli.common import console, gc_paused, print_json, reported, write_stdout
 from stepwise.cli.main import app
-from stepwise.cli.render import render_plan
-from stepwise.model import load_deployment
-from stepwise.plan import make_plan
-from stepwise.verify import verify_plan
+
+if TYPE_CHECKING:
+    from stepwise.model import Deployment
+    from stepwise.run.store.store import Store
 
 DEPLOYMENT_OPT = typer.Option(..., "--deployment", "-d", help="The deployment YAML (roles, nodes, services).",
                               metavar="PATH")
@@ -22,6 +28,8 @@ DEPLOYMENT_OPT = typer.Option(..., "--deployment", "-d", help="The deployment YA
 def validate(deployment: Path = DEPLOYMENT_OPT,
              json_out: bool = typer.Option(False, "--json", help="Print a JSON summary.")) -> None:
     """Check a deployment and its catalog; report every problem with file, line and field."""
+    from stepwise.model import load_deployment
+
     with reported():
         dep = load_deployment(deployment)
         summary = {
@@ -60,6 +68,8 @@ def plan(
                                                    "them: -e system_upgrade_mode=in-place previews the management "
                                                    "node's upgrade with its OS upgrade."),
     json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON (the documented contract)."),
+    expand: bool = typer.Option(False, "--expand", help="Show every batch (a level with many batches is "
+                                "otherwise folded into one line per role)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every batch and unit."),
 ) -> None:
     """Show what a workflow will do, in what order, how long it takes and where the downtime is.
@@ -68,17 +78,32 @@ def plan(
     a quorum, RPC pinning or the schema-migration order is refused (exit 3) with the reason.
     """
     from stepwise.cli.options import facts_for, parse_extra_vars
-    from stepwise.plan import parse_workflow
-    from stepwise.run.store.store import existing_store
+    from stepwise.model import load_deployment
+    from stepwise.plan import make_plan, parse_workflow
+    from stepwise.verify import verify_plan
 
-    with reported():
+    with reported(), gc_paused():
         dep = load_deployment(deployment)
         wf = parse_workflow(workflow)
-        fx = facts_for(dep, facts, existing_store(dep, store), wf)
+        fx = facts_for(dep, facts, _existing_store(dep, store), wf)
         ev = parse_extra_vars(extra_vars)
         p = verify_plan(make_plan(wf, dep, fx, limit, stage=stage, plane=plane, tags=tags or (),
                                   skip_tags=skip_tags or (), variables=ev), dep)
         if json_out:
-            print_json(p.to_json())
+            write_stdout(p.write_json)
             return
-        render_plan(p, console, verbose=verbose)
+        from stepwise.cli.render import render_plan
+
+        render_plan(p, console, verbose=verbose, expand=expand)
+
+
+def _existing_store(dep: "Deployment", url: str | None) -> "Store | None":
+    """The cloud's store if one exists; SQLAlchemy is imported only then."""
+    from stepwise.run.store.location import existing_store_url
+
+    found = existing_store_url(dep, url)
+    if found is None:
+        return None
+    from stepwise.run.store.store import open_store
+
+    return open_store(found)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Callable
 
 from rich.console import Console
 from rich.tree import Tree
@@ -41,8 +42,17 @@ def _segments(plan: Plan) -> list[tuple[str, list[Unit]]]:
     return [(t, us) for t, us in out if us]
 
 
-def render_plan(plan: Plan, console: Console, *, most_batches: int = 4, verbose: bool = False) -> None:
-    """Print the plan as a tree (stages > segments > batches > steps) and its windows."""
+#: A level with this many batches or more is folded into one line per role (unless --expand):
+#: the examples' levels have at most a dozen, a 10,000-node cloud's data-plane level ~480.
+FOLD_AT = 40
+
+
+def render_plan(plan: Plan, console: Console, *, most_batches: int = 4, verbose: bool = False,
+                expand: bool = False) -> None:
+    """Print the plan as a tree (stages > segments > batches > steps) and its windows.
+
+    A segment shows its first `most_batches` batches; one of FOLD_AT batches or more shows
+    one line per role instead. `expand` shows every batch, `verbose` every batch and unit."""
     n_nodes = len({n for u in plan.units for n in u.nodes})
     ratio = f", {plan.duration_s / plan.lower_bound_s:.2f}x the lower bound {hms(plan.lower_bound_s)}" if plan.lower_bound_s else ""
     title = (f"[bold]{plan.workflow}[/] of [bold]{plan.deployment}[/]: {len(plan.units)} units on {n_nodes} node(s), "
@@ -63,9 +73,12 @@ def render_plan(plan: Plan, console: Console, *, most_batches: int = 4, verbose:
         batches: "OrderedDict[str, list[Unit]]" = OrderedDict()
         for u in units:
             batches.setdefault(u.batch or u.id, []).append(u)
+        if len(batches) >= FOLD_AT and not (expand or verbose):
+            _add_folded(seg, batches)
+            continue
         shown = 0
         for key, bunits in batches.items():
-            if not verbose and shown >= most_batches:
+            if not (verbose or expand) and shown >= most_batches:
                 rest = list(batches.values())[shown:]
                 nodes = {n for us in rest for u in us for n in u.nodes}
                 seg.add(f"[dim]… {len(rest)} more batch(es) on {len(nodes)} node(s), until "
@@ -81,6 +94,51 @@ def render_plan(plan: Plan, console: Console, *, most_batches: int = 4, verbose:
                           f"({hms(w.end_s - w.start_s) if w.end_s != float('inf') else 'until the plan ends'}): {w.why}")
     else:
         console.print("[green]No downtime window[/]: every service keeps serving throughout.")
+
+
+def _role_of_batch(key: str, units: list[Unit]) -> str | None:
+    """The role of a rolling batch ("Compute#3" -> "Compute"); None for anything else."""
+    if not units[0].batch or units[0].batch.startswith("group:"):
+        return None
+    role, sep, _ = key.rpartition("#")
+    return role if sep else None
+
+
+def _span(lo: float, hi: float, fmt: Callable[[float], str] = str) -> str:
+    return fmt(lo) if lo == hi else f"{fmt(lo)}-{fmt(hi)}"
+
+
+def _add_folded(seg: Tree, batches: "OrderedDict[str, list[Unit]]") -> None:
+    """One line per role for its rolling batches (at the place of its first batch), the other
+    units as usual: a level of hundreds of batches stays one screen."""
+    per_role: "OrderedDict[str, list[list[Unit]]]" = OrderedDict()
+    entries: list[tuple[str, str, list[Unit]]] = []  # (kind, key, units) in order of first appearance
+    for key, bunits in batches.items():
+        role = _role_of_batch(key, bunits)
+        if role is None:
+            entries.append(("unit", key, bunits))
+            continue
+        if role not in per_role:
+            per_role[role] = []
+            entries.append(("role", role, []))
+        per_role[role].append(bunits)
+    for kind, key, bunits in entries:
+        if kind == "unit":
+            _add_batch(seg, key, bunits, False)
+            continue
+        groups = per_role[key]
+        sizes = [len({n for u in us for n in u.nodes}) for us in groups]
+        lengths = [us[-1].end_s - us[0].start_s for us in groups]
+        down = sorted({s for us in groups for s in us[0].stops})
+        steps = {" → ".join(str(u.step) for u in us) for us in groups}
+        node = seg.add(f"[bold]{key}[/]: {len(groups)} batches of {_span(min(sizes), max(sizes))} node(s) "
+                       f"({sum(sizes)} in all), {_span(min(lengths), max(lengths), hms)} each, "
+                       f"[dim]{hms(min(us[0].start_s for us in groups))} → {hms(max(us[-1].end_s for us in groups))}[/]"
+                       + (f"  down: {', '.join(down[:6])}{' …' if len(down) > 6 else ''}" if down else "")
+                       + "  [dim](--expand shows all)[/]")
+        if len(steps) == 1:
+            node.add(f"[dim]{steps.pop()}[/]")
+        node.add(f"[dim]why: {groups[0][0].why}[/]")
 
 
 def _add_batch(seg: Tree, key: str, units: list[Unit], verbose: bool) -> None:

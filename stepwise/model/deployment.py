@@ -116,11 +116,12 @@ def _expand_nodes(role_spec, role_index: int, start_index: int) -> list[Node]:
     nodes: list[Node] = []
     spec = role_spec.nodes
     if isinstance(spec, NodeCountSpec):
+        # one read-only view shared by the counted nodes (10,000 copies of the same vars otherwise)
+        shared = MappingProxyType(dict(spec.vars))
         for i in range(spec.count):
             idx = spec.start + i
             address = spec.address.format(index=idx) if spec.address else None
-            nodes.append(Node(spec.name.format(index=idx), role_spec.name, address, start_index + i,
-                              MappingProxyType(dict(spec.vars))))
+            nodes.append(Node(spec.name.format(index=idx), role_spec.name, address, start_index + i, shared))
     else:
         for i, n in enumerate(spec):
             nodes.append(Node(n.name, role_spec.name, n.address, start_index + i, MappingProxyType(dict(n.vars))))

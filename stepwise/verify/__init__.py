@@ -13,7 +13,7 @@ from stepwise.errors import Problem, UnsafePlanError
 from stepwise.model.deployment import Deployment
 from stepwise.plan.units import Plan
 from stepwise.verify.bounds import lower_bound
-from stepwise.verify.invariants import check
+from stepwise.verify.invariants import check, prepare
 from stepwise.verify.replay import perturbed_times
 
 #: Replays with randomly stretched durations: the DAG, not just the estimate, must be safe.
@@ -44,10 +44,11 @@ def verify_plan(plan: Plan, deployment: Deployment, *, perturbations: int = PERT
     """
     if plan.deployment != deployment.name:
         raise UnsafePlanError(Problem(f"the plan is for cloud '{plan.deployment}', not '{deployment.name}'"))
-    problems, windows = check(plan, deployment)
+    prepared = prepare(plan, deployment)
+    problems, windows = check(plan, deployment, prepared=prepared)
     if not problems:
         for seed in range(perturbations):
-            more, _ = check(plan, deployment, perturbed_times(plan.units, seed))
+            more, _ = check(plan, deployment, perturbed_times(plan.units, seed), prepared=prepared)
             if more:
                 problems = [f"{m} (when steps take other times than estimated)" for m in more[:5]]
                 break

@@ -6,7 +6,6 @@ schema is migrated with Alembic when the store is opened, so an old store file j
 
 from __future__ import annotations
 
-import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -19,11 +18,11 @@ from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from stepwise.errors import InputError, Problem, StepwiseError
+from stepwise.run.store.location import default_store_url, existing_store_url  # noqa: F401 - re-exported
 from stepwise.run.store.models import (MarkerRow, NodeOsRow, NodePackageRow, NodeServiceRow, RunRow,
                                        TaskResultRow, UnitRow)
 
 ALEMBIC_DIR = Path(__file__).resolve().parent / "alembic"
-ENV_VAR = "STEPWISE_STORE"
 #: marker keys of progress milestones (the other markers guard once-only units)
 PROGRESS = "progress:"
 
@@ -31,15 +30,6 @@ PROGRESS = "progress:"
 def now() -> datetime:
     """Naive UTC: portable across SQLite and PostgreSQL `timestamp without time zone`."""
     return datetime.now(timezone.utc).replace(tzinfo=None)
-
-
-def default_store_url(deployment_path: str | Path, cloud: str, explicit: str | None = None) -> str:
-    """`--store` wins, then $STEPWISE_STORE, then `.stepwise/<cloud>.sqlite` next to the deployment."""
-    url = explicit or os.environ.get(ENV_VAR)
-    if url:
-        return url
-    base = Path(deployment_path).resolve().parent / ".stepwise"
-    return f"sqlite:///{base / (cloud + '.sqlite')}"
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -416,7 +406,5 @@ def existing_store(deployment: Any, explicit: str | None = None) -> Store | None
     """The cloud's store if it exists already (a SQLite file that is there, or a server URL);
     None when nothing was ever recorded. Read commands and the checks before a run use it, so
     they never create a store as a side effect."""
-    url = default_store_url(deployment.path, deployment.name, explicit)
-    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
-        return None
-    return open_store(url)
+    url = existing_store_url(deployment, explicit)
+    return open_store(url) if url is not None else None

@@ -1,0 +1,120 @@
+"""`stepwise plan` output at any size: the JSON document is the one the contract describes
+(written fast, same content), a level of many batches folds per role, `plan` stays light."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from stepwise.cli.main import _register, app
+from stepwise.model import load_deployment
+from stepwise.plan import make_plan
+from stepwise.verify import verify_plan
+from tests.plan.test_os_upgrade import FIRST, Cloud
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+_register()
+
+WIDE = """\
+name: wide
+roles:
+  - name: Controller
+    tags: [controlplane]
+    services: [pacemaker, haproxy, galera, rabbitmq, keystone, nova_api, nova_conductor, nova_scheduler, neutron_server]
+    nodes: {count: 3, name: "controller-{index}"}
+  - name: Compute
+    services: [nova_compute, neutron_ovs_agent, openvswitch]
+    nodes: {count: 45, name: "compute-{index}"}
+"""
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, list(args), catch_exceptions=False)
+
+
+def no_store(tmp_path: Path) -> str:
+    """A store that does not exist: the plan starts from nothing recorded, as make_plan's default."""
+    return f"sqlite:///{tmp_path / 'none.sqlite'}"
+
+
+def stdlib_document(plan) -> object:
+    """The plan as `stepwise plan --json` printed it before orjson: json.dumps(indent=2)."""
+    return json.loads(json.dumps(plan.to_json(), indent=2))
+
+
+@pytest.mark.parametrize("workflow", ["update", "upgrade"])
+@pytest.mark.parametrize("example", [p for p in EXAMPLES if p.stem != "undercloud"], ids=lambda p: p.stem)
+def test_plan_json_is_the_same_document_as_before(example: Path, workflow: str, tmp_path: Path):
+    r = run("plan", workflow, "-d", str(example), "--json", "--store", no_store(tmp_path))
+    assert r.exit_code == 0, r.output
+    dep = load_deployment(example)
+    assert json.loads(r.stdout_bytes) == stdlib_document(verify_plan(make_plan(workflow, dep), dep))
+
+
+def test_undercloud_plan_json_is_the_same_document_as_before(tmp_path: Path):
+    example = ROOT / "examples" / "undercloud.yaml"
+    r = run("plan", "undercloud-upgrade", "-d", str(example), "--json", "--store", no_store(tmp_path))
+    assert r.exit_code == 0, r.output
+    dep = load_deployment(example)
+    assert json.loads(r.stdout_bytes) == stdlib_document(verify_plan(make_plan("undercloud-upgrade", dep), dep))
+
+
+def test_an_open_window_still_ends_at_infinity():
+    # the data transfer leaves the control plane down for the next command: windows without an end
+    c = Cloud()
+    c.run("upgrade prepare")
+    c.run("upgrade run", tags="system_upgrade_prepare", limit=FIRST)
+    c.run("external-upgrade run", tags="system_upgrade_prepare", limit=FIRST)
+    c.run("upgrade run", tags="system_upgrade_run", limit=FIRST)
+    plan = c.run("external-upgrade run", tags="system_upgrade_transfer_data",
+                 limit="ControllerOpenstack,Database,Messaging")
+    assert any(math.isinf(w.end_s) for w in plan.windows)
+    written = plan.to_json_bytes()
+    assert json.loads(written) == stdlib_document(plan)
+    assert any(math.isinf(w["end_s"]) for w in json.loads(written)["windows"])
+
+
+def test_a_level_of_many_batches_folds_per_role_and_expand_shows_every_batch(tmp_path: Path):
+    dep = tmp_path / "wide.yaml"
+    dep.write_text(WIDE)
+    folded = run("plan", "update", "-d", str(dep))
+    assert folded.exit_code == 0, folded.output
+    assert "Compute: 45 batches of 1 node(s)" in folded.stdout and "--expand" in folded.stdout
+    assert "Compute#2 compute-1" not in folded.stdout
+    expanded = run("plan", "update", "-d", str(dep), "--expand")
+    assert expanded.exit_code == 0, expanded.output
+    assert "batches of" not in expanded.stdout and "more batch(es)" not in expanded.stdout
+    assert all(f"Compute#{i + 1} compute-{i} " in expanded.stdout for i in range(45))
+
+
+def test_a_small_plan_is_not_folded():
+    r = run("plan", "update", "-d", str(ROOT / "examples" / "classic.yaml"))
+    assert r.exit_code == 0, r.output
+    assert "batches of" not in r.stdout and "--expand" not in r.stdout
+    assert "Controller#1 controller-0" in r.stdout
+
+
+def test_plan_imports_neither_the_run_layer_nor_its_libraries(tmp_path: Path):
+    args = ["plan", "upgrade", "-d", str(ROOT / "examples" / "classic.yaml"), "--store", no_store(tmp_path)]
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from stepwise.cli.main import _register, app\n"
+        "_register()\n"
+        "for extra in ([], ['--json']):\n"
+        f"    r = CliRunner().invoke(app, {args!r} + extra)\n"
+        "    assert r.exit_code == 0, r.output\n"
+        "heavy = ('sqlalchemy', 'alembic', 'ansible', 'ansible_runner', 'ruamel')\n"
+        "light = ('stepwise.run', 'stepwise.run.store', 'stepwise.run.store.location')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy\n"
+        "             or m.startswith('stepwise.run') and m not in light))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
