@@ -40,9 +40,17 @@ from stepwise.plan.visits import make_visit
 
 def resource_bound(jobs: list[float], cap: int) -> float:
     """Least time to run `jobs` with at most `cap` at once."""
+    return weighted_bound([(j, 1) for j in jobs], cap)
+
+
+def weighted_bound(jobs: list[tuple[float, int]], cap: int) -> float:
+    """`resource_bound` of jobs given as (seconds, how many): nodes of a role share shapes."""
+    jobs = [(sec, k) for sec, k in jobs if k > 0]
     if not jobs or cap <= 0:
         return 0.0
-    return max(sum(jobs) / cap, math.ceil(len(jobs) / cap) * min(jobs), max(jobs))
+    total = sum(sec * k for sec, k in jobs)
+    count = sum(k for _, k in jobs)
+    return max(total / cap, math.ceil(count / cap) * min(sec for sec, _ in jobs), max(sec for sec, _ in jobs))
 
 
 def lower_bound(plan: Plan, dep: Deployment) -> float:
@@ -95,61 +103,64 @@ def _part_bound(dep: Deployment, section: Section, workflow: Workflow, rolling: 
     catalog = dep.catalog
     leads = {s: boot.name for s in catalog.services if (boot := dep.bootstrap_node(s)) is not None
              and catalog[s].has_step(section, Step.MIGRATE)}
-    shapes: dict[tuple, float] = {}
+    seconds_of: dict[tuple, float] = {}
 
     def visit(node: str, services: Iterable[str], extra_packages: tuple[str, ...] = (),
               reboot: bool = False) -> float:
         """Seconds of one visit doing this work (with the once-only migration of the services
         whose bootstrap node it is). An instance counts against its service's allowance for
-        the whole visit: until its health checks pass it may not serve (the verifier's rule).
-        Nodes of a role share a few shapes: each is computed once."""
+        the whole visit: until its health checks pass it may not serve (the verifier's rule)."""
         role = dep.node_by_name[node].role
-        wanted = set(services)
+        wanted = frozenset(services)
         led = tuple(s for s in sorted(wanted) if leads.get(s) == node)
-        key = (role, frozenset(wanted), extra_packages, reboot, led)
-        if key not in shapes:
+        key = (role, wanted, extra_packages, reboot, led)
+        if key not in seconds_of:
             v = make_visit(dep, node, tuple(s for s in dep.services_on(node) if s in wanted), section, leads=led,
                            extra_packages=extra_packages, reboot=reboot,
                            stop_all=dep.services_on(node) if reboot else None)
-            shapes[key] = v.seconds
-        return shapes[key]
+            seconds_of[key] = v.seconds
+        return seconds_of[key]
 
+    # Nodes of a role share a handful of shapes (what changes, unowned packages, reboot, the
+    # bootstrap node's once-only work): 10,000 nodes are a few dozen shapes, each computed once.
+    shapes: dict[tuple, list] = {}
+    for n in set(rolling) | set(extra) | reboot:
+        key = (dep.node_by_name[n].role, frozenset(rolling.get(n, ())), extra.get(n, ()), n in reboot,
+               tuple(sorted(s for s in rolling.get(n, ()) if leads.get(s) == n)))
+        if key in shapes:
+            shapes[key][1] += 1
+        else:
+            shapes[key] = [n, 1]
     # each service alone: its instances' visits within its allowance and its roles' serials
-    by_service: dict[str, list[str]] = defaultdict(list)
-    for n, ss in rolling.items():
-        for s in ss:
-            by_service[s].append(n)
     own: dict[str, float] = {}
-    for s, ns in by_service.items():
-        down: list[float] = []
-        per_role: dict[str, list[float]] = defaultdict(list)
-        for n in ns:
-            seconds = visit(n, (s,))
-            per_role[dep.node_by_name[n].role].append(seconds)
-            down.append(seconds)
-        own[s] = max([max(jobs) for jobs in per_role.values()]
-                     + [resource_bound(jobs, serial[r]) for r, jobs in per_role.items()]
-                     + ([resource_bound(down, allow[s])] if s in allow else []))
+    alone: dict[str, dict[str, list[tuple[float, int]]]] = defaultdict(lambda: defaultdict(list))
+    for (role, work, _, _, _), (n, k) in shapes.items():
+        for s in work:
+            alone[s][role].append((visit(n, (s,)), k))
+    for s, per_role in alone.items():
+        jobs = [j for js in per_role.values() for j in js]
+        own[s] = max([max(sec for sec, _ in js) for js in per_role.values()]
+                     + [weighted_bound(js, serial[r]) for r, js in per_role.items()]
+                     + ([weighted_bound(jobs, allow[s])] if s in allow else []))
     for s in offline:
         own[s] = _offline_seconds(dep, s, section)
     earliest = _earliest_starts(dep, own) if workflow is Workflow.UPGRADE else dict.fromkeys(own, 0.0)
     bound = max((earliest[s] + own[s] for s in own), default=0.0)
     for t in sorted(set(earliest.values()) | {0.0}):
         later = {s for s, e in earliest.items() if e >= t}
-        role_jobs: dict[str, list[float]] = defaultdict(list)
-        svc_jobs: dict[str, list[float]] = defaultdict(list)
-        for n in set(rolling) | set(extra) | reboot:
-            work = rolling.get(n, set()) & later
-            if not work and not (t == 0.0 and (n in extra or n in reboot)):
+        role_jobs: dict[str, list[tuple[float, int]]] = defaultdict(list)
+        svc_jobs: dict[str, list[tuple[float, int]]] = defaultdict(list)
+        for (role, all_work, extra_pkgs, reboots, _), (n, k) in shapes.items():
+            work = all_work & later
+            if not work and not (t == 0.0 and (extra_pkgs or reboots)):
                 continue
-            seconds = visit(n, work, extra.get(n, ()) if t == 0.0 else (), n in reboot)
-            role_jobs[dep.node_by_name[n].role].append(seconds)
+            role_jobs[role].append((visit(n, work, extra_pkgs if t == 0.0 else (), reboots), k))
             for s in work:
                 if s in allow:  # down at least for a visit of its own (and the node's reboot)
-                    svc_jobs[s].append(visit(n, (s,), (), n in reboot))
-        rest = max([max(jobs) for jobs in role_jobs.values()]
-                   + [resource_bound(jobs, serial[r]) for r, jobs in role_jobs.items()]
-                   + [resource_bound(jobs, allow[s]) for s, jobs in svc_jobs.items()], default=0.0)
+                    svc_jobs[s].append((visit(n, (s,), (), reboots), k))
+        rest = max([max(sec for sec, _ in js) for js in role_jobs.values()]
+                   + [weighted_bound(js, serial[r]) for r, js in role_jobs.items()]
+                   + [weighted_bound(js, allow[s]) for s, js in svc_jobs.items()], default=0.0)
         bound = max(bound, t + rest)
     return bound
 
