@@ -131,8 +131,10 @@ def facts_for(deployment: Deployment, facts_file: Path | None, store, workflow=N
 
 def command_line() -> str:
     """The command as typed, with the values of secret-looking -e keys masked."""
+    from stepwise.cli import safety
     from stepwise.secrets import mask_argv
-    return "stepwise " + " ".join(shlex.quote(a) for a in mask_argv(sys.argv[1:]))
+    argv = safety.current_argv if safety.current_argv is not None else sys.argv[1:]
+    return "stepwise " + " ".join(shlex.quote(a) for a in mask_argv(argv))
 
 
 def confirm(yes: bool):
