@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 MASK = "****"
@@ -121,3 +122,15 @@ class Redactor:
 
     def __bool__(self) -> bool:
         return self._re is not None
+
+    def scrub_tree(self, root: Path) -> None:
+        """Mask the secret values in every file under `root` (artifacts kept after a run:
+        Ansible's own output may quote what a task printed)."""
+        if self._re is None:
+            return
+        for path in Path(root).rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                text = path.read_text(encoding="utf-8", errors="surrogateescape")
+                clean = self(text)
+                if clean != text:
+                    path.write_text(clean, encoding="utf-8", errors="surrogateescape")

@@ -154,7 +154,11 @@ class Engine:
             server.close()
             with self.cond:
                 self._flush()
-            if not self.options.keep_work_dir:
+            if self.options.keep_work_dir:
+                scrub = getattr(self.options.redact, "scrub_tree", None)
+                if scrub is not None:
+                    scrub(self.pdd)  # kept artifacts quote task output: secrets masked there too
+            else:
                 shutil.rmtree(self.pdd, ignore_errors=True)
                 if not self.options.work_dir:
                     shutil.rmtree(work, ignore_errors=True)
