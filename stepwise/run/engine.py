@@ -37,6 +37,7 @@ from stepwise.plan.units import Unit
 from stepwise.run import ansible_env
 from stepwise.run.ansible_files import private_dir, to_yaml, unsafe, write_private
 from stepwise.run.chains import Chain, make_chains
+from stepwise.run.discover import valid_node_facts
 from stepwise.run.gate import GateServer
 from stepwise.run.events import Estimator, Failure, Observer, RunResult
 from stepwise.run.inventory import Connector, inventory, plan_vars
@@ -296,7 +297,11 @@ class Engine:
                                   "status": status, "duration_s": float(data.get("duration") or 0.0),
                                   "message": message[:4000], "at": now()})
         if status in ("ok", "changed") and isinstance(res.get("stepwise_facts"), dict):
-            self.store.update_node_facts(self.cloud, host, res["stepwise_facts"])
+            facts = valid_node_facts(res["stepwise_facts"])
+            if facts is None:  # what a node reports is data: validated, never trusted
+                r.output.append(f"{host}: ignored facts that are not valid")
+            else:
+                self.store.update_node_facts(self.cloud, host, facts)
         if status in ("failed", "unreachable"):
             f = Failure(unit_id, host, task, message)
             self.failures.append(f)
