@@ -6,7 +6,8 @@ stepwise knows, and migrations that several processes may start at the same mome
 - A schema revision this stepwise does not know was written by a newer stepwise: refused,
   untouched (an older program must not guess at a newer layout).
 - Two commands opening a new store at once both run the migration: PostgreSQL serialises them
-  with an advisory lock; SQLite's loser finds the tables created and migrates again (a no-op).
+  with an advisory lock, SQLite with an flock on the store's directory (store.open_store); a
+  loser that still meets "already exists" migrates again (a no-op).
 """
 
 from __future__ import annotations

@@ -441,13 +441,14 @@ def _dispose(engine: Engine | None) -> None:
 
 @contextmanager
 def _exclusive(path: Path | None) -> Iterator[None]:
-    """For a SQLite file: hold an flock on it while its schema is checked and migrated, so
-    two commands creating the same new store do it one after the other. (SQLite's own locks
-    are fcntl locks, which flock does not touch.)"""
-    if path is None or not path.exists():
+    """For a SQLite file: hold an flock on its *directory* while its schema is checked and
+    migrated, so two commands creating the same new store do it one after the other. Never
+    on the database file itself: closing any descriptor of that file drops every POSIX lock
+    SQLite holds on it in this process, and another process's writes can then be lost."""
+    if path is None or not path.parent.is_dir():
         yield
         return
-    fd = os.open(path, os.O_RDONLY)
+    fd = os.open(path.parent, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
