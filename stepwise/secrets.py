@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 MASK = "****"
@@ -74,3 +75,62 @@ def mask_argv(argv: Sequence[str]) -> list[str]:
         else:
             out.append(a)
     return out
+
+
+def split_secret(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(public, secret): the top-level variables whose key looks secret go to `secret`."""
+    public = {k: v for k, v in values.items() if not is_secret_key(k)}
+    secret = {k: v for k, v in values.items() if is_secret_key(k)}
+    return public, secret
+
+
+def secret_values(values: Mapping[str, Any], secrets: Mapping[str, Any] | None = None) -> list[str]:
+    """Every string that must not be shown: the values (at any depth) of secret-looking keys of
+    `values`, and every value of `secrets` (given with --secret, secret whatever its name)."""
+    found: list[str] = []
+
+    def walk(v: Any, secret: bool) -> None:
+        if isinstance(v, Mapping):
+            for k, x in v.items():
+                walk(x, secret or is_secret_key(k))
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                walk(x, secret)
+        elif secret and v is not None and not isinstance(v, bool):
+            found.append(str(v))
+
+    walk(values, False)
+    walk(dict(secrets or {}), True)
+    return found
+
+
+class Redactor:
+    """Replaces known secret values in any text with ****: messages of failed tasks (a task
+    may echo a password), Ansible's output, the command line. Values shorter than
+    MIN_REDACTED characters cannot be told apart from ordinary text and are not searched."""
+
+    MIN_REDACTED = 4
+
+    def __init__(self, values: Sequence[str] = ()):
+        vals = sorted({v for v in values if len(v) >= self.MIN_REDACTED}, key=len, reverse=True)
+        self._re = re.compile("|".join(re.escape(v) for v in vals)) if vals else None
+
+    def __call__(self, text: str) -> str:
+        if self._re is None or not text:
+            return text
+        return self._re.sub(MASK, text)
+
+    def __bool__(self) -> bool:
+        return self._re is not None
+
+    def scrub_tree(self, root: Path) -> None:
+        """Mask the secret values in every file under `root` (artifacts kept after a run:
+        Ansible's own output may quote what a task printed)."""
+        if self._re is None:
+            return
+        for path in Path(root).rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                text = path.read_text(encoding="utf-8", errors="surrogateescape")
+                clean = self(text)
+                if clean != text:
+                    path.write_text(clean, encoding="utf-8", errors="surrogateescape")

@@ -10,6 +10,7 @@ from typing import Any, BinaryIO, Callable, Iterator
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from stepwise.errors import StepwiseError
 
@@ -42,7 +43,8 @@ def reported() -> Iterator[None]:
         if exc.exit_code == 3:
             kind = "refused"
         for p in exc.problems:
-            err_console.print(f"[bold red]{kind}:[/] {p}", markup=True, soft_wrap=True)
+            # the problem quotes data (a --limit, a key, a task's stderr): printed as text
+            err_console.print(Text.assemble((f"{kind}:", "bold red"), " ", str(p)), soft_wrap=True)
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted[/]")
@@ -50,8 +52,9 @@ def reported() -> Iterator[None]:
 
 
 def print_json(data: Any) -> None:
-    """Print `data` as JSON indented by 2 (small documents; a plan has its own fast writer)."""
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    """Print `data` as JSON; never `NaN`/`Infinity` (not JSON): inputs are finite by validation,
+    so a non-finite number here is a bug and fails loudly rather than breaking a script."""
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n")
     sys.stdout.flush()
 
 

@@ -20,7 +20,9 @@ def export(workflow: str = typer.Argument(..., metavar="WORKFLOW", help="update 
            limit: Optional[str] = LIMIT, tags: Optional[List[str]] = TAGS, skip_tags: Optional[List[str]] = SKIP,
            stage: Optional[str] = typer.Option(None, "--stage"), plane: Optional[str] = typer.Option(None, "--plane"),
            facts: Optional[Path] = FACTS, store: Optional[str] = STORE, lab: Optional[Path] = LAB,
-           inventory: Optional[Path] = INV) -> None:
+           inventory: Optional[Path] = INV,
+           force: bool = typer.Option(False, "--force", help="Replace an export stepwise wrote in that directory "
+                                      "(never another directory).")) -> None:
     """Write the verified plan as standalone playbooks (site.yml, one file per unit, inventory,
     ansible.cfg) for `ansible-playbook`."""
     from stepwise.plan import make_plan
@@ -36,6 +38,6 @@ def export(workflow: str = typer.Argument(..., metavar="WORKFLOW", help="update 
         fx = facts_for(dep, facts, existing_store(dep, store), wf)
         plan = verify_plan(make_plan(wf, dep, fx, limit, stage=stage, plane=plane, tags=tags or (),
                                      skip_tags=skip_tags or ()), dep)
-        files = do_export(plan, dep, output, connector=connector(lab, inventory))
+        files = do_export(plan, dep, output, connector=connector(lab, inventory), force=force)
         console.print(f"wrote {len(files)} files to {output}: ansible-playbook -i {output}/inventory.yml "
                       f"{output}/site.yml", markup=False)

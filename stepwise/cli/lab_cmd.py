@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from stepwise.cli.common import console, print_json, reported
+from stepwise.cli.safety import esc
 from stepwise.cli.main import app
 
 lab = typer.Typer(help="A real cloud on this machine (loopback nodes, real MariaDB and HAProxy) to test, "
@@ -27,8 +28,8 @@ def up_cmd(deployment: Path = typer.Option(..., "--deployment", "-d", help="Depl
 
     with reported():
         t0 = time.monotonic()
-        lab_ = up(deployment, directory, workloads, progress=lambda m: console.print(f"[dim]{time.monotonic() - t0:5.1f}s[/] {m}"))
-        console.print(f"lab dir: {lab_.dir}")
+        lab_ = up(deployment, directory, workloads, progress=lambda m: console.print(f"[dim]{time.monotonic() - t0:5.1f}s[/] {esc(m)}"))
+        console.print(f"lab dir: {lab_.dir}", markup=False)
 
 
 @lab.command("down")
@@ -57,21 +58,21 @@ def status_cmd(directory: Optional[Path] = DirOpt, as_json: bool = typer.Option(
         if as_json:
             print_json(st)
             return
-        console.print(f"lab {st['lab']}  VIP {st['vip']}  {st['dir']}"
+        console.print(esc(f"lab {st['lab']}  VIP {st['vip']}  {st['dir']}")
                       + ("" if st["supervisor"] else "  [red](supervisor not running)[/]"))
         for n in st["nodes"]:
-            console.print(f"[bold]{n['name']}[/] {n['address']} {n['role']} OS {n['os_major']} {n['release']} "
-                          f"kernel {n['kernel']}" + (" [red]DOWN[/]" if n["down"] else ""))
+            console.print(f"[bold]{esc(n['name'])}[/] " + esc(f"{n['address']} {n['role']} OS {n['os_major']} "
+                          f"{n['release']} kernel {n['kernel']}") + (" [red]DOWN[/]" if n["down"] else ""))
             for s in n["services"]:
                 color = "green" if s["healthy"] else "red"
-                console.print(f"    {s['name']:<22} {s['version'] or '-':<10} [{color}]{s['state']}[/]"
-                              + ("" if s["healthy"] else f"  {s['health']}")
+                console.print(esc(f"    {s['name']:<22} {s['version'] or '-':<10} ") + f"[{color}]{esc(s['state'])}[/]"
+                              + ("" if s["healthy"] else esc(f"  {s['health']}"))
                               + (f"  restarts {s['restarts']}" if s["restarts"] else ""))
         for w in st["workloads"]:
-            console.print(f"  workload {w['name']} on {w['host']} {w['address']} "
-                          f"[{'green' if w['healthy'] else 'red'}]{w['state']}[/]")
+            console.print(esc(f"  workload {w['name']} on {w['host']} {w['address']} ")
+                          + f"[{'green' if w['healthy'] else 'red'}]{esc(w['state'])}[/]")
         for c, q in st["quorum"].items():
-            console.print(f"  cluster {c}: {q}")
+            console.print(f"  cluster {c}: {q}", markup=False)
 
 
 @lab.command("probe")
@@ -98,8 +99,8 @@ def probe_cmd(directory: Optional[Path] = DirOpt,
             return
         for name, s in summary["targets"].items():
             color = "green" if not s["failed"] else "red"
-            console.print(f"{name:<28} [{color}]{s['failed']:>5} failed[/] of {s['requests']:<6} "
-                          f"downtime {s['downtime_s']:.2f}s" + (f"  ({s['first_error']})" if s["first_error"] else ""))
+            console.print(esc(f"{name:<28} ") + f"[{color}]{s['failed']:>5} failed[/] of {s['requests']:<6} "
+                          f"downtime {s['downtime_s']:.2f}s" + (esc(f"  ({s['first_error']})") if s["first_error"] else ""))
         t = summary["total"]
         console.print(f"total: {t['failed']} failed of {t['requests']}")
 
@@ -115,7 +116,7 @@ def fault_cmd(kind: str = typer.Argument(..., help="crash | recover | hang-stop 
     from stepwise.lab.faults import inject
 
     with reported():
-        console.print(inject(find_lab(directory), kind, node, target, seconds))
+        console.print(inject(find_lab(directory), kind, node, target, seconds), markup=False)
 
 
 @lab.command("exec")

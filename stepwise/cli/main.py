@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from stepwise import __version__
@@ -41,9 +43,17 @@ def _register() -> None:
                 raise
 
 
+def run(argv: list[str] | None = None) -> int:
+    """Run the `stepwise` command with `argv` (default: sys.argv[1:]) and return its exit code;
+    never raises. Any exception other than bad input is a bug: exit 70, traceback in a log."""
+    from stepwise.cli.safety import guarded
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    return guarded(lambda: (_register(), app(args=args, prog_name="stepwise")), args)
+
+
 def main() -> None:
-    _register()
-    app()
+    sys.exit(run())
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -40,24 +41,46 @@ MAXFAIL = typer.Option(0, "--max-fail-percentage", help="Failed hosts tolerated 
 KEEP = typer.Option(False, "--keep-artifacts", help="Keep the rendered playbooks and Ansible artifacts.")
 
 
+SECRET = typer.Option(None, "--secret", help="KEY=@FILE or KEY=env:VARIABLE (repeatable): a variable for the "
+                      "tasks whose value is never stored, logged or shown, whatever its name.", metavar="KEY=SOURCE")
+
+#: an Ansible variable name (anything else fails on the node, halfway through a run)
+_VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,199}$")
+#: what a release may be called (it names repositories and is recorded per node)
+_RELEASE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a finite number")
+
+
+def _load_extra_file(v: str) -> dict[str, Any]:
+    from stepwise.model.limits import check_finite
+    from stepwise.model.yamlsrc import load_yaml, to_plain
+
+    path = Path(v[1:])
+    if not v[1:] or not path.is_file():
+        raise InputError(Problem(f"extra-vars file not found: {v[1:] or '(no path after @)'}", field="-e",
+                                 hint="give -e @path/to/vars.yml"))
+    data = to_plain(load_yaml(path))
+    if not isinstance(data, dict):
+        raise InputError(Problem("extra-vars file must hold a mapping", file=str(path), field="-e"))
+    check_finite(data, "-e", str(path))
+    return data
+
+
 def parse_extra_vars(values: list[str] | None) -> dict[str, Any]:
-    """`-e` as ansible-playbook: key=value pairs, a JSON/YAML mapping, or @file."""
+    """`-e` as ansible-playbook: key=value pairs, a JSON/YAML mapping, or @file. Keys must be
+    variable names, numbers finite; `target_release` a release name."""
     out: dict[str, Any] = {}
     for v in values or []:
         v = v.strip()
         if v.startswith("@"):
-            path = Path(v[1:])
-            if not path.is_file():
-                raise InputError(Problem(f"extra-vars file not found: {path}", field="-e"))
-            from stepwise.model.yamlsrc import load_yaml, to_plain
-            data = to_plain(load_yaml(path))
-            if not isinstance(data, dict):
-                raise InputError(Problem("extra-vars file must hold a mapping", file=str(path), field="-e"))
-            out.update(data)
+            out.update(_load_extra_file(v))
         elif v.startswith("{"):
             try:
-                data = json.loads(v)
-            except ValueError as exc:
+                data = json.loads(v, parse_constant=_no_constant)
+            except (ValueError, RecursionError) as exc:
                 raise InputError(Problem(f"-e is not valid JSON: {exc}", field="-e")) from None
             if not isinstance(data, dict):
                 raise InputError(Problem("-e JSON must be a mapping", field="-e"))
@@ -74,6 +97,58 @@ def parse_extra_vars(values: list[str] | None) -> dict[str, Any]:
                                              hint="use -e key=value, -e '{\"key\": 1}' or -e @vars.yml"))
                 k, val = pair.split("=", 1)
                 out[k] = val
+    return _checked_vars(out)
+
+
+def _checked_vars(out: dict[str, Any]) -> dict[str, Any]:
+    from stepwise.model.limits import MAX_STRING
+
+    for k in out:
+        if not _VAR_RE.match(str(k)):
+            raise InputError(Problem(f"-e '{k}' is not a variable name", field="-e",
+                                     hint="letters, digits and '_', not starting with a digit"))
+    if len(json.dumps(out, default=str)) > MAX_STRING:
+        raise InputError(Problem(f"-e values are larger than {MAX_STRING:,} characters", field="-e"))
+    rel = out.get("target_release")
+    if rel is not None:
+        if isinstance(rel, bool) or not isinstance(rel, (str, int)) or not _RELEASE_RE.match(str(rel)):
+            raise InputError(Problem(f"target_release '{rel}' is not a release name", field="-e",
+                                     hint="letters, digits, '.', '_', '+', '-' (e.g. -e target_release=R2)"))
+        out["target_release"] = str(rel)
+    for k in ("system_upgrade_mode", "system_upgrade_nodes"):
+        if k in out and not isinstance(out[k], str):
+            raise InputError(Problem(f"{k} must be a string", field="-e"))
+    return out
+
+
+def parse_secrets(values: list[str] | None) -> dict[str, str]:
+    """`--secret KEY=@FILE` (the file's text, one trailing newline dropped) or
+    `--secret KEY=env:NAME` (an environment variable): values only Ansible ever sees."""
+    out: dict[str, str] = {}
+    for v in values or []:
+        k, eq, src = v.partition("=")
+        if not eq or not _VAR_RE.match(k) or not (src.startswith("@") or src.startswith("env:")):
+            raise InputError(Problem(f"--secret '{k if eq else '...'}=...' is not KEY=@FILE or KEY=env:NAME",
+                                     field="--secret", hint="e.g. --secret db_password=@/run/secrets/db"))
+        if src.startswith("env:"):
+            if src[4:] not in os.environ:
+                raise InputError(Problem(f"--secret {k}: environment variable '{src[4:]}' is not set",
+                                         field="--secret"))
+            # taken out of the environment: Ansible's processes (and ansible-runner's record of
+            # their environment) never see it
+            out[k] = os.environ.pop(src[4:])
+            continue
+        path = Path(src[1:])
+        try:
+            with open(path, "rb") as fh:
+                raw = fh.read(65537)
+            if len(raw) > 65536:
+                raise InputError(Problem("a secret file is larger than 64 KiB", file=str(path), field="--secret"))
+            text = raw.decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(Problem(f"--secret {k}: cannot read the file: {getattr(exc, 'strerror', None) or exc}",
+                                     file=str(path), field="--secret")) from None
+        out[k] = text[:-1] if text.endswith("\n") else text
     return out
 
 
@@ -131,8 +206,10 @@ def facts_for(deployment: Deployment, facts_file: Path | None, store, workflow=N
 
 def command_line() -> str:
     """The command as typed, with the values of secret-looking -e keys masked."""
+    from stepwise.cli import safety
     from stepwise.secrets import mask_argv
-    return "stepwise " + " ".join(shlex.quote(a) for a in mask_argv(sys.argv[1:]))
+    argv = safety.current_argv if safety.current_argv is not None else sys.argv[1:]
+    return "stepwise " + " ".join(shlex.quote(a) for a in mask_argv(argv))
 
 
 def confirm(yes: bool):

@@ -15,6 +15,7 @@ import typer
 
 from stepwise.cli.common import console, gc_paused, print_json, reported, write_stdout
 from stepwise.cli.main import app
+from stepwise.cli.safety import esc
 
 if TYPE_CHECKING:
     from stepwise.model import Deployment
@@ -41,11 +42,11 @@ def validate(deployment: Path = DEPLOYMENT_OPT,
         if json_out:
             print_json(summary)
             return
-        console.print(f"[green]valid[/]: {dep.name}: {len(dep.roles)} role(s), {len(dep.nodes)} node(s), "
-                      f"{len(dep.instances)} placed service(s) of {len(dep.catalog)} in {dep.catalog.path}")
-        for r in dep.roles:
+        console.print("[green]valid[/]: " + esc(f"{dep.name}: {len(dep.roles)} role(s), {len(dep.nodes)} node(s), "
+                      f"{len(dep.instances)} placed service(s) of {len(dep.catalog)} in {dep.catalog.path}"))
+        for r in dep.roles:  # data: printed as text, brackets included
             console.print(f"  {r.name}: {len(r.nodes)} node(s), update_serial {r.update_serial}"
-                          f"{' [' + ', '.join(r.tags) + ']' if r.tags else ''}: {', '.join(r.services)}")
+                          f"{' [' + ', '.join(r.tags) + ']' if r.tags else ''}: {', '.join(r.services)}", markup=False)
 
 
 @app.command()

@@ -6,13 +6,14 @@ from collections import OrderedDict
 from typing import Callable
 
 from rich.console import Console
+from rich.markup import escape
 from rich.tree import Tree
 
 from stepwise.plan.units import Plan, Unit
 
 
 def hms(seconds: float) -> str:
-    if seconds == float("inf"):
+    if seconds != seconds or seconds == float("inf"):  # inputs are finite; never print "nan"
         return "end"
     s = int(round(seconds))
     h, rest = divmod(s, 3600)
@@ -54,8 +55,9 @@ def render_plan(plan: Plan, console: Console, *, most_batches: int = 4, verbose:
     A segment shows its first `most_batches` batches; one of FOLD_AT batches or more shows
     one line per role instead. `expand` shows every batch, `verbose` every batch and unit."""
     n_nodes = len({n for u in plan.units for n in u.nodes})
+    # data (names, reasons) is escaped wherever it meets markup: brackets print as they are
     ratio = f", {plan.duration_s / plan.lower_bound_s:.2f}x the lower bound {hms(plan.lower_bound_s)}" if plan.lower_bound_s else ""
-    title = (f"[bold]{plan.workflow}[/] of [bold]{plan.deployment}[/]: {len(plan.units)} units on {n_nodes} node(s), "
+    title = (f"[bold]{escape(str(plan.workflow))}[/] of [bold]{escape(plan.deployment)}[/]: {len(plan.units)} units on {n_nodes} node(s), "
              f"estimated [bold]{hms(plan.duration_s)}[/]{ratio}")
     if not plan.units:
         console.print(title)
@@ -66,10 +68,10 @@ def render_plan(plan: Plan, console: Console, *, most_batches: int = 4, verbose:
     for heading, units in _segments(plan):
         stage = units[0].stage
         if stage not in stage_nodes:
-            stage_nodes[stage] = root.add(f"[bold cyan]{stage}[/]")
+            stage_nodes[stage] = root.add(f"[bold cyan]{escape(str(stage))}[/]")
         start = min(u.start_s for u in units)
         end = max(u.end_s for u in units)
-        seg = stage_nodes[stage].add(f"{heading or units[0].why}  [dim]{hms(start)} → {hms(end)}[/]")
+        seg = stage_nodes[stage].add(f"{escape(heading or units[0].why)}  [dim]{hms(start)} → {hms(end)}[/]")
         batches: "OrderedDict[str, list[Unit]]" = OrderedDict()
         for u in units:
             batches.setdefault(u.batch or u.id, []).append(u)
@@ -90,8 +92,9 @@ def render_plan(plan: Plan, console: Console, *, most_batches: int = 4, verbose:
     if plan.windows:
         console.print("[bold]Downtime windows[/] (every instance of the service down):")
         for w in plan.windows:
-            console.print(f"  [yellow]{w.service}[/] {hms(w.start_s)} → {hms(w.end_s)} "
-                          f"({hms(w.end_s - w.start_s) if w.end_s != float('inf') else 'until the plan ends'}): {w.why}")
+            console.print(f"  [yellow]{escape(w.service)}[/] {hms(w.start_s)} → {hms(w.end_s)} "
+                          f"({hms(w.end_s - w.start_s) if w.end_s != float('inf') else 'until the plan ends'}): "
+                          f"{escape(w.why)}")
     else:
         console.print("[green]No downtime window[/]: every service keeps serving throughout.")
 
@@ -145,19 +148,19 @@ def _add_batch(seg: Tree, key: str, units: list[Unit], verbose: bool) -> None:
     first = units[0]
     start, end = first.start_s, units[-1].end_s
     if len(units) == 1 and not first.batch:
-        node = seg.add(f"[magenta]{first.step}[/] {_nodes(first.nodes)} "
-                       f"{'[' + ', '.join(first.services[:5]) + (', …' if len(first.services) > 5 else '') + ']' if first.services else ''} "
-                       f"[dim]{hms(start)} → {hms(end)} {first.id}[/]"
+        node = seg.add(f"[magenta]{escape(str(first.step))}[/] {escape(_nodes(first.nodes))} "
+                       f"{escape('[' + ', '.join(first.services[:5]) + (', …' if len(first.services) > 5 else '') + ']') if first.services else ''} "
+                       f"[dim]{hms(start)} → {hms(end)} {escape(first.id)}[/]"
                        + ("" if first.idempotent else " [red](runs once)[/]"))
-        node.add(f"[dim]why: {first.why}[/]")
+        node.add(f"[dim]why: {escape(first.why)}[/]")
         return
     nodes = list(dict.fromkeys(n for u in units for n in u.nodes))
     down = sorted(first.stops)
     label = key if first.batch else first.id
-    node = seg.add(f"[bold]{label}[/] {_nodes(nodes)} [dim]{hms(start)} → {hms(end)}[/]"
-                   + (f"  down: {', '.join(down[:6])}{' …' if len(down) > 6 else ''}" if down else ""))
-    node.add("[dim]" + " → ".join(f"{u.step}" for u in units) + f"  ({units[0].id}..{units[-1].id})[/]")
-    node.add(f"[dim]why: {first.why}[/]")
+    node = seg.add(f"[bold]{escape(label)}[/] {escape(_nodes(nodes))} [dim]{hms(start)} → {hms(end)}[/]"
+                   + (escape(f"  down: {', '.join(down[:6])}{' …' if len(down) > 6 else ''}") if down else ""))
+    node.add("[dim]" + escape(" → ".join(f"{u.step}" for u in units) + f"  ({units[0].id}..{units[-1].id})") + "[/]")
+    node.add(f"[dim]why: {escape(first.why)}[/]")
     if verbose:
         for u in units:
-            node.add(f"{u.id} {u.step} {_nodes(u.nodes)} [{', '.join(u.services)}] {hms(u.start_s)} → {hms(u.end_s)}")
+            node.add(escape(f"{u.id} {u.step} {_nodes(u.nodes)} [{', '.join(u.services)}] {hms(u.start_s)} → {hms(u.end_s)}"))

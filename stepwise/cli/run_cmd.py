@@ -13,8 +13,8 @@ import typer
 from stepwise.cli.common import console, err_console, print_json, reported
 from stepwise.cli.main import app
 from stepwise.cli.options import (DEP, EXTRA, FACTS, FORKS, FRESH, INV, JSON, KEEP, LAB, LIMIT, MAXFAIL, PARALLEL,
-                                  RERUN, SKIP, STORE, TAGS, YES, command_line, confirm, connector, facts_for,
-                                  open_cloud_store, parse_extra_vars)
+                                  RERUN, SECRET, SKIP, STORE, TAGS, YES, command_line, confirm, connector, facts_for,
+                                  open_cloud_store, parse_extra_vars, parse_secrets)
 from stepwise.errors import InputError, Problem
 from stepwise.model import NO_FACTS, load_deployment
 from stepwise.plan.commands import Command
@@ -36,7 +36,7 @@ EXIT_FAILED, EXIT_INTERRUPTED = 1, 130
 
 def _run(title: str, command: Command, deployment: Path, *, plane: str | None = None,
          limit: str | None, tags: list[str] | None, skip_tags: list[str] | None, extra_vars: list[str] | None,
-         yes: bool, json_out: bool, store_url: str | None, facts: Path | None, lab: Path | None,
+         secrets: list[str] | None, yes: bool, json_out: bool, store_url: str | None, facts: Path | None, lab: Path | None,
          inventory: Path | None, fresh: bool, rerun: list[str] | None, forks: int, max_parallel: int, max_fail: int,
          keep: bool, ask: bool) -> None:
     from stepwise.plan import make_plan
@@ -45,11 +45,15 @@ def _run(title: str, command: Command, deployment: Path, *, plane: str | None = 
     from stepwise.run.engine import EngineOptions
     from stepwise.run.resume import RunRequest, check_variables, run_plan
     from stepwise.run.store.store import existing_store
+    from stepwise.secrets import Redactor, secret_values
     from stepwise.verify import verify_plan
 
     with reported():
         dep = load_deployment(deployment)
         ev = parse_extra_vars(extra_vars)
+        hidden = parse_secrets(secrets)
+        # every secret value is masked in whatever is recorded or shown (the command line too)
+        redact = Redactor(secret_values(ev, hidden))
         tag_list, skip_list = split_list(tags), split_list(skip_tags)
         if limit is None and ev.get("system_upgrade_nodes"):
             limit = str(ev["system_upgrade_nodes"])  # the seed's external-upgrade spelling of --limit
@@ -68,9 +72,9 @@ def _run(title: str, command: Command, deployment: Path, *, plane: str | None = 
         plan = verify_plan(plan, dep)
         conn = connector(lab, inventory)
         store = store or open_cloud_store(dep, store_url)
-        cmd = command_line()
+        cmd = redact(command_line())
         base = Path(dep.path).resolve().parent / ".stepwise"
-        options = EngineOptions(extra_vars=ev, forks=forks, max_fail_percentage=max_fail, max_parallel_units=max_parallel,
+        options = EngineOptions(extra_vars=ev, secrets=hidden, redact=redact, forks=forks, max_fail_percentage=max_fail, max_parallel_units=max_parallel,
                                 connector=conn, keep_work_dir=keep, continue_command=cmd.replace(" --fresh", ""),
                                 work_dir=(base / "work") if keep else None, persist_dir=base / "persist" / dep.name)
         observer = None
@@ -110,7 +114,8 @@ def _say(title: str, result) -> None:
 def _workflow_command(group: typer.Typer, name: str, title: str, command: Command, ask: bool, doc: str,
                       with_plane: bool = False) -> None:
     def cmd(deployment: Path = DEP, limit: Optional[str] = LIMIT, tags: Optional[List[str]] = TAGS,
-            skip_tags: Optional[List[str]] = SKIP, extra_vars: Optional[List[str]] = EXTRA, yes: bool = YES,
+            skip_tags: Optional[List[str]] = SKIP, extra_vars: Optional[List[str]] = EXTRA,
+            secret: Optional[List[str]] = SECRET, yes: bool = YES,
             json_out: bool = JSON, store: Optional[str] = STORE, facts: Optional[Path] = FACTS,
             lab: Optional[Path] = LAB, inventory: Optional[Path] = INV, fresh: bool = FRESH,
             rerun: Optional[List[str]] = RERUN, forks: int = FORKS, max_parallel: int = PARALLEL,
@@ -118,7 +123,7 @@ def _workflow_command(group: typer.Typer, name: str, title: str, command: Comman
             plane: Optional[str] = typer.Option(None, "--plane", help="control | data (upgrade run only).",
                                                 hidden=not with_plane)) -> None:
         _run(title, command, deployment, plane=plane, limit=limit, tags=tags, skip_tags=skip_tags,
-             extra_vars=extra_vars, yes=yes, json_out=json_out, store_url=store, facts=facts, lab=lab,
+             extra_vars=extra_vars, secrets=secret, yes=yes, json_out=json_out, store_url=store, facts=facts, lab=lab,
              inventory=inventory, fresh=fresh, rerun=rerun, forks=forks, max_parallel=max_parallel,
              max_fail=max_fail, keep=keep, ask=ask or fresh)
     cmd.__doc__ = doc

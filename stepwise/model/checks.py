@@ -61,9 +61,23 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _clean_loc(loc: tuple) -> tuple:
-    # pydantic puts union member names (e.g. 'list[NodeSpec]') in the location; drop them.
-    return tuple(k for k in loc if isinstance(k, int) or not any(c in str(k) for c in "[]()") )
+def _clean_loc(loc: tuple, data: Any = None) -> tuple:
+    """The location without pydantic's union member names (e.g. 'list[NodeSpec]', '(count)').
+    A key the input really has is kept even with brackets in it: the location is walked
+    along the data, and only names that are not keys there are taken for union tags."""
+    out: list = []
+    node = data
+    for k in loc:
+        if isinstance(node, dict) and k in node:
+            out.append(k)
+            node = node[k]
+        elif isinstance(k, int):
+            out.append(k)
+            node = node[k] if isinstance(node, list) and 0 <= k < len(node) else None
+        elif not any(c in str(k) for c in "[]()"):
+            out.append(k)
+            node = None
+    return tuple(out)
 
 
 def validate(model: type[M], data: Any, doc: Any, filename: str) -> M:
@@ -77,10 +91,10 @@ def validate(model: type[M], data: Any, doc: Any, filename: str) -> M:
         seen: set[tuple] = set()
         for err in exc.errors():
             raw_loc = tuple(err["loc"])
-            loc = _clean_loc(raw_loc)
+            loc = _clean_loc(raw_loc, data)
             msg = err["msg"].removeprefix("Value error, ")
             if err.get("type") == "extra_forbidden":
-                msg = f"unknown key '{loc[-1]}'"
+                msg = f"unknown key '{(loc or raw_loc or ('?',))[-1]}'"
             key = (loc, msg)
             if key in seen:
                 continue

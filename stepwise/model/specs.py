@@ -11,7 +11,9 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
+from stepwise.model.limits import MAX_INDEX, MAX_NODES
 from stepwise.model.steps import NODE_STEPS, SYSTEM_UPGRADE_STEPS, UPGRADE_EXTRA_STEPS, DEFAULT_STEP_SECONDS
+from stepwise.model.values import Address, PackageName, ShortText, check_address, check_index_template
 
 NAME_RE = r"^[A-Za-z_][A-Za-z0-9_.\-]*$"
 PERCENT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
@@ -20,7 +22,8 @@ Task = dict[str, Any]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+    # allow_inf_nan: a duration or count of .inf/.nan is no number (and JSON cannot carry it)
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True, allow_inf_nan=False)
 
 
 class AvailabilitySpec(Strict):
@@ -92,7 +95,7 @@ class WorkflowTasksSpec(Strict):
     pin: list[Task] = Field(default_factory=list)
     unpin: list[Task] = Field(default_factory=list)
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
 
 
 class SystemUpgradeSpec(Strict):
@@ -130,7 +133,7 @@ class ServiceSpec(Strict):
     name: str = Field(pattern=NAME_RE)
     description: str | None = None
     plane: Literal["infra", "control", "data"]
-    packages: list[str] = Field(default_factory=list)
+    packages: list[PackageName] = Field(default_factory=list)
     depends_on: list[str] = Field(default_factory=list)
     availability: AvailabilitySpec | None = None
     rolling: bool = True
@@ -172,15 +175,15 @@ class ServiceSpec(Strict):
 
 class NodeSpec(Strict):
     name: str = Field(pattern=NAME_RE)
-    address: str | None = None
+    address: Address | None = None
     vars: dict[str, Any] = Field(default_factory=dict)
 
 
 class NodeCountSpec(Strict):
-    count: int = Field(ge=0)
+    count: int = Field(ge=0, le=MAX_NODES)
     name: str
     address: str | None = None
-    start: int = Field(default=0, ge=0)
+    start: int = Field(default=0, ge=0, le=MAX_INDEX)
     vars: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("name")
@@ -188,6 +191,7 @@ class NodeCountSpec(Strict):
     def _has_index(cls, v: str) -> str:
         if "{index}" not in v:
             raise ValueError("a counted node name needs '{index}', e.g. \"compute-{index}\"")
+        check_index_template(v)
         example = _format_index(v)
         if not re.match(NAME_RE, example):
             raise ValueError(f"'{v}' gives node names like '{example}', which is not a valid name "
@@ -198,8 +202,18 @@ class NodeCountSpec(Strict):
     @classmethod
     def _address_template(cls, v: str | None) -> str | None:
         if v is not None:
+            check_index_template(v)
             _format_index(v)
         return v
+
+    @model_validator(mode="after")
+    def _every_address(self) -> "NodeCountSpec":
+        # each node's address, not only the first: '10.0.0.2{index}' breaks at index 6
+        # (the names cannot: '{index}' adds digits only, and the name was checked above)
+        if self.address is not None:
+            for i in range(self.start, self.start + self.count):
+                check_address(_format_index(self.address, i))
+        return self
 
 
 def _format_index(template: str, index: int = 0) -> str:
@@ -238,7 +252,7 @@ class RoleSpec(Strict):
     nodes: NodesField = Field(default_factory=list)
     bootstrap: str | None = None
     vars: dict[str, Any] = Field(default_factory=dict)
-    tool_packages: list[str] = Field(default_factory=list)
+    tool_packages: list[PackageName] = Field(default_factory=list)
 
 
 class DeploymentSpec(Strict):
@@ -246,13 +260,20 @@ class DeploymentSpec(Strict):
     description: str | None = None
     catalog: str | None = None
     vars: dict[str, Any] = Field(default_factory=dict)
-    reboot_packages: list[str] = Field(default_factory=lambda: ["kernel", "kernel-core"])
+    reboot_packages: list[PackageName] = Field(default_factory=lambda: ["kernel", "kernel-core"])
     roles: list[RoleSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _bounded(self) -> "DeploymentSpec":
+        total = sum(r.nodes.count if isinstance(r.nodes, NodeCountSpec) else len(r.nodes) for r in self.roles)
+        if total > MAX_NODES:
+            raise ValueError(f"{total:,} nodes: stepwise plans at most {MAX_NODES:,} nodes per deployment")
+        return self
 
 
 class PackageFactSpec(Strict):
-    installed: str | None = None
-    available: str | None = None
+    installed: ShortText | None = None
+    available: ShortText | None = None
 
 
 class OsFactSpec(Strict):
@@ -262,7 +283,7 @@ class OsFactSpec(Strict):
 
 class NodeFactsSpec(Strict):
     os: OsFactSpec | None = None
-    packages: dict[str, PackageFactSpec] = Field(default_factory=dict)
+    packages: dict[PackageName, PackageFactSpec] = Field(default_factory=dict)
 
 
 class FactsSpec(Strict):

@@ -13,6 +13,7 @@ from typing import Any, Iterable
 import yaml
 
 from stepwise.errors import InputError, Problem
+from stepwise.model import limits
 
 _Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -53,6 +54,10 @@ def _map(loader: Any, node: yaml.MappingNode):
     yield m
     loader.flatten_mapping(node)
     for knode, vnode in node.value:
+        if not isinstance(knode, yaml.ScalarNode):
+            # a mapping or list as a key ('? [a, b]') names no field of any stepwise input
+            raise _DuplicateKey("while constructing a mapping", node.start_mark,
+                                "a key must be a plain value, not a mapping or a list", knode.start_mark)
         key = loader.construct_object(knode, deep=True)
         if key in m:
             raise _DuplicateKey("while constructing a mapping", node.start_mark,
@@ -77,30 +82,43 @@ _Loader.add_constructor("tag:yaml.org,2002:seq", _seq)
 def load_yaml(path: Path) -> Any:
     """Parse one YAML file. Raises InputError naming the file and line on bad input."""
     try:
-        text = path.read_text(encoding="utf-8")
+        # read at most one byte over the limit: a huge file or a device never fills memory
+        with open(path, "rb") as fh:
+            raw = fh.read(limits.MAX_FILE_BYTES + 1)
+        limits.check_text_size(raw, str(path))
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         raise InputError(Problem("file not found", file=str(path),
                                  hint="check the path; relative paths are relative to the current directory")) from None
     except IsADirectoryError:
         raise InputError(Problem("is a directory, not a YAML file", file=str(path))) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(Problem(f"cannot read file: {exc}", file=str(path))) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(Problem(f"not UTF-8 text (byte {exc.start}): {exc.reason}", file=str(path),
+                                 hint="save the file as UTF-8")) from None
+    except OSError as exc:
+        raise InputError(Problem(f"cannot read file: {exc.strerror or exc}", file=str(path))) from None
     return parse_yaml(text, str(path))
 
 
 def parse_yaml(text: str, filename: str) -> Any:
-    """Parse YAML text; errors name `filename` and the line of the problem."""
+    """Parse YAML text within the input limits (`limits.py`); errors name `filename` and the
+    line of the problem."""
+    limits.check_text_size(text, filename)
+    limits.check_yaml_events(text, filename, _Base)
     try:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader with positions
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
-        hint = "keep each key once per mapping" if isinstance(exc, _DuplicateKey) else \
-            "fix the YAML syntax (indentation, quotes, colons)"
+        hint = "fix the YAML syntax (indentation, quotes, colons)"
+        if isinstance(exc, _DuplicateKey):
+            hint = "keep each key once per mapping" if "duplicate" in str(exc.problem) else "write the key as a string"
         raise InputError(Problem(f"invalid YAML: {exc.problem or exc.context}", file=filename, line=line,
                                  hint=hint)) from None
     except yaml.YAMLError as exc:
         raise InputError(Problem(f"invalid YAML: {exc}", file=filename)) from None
+    except RecursionError:  # the pure-Python loader, on a document the depth check let through
+        raise InputError(Problem("invalid YAML: nested too deeply", file=filename)) from None
 
 
 def line_of(doc: Any, path: Iterable[str | int]) -> int | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, BinaryIO, Iterable, Mapping
@@ -127,7 +128,10 @@ class Window:
     why: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"service": self.service, "start_s": round(self.start_s, 3), "end_s": round(self.end_s, 3), "why": self.why}
+        # an open window (it lasts past this plan: a later command ends it) has no end: null,
+        # since JSON has no infinity
+        end = None if math.isinf(self.end_s) else round(self.end_s, 3)
+        return {"service": self.service, "start_s": round(self.start_s, 3), "end_s": end, "why": self.why}
 
 
 @dataclass(frozen=True, eq=False)
@@ -172,9 +176,8 @@ class Plan:
         as `json.dumps(indent=2)` (`json.loads` of both is equal), ~10x faster.
 
         orjson writes the keys up to the units, the bulk (~30 MB for 10,000 nodes); the stdlib
-        writes the small rest (estimate, windows, params), so an open window's end stays
-        `Infinity` as it always was (orjson would write null). Written in pieces: no copy of
-        the whole document is made."""
+        writes the small rest (estimate, windows, params) and refuses a non-finite number
+        (not JSON). Written in pieces: no copy of the whole document is made."""
         import orjson
 
         doc = self.to_json()
@@ -188,7 +191,7 @@ class Plan:
         # head ends with "\n}"; the rest continues the same object: '{\n  "estimate": ...' without its "{"
         out.write(memoryview(head)[:-2])
         out.write(b",")
-        out.write(json.dumps(rest, indent=2)[1:].encode())
+        out.write(json.dumps(rest, indent=2, allow_nan=False)[1:].encode())
         out.write(b"\n")
 
     def to_json_bytes(self) -> bytes:
@@ -207,6 +210,7 @@ class Plan:
             workflow=Workflow(d["workflow"]), deployment=d.get("deployment", ""),
             units=tuple(Unit.from_json(u) for u in d["units"]),
             duration_s=float(est.get("duration_s", 0.0)), lower_bound_s=float(est.get("lower_bound_s", 0.0)),
-            windows=tuple(Window(w["service"], w["start_s"], w["end_s"], w.get("why", "")) for w in d.get("windows", [])),
+            windows=tuple(Window(w["service"], w["start_s"], math.inf if w["end_s"] is None else w["end_s"], w.get("why", ""))
+                          for w in d.get("windows", [])),
             params=MappingProxyType(dict(d.get("params", {}))),
         )

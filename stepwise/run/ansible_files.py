@@ -67,9 +67,26 @@ def to_yaml(data: Any) -> str:
                      default_flow_style=False)
 
 
+def private_dir(path: Path) -> Path:
+    """Create `path` and any missing parent as directories only their owner can enter (0700);
+    directories that exist already are left as they are."""
+    path = Path(path)
+    missing = []
+    p = path
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir(mode=0o700)
+        except FileExistsError:
+            pass  # another process made it at the same moment
+    return path
+
+
 def write_private(path: Path, text: str) -> Path:
     """Write a file only its owner can read, atomically (temp file + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_dir(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:

@@ -10,10 +10,12 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from pydantic import ValidationError
+
 from stepwise.errors import Problem, StepwiseError
 from stepwise.model import NO_FACTS, Deployment, Facts
 from stepwise.model.facts import build_facts
-from stepwise.model.specs import FactsSpec
+from stepwise.model.specs import FactsSpec, NodeFactsSpec
 from stepwise.run import ansible_env
 from stepwise.run.ansible_files import to_yaml, unsafe, write_private
 from stepwise.run.inventory import Connector, inventory
@@ -38,6 +40,15 @@ def stored_facts(deployment: Deployment, store: Store, packages: bool = True) ->
     if not packages:
         facts = facts.without_packages()  # what changes is not known: every package may (the safe side)
     return facts.with_progress(progress)
+
+
+def valid_node_facts(raw: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What a node reported, in the facts-file node shape, or None if it does not validate:
+    a node's answer is data like a facts file, never trusted as it is."""
+    try:
+        return NodeFactsSpec.model_validate({k: raw[k] for k in ("os", "packages") if k in raw}).model_dump()
+    except ValidationError:
+        return None
 
 
 def discover(deployment: Deployment, store: Store | None, *, nodes: Sequence[str] | None = None,
@@ -96,6 +107,11 @@ def discover(deployment: Deployment, store: Store | None, *, nodes: Sequence[str
         if host not in found:
             continue
         nf = found[host]
+        nf = valid_node_facts(nf)
+        if nf is None:
+            errors[host] = "reported facts that are not valid (package names, versions, OS major)"
+            del found[host]
+            continue
         entry: dict[str, Any] = {"packages": {p: {k: v for k, v in (pf or {}).items() if k in ("installed", "available") and v is not None}
                                               for p, pf in (nf.get("packages") or {}).items()}}
         os_ = {k: v for k, v in (nf.get("os") or {}).items() if k in ("major", "target") and v is not None}

@@ -35,8 +35,9 @@ from stepwise.model.vocab import ServiceState, Step, UnitState
 from stepwise.plan.progress import implicit_clears, implicit_marks
 from stepwise.plan.units import Unit
 from stepwise.run import ansible_env
-from stepwise.run.ansible_files import to_yaml, unsafe, write_private
+from stepwise.run.ansible_files import private_dir, to_yaml, unsafe, write_private
 from stepwise.run.chains import Chain, make_chains
+from stepwise.run.discover import valid_node_facts
 from stepwise.run.gate import GateServer
 from stepwise.run.events import Estimator, Failure, Observer, RunResult
 from stepwise.run.inventory import Connector, inventory, plan_vars
@@ -44,6 +45,7 @@ from stepwise.run.lock import RunLock
 from stepwise.run.render import marker_keys, render_unit, unit_hosts
 from stepwise.run.scheduler import Scheduler
 from stepwise.run.store.store import Store, now
+from stepwise.secrets import split_secret
 from stepwise.verify import VerifiedPlan
 
 #: exit code of a playbook stopped at a play boundary (see callback/stepwise_gate.py)
@@ -56,6 +58,10 @@ class EngineOptions:
     """How to run: Ansible knobs and where to keep the working files."""
 
     extra_vars: Mapping[str, Any] = field(default_factory=dict)
+    #: variables given with --secret: secret whatever their name
+    secrets: Mapping[str, Any] = field(default_factory=dict)
+    #: masks known secret values in every message recorded or shown
+    redact: Callable[[str], str] = str
     forks: int = 50
     max_fail_percentage: int = 0
     max_parallel_units: int = 8
@@ -114,10 +120,24 @@ class Engine:
     # -- the main loop ---------------------------------------------------------------------
     def run(self) -> RunResult:
         work = Path(self.options.work_dir) if self.options.work_dir else Path(tempfile.mkdtemp(prefix="stepwise-run-"))
-        work.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dir(work)
         self.pdd = Path(tempfile.mkdtemp(prefix=f"run{self.run_id}-", dir=work))
-        self._prepare_files()
-        server = self._start_gate_server()
+        # secrets (and the gate's socket, whose path must stay short) live outside the work
+        # directory, which --keep-artifacts keeps: a private directory of their own (0700),
+        # removed when the run ends whatever happens
+        self.secret_dir = Path(tempfile.mkdtemp(prefix="stepwise-secret-"))
+        try:
+            self._prepare_files()
+            server = self._start_gate_server()
+        except BaseException as exc:
+            shutil.rmtree(self.secret_dir, ignore_errors=True)
+            if not self.options.keep_work_dir:
+                shutil.rmtree(self.pdd if self.options.work_dir else work, ignore_errors=True)
+            if isinstance(exc, OSError):
+                raise StepwiseError(Problem(f"cannot prepare the run's files: {exc.strerror or exc}",
+                                            file=getattr(exc, "filename", None),
+                                            hint="check the disk space and permissions of the work directory")) from None
+            raise
         restore = self._install_signal_handlers()
         try:
             with self.cond:
@@ -130,11 +150,16 @@ class Engine:
             for t in self.threads:
                 t.join()
         finally:
+            shutil.rmtree(self.secret_dir, ignore_errors=True)
             restore()
             server.close()
             with self.cond:
                 self._flush()
-            if not self.options.keep_work_dir:
+            if self.options.keep_work_dir:
+                scrub = getattr(self.options.redact, "scrub_tree", None)
+                if scrub is not None:
+                    scrub(self.pdd)  # kept artifacts quote task output: secrets masked there too
+            else:
                 shutil.rmtree(self.pdd, ignore_errors=True)
                 if not self.options.work_dir:
                     shutil.rmtree(work, ignore_errors=True)
@@ -143,18 +168,24 @@ class Engine:
     def _prepare_files(self) -> None:
         inv = inventory(self.dep, self.options.connector)
         self.inventory_path = write_private(self.pdd / "inventory" / "hosts.yml", to_yaml(inv))
-        extravars = {**plan_vars(self.plan, self.dep), "stepwise_run_id": self.run_id,
-                     **unsafe(dict(self.options.extra_vars))}
+        public, secret = split_secret(dict(self.options.extra_vars))
+        extravars = {**plan_vars(self.plan, self.dep), "stepwise_run_id": self.run_id, **unsafe(public)}
         if self.options.persist_dir is not None:
-            self.options.persist_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            private_dir(self.options.persist_dir)
             os.chmod(self.options.persist_dir, 0o700)
             extravars["stepwise_persist_dir"] = str(self.options.persist_dir)
         if self.options.max_fail_percentage > 0:
             self.failed_hosts_file = self.pdd / "failed_hosts"
             write_private(self.failed_hosts_file, "")
             extravars["stepwise_failed_hosts_file"] = str(self.failed_hosts_file)
-        # the extra vars (secrets among them) reach Ansible only through this private file
+        # extra vars reach Ansible through private files, never its command line; the secret
+        # ones through a file outside the artifacts, in a directory removed after the run
         self.extravars_path = write_private(self.pdd / "vars" / "extra.yml", to_yaml(extravars))
+        self.secret_args = ""
+        secret = {**secret, **dict(self.options.secrets)}
+        if secret:
+            path = write_private(self.secret_dir / "secret.yml", to_yaml(unsafe(secret)))
+            self.secret_args = f" -e @{shlex.quote(str(path))}"
 
     def _launch(self) -> None:
         """Start the process of every chain the scheduler says should start now."""
@@ -196,7 +227,7 @@ class Engine:
             runner = ansible_runner.run(
                 private_data_dir=str(d), inventory=str(self.inventory_path),
                 # With our wrapper as `binary`, ansible-runner passes no playbook: give it here.
-                cmdline=f"{shlex.quote(str(playbook))} -e @{shlex.quote(str(self.extravars_path))}",
+                cmdline=f"{shlex.quote(str(playbook))} -e @{shlex.quote(str(self.extravars_path))}{self.secret_args}",
                 envvars=env, forks=forks, binary=str(wrapper),
                 event_handler=lambda ev: self._event(r, ev, pidfile), quiet=True, suppress_env_files=True,
                 verbosity=self.options.verbosity or None,
@@ -205,7 +236,7 @@ class Engine:
             rc = int(runner.rc if runner.rc is not None else 1)
             canceled = runner.status == "canceled"
         except Exception as exc:  # noqa: BLE001 - a broken Ansible must end the chain, not the run loop
-            r.output.append(f"could not run ansible-playbook: {exc}")
+            r.output.append(self.options.redact(f"could not run ansible-playbook: {exc}"))
             canceled = False
         with self.cond:
             r.rc, r.canceled = rc, canceled
@@ -238,7 +269,7 @@ class Engine:
             elif kind == "playbook_on_stats":
                 self._finish_current(r)
             elif ev.get("stdout"):
-                r.output.append(str(ev["stdout"]))
+                r.output.append(self.options.redact(str(ev["stdout"])))
             if self.pending_rows and len(self.pending_rows) > 200:
                 self._flush()
             self.cond.notify_all()
@@ -255,18 +286,22 @@ class Engine:
     def _task(self, r: _ChainRun, kind: str, data: Mapping[str, Any]) -> None:
         unit_id = str(data.get("play") or (r.current.id if r.current else ""))
         host = str(data.get("host") or data.get("remote_addr") or "")
-        task = str(data.get("task") or "")
+        task = self.options.redact(str(data.get("task") or ""))
         res = data.get("res") or {}
         status = {"runner_on_ok": "changed" if res.get("changed") else "ok", "runner_on_failed": "failed",
                   "runner_on_unreachable": "unreachable", "runner_on_skipped": "skipped"}[kind]
         if bool(data.get("ignore_errors")) and kind == "runner_on_failed":
             status = "ignored"
-        message = _result_message(res) if status in ("failed", "unreachable", "ignored") else ""
+        message = self.options.redact(_result_message(res)) if status in ("failed", "unreachable", "ignored") else ""
         self.pending_rows.append({"run_id": self.run_id, "unit_id": unit_id, "host": host, "task": task,
                                   "status": status, "duration_s": float(data.get("duration") or 0.0),
                                   "message": message[:4000], "at": now()})
         if status in ("ok", "changed") and isinstance(res.get("stepwise_facts"), dict):
-            self.store.update_node_facts(self.cloud, host, res["stepwise_facts"])
+            facts = valid_node_facts(res["stepwise_facts"])
+            if facts is None:  # what a node reports is data: validated, never trusted
+                r.output.append(f"{host}: ignored facts that are not valid")
+            else:
+                self.store.update_node_facts(self.cloud, host, facts)
         if status in ("failed", "unreachable"):
             f = Failure(unit_id, host, task, message)
             self.failures.append(f)
@@ -277,7 +312,7 @@ class Engine:
 
     # -- the gate (socket threads) -----------------------------------------------------------
     def _start_gate_server(self) -> GateServer:
-        self.socket_path = self.pdd / "gate.sock"
+        self.socket_path = self.secret_dir / "gate.sock"
         return GateServer(self.socket_path, self._gate)
 
     def _gate(self, chain_id: str, unit_id: str) -> str:

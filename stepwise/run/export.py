@@ -7,11 +7,14 @@ step; `system_upgrade_*` plays are also tagged `never`, so they run only when as
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
+from stepwise.errors import InputError, Problem
 from stepwise.model import Deployment
 from stepwise.plan.units import Plan
 from stepwise.run import ansible_env
@@ -20,36 +23,95 @@ from stepwise.run.inventory import Connector, inventory, plan_vars
 from stepwise.run.render import render_unit
 
 
+#: the file that marks a directory as an export stepwise wrote (only such a one is replaced)
+MARKER = ".stepwise-export"
+
+
 def export(plan: Plan, deployment: Deployment, out_dir: Path | str, *,
-           connector: Connector | None = None) -> list[Path]:
-    """Write playbooks, inventory and ansible.cfg to `out_dir`; returns the files written."""
+           connector: Connector | None = None, force: bool = False) -> list[Path]:
+    """Write playbooks, inventory and ansible.cfg to the new directory `out_dir` (with `force`,
+    replace an export stepwise made there); returns the files written.
+
+    Everything is written into a fresh private directory beside it, then renamed into place:
+    a failed write leaves no half-written play, an old export never mixes with a new one, and
+    no link inside the target is ever followed."""
     out = Path(out_dir)
-    (out / "units").mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
+    old = _replaceable(out, force)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    except OSError as exc:
+        raise InputError(Problem(f"cannot create the export directory: {exc.strerror or exc}", file=str(out),
+                                 field="--output")) from None
+    try:
+        names = _write(plan, deployment, stage, connector)
+        os.chmod(stage, 0o755)  # playbooks hold no secret: readable as any checkout would be
+        if old:
+            trash = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+            os.replace(out, trash / "export")
+            os.replace(stage, out)
+            shutil.rmtree(trash, ignore_errors=True)
+        else:
+            os.rename(stage, out)  # fails if something appeared there meanwhile: never merged
+    except OSError as exc:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise InputError(Problem(f"cannot write the export: {exc.strerror or exc}", file=str(out), field="--output",
+                                 hint="check the disk space and that the directory is writable")) from None
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    return [out / n for n in names]
+
+
+def _replaceable(out: Path, force: bool) -> bool:
+    """Whether `out` holds an export to replace (True) or does not exist (False); refuses anything else."""
+    if out.is_symlink():
+        raise InputError(Problem("the export directory is a symbolic link; stepwise does not write through links",
+                                 file=str(out), field="--output", hint="give a new directory"))
+    if not out.exists():
+        return False
+    if not out.is_dir():
+        raise InputError(Problem("exists and is not a directory", file=str(out), field="--output",
+                                 hint="give a new directory"))
+    if not force:
+        raise InputError(Problem("the export directory exists", file=str(out), field="--output",
+                                 hint="give a new directory, or --force to replace an export stepwise wrote there"))
+    if not (out / MARKER).is_file():
+        raise InputError(Problem("the directory exists and is not an export of stepwise; not replaced", file=str(out),
+                                 field="--output", hint="give a new directory"))
+    return True
+
+
+def _write(plan: Plan, deployment: Deployment, out: Path, connector: Connector | None) -> list[str]:
+    """Write the export into the fresh directory `out`; returns the paths written, relative to it."""
+    (out / "units").mkdir()
+    written: list[str] = []
     plays = []
     for i, u in enumerate(plan.units):
         play = render_unit(plan, u, deployment, run_id="export", for_export=True)
         if play is None:
             continue
         plays.append(play)
-        f = out / "units" / f"{i:04d}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', u.id)[:80]}.yml"
-        f.write_text(f"# {u.step} on {', '.join(u.nodes) or 'deployment'}: {u.why}\n" + to_yaml([play]))
-        written.append(f)
-    site = out / "site.yml"
-    site.write_text(f"# stepwise {plan.workflow} plan of {deployment.name}: {len(plays)} plays in order.\n"
-                    "# Run: ansible-playbook -i inventory.yml site.yml [--limit ...] [--tags ...]\n" + to_yaml(plays))
+        name = f"units/{i:04d}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', u.id)[:80]}.yml"
+        # the comment is one line: a reason with a newline would end it and start YAML
+        why = " ".join(f"{u.step} on {', '.join(u.nodes) or 'deployment'}: {u.why}".split())
+        (out / name).write_text(f"# {why}\n" + to_yaml([play]))
+        written.append(name)
+    (out / "site.yml").write_text(f"# stepwise {plan.workflow} plan of {deployment.name}: {len(plays)} plays in order.\n"
+                                  "# Run: ansible-playbook -i inventory.yml site.yml [--limit ...] [--tags ...]\n"
+                                  + to_yaml(plays))
     inv = inventory(deployment, connector, extra=plan_vars(plan, deployment))
     (out / "inventory.yml").write_text(to_yaml(inv))
     lib = out / "library"
-    lib.mkdir(exist_ok=True)
+    lib.mkdir()
     for m in ansible_env.LIBRARY_DIR.glob("*.py"):
-        shutil.copy(m, lib / m.name)
+        shutil.copyfile(m, lib / m.name)
     env = ansible_env.ansible_env(plugin_dirs=connector.plugin_dirs if connector else ())
     cfg = ["[defaults]", "library = ./library", "retry_files_enabled = False", "interpreter_python = auto_silent"]
     if env.get("ANSIBLE_CONNECTION_PLUGINS"):
         cfg.append(f"connection_plugins = {env['ANSIBLE_CONNECTION_PLUGINS']}")
     cfg += ["", "[connection]", "pipelining = True", ""]
     (out / "ansible.cfg").write_text("\n".join(cfg))
-    (out / "plan.json").write_text(json.dumps(plan.to_json(), indent=1))
-    written += [site, out / "inventory.yml", out / "ansible.cfg", out / "plan.json"]
-    return written
+    (out / "plan.json").write_text(json.dumps(plan.to_json(), indent=1, allow_nan=False))
+    (out / MARKER).write_text(f"stepwise export of {deployment.name}\n")
+    return written + ["site.yml", "inventory.yml", "ansible.cfg", "plan.json"]

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from stepwise.errors import Problem, StepwiseError
+from stepwise.run.ansible_files import private_dir
 
 
 class LockedError(StepwiseError):
@@ -80,7 +81,7 @@ class RunLock:
     def acquire(path: Path | str, cloud: str, command: str = "") -> "RunLock":
         """Take the lock or raise LockedError saying who holds it."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

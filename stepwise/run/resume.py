@@ -20,7 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence
 
-from stepwise.errors import InputError, Problem, UnsafePlanError
+from stepwise.errors import InputError, Problem, StepwiseError, UnsafePlanError
 from stepwise.model import Deployment
 from stepwise.model.facts import NO_FACTS, Facts, facts_from_dict, facts_to_dict
 from stepwise.model.vocab import UnitState, Workflow
@@ -166,6 +166,17 @@ def _run_locked(req: RunRequest, cloud: str, lock: RunLock, observer: Observer) 
     try:
         result = execute(store, req.deployment, plan, run_id, todo, cloud=cloud, options=req.options,
                          observer=observer, lock=lock)
+    except StepwiseError:
+        # refused while preparing (a play that cannot be rendered, a work file that cannot be
+        # written): if no unit started, nothing happened and nothing stays recorded
+        if _nothing_started(store, run_id, states):
+            if resume and prev is not None:
+                store.finish_run(run_id, prev.status, prev.message)
+            else:
+                store.discard_run(run_id)
+        else:
+            store.finish_run(run_id, "interrupted", "stepwise stopped unexpectedly")
+        raise
     except BaseException:
         store.finish_run(run_id, "interrupted", "stepwise stopped unexpectedly")
         raise
@@ -174,6 +185,12 @@ def _run_locked(req: RunRequest, cloud: str, lock: RunLock, observer: Observer) 
     store.finish_run(run_id, {"done": "done", "interrupted": "interrupted"}.get(result.status, "failed"), result.message)
     observer.run_finished(result)
     return result
+
+
+def _nothing_started(store: Store, run_id: int, before: Mapping[str, str]) -> bool:
+    """True when no unit of the run changed state since it was (re)opened."""
+    now_states = store.unit_states(run_id)
+    return all(now_states.get(u) == before.get(u, UnitState.PENDING) for u in now_states)
 
 
 def _rebuilt(req: RunRequest, prev: RunInfo) -> VerifiedPlan:

@@ -6,6 +6,8 @@ schema is migrated with Alembic when the store is opened, so an old store file j
 
 from __future__ import annotations
 
+import fcntl
+import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -13,16 +15,18 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 from sqlalchemy import create_engine, delete, event, func, select, update
-from sqlalchemy.engine import Engine
-from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from stepwise.errors import InputError, Problem, StepwiseError
-from stepwise.run.store.location import default_store_url, existing_store_url  # noqa: F401 - re-exported
+from stepwise.run.store import schema
+from stepwise.run.store.location import ENV_VAR, default_store_url, existing_store_url  # noqa: F401 - re-exported
 from stepwise.run.store.models import (MarkerRow, NodeOsRow, NodePackageRow, NodeServiceRow, RunRow,
                                        TaskResultRow, UnitRow)
 
-ALEMBIC_DIR = Path(__file__).resolve().parent / "alembic"
+ALEMBIC_DIR = schema.ALEMBIC_DIR
+migrate = schema.migrate
 #: marker keys of progress milestones (the other markers guard once-only units)
 PROGRESS = "progress:"
 
@@ -41,18 +45,6 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA busy_timeout=10000")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.close()
-
-
-def migrate(engine: Engine) -> None:
-    """Bring the store's schema to the latest Alembic revision."""
-    from alembic import command
-    from alembic.config import Config
-
-    cfg = Config()
-    cfg.set_main_option("script_location", str(ALEMBIC_DIR))
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
 
 
 @dataclass
@@ -94,9 +86,11 @@ class Store:
             try:
                 yield s
                 s.commit()
-            except OperationalError as exc:
+            except SQLAlchemyError as exc:
+                # a damaged file, a server gone, a value too long for a column: reported, not a crash
                 s.rollback()
-                raise StepwiseError(Problem(f"state store error: {exc.orig}", file=redact(self.url))) from None
+                raise StepwiseError(Problem(f"state store error: {getattr(exc, 'orig', None) or exc}",
+                                            file=redact(self.url))) from None
             except BaseException:
                 s.rollback()
                 raise
@@ -127,6 +121,14 @@ class Store:
             row.user, row.host, row.ended_at, row.message = user or row.user, host or row.host, None, ""
             if command:
                 row.command = command
+
+    def discard_run(self, run_id: int) -> None:
+        """Forget a run that was refused before any of its units started (its units and
+        results with it): a refusal records nothing, and leaves nothing to resume."""
+        with self.session() as s:
+            s.execute(delete(TaskResultRow).where(TaskResultRow.run_id == run_id))
+            s.execute(delete(UnitRow).where(UnitRow.run_id == run_id))
+            s.execute(delete(RunRow).where(RunRow.id == run_id))
 
     def finish_run(self, run_id: int, status: str, message: str = "") -> None:
         with self.session() as s:
@@ -380,31 +382,73 @@ def redact(url: str) -> str:
         return url
 
 
-def open_store(url: str) -> Store:
-    """Open (creating and migrating as needed) the store at a SQLAlchemy URL."""
+def open_store(url: str, *, create: bool = True) -> Store | None:
+    """Open the store at a SQLAlchemy URL, creating (when `create`) and migrating it as needed.
+    With `create=False` a store that does not exist or is empty gives None: nothing is made.
+    A database that is not a stepwise store, or one from a newer stepwise, is refused untouched."""
     try:
-        if url.startswith("sqlite:///"):
-            Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
         if url.startswith("postgresql://"):
             url = "postgresql+psycopg://" + url[len("postgresql://"):]
+        parsed = make_url(url)
+        parsed.port  # noqa: B018 - a port that is not a number raises here, not deep in a driver
+    except (ArgumentError, ValueError, TypeError) as exc:
+        raise InputError(Problem(f"cannot use state store URL: {exc}", field="--store",
+                                 hint="use sqlite:///path/file.sqlite or postgresql+psycopg://user:pw@host/db")) from None
+    path = Path(parsed.database) if parsed.get_backend_name() == "sqlite" and parsed.database else None
+    if path is not None and str(path) != ":memory:" and not schema.prepare_sqlite_file(path, create):
+        return None
+    engine = None
+    try:
         engine = create_engine(url, future=True, pool_pre_ping=True)
-        if engine.dialect.name == "sqlite":
-            event.listen(engine, "connect", _sqlite_pragmas)
-        migrate(engine)
+        with _exclusive(path):
+            # checked before the SQLite pragmas: even switching a foreign file to WAL changes it
+            revision = schema.stored_revision(engine, redact(url))
+            engine.dispose()
+            if revision is None and not create:
+                return None
+            if engine.dialect.name == "sqlite":
+                event.listen(engine, "connect", _sqlite_pragmas)
+            schema.migrate(engine)
     except (ArgumentError, ModuleNotFoundError) as exc:
+        _dispose(engine)
         raise InputError(Problem(f"cannot use state store URL: {exc}", field="--store",
                                  hint="use sqlite:///path/file.sqlite or postgresql+psycopg://user:pw@host/db "
-                                      "(PostgreSQL needs `pip install stepwise[postgres]`)")) from None
-    except SQLAlchemyError as exc:
+                                      "(PostgreSQL needs `pip install 'stepwise[postgres]'`)")) from None
+    except (SQLAlchemyError, OSError, ValueError) as exc:
+        _dispose(engine)
         raise StepwiseError(Problem(f"cannot open the state store {redact(url)}: "
                                     f"{getattr(exc, 'orig', None) or exc}",
                                     hint="check the URL, that the server runs and the credentials")) from None
+    except StepwiseError:
+        _dispose(engine)
+        raise
     return Store(engine, url)
+
+
+def _dispose(engine: Engine | None) -> None:
+    if engine is not None:
+        engine.dispose()
+
+
+@contextmanager
+def _exclusive(path: Path | None) -> Iterator[None]:
+    """For a SQLite file: hold an flock on its *directory* while its schema is checked and
+    migrated, so two commands creating the same new store do it one after the other. Never
+    on the database file itself: closing any descriptor of that file drops every POSIX lock
+    SQLite holds on it in this process, and another process's writes can then be lost."""
+    if path is None or not path.parent.is_dir():
+        yield
+        return
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def existing_store(deployment: Any, explicit: str | None = None) -> Store | None:
     """The cloud's store if it exists already (a SQLite file that is there, or a server URL);
     None when nothing was ever recorded. Read commands and the checks before a run use it, so
     they never create a store as a side effect."""
-    url = existing_store_url(deployment, explicit)
-    return open_store(url) if url is not None else None
+    return open_store(default_store_url(deployment.path, deployment.name, explicit), create=False)

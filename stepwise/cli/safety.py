@@ -1,0 +1,87 @@
+"""The CLI's last line of defence: what an operator sees when something goes wrong.
+
+Bad input is a `StepwiseError` (exit 2, or its own code) printed by `common.reported`. Any
+other exception is a bug in stepwise: it is never shown as a raw traceback. The traceback goes
+to a private log file and the operator gets one line saying it is a bug and where the log is
+(exit 70, EX_SOFTWARE of sysexits.h), so the README's exit codes keep their meaning (1 is "the
+run failed", never "stepwise crashed").
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from rich.markup import escape
+
+#: exit code of an internal error (a bug), as sysexits.h's EX_SOFTWARE
+EXIT_BUG = 70
+#: the arguments of the command being run (in-process callers such as tests pass their own)
+current_argv: list[str] | None = None
+
+
+def esc(value: Any) -> str:
+    """`value` as text that rich prints as it is: data never becomes markup, brackets stay."""
+    return escape(str(value))
+
+
+def crash_dir() -> Path:
+    """Where crash logs go: $STEPWISE_LOG_DIR, else $XDG_STATE_HOME/stepwise, else
+    ~/.local/state/stepwise (created private: tracebacks may quote data)."""
+    explicit = os.environ.get("STEPWISE_LOG_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "stepwise"
+
+
+def write_crash_log(exc: BaseException, argv: Sequence[str]) -> Path | None:
+    """Write the traceback of an unexpected exception to a new 0600 file; None if even that fails."""
+    from stepwise.secrets import mask_argv
+
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    text = ("stepwise crashed (this is a bug in stepwise)\n"
+            f"command: stepwise {' '.join(mask_argv(list(argv)))}\n\n"
+            + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    for d in (crash_dir(), Path(tempfile.gettempdir())):
+        try:
+            d.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd, name = tempfile.mkstemp(prefix=f"stepwise-crash-{stamp}-", suffix=".log", dir=d)
+            with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as fh:
+                fh.write(text)
+            return Path(name)
+        except OSError:
+            continue
+    return None
+
+
+def guarded(invoke: Callable[[], Any], argv: Sequence[str]) -> int:
+    """Call the click app (standalone: it exits) and return the exit code it meant; an
+    exception that escapes it is reported as a bug (exit 70) with a pointer to its log."""
+    global current_argv
+    current_argv = list(argv)
+    try:
+        invoke()
+    except SystemExit as exc:
+        code = exc.code
+        if code is None:
+            return 0
+        if isinstance(code, int):
+            return code
+        print(code, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the one place where any exception is a reported bug
+        log = write_crash_log(exc, argv)
+        where = f"details in {log}" if log else "no log could be written"
+        print(f"internal error: stepwise hit a bug ({type(exc).__name__}); nothing more was done. {where}; "
+              "please report it with that file", file=sys.stderr)
+        return EXIT_BUG
+    return 0
