@@ -68,6 +68,19 @@ def rollout(builder: PlanBuilder, dep: Deployment, changes: dict[str, NodeChange
     allowance, instances = service_allowances(dep)
     role_serial = {r.name: r.update_serial for r in dep.roles}
 
+    # An infra/control service on a data-plane node that nothing in the control plane
+    # depends on (openvswitch on a compute) waits for the node's data-plane visit: one visit
+    # instead of two.
+    changing = {s for ch in changes.values() for s in ch.services}
+    needed_by_control = {d for s in changing if service_part(dep, s) == CONTROL for d in catalog[s].depends_on}
+
+    def part_of(node: str, s: str) -> Phase:
+        p = service_part(dep, s)
+        if (p == CONTROL and DATA in parts and home_part(dep, node) == DATA and catalog[s].rolling
+                and s not in needed_by_control):
+            return DATA
+        return p
+
     # per part: (node -> its rolling services), (grouped service -> nodes), levels
     layout: dict[Phase, tuple[dict[str, list[str]], dict[str, list[str]], dict[str, int]]] = {}
     for part in parts:
@@ -75,7 +88,7 @@ def rollout(builder: PlanBuilder, dep: Deployment, changes: dict[str, NodeChange
         grouped: dict[str, list[str]] = {}
         for node, ch in changes.items():
             for s in ch.services:
-                if service_part(dep, s) != part:
+                if part_of(node, s) != part:
                     continue
                 if not catalog[s].rolling:
                     grouped.setdefault(s, []).append(node)

@@ -300,3 +300,23 @@ def test_planner_never_makes_a_plan_its_verifier_refuses_for_partial_facts(dep):
 def test_a_limit_that_splits_an_offline_migration_is_refused(dep):
     with pytest.raises(UnsafePlanError, match="--limit upgrades nova_api on some nodes but not on controller-1"):
         make_plan("upgrade", dep, limit="controller-0")
+
+
+def test_upgrade_visits_a_compute_once_and_says_why_a_controller_is_visited_again():
+    from pathlib import Path
+
+    from stepwise.model import load_deployment
+    dep = load_deployment(Path(__file__).resolve().parents[2] / "examples" / "composed.yaml")
+    plan = verify_plan(make_plan("upgrade", dep), dep)
+    visits: dict[str, set[str]] = {}
+    for u in plan.units:
+        for ns in u.stops.values():
+            for n in ns:
+                visits.setdefault(n, set()).add(u.batch)
+    computes = [n.name for n in dep.nodes if dep.role_of(n).name == "Compute"]
+    # openvswitch (infra) on a compute: nothing in the control plane needs it first, so it
+    # rides the compute's data-plane visit with nova_compute and the agents
+    assert computes and all(len(visits[n]) == 1 for n in computes), {n: visits[n] for n in computes}
+    rolling = [u.why for u in plan.units if u.batch in visits["controller-openstack-0"] and u.stops
+               and not u.batch.startswith("group:")]  # the offline heat window is not a visit
+    assert len(rolling) > 1 and all("controller-openstack-0 is visited again" in w for w in rolling[1:])
