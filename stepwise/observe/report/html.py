@@ -89,7 +89,9 @@ def _boundaries(sec: Section, height: int) -> list[str]:
         out.append(f'<line x1="{x:.1f}" y1="{AXIS_H - 4}" x2="{x:.1f}" y2="{height}" stroke="#8a6" '
                    f'stroke-dasharray="3,3"><title>{esc(label)} at {esc(_fmt_s(t))}</title></line>')
         if label.startswith("stage") and x - last_x > 90:
-            out.append(f'<text x="{x + 2:.1f}" y="10" fill="#585">{esc(label)}</text>')
+            right = x > LABEL_W + CHART_W - 110  # near the right edge: the label ends at its line
+            anchor = ' text-anchor="end"' if right else ""
+            out.append(f'<text x="{x + (-2 if right else 2):.1f}" y="10" fill="#585"{anchor}>{esc(label)}</text>')
             last_x = x
     return out
 
@@ -142,9 +144,10 @@ def timeline_svg(sec: Section) -> str:
 
 
 def _series_row(s: Series, axis: float, y: int, h: int) -> list[str]:
-    out = [f'<text class="lane" x="4" y="{y + 14}">{esc(s.service[:30])}</text>',
-           f'<text class="lane" x="4" y="{y + 28}" fill="#777">{esc(s.rule)}'
-           + (f", {s.total} instances" if s.total else "") + "</text>",
+    name = s.service[:24] + (f" ({s.total})" if s.total else "")
+    out = [f'<text class="lane" x="4" y="{y + 14}">{esc(name)}<title>{esc(s.service)}: {s.total} instances'
+           f'</title></text>',
+           f'<text class="lane" x="4" y="{y + 28}" fill="#777">{esc(s.rule[:34])}<title>{esc(s.rule)}</title></text>',
            f'<rect x="{LABEL_W}" y="{y}" width="{CHART_W}" height="{h}" fill="#fbfbfb" stroke="#eee"/>']
     for a, b, why in s.windows:
         x1, x2 = _x(a, axis), _x(b, axis)

@@ -89,7 +89,7 @@ def _fmt_s(s: float) -> str:
     if s >= 3600:
         return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
     if s >= 60:
-        return f"{int(s // 60)}m{int(s % 60):02d}s"
+        return f"{int(s // 60)}m" if int(s) % 60 == 0 else f"{int(s // 60)}m{int(s % 60):02d}s"
     return f"{s:.0f}s" if s >= 10 else f"{s:.1f}s"
 
 
@@ -189,7 +189,9 @@ def _plan_events(plan: Plan) -> list[tuple[float, int, str, tuple[str, ...]]]:
     for u in plan.units:
         ev += [(u.start_s, -1, s, tuple(n)) for s, n in u.stops.items()]
         ev += [(u.end_s, +1, s, tuple(n)) for s, n in u.starts.items()]
-    ev.sort(key=lambda e: (e[0], e[1]))
+    # at the same moment an instance starting serves before another stops (as the verifier
+    # replays it): no false dip
+    ev.sort(key=lambda e: (e[0], -e[1]))
     return ev
 
 
@@ -281,9 +283,11 @@ def _mask(command: str) -> str:
     from stepwise.secrets import mask_argv
 
     try:
-        return " ".join(shlex.quote(a) for a in mask_argv(shlex.split(command)))
+        argv = shlex.split(command)
     except ValueError:
         return command
+    masked = mask_argv(argv)
+    return command if masked == argv else " ".join(shlex.quote(a) for a in masked)
 
 
 def run_section(plan: Plan, dep: Deployment, run: Any, units: Sequence[Any], failures: Sequence[Mapping[str, Any]],
@@ -325,7 +329,7 @@ def run_section(plan: Plan, dep: Deployment, run: Any, units: Sequence[Any], fai
         if r is not None and r.state == "skipped" and u.step is not Step.GATE:
             items += [(lane, _group_key(u, per_node), u.start_s * scale, u.end_s * scale, "skipped", u)
                       for lane in _unit_lanes(u, dep, per_node)]
-    events.sort(key=lambda e: (e[0], e[1]))
+    events.sort(key=lambda e: (e[0], -e[1]))
     series = _availability(dep, events, axis, _stopped_services(plan))
     spans = {svc: [(a - t0, b - t0) for a, b in v] for svc, v in (window_spans or {}).items()}
     windows = [(svc, a, min(b, axis), "planned window, as it ran") for svc, v in spans.items() for a, b in v]
@@ -337,7 +341,7 @@ def run_section(plan: Plan, dep: Deployment, run: Any, units: Sequence[Any], fai
         s.windows = [(a, b, why) for svc, a, b, why in windows if svc == s.service]
         s.probe = sorted(by_target.pop(f"vip:{s.service}", []))
     for target, pts in sorted(by_target.items()):  # probed targets the plan never stopped
-        series.append(Series(target, 0, None, "probed", [], [], sorted(pts)))
+        series.append(Series(target, 0, None, "probe only: not stopped by this plan", [], [], sorted(pts)))
     counts: dict[str, int] = {}
     for r in units:
         counts[r.state] = counts.get(r.state, 0) + 1
