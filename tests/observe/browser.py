@@ -33,15 +33,19 @@ def open_report(path: Path, screenshot: Path | None = None, tmp: Path | None = N
     """The report's self-check as Chromium rendered it (and a screenshot, when asked)."""
     exe = chromium()
     profile = ["--user-data-dir=" + str((tmp or path.parent) / "chromium-profile")]
-    out = subprocess.run([exe, *ARGS, *profile, "--dump-dom", path.resolve().as_uri()], capture_output=True,
-                         text=True, timeout=120)
+    # --enable-logging: the page's console (errors, CSP refusals) goes to stderr as CONSOLE lines
+    out = subprocess.run([exe, *ARGS, *profile, "--enable-logging=stderr", "--v=0", "--dump-dom",
+                          path.resolve().as_uri()], capture_output=True, text=True, timeout=120)
     m = re.search(r'data-selfcheck="([^"]*)"', out.stdout)
     assert m, f"no self-check in the rendered page: {out.stderr[-2000:]}"
+    console = [line for line in out.stderr.splitlines() if ":CONSOLE" in line or "Refused to" in line]
     if screenshot is not None:
         shot = subprocess.run([exe, *ARGS, *profile, f"--screenshot={screenshot}", path.resolve().as_uri()],
                               capture_output=True, text=True, timeout=120)
         assert screenshot.exists() and screenshot.stat().st_size > 10_000, shot.stderr[-2000:]
-    return json.loads(html.unescape(m.group(1)))
+    check = json.loads(html.unescape(m.group(1)))
+    check["console"] = console
+    return check
 
 
 def assert_rendered(check: dict) -> None:
@@ -52,6 +56,7 @@ def assert_rendered(check: dict) -> None:
         assert w > 100 and h > 50, (part, check)
     assert check["bars"] > 0, check
     assert check["errors"] == 0 and check["blocked"] == 0, check
+    assert check["console"] == [], check["console"]
 
 
 def assert_self_contained(doc: str) -> None:

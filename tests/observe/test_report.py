@@ -3,6 +3,7 @@ rendered in headless Chromium; escaping; probe samples kept in the store."""
 
 from __future__ import annotations
 
+import calendar
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -68,7 +69,7 @@ def _stored_run(tmp_path: Path):
     st.add_task_results([{"run_id": rid, "unit_id": failed, "host": "cmp-2", "task": "start <b>worker</b>",
                           "status": "failed", "message": "<script>alert(1)</script> exit 1", "at": t0}])
     st.finish_run(rid, "failed", "unit failed")
-    base = t0.timestamp() if t0.tzinfo else (t0 - t0.utcfromtimestamp(0)).total_seconds()
+    base = calendar.timegm(t0.timetuple()) + t0.microsecond / 1e6  # the store's times are naive UTC
     samples = [{"target": "vip:api", "t": base + s, "requests": 5, "failed": 2 if 4 <= s <= 6 else 0, "max_ms": 3.0}
                for s in range(len(plan.units) * 2)]
     assert st.add_probe_samples(rid, samples) == len(samples)
