@@ -111,3 +111,24 @@ def test_report_command_and_plan_html(tmp_path: Path):
     assert 'id="availability"' in out2.read_text()
     r = CliRunner().invoke(app, ["report", "-d", str(dep), "-o", str(tmp_path / "x.html")])
     assert r.exit_code == 2 and "no run recorded" in r.output
+
+
+def test_report_of_a_real_run_through_the_cli(tmp_path: Path):
+    """`update run` through Ansible (local hosts), then `stepwise report` of the latest run."""
+    import json
+    from typer.testing import CliRunner
+    from stepwise.cli.main import _register, app
+    from tests.run.conftest import write_cloud
+
+    _register()
+    dep = write_cloud(tmp_path)
+    r = CliRunner().invoke(app, ["update", "run", "-d", str(dep), "--json", "--limit", "Controller"])
+    assert r.exit_code == 0, r.output
+    rid = json.loads(r.output)["run_id"]
+    out = tmp_path / "run.html"
+    r = CliRunner().invoke(app, ["report", "-d", str(dep), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    doc = out.read_text()
+    assert f"run {rid}: update (done)" in doc and 'class="bar done"' in doc and "To continue" not in doc
+    r = CliRunner().invoke(app, ["report", "-d", str(dep), "--run", str(rid + 1), "-o", str(out)])
+    assert r.exit_code == 2 and "no run" in r.output
