@@ -370,6 +370,9 @@ def run_section_from_store(store: Any, run_id: int, dep: Deployment) -> Section:
     from stepwise.observe.windows import window_intervals
 
     run = store.run(run_id)
+    if not run.plan or "workflow" not in run.plan:
+        from stepwise.errors import InputError, Problem
+        raise InputError(Problem(f"run {run_id} has no recorded plan to draw", field="--run"))
     plan = Plan.from_json(run.plan)
     failures = [{"unit": t.unit_id, "host": t.host, "task": t.task, "status": t.status, "message": t.message}
                 for t in store.task_results(run_id) if t.status in ("failed", "unreachable")]
