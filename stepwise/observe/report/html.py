@@ -234,7 +234,8 @@ def section_html(sec: Section, first: bool) -> str:
     out.append(f'<h3>Timeline</h3><p class="muted">One lane per {lanes}; hover a bar for its units and why.</p>'
                + _legend(sec) + f'<div class="chart timeline"{sid("timeline")}>{timeline_svg(sec)}</div>')
     out.append('<h3>Availability</h3><p class="muted">Instances serving (blue) vs the least the rule allows (red '
-               'dashes); planned windows (orange)' + ("; probe failures per second (red)" if sec.kind == "run" else "")
+               'dashes); planned windows (orange)' + ("; for a lab run, the probe: requests answered (green strip), failed requests per second (red)"
+                  if sec.kind == "run" else "")
                + f'.</p><div class="chart availability"{sid("availability")}>{availability_svg(sec)}</div>')
     if sec.probe_targets:
         out.append("<h3>Probe</h3>" + _table(("target", "requests", "failed", "max latency ms"),
