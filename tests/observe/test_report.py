@@ -132,3 +132,14 @@ def test_report_of_a_real_run_through_the_cli(tmp_path: Path):
     assert f"run {rid}: update (done)" in doc and 'class="bar done"' in doc and "To continue" not in doc
     r = CliRunner().invoke(app, ["report", "-d", str(dep), "--run", str(rid + 1), "-o", str(out)])
     assert r.exit_code == 2 and "no run" in r.output
+
+
+def test_the_demo_writes_the_report_of_its_runs(tmp_path: Path):
+    """The demo's last step (without a lab: its runs are in the store already)."""
+    from stepwise.cli.demo_cmd import _write_report
+
+    dep, plan, st, rid = _stored_run(tmp_path)
+    report: dict = {}
+    _write_report(st, dep, tmp_path / "demo.html", report, json_out=True)
+    assert report["report"] == str((tmp_path / "demo.html").resolve())
+    assert f"run {rid}: update (failed)" in (tmp_path / "demo.html").read_text()
