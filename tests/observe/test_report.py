@@ -80,7 +80,8 @@ def test_report_of_a_stored_run_renders_with_probe_and_failures(tmp_path: Path):
     from stepwise.cli.report_cmd import write_runs_html
 
     dep, plan, st, rid = _stored_run(tmp_path)
-    assert len(st.probe_samples(rid)) == len(plan.units) * 2
+    samples = st.probe_samples(rid)
+    assert len(samples) == len(plan.units) * 2
     out = tmp_path / "run.html"
     write_runs_html(st, dep, [rid], out)
     doc = out.read_text()
@@ -89,6 +90,9 @@ def test_report_of_a_stored_run_renders_with_probe_and_failures(tmp_path: Path):
     assert "<b>worker" not in doc
     assert "hunter2" not in doc  # the command is shown without its secrets
     assert "cmp-2" in doc and "To continue" in doc and "probe-failed" in doc
+    # the update announces no window: every failed API request is outside one
+    assert f"{5 * len(samples)} requests" in doc
+    assert "6 failed, 6 failed API requests outside the announced windows" in doc
     assert 'class="bar failed"' in doc and 'class="bar resumed"' in doc
     check = open_report(out, tmp_path / "run.png", tmp_path)
     assert_rendered(check)

@@ -357,6 +357,15 @@ def run_section(plan: Plan, dep: Deployment, run: Any, units: Sequence[Any], fai
                ("duration", f"{_fmt_s(actual_s)} (estimate {_fmt_s(plan.duration_s)}, lower bound {_fmt_s(plan.lower_bound_s)})"),
                ("units", ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + f" of {len(units)}"),
                ("attempts", str(run.attempts))]
+    if samples:
+        # failed API requests outside the windows the plan announced (give or take the probe's
+        # period and detection, as observe.windows counts them)
+        outside = sum(int(x["failed"]) for x in samples if int(x["failed"]) and str(x["target"]).startswith("vip:")
+                      and not any(a - 3.0 <= float(x["t"]) - t0 <= b + 4.0
+                                  for a, b in spans.get(str(x["target"])[4:], [])))
+        summary.append(("probe", f"{sum(p['requests'] for p in probe_targets)} requests, "
+                                 f"{sum(p['failed'] for p in probe_targets)} failed, {outside} failed API "
+                                 "requests outside the announced windows"))
     cont = "" if run.status == "done" else _mask(run.command or "").replace(" --fresh", "")
     return Section(f"run {run.id}: {run.workflow} ({run.status})", "run", axis, lanes, planned,
                    _aggregate(items), scale, _boundaries(plan, starts), windows, series, summary,
