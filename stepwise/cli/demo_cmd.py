@@ -127,7 +127,12 @@ def _write_report(store, dep, path: Path, report: dict[str, Any], json_out: bool
     runs = sorted(r.id for r in store.runs(dep.name, limit=100))
     if not runs:
         return
-    size = write_runs_html(store, dep, runs, path, title=f"stepwise demo: {dep.name}")
+    try:
+        size = write_runs_html(store, dep, runs, path, title=f"stepwise demo: {dep.name}")
+    except StepwiseError as exc:
+        # said, not raised: this runs while a failed phase's error may be on its way out
+        err_console.print(Text(f"report not written: {exc}", style="yellow"), soft_wrap=True)
+        return
     report["report"] = str(path.resolve())
     if not json_out:
         console.print(Text(f"report: {path.resolve()} ({size / 1024:.0f} KiB): open it in a browser"), soft_wrap=True)
@@ -152,6 +157,10 @@ def demo(deployment: Path = typer.Option(EXAMPLE, "--deployment", "-d", help="De
 
     with reported():
         dep = load_deployment(deployment)
+        if not report_path.resolve().parent.is_dir():  # said now, not after a quarter of an hour
+            from stepwise.errors import InputError, Problem
+            raise InputError(Problem("the report's directory does not exist", file=str(report_path),
+                                     field="--report"))
         work = Path(tempfile.mkdtemp(prefix="stepwise-demo-"))
         lab_dir = lab_dir or work / "lab"
         say = (lambda m: None) if json_out else (lambda m: console.print(Text(m, style="dim")))

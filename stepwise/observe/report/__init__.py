@@ -4,19 +4,22 @@ summary) that people hand around before a maintenance window and look at afterwa
 `model` turns a Plan and the stored runs into a small view model (aggregated when the cloud is
 big); `html` renders it with inline SVG (no script or style from elsewhere, no network)."""
 
-from stepwise.observe.report.model import Report, plan_section, run_section, run_section_from_store  # noqa: F401
+import os
+from typing import Iterable
+
+from stepwise.observe.report.model import Report, Section, plan_section, run_section, run_section_from_store  # noqa: F401
 from stepwise.observe.report.html import render  # noqa: F401
 
 
-def write_report(path, title: str, sections) -> int:
+def write_report(path: "os.PathLike[str] | str", title: str, sections: "Iterable[Section]") -> int:
     """Write the report of `sections` to `path` (private to the user: it tells the cloud's
     layout and history); returns its size in bytes."""
-    import os
     from datetime import datetime, timezone
 
     doc = render(Report(title, list(sections), datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")))
     data = doc.encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # never through a link planted at the path (as `export`): the file is written where named
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
     return len(data)
