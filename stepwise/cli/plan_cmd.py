@@ -95,7 +95,7 @@ def plan(
         if html is not None:
             from stepwise.cli.report_cmd import write_plan_html
 
-            size = write_plan_html(p, dep, html)
+            size = write_plan_html(p, dep, html, "--html")
             if not json_out:
                 console.print(f"report: {html} ({size / 1024:.0f} KiB)", markup=False, soft_wrap=True)
         if json_out:

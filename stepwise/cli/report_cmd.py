@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, Callable, List, Optional
 
 import typer
 
@@ -11,23 +11,29 @@ from stepwise.cli.common import console, reported
 from stepwise.cli.main import app
 from stepwise.cli.options import DEP, EXTRA, FACTS, LIMIT, STORE
 
+if TYPE_CHECKING:
+    from stepwise.model import Deployment
+    from stepwise.plan.units import Plan
+    from stepwise.run.store.store import Store
 
-def write_plan_html(plan, dep, out: Path) -> int:
+
+def write_plan_html(plan: "Plan", dep: "Deployment", out: Path, option: str = "--output") -> int:
     """`stepwise plan --html` and `report --plan`: the report of a plan that has not run."""
     from stepwise.observe.report import plan_section, write_report
 
     return _write(out, lambda: write_report(out, f"stepwise plan: {plan.workflow} of {dep.name}",
-                                            [plan_section(plan, dep)]))
+                                            [plan_section(plan, dep)]), option)
 
 
-def _write(out: Path, do) -> int:
+def _write(out: Path, do: Callable[[], int], option: str = "--output") -> int:
+    """Run `do` (which writes `out`); a path that cannot be written is bad input, not a bug."""
     from stepwise.errors import InputError, Problem
 
     try:
         return do()
     except OSError as exc:
         raise InputError(Problem(f"cannot write the report: {exc.strerror or exc}", file=str(out),
-                                 field="--output", hint="give a path in a directory you can write")) from None
+                                 field=option, hint="give a path in a directory you can write")) from None
 
 
 @app.command()
@@ -78,7 +84,7 @@ def report(deployment: Path = DEP, store: Optional[str] = STORE,
         console.print(f"report: {output} ({size / 1024:.0f} KiB)", markup=False, soft_wrap=True)
 
 
-def write_runs_html(store, dep, run_ids: list[int], out: Path, title: str | None = None) -> int:
+def write_runs_html(store: "Store", dep: "Deployment", run_ids: list[int], out: Path, title: str | None = None) -> int:
     """The report of stored runs (the demo writes its own runs' report with it)."""
     from stepwise.observe.report import run_section_from_store, write_report
 
