@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what stepwise, its lab and its tests need on a fresh Debian machine (idempotent).
 #   - Debian: MariaDB and HAProxy (the lab's real components), OpenSSH server (the SSH
-#     connection test), PostgreSQL (the team state store, tested for real).
+#     connection test), PostgreSQL (the team state store, tested for real), Chromium (the
+#     HTML report tests open the reports headless).
 #   - Python: a venv in .venv with stepwise and its pinned dependencies (+ test extras).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,10 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v rsync >/dev/null 2>&1 || need+=(rsync)
 command -v mariadb >/dev/null 2>&1 || command -v mysql >/dev/null 2>&1 || need+=(mariadb-client)
 command -v ss >/dev/null 2>&1 || need+=(iproute2)
+# the report tests open the HTML reports in headless Chromium (only when the tests are installed)
+case ",${STEPWISE_EXTRAS:-test}," in
+  *,test,*) command -v chromium >/dev/null 2>&1 || need+=(chromium) ;;
+esac
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -48,11 +48,14 @@ def _phase(title: str, workflow: str, dep, store, lab_dir: Path, facts, json_out
                                      options=EngineOptions(connector=conn, extra_vars=extra), observer=observer,
                                      command=f"stepwise demo ({title})"))
         summary = probe.stop()
+    from stepwise.lab.probe import per_second
+    # the probe's measurements stay with the run: its report needs no lab
+    store.add_probe_samples(result.run_id, per_second(probe.records))
     failed = {k: v for k, v in summary["targets"].items() if v["failed"]}
     windows = [w.to_json() for w in plan.windows]
     from stepwise.observe.windows import outside_windows, window_intervals
     unannounced = outside_windows(probe.records, window_intervals(plan, store, result.run_id))
-    out = {"phase": title, "status": result.status, "message": result.message, "units": len(plan.units),
+    out = {"phase": title, "run": result.run_id, "status": result.status, "message": result.message, "units": len(plan.units),
            "elapsed_s": round(time.time() - t0, 1), "planned_windows": windows,
            "probe": {"requests": summary["total"]["requests"], "failed": summary["total"]["failed"],
                      "targets_with_failures": failed, "failed_outside_windows": unannounced}}
@@ -102,12 +105,47 @@ def kernels(lab_dir: Path) -> dict[str, dict[str, str | None]]:
                 "running": (lab.read_state(n, "kernel.json", {}) or {}).get("running")} for n in lab.nodes()}
 
 
+def _after_phase(report: dict[str, Any], workflow: str, before: dict[str, dict[str, str | None]], lab_dir: Path,
+                 json_out: bool) -> None:
+    """After the minor update: which nodes rebooted into the new kernel."""
+    if workflow != "update":
+        return
+    after = kernels(lab_dir)
+    report["kernels"] = {n: {"before": before[n]["running"], "installed": k["installed"],
+                             "running": k["running"]} for n, k in after.items()}
+    if not json_out:
+        changed = sorted(n for n, k in report["kernels"].items() if k["before"] != k["running"])
+        console.print(Text(f"kernel: {len(changed)} of {len(after)} nodes rebooted into the new "
+                           f"kernel ({', '.join(sorted({after[n]['running'] or '?' for n in changed}))})"
+                           + (f": {', '.join(changed)}" if changed else ""), style="dim"))
+
+
+def _write_report(store, dep, path: Path, report: dict[str, Any], json_out: bool) -> None:
+    """The HTML report of the demo's runs (timeline, availability with the probe, summary)."""
+    from stepwise.cli.report_cmd import write_runs_html
+
+    runs = sorted(r.id for r in store.runs(dep.name, limit=100))
+    if not runs:
+        return
+    try:
+        size = write_runs_html(store, dep, runs, path, title=f"stepwise demo: {dep.name}")
+    except StepwiseError as exc:
+        # said, not raised: this runs while a failed phase's error may be on its way out
+        err_console.print(Text(f"report not written: {exc}", style="yellow"), soft_wrap=True)
+        return
+    report["report"] = str(path.resolve())
+    if not json_out:
+        console.print(Text(f"report: {path.resolve()} ({size / 1024:.0f} KiB): open it in a browser"), soft_wrap=True)
+
+
 @app.command()
 def demo(deployment: Path = typer.Option(EXAMPLE, "--deployment", "-d", help="Deployment to bring up in the lab."),
          lab_dir: Optional[Path] = typer.Option(None, "--lab-dir", help="Where the lab lives (default: a temp dir)."),
          target_release: str = typer.Option("R2", "--target-release", help="Release of the major upgrade."),
          keep: bool = typer.Option(False, "--keep", help="Leave the lab up at the end."),
-         json_out: bool = typer.Option(False, "--json", help="Print a JSON report.")) -> None:
+         json_out: bool = typer.Option(False, "--json", help="Print a JSON report."),
+         report_path: Path = typer.Option(Path("stepwise-demo-report.html"), "--report", metavar="FILE",
+                                          help="Where to write the HTML report of the demo's runs.")) -> None:
     """Lab up, plan, minor update, major upgrade (prepare, control plane, data plane, converge),
     probe summary, lab down."""
     import stepwise.lab as lab
@@ -119,6 +157,10 @@ def demo(deployment: Path = typer.Option(EXAMPLE, "--deployment", "-d", help="De
 
     with reported():
         dep = load_deployment(deployment)
+        if not report_path.resolve().parent.is_dir():  # said now, not after a quarter of an hour
+            from stepwise.errors import InputError, Problem
+            raise InputError(Problem("the report's directory does not exist", file=str(report_path),
+                                     field="--report"))
         work = Path(tempfile.mkdtemp(prefix="stepwise-demo-"))
         lab_dir = lab_dir or work / "lab"
         say = (lambda m: None) if json_out else (lambda m: console.print(Text(m, style="dim")))
@@ -142,17 +184,13 @@ def demo(deployment: Path = typer.Option(EXAMPLE, "--deployment", "-d", help="De
                        ("upgrade run (data plane)", "upgrade", NO_FACTS, {"stage": "run", "plane": "data", **ev}),
                        ("upgrade converge", "upgrade", NO_FACTS, {"stage": "converge", **ev})]
             before = kernels(lab_dir)
-            for title, wf, fx, kw in phases:
-                report["phases"].append(_phase(title, wf, dep, store, lab_dir, fx, json_out, **dict(kw)))
-                if wf == "update":
-                    after = kernels(lab_dir)
-                    report["kernels"] = {n: {"before": before[n]["running"], "installed": k["installed"],
-                                             "running": k["running"]} for n, k in after.items()}
-                    if not json_out:
-                        changed = sorted(n for n, k in report["kernels"].items() if k["before"] != k["running"])
-                        console.print(Text(f"kernel: {len(changed)} of {len(after)} nodes rebooted into the new "
-                                           f"kernel ({', '.join(sorted({after[n]['running'] or '?' for n in changed}))})"
-                                           + (f": {', '.join(changed)}" if changed else ""), style="dim"))
+            try:
+                for title, wf, fx, kw in phases:
+                    report["phases"].append(_phase(title, wf, dep, store, lab_dir, fx, json_out, **dict(kw)))
+                    _after_phase(report, wf, before, lab_dir, json_out)
+            finally:
+                # written whatever happened: a failed demo is when the report helps most
+                _write_report(store, dep, report_path, report, json_out)
             discover(dep, store, connector=conn)
             report["status_agrees_with_lab"] = agreement(store, dep, lab_dir)
             if not json_out:

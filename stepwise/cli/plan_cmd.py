@@ -69,6 +69,8 @@ def plan(
                                                    "them: -e system_upgrade_mode=in-place previews the management "
                                                    "node's upgrade with its OS upgrade."),
     json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON (the documented contract)."),
+    html: Optional[Path] = typer.Option(None, "--html", metavar="FILE", help="Also write the plan's report: one "
+                                        "self-contained HTML file (timeline, availability, the why of each batch)."),
     expand: bool = typer.Option(False, "--expand", help="Show every batch (a level with many batches is "
                                 "otherwise folded into one line per role)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every batch and unit."),
@@ -90,6 +92,12 @@ def plan(
         ev = parse_extra_vars(extra_vars)
         p = verify_plan(make_plan(wf, dep, fx, limit, stage=stage, plane=plane, tags=tags or (),
                                   skip_tags=skip_tags or (), variables=ev), dep)
+        if html is not None:
+            from stepwise.cli.report_cmd import write_plan_html
+
+            size = write_plan_html(p, dep, html, "--html")
+            if not json_out:
+                console.print(f"report: {html} ({size / 1024:.0f} KiB)", markup=False, soft_wrap=True)
         if json_out:
             write_stdout(p.write_json)
             return

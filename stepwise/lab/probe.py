@@ -73,6 +73,26 @@ def request(t: Target) -> tuple[bool, str]:
         return False, str(getattr(e, "reason", e))
 
 
+def timed_request(t: Target) -> tuple[bool, str, float]:
+    """`request` and how long it took (milliseconds)."""
+    start = time.perf_counter()
+    ok, detail = request(t)
+    return ok, detail, round((time.perf_counter() - start) * 1000, 1)
+
+
+def per_second(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Probe records aggregated per target per second: {target, t, requests, failed, max_ms},
+    the plain records a run's store keeps (the report draws them; raw ones are 5x more)."""
+    acc: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in records:
+        key = (r["target"], int(r["t"]))
+        a = acc.setdefault(key, {"target": r["target"], "t": float(key[1]), "requests": 0, "failed": 0, "max_ms": 0.0})
+        a["requests"] += 1
+        a["failed"] += 0 if r["ok"] else 1
+        a["max_ms"] = max(a["max_ms"], float(r.get("ms") or 0.0))
+    return sorted(acc.values(), key=lambda a: (a["t"], a["target"]))
+
+
 @dataclass
 class Probe:
     """Probe a lab at `rate` rounds per second until stopped or bounds are hit."""
@@ -101,8 +121,8 @@ class Probe:
             while not self._stop.is_set() and time.time() - self.t0 < self.max_seconds \
                     and len(self.records) + len(self.targets) <= MAX_REQUESTS:
                 now = time.time()
-                for t, (ok, detail) in zip(self.targets, pool.map(request, self.targets)):
-                    rec = {"t": round(now, 3), "target": t.name, "ok": ok, "detail": detail}
+                for t, (ok, detail, ms) in zip(self.targets, pool.map(timed_request, self.targets)):
+                    rec = {"t": round(now, 3), "target": t.name, "ok": ok, "detail": detail, "ms": ms}
                     self.records.append(rec)
                     if fh:
                         fh.write(json.dumps(rec) + "\n")

@@ -57,7 +57,8 @@ def test_demo_minor_update_and_major_upgrade(tmp_path: Path, lab_dir: Path):
     from stepwise.cli.main import _register; _register()
     from stepwise.cli.main import app
 
-    r = CliRunner().invoke(app, ["demo", "-d", str(CLASSIC), "--lab-dir", str(lab_dir), "--json"])
+    r = CliRunner().invoke(app, ["demo", "-d", str(CLASSIC), "--lab-dir", str(lab_dir), "--json",
+                                 "--report", str(tmp_path / "demo.html")])
     if r.exception and not isinstance(r.exception, SystemExit):
         raise r.exception
     assert r.exit_code == 0, r.output
@@ -82,6 +83,10 @@ def test_demo_minor_update_and_major_upgrade(tmp_path: Path, lab_dir: Path):
         assert not any(t.startswith("workload:") for t in p["probe"]["targets_with_failures"]), p
     assert report["status_agrees_with_lab"]["checked"] > 0
     assert report["status_agrees_with_lab"]["mismatches"] == []
+    # it ends by writing the report of its runs, the probe's measurements included
+    doc = (tmp_path / "demo.html").read_text()
+    assert report["report"] == str((tmp_path / "demo.html").resolve())
+    assert all(f"run {p['run']}: " in doc for p in report["phases"]) and "vip:keystone" in doc
 
 
 def test_sigkill_and_sigint_during_a_lab_update_then_run_again(tmp_path: Path, lab_dir: Path):

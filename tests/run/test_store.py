@@ -39,6 +39,9 @@ def _exercise(url: str) -> None:
     assert st.installed_version("c", "n1", "p") == "2"
     st.set_services("c", [("n1", "svc")], version="2", state="running", run_id=rid)
     assert [(r.node, r.version, r.state) for r in st.node_services("c")] == [("n1", "2", "running")]
+    # what a probe measured is kept with the run (per target per second)
+    assert st.add_probe_samples(rid, [{"target": "vip:api", "t": 1.0e9, "requests": 5, "failed": 1, "max_ms": 2.5}]) == 1
+    assert st.probe_samples(rid) == [{"target": "vip:api", "t": 1.0e9, "requests": 5, "failed": 1, "max_ms": 2.5}]
     st.set_marker("c", "xfer@n1", rid, "u1", "done")
     assert st.marker("c", "xfer@n1").state == "done"
     st.close()
@@ -56,6 +59,28 @@ def test_models_match_the_alembic_schema(tmp_path: Path):
     for table in Base.metadata.sorted_tables:
         cols = {c["name"] for c in insp.get_columns(table.name)}
         assert cols == {c.name for c in table.columns}, table.name
+
+
+def test_a_store_of_the_previous_schema_is_migrated_and_keeps_its_runs(tmp_path: Path):
+    """A store written before probe samples were kept (revision 0002) opens: it gains the
+    table and keeps its runs."""
+    from alembic import command
+    from sqlalchemy import create_engine
+    from stepwise.run.store import schema
+
+    url = f"sqlite:///{tmp_path / 'old.sqlite'}"
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        cfg = schema._config()
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0002")
+    engine.dispose()
+    assert "probe_samples" not in inspect(create_engine(url)).get_table_names()
+    st = open_store(url)
+    rid = st.create_run("c", "update", "k", "stepwise update run", {}, {"units": []}, [])
+    st.add_probe_samples(rid, [{"target": "workload:vm", "t": 2.0, "requests": 1, "failed": 0}])
+    st.discard_run(rid)  # a discarded run leaves no sample behind
+    assert st.probe_samples(rid) == [] and st.run(rid) is None
 
 
 def test_bad_store_url_is_a_clear_error(tmp_path: Path):

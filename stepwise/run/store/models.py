@@ -132,3 +132,21 @@ class MarkerRow(Base):
     #: started | done
     state: Mapped[str] = mapped_column(String(20))
     at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class ProbeSampleRow(Base):
+    """What an availability probe measured on one target during one second of a run (the lab's
+    probe; raw requests are aggregated: a 2-hour run is ~7,000 rows per target, not 36,000)."""
+
+    __tablename__ = "probe_samples"
+    __table_args__ = (Index("ix_probe_samples_run", "run_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    #: "vip:<service>" or "workload:<vm>"
+    target: Mapped[str] = mapped_column(String(300))
+    #: the second's start, epoch seconds
+    t: Mapped[float] = mapped_column(Float)
+    requests: Mapped[int] = mapped_column(Integer, default=0)
+    failed: Mapped[int] = mapped_column(Integer, default=0)
+    max_ms: Mapped[float] = mapped_column(Float, default=0.0)

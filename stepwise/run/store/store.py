@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from stepwise.errors import InputError, Problem, StepwiseError
 from stepwise.run.store import schema
 from stepwise.run.store.location import ENV_VAR, default_store_url, existing_store_url  # noqa: F401 - re-exported
-from stepwise.run.store.models import (MarkerRow, NodeOsRow, NodePackageRow, NodeServiceRow, RunRow,
+from stepwise.run.store.models import (MarkerRow, NodeOsRow, NodePackageRow, NodeServiceRow, ProbeSampleRow, RunRow,
                                        TaskResultRow, UnitRow)
 
 ALEMBIC_DIR = schema.ALEMBIC_DIR
@@ -127,6 +127,7 @@ class Store:
         results with it): a refusal records nothing, and leaves nothing to resume."""
         with self.session() as s:
             s.execute(delete(TaskResultRow).where(TaskResultRow.run_id == run_id))
+            s.execute(delete(ProbeSampleRow).where(ProbeSampleRow.run_id == run_id))
             s.execute(delete(UnitRow).where(UnitRow.run_id == run_id))
             s.execute(delete(RunRow).where(RunRow.id == run_id))
 
@@ -230,6 +231,23 @@ class Store:
         with self.session() as s:
             return dict(s.execute(select(TaskResultRow.status, func.count()).where(TaskResultRow.run_id == run_id)
                                   .group_by(TaskResultRow.status)).all())
+
+    # -- probe samples (what an availability probe measured during a run) -----------------
+    def add_probe_samples(self, run_id: int, samples: Iterable[Mapping[str, Any]]) -> int:
+        """Keep per-second probe samples ({target, t, requests, failed, max_ms}) with a run."""
+        rows = [ProbeSampleRow(run_id=run_id, target=str(x["target"]), t=float(x["t"]), requests=int(x["requests"]),
+                               failed=int(x["failed"]), max_ms=float(x.get("max_ms") or 0.0)) for x in samples]
+        if rows:
+            with self.session() as s:
+                s.add_all(rows)
+        return len(rows)
+
+    def probe_samples(self, run_id: int) -> list[dict[str, Any]]:
+        with self.session() as s:
+            q = select(ProbeSampleRow).where(ProbeSampleRow.run_id == run_id).order_by(ProbeSampleRow.t,
+                                                                                      ProbeSampleRow.target)
+            return [{"target": r.target, "t": r.t, "requests": r.requests, "failed": r.failed, "max_ms": r.max_ms}
+                    for r in s.scalars(q)]
 
     # -- markers (once-only operations) ---------------------------------------------------
     def marker(self, cloud: str, key: str) -> MarkerRow | None:

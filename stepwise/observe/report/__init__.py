@@ -1,0 +1,25 @@
+"""The report: one self-contained HTML file of a plan and/or its runs (timeline, availability,
+summary) that people hand around before a maintenance window and look at afterwards.
+
+`model` turns a Plan and the stored runs into a small view model (aggregated when the cloud is
+big); `html` renders it with inline SVG (no script or style from elsewhere, no network)."""
+
+import os
+from typing import Iterable
+
+from stepwise.observe.report.model import Report, Section, plan_section, run_section, run_section_from_store  # noqa: F401
+from stepwise.observe.report.html import render  # noqa: F401
+
+
+def write_report(path: "os.PathLike[str] | str", title: str, sections: "Iterable[Section]") -> int:
+    """Write the report of `sections` to `path` (private to the user: it tells the cloud's
+    layout and history); returns its size in bytes."""
+    from datetime import datetime, timezone
+
+    doc = render(Report(title, list(sections), datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")))
+    data = doc.encode("utf-8")
+    # never through a link planted at the path (as `export`): the file is written where named
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    return len(data)

@@ -1,0 +1,389 @@
+"""The report's view model: lanes and bars of the timeline, per-service availability series,
+summaries and tables, built from a Plan (and, for a run, its stored units, failures and probe
+samples). Plain data: the renderer never sees a Plan or a database row.
+
+Size is bounded by aggregation, not by the cloud: below `NODE_LANES_MAX` nodes every node has
+its lane; above, a lane is a role and a bar is a batch (or one step of a stage) of that role,
+and availability series are cut into at most `BUCKETS` points."""
+
+from __future__ import annotations
+
+import calendar
+import shlex
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Iterable, Mapping, Sequence
+
+from stepwise.model.catalog import allowance, effective_rule
+from stepwise.model.deployment import Deployment
+from stepwise.model.vocab import Step
+from stepwise.plan.units import Plan, Unit
+
+NODE_LANES_MAX = 60
+BUCKETS = 600
+DEPLOYMENT_LANE = "(deployment-wide)"
+#: how bad an actual state is, when a bar stands for several units: the worst one shows
+SEVERITY = {"done": 0, "resumed": 1, "late": 2, "skipped": 3, "pending": 4, "running": 5, "interrupted": 6,
+            "failed": 7}
+
+
+@dataclass
+class Bar:
+    lane: str
+    start: float
+    end: float
+    kind: str  # planned | done | late | resumed | skipped | pending | running | interrupted | failed
+    label: str
+    detail: str = ""
+    units: int = 1
+
+
+@dataclass
+class Series:
+    """Instances of one service serving over time, against its rule."""
+
+    service: str
+    total: int
+    min_serving: int | None
+    rule: str
+    points: list[tuple[float, int]]
+    windows: list[tuple[float, float, str]] = field(default_factory=list)
+    #: probe: (t, requests, failed, max latency ms) per second, relative to the section's start
+    probe: list[tuple[float, int, int, float]] = field(default_factory=list)
+
+
+@dataclass
+class Section:
+    """One plan, or one run: its own time axis, timeline, availability and summary."""
+
+    title: str
+    kind: str  # plan | run
+    axis_s: float
+    lanes: list[tuple[str, str]]  # (lane, group: its role)
+    planned: list[Bar]
+    actual: list[Bar]
+    plan_scale: float
+    boundaries: list[tuple[float, str]]
+    windows: list[tuple[str, float, float, str]]
+    series: list[Series]
+    summary: list[tuple[str, str]]
+    failures: list[dict[str, str]] = field(default_factory=list)
+    batches: list[dict[str, str]] = field(default_factory=list)
+    probe_targets: list[dict[str, Any]] = field(default_factory=list)
+    continue_command: str = ""
+
+
+@dataclass
+class Report:
+    title: str
+    sections: list[Section]
+    generated_at: str = ""
+
+
+def _epoch(t: datetime) -> float:
+    return calendar.timegm(t.timetuple()) + t.microsecond / 1e6
+
+
+def _fmt_s(s: float) -> str:
+    s = max(0.0, s)
+    if s >= 3600:
+        return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
+    if s >= 60:
+        return f"{int(s // 60)}m" if int(s) % 60 == 0 else f"{int(s // 60)}m{int(s % 60):02d}s"
+    return f"{s:.0f}s" if s >= 10 else f"{s:.1f}s"
+
+
+def _lanes_of(plan: Plan, dep: Deployment) -> tuple[bool, list[tuple[str, str]]]:
+    """Per-node lanes for a small cloud, per-role lanes for a big one (deployment order)."""
+    touched = {n for u in plan.units for n in u.nodes}
+    per_node = len(touched) <= NODE_LANES_MAX
+    lanes: list[tuple[str, str]] = []
+    if any(not u.nodes or str(u.scope) == "deployment" for u in plan.units if u.step is not Step.GATE):
+        lanes.append((DEPLOYMENT_LANE, ""))
+    for r in dep.roles:
+        names = [n.name for n in r.nodes if n.name in touched]
+        if not names:
+            continue
+        lanes.extend(((n, r.name) for n in names) if per_node else [(r.name, r.name)])
+    return per_node, lanes
+
+
+def _unit_lanes(u: Unit, dep: Deployment, per_node: bool) -> list[str]:
+    if not u.nodes or str(u.scope) == "deployment":
+        return [DEPLOYMENT_LANE]
+    if per_node:
+        return list(u.nodes)
+    seen: dict[str, None] = {}
+    for n in u.nodes:
+        seen[dep.role_of(n).name if n in dep.node_by_name else DEPLOYMENT_LANE] = None
+    return list(seen)
+
+
+def _group_key(u: Unit, per_node: bool) -> str:
+    # a bar is a batch; units outside batches are their own bar per node, or one bar per
+    # stage and step per role lane (a thousand identical prepare units are one bar)
+    if u.batch:
+        return u.batch
+    return u.id if per_node else f"{u.stage}:{u.step}"
+
+
+def _aggregate(items: Iterable[tuple[str, str, float, float, str, Unit]]) -> list[Bar]:
+    """(lane, key, start, end, kind, unit) -> one bar per (lane, key): its span, its worst kind."""
+    acc: dict[tuple[str, str], list[Any]] = {}
+    for lane, key, a, b, kind, u in items:
+        cur = acc.get((lane, key))
+        if cur is None:
+            acc[(lane, key)] = [a, b, kind, {str(u.step): None}, 1, u.why]
+            continue
+        cur[0], cur[1] = min(cur[0], a), max(cur[1], b)
+        if SEVERITY.get(kind, 0) > SEVERITY.get(cur[2], 0):
+            cur[2] = kind
+        cur[3][str(u.step)] = None
+        cur[4] += 1
+    out = []
+    for (lane, key), (a, b, kind, steps, n, why) in acc.items():
+        label = f"{key}: {', '.join(list(steps)[:6])}{' ...' if len(steps) > 6 else ''} ({n} unit{'s' * (n > 1)})"
+        out.append(Bar(lane, a, b, kind, label, why, n))
+    return out
+
+
+def _availability(dep: Deployment, events: Sequence[tuple[float, int, str, tuple[str, ...]]], axis_s: float,
+                  services: Sequence[str]) -> list[Series]:
+    """Step functions of serving instances from (t, +1 start / -1 stop, service, nodes) events,
+    cut into BUCKETS points keeping each bucket's lowest value (a dip is never averaged away)."""
+    out = []
+    for svc in services:
+        total = len(dep.instances.get(svc, ()))
+        if not total:
+            continue
+        rule = effective_rule(dep.catalog[svc], total) if svc in dep.catalog else None
+        allowed = allowance(dep.catalog[svc], total) if svc in dep.catalog else None
+        down: set[str] = set()
+        raw: list[tuple[float, int]] = [(0.0, total)]
+        for t, sign, s, nodes in events:
+            if s != svc:
+                continue
+            if sign < 0:
+                down.update(nodes)
+            else:
+                down.difference_update(nodes)
+            raw.append((t, total - len(down)))
+        width = max(axis_s, 1e-9) / BUCKETS
+        buckets: dict[int, list[int]] = {}  # bucket -> [lowest, last]
+        for t, v in raw:
+            i = min(BUCKETS - 1, max(0, int(t / width)))
+            b = buckets.setdefault(i, [v, v])
+            b[0], b[1] = min(b[0], v), v
+        pts: list[tuple[float, int]] = []
+        for i, (low, last) in sorted(buckets.items()):
+            pts.append((i * width, low))
+            if last != low:
+                pts.append(((i + 1) * width, last))
+        out.append(Series(svc, total, None if allowed is None else total - allowed,
+                          rule.describe() if rule else "no rule", pts))
+    return out
+
+
+def _plan_events(plan: Plan) -> list[tuple[float, int, str, tuple[str, ...]]]:
+    ev = []
+    for u in plan.units:
+        ev += [(u.start_s, -1, s, tuple(n)) for s, n in u.stops.items()]
+        ev += [(u.end_s, +1, s, tuple(n)) for s, n in u.starts.items()]
+    # at the same moment an instance starting serves before another stops (as the verifier
+    # replays it): no false dip
+    ev.sort(key=lambda e: (e[0], -e[1]))
+    return ev
+
+
+def _stopped_services(plan: Plan) -> list[str]:
+    seen: dict[str, None] = {}
+    for u in plan.units:
+        for s in u.stops:
+            seen[s] = None
+    return list(seen)
+
+
+def _boundaries(plan: Plan, at: Mapping[str, float] | None = None) -> list[tuple[float, str]]:
+    """Where a stage begins and where a level gate lets the next level start."""
+    out: list[tuple[float, str]] = []
+    stage = None
+    for u in plan.units:
+        t = at.get(u.id) if at is not None else u.start_s
+        if t is None:
+            continue
+        if str(u.stage) != stage:
+            stage = str(u.stage)
+            out.append((t, f"stage {stage}"))
+        elif u.step is Step.GATE:
+            out.append((t, u.id))
+    return out
+
+
+def _batches(plan: Plan, dep: Deployment) -> list[dict[str, str]]:
+    """One row per batch (or per unit outside batches, deployment-wide ones included)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for u in plan.units:
+        if u.step is Step.GATE:
+            continue
+        key = u.batch or u.id
+        r = rows.setdefault(key, {"batch": key, "roles": {}, "nodes": {}, "steps": {}, "why": {},
+                                  "start": u.start_s, "end": u.end_s})
+        for n in u.nodes:
+            r["nodes"][n] = None
+            if n in dep.node_by_name:
+                r["roles"][dep.role_of(n).name] = None
+        r["steps"][str(u.step)] = None
+        if u.why:
+            r["why"][u.why] = None
+        r["start"], r["end"] = min(r["start"], u.start_s), max(r["end"], u.end_s)
+    return [{"batch": r["batch"], "roles": ", ".join(r["roles"]), "nodes": str(len(r["nodes"])),
+             "steps": ", ".join(r["steps"]), "start": _fmt_s(r["start"]), "end": _fmt_s(r["end"]),
+             "why": " / ".join(list(r["why"])[:3])} for r in rows.values()]
+
+
+def _plan_summary(plan: Plan, dep: Deployment) -> list[tuple[str, str]]:
+    nodes = {n for u in plan.units for n in u.nodes}
+    params = {k: v for k, v in plan.params.items() if v not in (None, [], "", {}, False)}
+    return [("workflow", str(plan.workflow)), ("deployment", plan.deployment or dep.name),
+            ("selection", ", ".join(f"{k}={v}" for k, v in params.items()) or "all"),
+            ("units", str(sum(1 for u in plan.units if u.step is not Step.GATE))), ("nodes", str(len(nodes))),
+            ("estimate", _fmt_s(plan.duration_s)), ("lower bound", _fmt_s(plan.lower_bound_s)),
+            ("planned downtime windows", "none" if not plan.windows else "; ".join(
+                f"{w.service} {_fmt_s(w.end_s - w.start_s) if w.end_s != float('inf') else 'open at the end'}"
+                for w in plan.windows))]
+
+
+def plan_section(plan: Plan, dep: Deployment, title: str | None = None) -> Section:
+    """The view of a plan that has not run: planned bars, planned availability, the why of batches."""
+    per_node, lanes = _lanes_of(plan, dep)
+    axis = max(plan.duration_s, max((u.end_s for u in plan.units), default=0.0), 1.0)
+    planned = _aggregate((lane, _group_key(u, per_node), u.start_s, u.end_s, "planned", u)
+                         for u in plan.units if u.step is not Step.GATE for lane in _unit_lanes(u, dep, per_node))
+    windows = [(w.service, w.start_s, min(w.end_s, axis), w.why) for w in plan.windows]
+    series = _availability(dep, _plan_events(plan), axis, _stopped_services(plan))
+    for s in series:
+        s.windows = [(a, b, why) for svc, a, b, why in windows if svc == s.service]
+    return Section(title or f"plan: {plan.workflow} of {plan.deployment or dep.name}", "plan", axis, lanes,
+                   planned, [], 1.0, _boundaries(plan), windows, series, _plan_summary(plan, dep),
+                   batches=_batches(plan, dep))
+
+
+def _actual_kind(row: Any, planned_s: float) -> str:
+    if row.state == "done":
+        took = (row.ended_at - row.started_at).total_seconds() if row.started_at and row.ended_at else 0.0
+        if took > max(1.5 * planned_s, planned_s + 10.0):
+            return "late"
+        return "resumed" if (row.attempts or 0) > 1 else "done"
+    return row.state if row.state in SEVERITY else "pending"
+
+
+def _mask(command: str) -> str:
+    """The command as stored (secrets were masked when it was recorded), masked once more in
+    case it came from an older stepwise."""
+    from stepwise.secrets import mask_argv
+
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return command
+    masked = mask_argv(argv)
+    return command if masked == argv else " ".join(shlex.quote(a) for a in masked)
+
+
+def run_section(plan: Plan, dep: Deployment, run: Any, units: Sequence[Any], failures: Sequence[Mapping[str, Any]],
+                samples: Sequence[Mapping[str, Any]] = (),
+                window_spans: Mapping[str, list[tuple[float, float]]] | None = None) -> Section:
+    """The view of one stored run: actual bars beside the planned ones on the run's own clock
+    (planned bars scaled to it when the estimate is for other hardware, as in the lab)."""
+    t0 = _epoch(run.started_at)
+    # the run's end, or its last unit's if later (a run still going, or one read mid-write)
+    ends = [_epoch(u.ended_at or u.started_at) for u in units if u.started_at]
+    actual_s = max(max(ends, default=t0) - t0, (_epoch(run.ended_at) - t0) if run.ended_at else 0.0, 1.0)
+    scale = 1.0
+    if plan.duration_s > 0 and not 0.5 <= actual_s / plan.duration_s <= 2.0:
+        scale = actual_s / plan.duration_s  # the estimate is for real hardware: show its shape
+    axis = max(actual_s, plan.duration_s * scale, 1.0)
+    per_node, lanes = _lanes_of(plan, dep)
+    rows = {r.unit_id: r for r in units}
+    planned = _aggregate((lane, _group_key(u, per_node), u.start_s * scale, u.end_s * scale, "planned", u)
+                         for u in plan.units if u.step is not Step.GATE for lane in _unit_lanes(u, dep, per_node))
+    items = []
+    events = []
+    starts: dict[str, float] = {}
+    for u in plan.units:
+        r = rows.get(u.id)
+        if r is None or r.started_at is None:
+            continue
+        a = _epoch(r.started_at) - t0
+        b = (_epoch(r.ended_at) - t0) if r.ended_at else actual_s
+        starts[u.id] = a
+        events += [(a, -1, s, tuple(n)) for s, n in u.stops.items()]
+        if r.state == "done":
+            events += [(b, +1, s, tuple(n)) for s, n in u.starts.items()]
+        if u.step is Step.GATE:
+            continue
+        kind = _actual_kind(r, u.duration_s)
+        items += [(lane, _group_key(u, per_node), a, b, kind, u) for lane in _unit_lanes(u, dep, per_node)]
+    for u in plan.units:  # skipped units never started: shown at their planned place
+        r = rows.get(u.id)
+        if r is not None and r.state == "skipped" and u.step is not Step.GATE:
+            items += [(lane, _group_key(u, per_node), u.start_s * scale, u.end_s * scale, "skipped", u)
+                      for lane in _unit_lanes(u, dep, per_node)]
+    events.sort(key=lambda e: (e[0], -e[1]))
+    series = _availability(dep, events, axis, _stopped_services(plan))
+    spans = {svc: [(a - t0, b - t0) for a, b in v] for svc, v in (window_spans or {}).items()}
+    windows = [(svc, a, min(b, axis), "planned window, as it ran") for svc, v in spans.items() for a, b in v]
+    by_target: dict[str, list[tuple[float, int, int, float]]] = {}
+    for s in samples:
+        by_target.setdefault(s["target"], []).append((float(s["t"]) - t0, int(s["requests"]), int(s["failed"]),
+                                                      float(s.get("max_ms") or 0.0)))
+    for s in series:
+        s.windows = [(a, b, why) for svc, a, b, why in windows if svc == s.service]
+        s.probe = sorted(by_target.pop(f"vip:{s.service}", []))
+    for target, pts in sorted(by_target.items()):  # probed targets the plan never stopped
+        series.append(Series(target, 0, None, "probe only: not stopped by this plan", [], [], sorted(pts)))
+    counts: dict[str, int] = {}
+    for r in units:
+        counts[r.state] = counts.get(r.state, 0) + 1
+    probe_targets = []
+    for target in sorted({s["target"] for s in samples}):
+        ts = [s for s in samples if s["target"] == target]
+        probe_targets.append({"target": target, "requests": sum(int(s["requests"]) for s in ts),
+                              "failed": sum(int(s["failed"]) for s in ts),
+                              "max_ms": round(max(float(s.get("max_ms") or 0) for s in ts), 1)})
+    summary = [("run", str(run.id)), ("workflow", run.workflow), ("status", run.status + (f": {run.message}" if run.message else "")),
+               ("who", f"{run.user or '?'} on {run.host or '?'}"), ("command", _mask(run.command or "")),
+               ("started", run.started_at.isoformat(timespec="seconds") + "Z"),
+               ("duration", f"{_fmt_s(actual_s)} (estimate {_fmt_s(plan.duration_s)}, lower bound {_fmt_s(plan.lower_bound_s)})"),
+               ("units", ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + f" of {len(units)}"),
+               ("attempts", str(run.attempts))]
+    if samples:
+        # failed API requests outside the windows the plan announced (give or take the probe's
+        # period and detection, as observe.windows counts them)
+        outside = sum(int(x["failed"]) for x in samples if int(x["failed"]) and str(x["target"]).startswith("vip:")
+                      and not any(a - 3.0 <= float(x["t"]) - t0 <= b + 4.0
+                                  for a, b in spans.get(str(x["target"])[4:], [])))
+        summary.append(("probe", f"{sum(p['requests'] for p in probe_targets)} requests, "
+                                 f"{sum(p['failed'] for p in probe_targets)} failed, {outside} failed API "
+                                 "requests outside the announced windows"))
+    cont = "" if run.status == "done" else _mask(run.command or "").replace(" --fresh", "")
+    return Section(f"run {run.id}: {run.workflow} ({run.status})", "run", axis, lanes, planned,
+                   _aggregate(items), scale, _boundaries(plan, starts), windows, series, summary,
+                   failures=[{k: str(f.get(k) or "") for k in ("host", "unit", "task", "status", "message")}
+                             for f in failures][:200],
+                   batches=_batches(plan, dep), probe_targets=probe_targets, continue_command=cont)
+
+
+def run_section_from_store(store: Any, run_id: int, dep: Deployment) -> Section:
+    """Read one run (its plan, units, failures, probe samples) from the store and build its view."""
+    from stepwise.observe.windows import window_intervals
+
+    run = store.run(run_id)
+    if not run.plan or "workflow" not in run.plan:
+        from stepwise.errors import InputError, Problem
+        raise InputError(Problem(f"run {run_id} has no recorded plan to draw", field="--run"))
+    plan = Plan.from_json(run.plan)
+    failures = [{"unit": t.unit_id, "host": t.host, "task": t.task, "status": t.status, "message": t.message}
+                for t in store.task_results(run_id) if t.status in ("failed", "unreachable")]
+    return run_section(plan, dep, run, store.units(run_id), failures, store.probe_samples(run_id),
+                       window_intervals(plan, store, run_id))
