@@ -35,7 +35,7 @@ def _register() -> None:
     from stepwise.cli import plan_cmd  # noqa: F401
     import importlib
 
-    for mod in ("stepwise.cli.lab_cmd", "stepwise.cli.run_cmd", "stepwise.cli.observe_cmd", "stepwise.cli.export_cmd"):
+    for mod in ("stepwise.cli.catalog_cmd", "stepwise.cli.import_cmd", "stepwise.cli.lab_cmd", "stepwise.cli.run_cmd", "stepwise.cli.observe_cmd", "stepwise.cli.export_cmd"):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as exc:
