@@ -29,14 +29,13 @@ def list_services(catalog: Optional[Path] = typer.Option(None, "--catalog", "-c"
         if json_out:
             print_json({"catalog": cat.path, "services": rows})
             return
-        from rich.table import Table
         from rich.text import Text
 
-        table = Table(title=Text(f"{len(rows)} services in {cat.path}"), title_justify="left")
-        for col in ("service", "plane", "runtime", "aliases"):
-            table.add_column(col, overflow="fold")
+        # one line per service, never wrapped: aliases stay whole for grep and copy-paste
+        console.print(Text(f"{len(rows)} services in {cat.path}"), soft_wrap=True)
+        width = max(len(r["name"]) for r in rows)
+        console.print(Text(f"{'service':<{width}}  {'plane':<7}  {'runtime':<7}  aliases", style="bold"), soft_wrap=True)
         for r in rows:
-            # cells as Text: a catalog's names and aliases are data, never markup
-            table.add_row(Text(r["name"]), Text(r["plane"]), Text("yes" if r["runtime"] else "none"),
-                          Text("\n".join(r["aliases"])))
-        console.print(table)
+            # data as Text: a catalog's names and aliases never become markup
+            console.print(Text(f"{r['name']:<{width}}  {r['plane']:<7}  {'yes' if r['runtime'] else 'none':<7}  "
+                               + ", ".join(r["aliases"])), soft_wrap=True)

@@ -56,12 +56,12 @@ def _write(result: "Imported", output: str, source: str) -> None:
         except OSError as exc:
             raise InputError(Problem(f"cannot write: {exc.strerror or exc}", file=output)) from None
     for note in result.notes:
-        err_console.print(Text("note: " + note))
+        err_console.print(Text("note: " + note), soft_wrap=True)
     dep = result.deployment
     if output != "-":
         console.print(Text(f"wrote {output}: {len(dep.roles)} role(s), {len(dep.nodes)} node(s), "
                            f"{len({s for r in dep.roles for s in r.declared})} service(s) "
-                           f"({len(dep.instances)} with a runtime)"))
+                           f"({len(dep.instances)} with a runtime)"), soft_wrap=True)
 
 
 @import_app.command("tripleo")

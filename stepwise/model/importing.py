@@ -68,7 +68,11 @@ def _resolve_services(names: list[Any], catalog: Catalog, doc: Any, trail: list[
             problems.append(Problem(f"unknown service '{raw}' (role {role})", file=fname, line=line,
                                     hint=closest(raw, catalog)))
         elif canonical in out:
-            notes.append(f"{role}: {raw} is {canonical}, already listed")
+            # several THT services are one catalog entry (OsloMessagingRpc and ...Notify are
+            # one rabbitmq; the backend services one configuration): worth a word only when
+            # something runs
+            if catalog[canonical].has_runtime:
+                notes.append(f"{role}: {raw} is {canonical}, already listed")
         else:
             out.append(canonical)
     return out
