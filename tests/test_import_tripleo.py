@@ -270,3 +270,33 @@ def test_yaml_inventory_with_services_on_the_command_line(tmp_path):
     assert r.exit_code == 0, r.output
     dep = load_deployment(out)
     assert dep.role_by_name["Database"].nodes[0].address == "192.168.24.20"
+
+
+# ------------------------------------------------------------------------------ environment files
+
+DISABLED = FIX / "default-services-disabled.yaml"
+
+
+def test_environment_files_leave_out_what_the_resource_registry_disables(catalog, tmp_path):
+    full = import_tripleo(COMPOSED, catalog).deployment
+    imp = import_tripleo(COMPOSED, catalog, environments=[DISABLED])
+    dep = imp.deployment
+    assert "ceph_osd" in full.instances and "ceph_osd" not in dep.instances  # CephOSD: OS::Heat::None
+    assert {"galera", "rabbitmq", "keystone", "nova_compute", "ovn_controller"} <= set(dep.instances)
+    assert len(dep.instances) < len(full.instances)
+    assert any("OS::Heat::None left out" in n for n in imp.notes)
+    # a later file enables a service again, as `openstack overcloud deploy -e a -e b` does
+    enable = tmp_path / "ceph.yaml"
+    enable.write_text("resource_registry:\n  OS::TripleO::Services::CephOSD: deployment/cephadm/ceph-osd.yaml\n")
+    assert "ceph_osd" in import_tripleo(COMPOSED, catalog, environments=[DISABLED, enable]).deployment.instances
+    for wf in ("update", "upgrade", "system-upgrade"):
+        verify_plan(make_plan(wf, dep), dep)
+
+
+def test_unknown_service_after_a_disabled_one_keeps_its_line(catalog, tmp_path):
+    f = tmp_path / "roles_data.yaml"
+    f.write_text("- name: Controller\n  CountDefault: 3\n  ServicesDefault:\n"
+                 "    - OS::TripleO::Services::Aide\n    - OS::TripleO::Services::Nope\n")
+    with pytest.raises(InputError) as exc:
+        import_tripleo(f, catalog, environments=[DISABLED])
+    assert exc.value.problems[0].line == 5

@@ -73,6 +73,9 @@ def import_tripleo_cmd(
     stack: str = typer.Option("overcloud", "--stack", help="Stack name (%stackname% of the host name formats)."),
     count: Optional[List[str]] = typer.Option(None, "--count", metavar="ROLE=N",
                                               help="Nodes of a role without inventory (default: its CountDefault)."),
+    environment: Optional[List[Path]] = typer.Option(None, "--environment", "-e", metavar="PATH",
+                                                     help="THT environment file(s), as given to `overcloud deploy -e`: "
+                                                          "services their resource_registry maps to OS::Heat::None are left out."),
     catalog: Optional[Path] = CATALOG_OPT,
     output: str = OUT_OPT,
 ) -> None:
@@ -88,7 +91,7 @@ def import_tripleo_cmd(
                 raise InputError(Problem(f"--count {role}={n}: not a number of nodes", field="--count"))
             counts[role] = int(n)
         result = import_tripleo(roles_data, load_catalog(catalog), stack=stack, inventory=inventory, counts=counts,
-                                catalog_ref=_catalog_ref(catalog, output))
+                                catalog_ref=_catalog_ref(catalog, output), environments=list(environment or ()))
         _write(result, output, roles_data.name + (f" and {inventory.name}" if inventory else ""))
 
 

@@ -54,11 +54,14 @@ def closest(name: str, catalog: Catalog) -> str:
 
 
 def _resolve_services(names: list[Any], catalog: Catalog, doc: Any, trail: list[Any], fname: str,
-                      problems: list[Problem], notes: list[str], role: str, line: int | None = None) -> list[str]:
+                      problems: list[Problem], notes: list[str], role: str, line: int | None = None,
+                      skip: frozenset[str] = frozenset()) -> list[str]:
     """Canonical names of `names` (names or aliases), each once; unknown ones become problems
     at their line (or at `line` when the names do not come from a YAML document)."""
     out: list[str] = []
     for i, raw in enumerate(names):
+        if raw in skip:
+            continue
         line = line_of(doc, trail + [i]) if doc is not None else line
         if not isinstance(raw, str):
             problems.append(Problem(f"a service name must be a string, not {raw!r}", file=fname, line=line))
@@ -113,11 +116,32 @@ def _nodes_from_hosts(hosts: list[Host], inv_path: str, problems: list[Problem])
     return nodes
 
 
+def disabled_services(environments: list[Path | str]) -> dict[str, str]:
+    """THT service names the environment files map to `OS::Heat::None` (not deployed), with
+    the file that says so; a later file overrides an earlier one, as `openstack overcloud
+    deploy -e` does."""
+    registry: dict[str, tuple[Any, str]] = {}
+    for env in environments:
+        doc = load_yaml(Path(env))
+        reg = doc.get("resource_registry") if isinstance(doc, dict) else None
+        if reg is None:
+            continue
+        if not isinstance(reg, dict):
+            raise InputError(Problem("resource_registry must be a mapping", file=str(env),
+                                     line=line_of(doc, ["resource_registry"])))
+        for key, value in reg.items():
+            registry[str(key)] = (value, str(env))
+    return {k: src for k, (v, src) in registry.items() if v == "OS::Heat::None"}
+
+
 def import_tripleo(roles_data: Path | str, catalog: Catalog, *, stack: str = "overcloud",
                    inventory: Path | str | None = None, counts: dict[str, int] | None = None,
-                   catalog_ref: str | None = None) -> Imported:
-    """Import a THT roles file (and the stack's inventory) as a deployment document."""
+                   catalog_ref: str | None = None, environments: list[Path | str] | None = None) -> Imported:
+    """Import a THT roles file (and the stack's inventory) as a deployment document; services
+    the environment files map to OS::Heat::None are left out (a roles file lists what a role
+    may run, the resource registry decides what is deployed)."""
     fname = str(roles_data)
+    disabled = disabled_services(list(environments or ()))
     doc = load_yaml(Path(roles_data))
     if not re.match(NAME_RE, stack):
         raise InputError(Problem(f"stack name '{stack}' is not a valid name", field="--stack"))
@@ -153,7 +177,11 @@ def import_tripleo(roles_data: Path | str, catalog: Catalog, *, stack: str = "ov
                                         line=line_of(doc, where + [key]), field=f"{name}.{key}"))
         if len(problems) > before:
             continue
-        svc = _resolve_services(services, catalog, doc, where + ["ServicesDefault"], fname, problems, notes, name)
+        skipped = [str(s) for s in services if isinstance(s, str) and s in disabled]
+        if skipped:
+            notes.append(f"{name}: {len(skipped)} service(s) mapped to OS::Heat::None left out")
+        svc = _resolve_services(services, catalog, doc, where + ["ServicesDefault"], fname, problems, notes, name,
+                                skip=frozenset(skipped))
         out: dict[str, Any] = {"name": name, "tags": _tags(name, [str(t) for t in tht_tags], svc, catalog),
                                "update_serial": max(1, serial), "services": svc}
         if name in hosts:
