@@ -23,7 +23,7 @@ REQUIRED_SERVICES = {
 #: docs/node-commands.md: the only commands a task may call (first word of the command line).
 NODE_COMMANDS = {"dnf", "tripleo-repos", "systemctl", "crudini", "os-apply-config", "pcs", "ceph", "nova", "leapp",
                  "reboot", "upgrade-transfer-data", "healthcheck", "mysql-upgrade-dump", "mysql-upgrade-restore",
-                 "neutron-db-manage"}
+                 "neutron-db-manage", "aodh-dbsync", "gnocchi-upgrade", "ironic-inspector-dbsync"}
 #: docs/catalog.md: the only Jinja variables a task may use.
 JINJA_VARS = {"inventory_hostname", "stepwise_node_address", "stepwise_bootstrap_node", "system_upgrade_source",
               "target_release"}
@@ -152,6 +152,8 @@ def test_every_task_is_a_named_command_calling_the_node_vocabulary(catalog):
 
 def test_every_service_stops_updates_configures_and_starts_itself(catalog):
     for svc in catalog:
+        if not svc.has_runtime:
+            continue
         for wf in ("update", "upgrade"):
             steps = svc.steps(wf)
             assert [t["ansible.builtin.command"] for t in steps["stop"] if "systemctl" in str(t)] in \
@@ -164,6 +166,17 @@ def test_every_service_stops_updates_configures_and_starts_itself(catalog):
         assert svc.health, svc.name  # stepwise adds the health check to every verify step
         assert svc.system_upgrade["prepare"][-1]["ansible.builtin.command"] in (f"systemctl stop {svc.name}",
                                                                                 "pcs cluster stop")
+
+
+def test_configuration_only_services_have_nothing_to_run(catalog):
+    # `runtime: none` entries (timezone, kernel settings, backend configuration): no packages,
+    # tasks, rules or health check, so the planner has nothing to stop or start there
+    none = [s for s in catalog if not s.has_runtime]
+    assert {"timezone", "kernel", "sshd", "tuned", "ca_certs", "cinder_backends"} <= {s.name for s in none}
+    for svc in none:
+        assert not (svc.packages or svc.tasks or svc.converge or svc.system_upgrade or svc.health
+                    or svc.availability or svc.depends_on or svc.cluster or svc.rpc), svc.name
+        assert svc.aliases, svc.name  # each stands for a THT service
 
 
 def test_node_wide_work_is_left_to_stepwise(catalog):
@@ -237,6 +250,8 @@ def test_storage_and_compute_leave_and_rejoin(catalog):
 def test_api_health_checks_use_distinct_ports(catalog):
     ports = {}
     for svc in catalog:
+        if not svc.has_runtime:
+            continue
         url = svc.health.get("http")
         if url:
             m = re.fullmatch(r"http://\{address\}:(\d+)/healthcheck", url)

@@ -382,3 +382,11 @@ def test_bad_facts(tmp_path, text, line, field):
     f = write(tmp_path / "facts.yaml", text)
     p = only(load_facts, f, dep)
     assert (p.file, p.line, p.field) == (str(f), line, field)
+
+
+def test_a_cloud_name_longer_than_a_file_name_is_refused(tmp_path):
+    # the name becomes the store's file name: a 250-character name once crashed `plan`
+    f = deployment(tmp_path, "roles:\n  - name: R\n    services: [db]\n    nodes: [{name: r-0}, {name: r-1}, {name: r-2}]\n")
+    f.write_text(f.read_text().replace("name: cloud", "name: " + "c" * 250))
+    p = only(load_deployment, f)
+    assert (p.line, p.field) == (1, "name") and "at most 128 characters" in p.message

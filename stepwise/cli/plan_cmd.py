@@ -35,8 +35,10 @@ def validate(deployment: Path = DEPLOYMENT_OPT,
         dep = load_deployment(deployment)
         summary = {
             "deployment": dep.name, "catalog": dep.catalog.path, "services": len(dep.catalog),
+            # services: what runs (and is planned); configuration_only: listed with runtime: none
             "roles": [{"name": r.name, "nodes": len(r.nodes), "services": list(r.services), "update_serial": r.update_serial,
-                       "tags": list(r.tags)} for r in dep.roles],
+                       "tags": list(r.tags), "configuration_only": [s for s in r.declared if s not in r.services]}
+                      for r in dep.roles],
             "nodes": len(dep.nodes), "valid": True,
         }
         if json_out:
@@ -46,7 +48,9 @@ def validate(deployment: Path = DEPLOYMENT_OPT,
                       f"{len(dep.instances)} placed service(s) of {len(dep.catalog)} in {dep.catalog.path}"))
         for r in dep.roles:  # data: printed as text, brackets included
             console.print(f"  {r.name}: {len(r.nodes)} node(s), update_serial {r.update_serial}"
-                          f"{' [' + ', '.join(r.tags) + ']' if r.tags else ''}: {', '.join(r.services)}", markup=False)
+                          f"{' [' + ', '.join(r.tags) + ']' if r.tags else ''}: {', '.join(r.services)}"
+                          + (f" (+{len(r.declared) - len(r.services)} configuration-only)"
+                             if len(r.declared) > len(r.services) else ""), markup=False)
 
 
 @app.command()

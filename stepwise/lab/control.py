@@ -80,6 +80,11 @@ def write_bin(lab: Lab) -> None:
     names = list(NODE_COMMANDS) + [f"{p}-manage" for p in lab.spec["projects"]]
     if "neutron" in lab.spec["projects"]:
         names.append("neutron-db-manage")
+    # octavia-db-manage, mistral-db-manage, aodh-dbsync, ...: the upstream names of schema tools
+    from stepwise.lab.nodecmd import SYNC_TOOLS
+
+    names += [f"{p}-db-manage" for p in lab.spec["projects"] if p in ("octavia", "mistral")]
+    names += [tool for tool, (p, _w) in SYNC_TOOLS.items() if p in lab.spec["projects"]]
     for n in names:
         link = b / n
         if not link.exists():

@@ -34,11 +34,25 @@ def binaries() -> dict[str, str]:
     return out
 
 
+def socket_path(root: Path) -> Path:
+    """The node's server socket: under its root, unless that path is longer than a Unix
+    socket may be (107 bytes; deep test directories reach it), then a short private one."""
+    sock = root / "run" / "mysqld" / "mysqld.sock"
+    if len(str(sock)) <= 100:
+        return sock
+    import hashlib
+    import tempfile
+
+    short = Path(tempfile.gettempdir()) / f"stepwise-sock-{os.getuid()}"
+    short.mkdir(mode=0o700, exist_ok=True)
+    return short / (hashlib.sha1(str(root).encode()).hexdigest()[:16] + ".sock")
+
+
 def my_cnf(root: Path, address: str, port: int) -> str:
     run = root / "run" / "mysqld"
     return f"""[mysqld]
 datadir={root}/var/lib/mysql
-socket={run}/mysqld.sock
+socket={socket_path(root)}
 pid-file={run}/mysqld.pid
 bind-address={address}
 port={port}
@@ -92,7 +106,7 @@ def ensure_template() -> Path:
                     "--skip-test-db", "--auth-root-authentication-method=normal"],
                    check=True, capture_output=True, timeout=120)
     proc = subprocess.Popen(server_command(root), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    sock = root / "run" / "mysqld" / "mysqld.sock"
+    sock = socket_path(root)
     try:
         sql = (f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'; GRANT ALL ON *.* TO '{USER}'@'%';"
                f"CREATE DATABASE {META_DB}; CREATE TABLE {META_DB}.schema_versions "
@@ -181,7 +195,7 @@ def copy_state(src: tuple[str, int], dst: tuple[str, int]) -> None:
 
 def dump(root: Path, out: Path) -> None:
     """Dump every lab database of a running server (for a major-version change)."""
-    sock = root / "run" / "mysqld" / "mysqld.sock"
+    sock = socket_path(root)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w") as fh:
         subprocess.run([binaries()["mariadb-dump"], "-S", str(sock), "-uroot", "--databases", META_DB],
@@ -189,7 +203,7 @@ def dump(root: Path, out: Path) -> None:
 
 
 def restore(root: Path, dump_file: Path) -> None:
-    sock = root / "run" / "mysqld" / "mysqld.sock"
+    sock = socket_path(root)
     with open(dump_file) as fh:
         subprocess.run([binaries()["mariadb"], "-S", str(sock), "-uroot"], check=True, stdin=fh,
                        capture_output=True, timeout=60)

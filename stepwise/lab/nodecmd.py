@@ -20,6 +20,12 @@ from stepwise.lab.nodes import Lab, SupervisorDown, current
 
 COMMANDS: dict[str, Callable[[Lab, str, list[str]], int]] = {}
 MANAGE_SUFFIX = "-manage"
+#: upstream schema tools not named PROJECT-manage -> (project, the `manage` words they mean)
+SYNC_TOOLS: dict[str, tuple[str, list[str]]] = {
+    "aodh-dbsync": ("aodh", ["db", "sync"]),
+    "gnocchi-upgrade": ("gnocchi", ["db", "sync"]),
+    "ironic-inspector-dbsync": ("ironic", ["db", "sync"]),
+}
 
 
 def command(*names: str):
@@ -289,7 +295,9 @@ def _schema_action(words: list[str], args: list[str]) -> str | None:
         return "contract"
     if "--migrate" in flags or words[:2] in (["db", "online_data_migrations"], ["db", "migrate"]):
         return "migrate"
-    if words[:2] in (["db", "sync"], ["db", "expand"], ["upgrade", "heads"]) or words[:1] in (["db_sync"], ["upgrade"]):
+    # barbican says `db upgrade`, designate `database sync`, octavia/mistral `upgrade head`
+    if words[:2] in (["db", "sync"], ["db", "expand"], ["upgrade", "heads"], ["db", "upgrade"], ["database", "sync"]) \
+            or words[:1] in (["db_sync"], ["upgrade"]):
         return "expand"
     return None
 
@@ -345,6 +353,9 @@ def main() -> None:
     from stepwise.lab import nodecmd_cluster  # noqa: F401 - registers the cluster commands
 
     fn = COMMANDS.get(name)
+    if fn is None and name in SYNC_TOOLS:
+        project, words = SYNC_TOOLS[name]
+        sys.exit(manage(lab, node, project, words))
     if fn is None and name.endswith(MANAGE_SUFFIX):
         project = name[: -len(MANAGE_SUFFIX)].removesuffix("-db")
         sys.exit(manage(lab, node, project, args))

@@ -97,7 +97,10 @@ def build_spec(dep: Deployment, lab_dir: str, index: int, workloads_per_compute:
         raise InputError(Problem(f"services {', '.join(needs_db)} own a DB schema but no database service "
                                  "(cluster: galera) is placed", file=dep.path,
                                  hint="place the galera service on a role; the lab runs a real MariaDB for it"))
-    compute = next((n for n, s in services.items() if s["plane"] == "data" and "compute" in n), None)
+    # the hypervisor agent hosts the workloads; an imported Compute role lists others with
+    # "compute" in their name first (ceilometer_agent_compute)
+    compute = "nova_compute" if services.get("nova_compute", {}).get("plane") == "data" else \
+        next((n for n, s in services.items() if s["plane"] == "data" and "compute" in n), None)
     if compute:
         services[compute]["workloads"] = True
     nodes = {}

@@ -53,6 +53,10 @@ class Service:
     name: str
     plane: str
     packages: tuple[str, ...] = ()
+    #: other names of the service (TripleO's OS::TripleO::Services::*), resolved on loading
+    aliases: tuple[str, ...] = ()
+    #: False for a configuration-only service (`runtime: none`): never stopped, never visited
+    has_runtime: bool = True
     depends_on: tuple[str, ...] = ()
     availability: Availability | None = None
     rolling: bool = True
@@ -121,6 +125,18 @@ class Catalog:
 
     services: Mapping[str, Service]
     path: str
+    #: alias -> canonical service name (a service's own name is not in here)
+    aliases: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def resolve(self, name: str) -> str | None:
+        """The canonical name of a service named by its name or one of its aliases, else None."""
+        if name in self.services:
+            return name
+        return self.aliases.get(name)
+
+    def known_names(self) -> list[str]:
+        """Every name a deployment may use (names and aliases), for "did you mean"."""
+        return [*self.services, *self.aliases]
 
     def __contains__(self, name: object) -> bool:
         return name in self.services
@@ -195,6 +211,8 @@ def service_from_spec(spec: ServiceSpec, source: str, line: int | None = None,
         name=spec.name,
         plane=spec.plane,
         packages=tuple(spec.packages),
+        aliases=tuple(spec.aliases),
+        has_runtime=spec.runtime != "none",
         depends_on=tuple(spec.depends_on),
         availability=_parse_availability(spec.availability),
         rolling=rolling,
@@ -244,11 +262,36 @@ def load_catalog(path: Path | str | None = None) -> Catalog:
         services[spec.name] = service_from_spec(spec, str(f), line_of(doc, ["name"]), _field_lines(doc, spec))
     if problems:
         raise InputError(problems)
-    catalog = Catalog(MappingProxyType(dict(sorted(services.items()))), str(directory))
+    aliases, alias_problems = _alias_table(services)
+    if alias_problems:
+        raise InputError(alias_problems)
+    catalog = Catalog(MappingProxyType(dict(sorted(services.items()))), str(directory), MappingProxyType(aliases))
     problems.extend(check_catalog(catalog))
     if problems:
         raise InputError(problems)
     return catalog
+
+
+def _alias_table(services: Mapping[str, Service]) -> tuple[dict[str, str], list[Problem]]:
+    """alias -> service; an alias naming two services (or another service's name) is refused:
+    a deployment naming it would otherwise get whichever file sorted first."""
+    table: dict[str, str] = {}
+    problems: list[Problem] = []
+    for svc in services.values():
+        for alias in svc.aliases:
+            line = svc.lines.get("aliases", svc.line)
+            if alias == svc.name:
+                continue
+            if alias in services:
+                problems.append(Problem(f"alias '{alias}' is the name of another service", file=svc.source,
+                                        line=line, field="aliases", hint=f"remove '{alias}' from the aliases"))
+            elif table.get(alias, svc.name) != svc.name:
+                problems.append(Problem(f"alias '{alias}' is also an alias of service '{table[alias]}'",
+                                        file=svc.source, line=line, field="aliases",
+                                        hint="an alias names one service; keep it in one file"))
+            else:
+                table[alias] = svc.name
+    return dict(sorted(table.items())), problems
 
 
 def _field_lines(doc: Any, spec: ServiceSpec) -> dict[str, int]:
@@ -277,6 +320,9 @@ def check_catalog(catalog: Catalog) -> list[Problem]:
             elif dep == svc.name:
                 problems.append(Problem("a service cannot depend on itself", file=svc.source, line=line, field=where,
                                         hint=f"remove '{dep}' from depends_on"))
+            elif not catalog[dep].has_runtime:
+                problems.append(Problem(f"depends_on names '{dep}', which has 'runtime: none' (nothing to wait for)",
+                                        file=svc.source, line=line, field=where, hint=f"remove '{dep}' from depends_on"))
             elif dep in catalog and catalog[dep].plane == "data" and svc.plane != "data":
                 problems.append(Problem(
                     f"{svc.plane}-plane service '{svc.name}' depends_on data-plane service '{dep}', but the control "
@@ -326,7 +372,7 @@ def find_cycle(graph: Mapping[str, tuple[str, ...] | list[str]]) -> list[str] | 
     return None
 
 
-def _did_you_mean(name: str, known: Mapping[str, Any]) -> str:
+def _did_you_mean(name: str, known: "Mapping[str, Any] | list[str]") -> str:
     import difflib
 
     close = difflib.get_close_matches(name, list(known), n=3)

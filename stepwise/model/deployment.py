@@ -41,6 +41,9 @@ class Role:
     bootstrap: str | None = None
     vars: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     tool_packages: tuple[str, ...] = ()
+    #: every service the role lists (canonical names), configuration-only ones included;
+    #: `services` keeps only those with a runtime, so the planner never sees the others
+    declared: tuple[str, ...] = ()
 
     @property
     def is_controlplane(self) -> bool:
@@ -165,15 +168,23 @@ def build_deployment(spec: DeploymentSpec, catalog: Catalog, doc: Any = None, fn
                                     file=fname, line=line_of(doc, where + ["name"]), field=f"roles[{ri}].name",
                                     hint="give each role a unique name"))
         seen_roles.setdefault(rs.name, ri)
+        # a service may be named by an alias (OS::TripleO::Services::Keystone): the canonical
+        # name is what the rest of stepwise sees
+        declared: list[str] = []
         for si, s in enumerate(rs.services):
-            if s not in catalog:
+            canonical = catalog.resolve(s)
+            if canonical is None:
                 problems.append(Problem(f"unknown service '{s}'", file=fname, line=line_of(doc, where + ["services", si]),
                                         field=f"roles[{ri}].services[{si}]",
-                                        hint=f"{_did_you_mean(s, catalog.services)} (catalog: {catalog.path})"))
-        dupes = {s for s in rs.services if rs.services.count(s) > 1}
+                                        hint=f"{_did_you_mean(s, catalog.known_names())} (catalog: {catalog.path})"))
+            else:
+                declared.append(canonical)
+        dupes = {s for s in declared if declared.count(s) > 1}
         for s in sorted(dupes):
-            problems.append(Problem(f"service '{s}' is listed twice", file=fname, line=line_of(doc, where + ["services"]),
-                                    field=f"roles[{ri}].services", hint="list each service once per role"))
+            problems.append(Problem(f"service '{s}' is listed twice", file=fname,
+                                    line=line_of(doc, where + ["services"]),
+                                    field=f"roles[{ri}].services",
+                                    hint="list each service once per role (by its name or one of its aliases)"))
         nodes = _expand_nodes(rs, ri, next_index)
         next_index += len(nodes)
         for ni, n in enumerate(nodes):
@@ -188,8 +199,9 @@ def build_deployment(spec: DeploymentSpec, catalog: Catalog, doc: Any = None, fn
             problems.append(Problem(f"bootstrap node '{rs.bootstrap}' is not a node of role {rs.name}",
                                     file=fname, line=line_of(doc, where + ["bootstrap"]), field=f"roles[{ri}].bootstrap",
                                     hint="name one of the role's nodes, or remove 'bootstrap' to use the first node"))
-        roles.append(Role(rs.name, tuple(rs.tags), rs.update_serial, tuple(rs.services), tuple(nodes), rs.bootstrap,
-                          MappingProxyType(dict(rs.vars)), tuple(rs.tool_packages)))
+        running = tuple(s for s in declared if catalog[s].has_runtime)
+        roles.append(Role(rs.name, tuple(rs.tags), rs.update_serial, running, tuple(nodes), rs.bootstrap,
+                          MappingProxyType(dict(rs.vars)), tuple(rs.tool_packages), tuple(declared)))
     if problems:
         raise InputError(problems)
     dep = Deployment(spec.name, tuple(roles), catalog, fname, MappingProxyType(dict(spec.vars)), tuple(spec.reboot_packages))
@@ -215,7 +227,7 @@ def check_availability(dep: Deployment, doc: Any = None, fname: str = "<memory>"
         if rule.allowed_down(len(nodes)) < 1:
             # Point at where the operator placed it (the first role listing it); the rule's own
             # file is named in the message (it is often the built-in catalog, not to be edited).
-            ri, si = next((ri, r.services.index(name)) for ri, r in enumerate(dep.roles)
+            ri, si = next((ri, r.declared.index(name)) for ri, r in enumerate(dep.roles)
                           if name in r.services and not r.is_management and r.nodes)
             rule_at = svc.source + (f":{svc.lines.get('availability', svc.line)}" if svc.lines.get("availability", svc.line) else "")
             problems.append(Problem(

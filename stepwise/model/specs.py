@@ -16,6 +16,8 @@ from stepwise.model.steps import NODE_STEPS, SYSTEM_UPGRADE_STEPS, UPGRADE_EXTRA
 from stepwise.model.values import Address, PackageName, ShortText, check_address, check_index_template
 
 NAME_RE = r"^[A-Za-z_][A-Za-z0-9_.\-]*$"
+#: an alias may be a TripleO resource name such as OS::TripleO::Services::Keystone (':' allowed)
+ALIAS_RE = r"^[A-Za-z_][A-Za-z0-9_.:\-]*$"
 PERCENT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 
 Task = dict[str, Any]
@@ -132,6 +134,11 @@ class SchemaSpec(Strict):
 class ServiceSpec(Strict):
     name: str = Field(pattern=NAME_RE)
     description: str | None = None
+    #: other names a deployment may use for this service (TripleO's OS::TripleO::Services::*)
+    aliases: list[Annotated[str, Field(pattern=ALIAS_RE, max_length=200)]] = Field(default_factory=list)
+    #: "none": configuration only (timezone, kernel settings): nothing runs that an update or
+    #: upgrade stops or restarts, so the planner never visits it
+    runtime: Literal["service", "none"] = "service"
     plane: Literal["infra", "control", "data"]
     packages: list[PackageName] = Field(default_factory=list)
     depends_on: list[str] = Field(default_factory=list)
@@ -151,6 +158,19 @@ class ServiceSpec(Strict):
     schema_: SchemaSpec | None = Field(default=None, alias="schema")
     system_upgrade: SystemUpgradeSpec | None = None
     durations: dict[str, float] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _nothing_to_run(self) -> "ServiceSpec":
+        # a runtime-none service has nothing to stop: any task, package or rule would be a
+        # promise the planner does not keep (it never visits such a service)
+        if self.runtime == "none":
+            given = [k for k in ("packages", "depends_on", "availability", "cluster", "rpc", "health", "update",
+                                 "upgrade", "converge", "schema_", "system_upgrade")
+                     if getattr(self, k) not in (None, [], {})]
+            if given:
+                names = ", ".join(g.rstrip("_") for g in given)
+                raise ValueError(f"a 'runtime: none' service has nothing to stop or change; remove: {names}")
+        return self
 
     @model_validator(mode="after")
     def _schema_and_rolling(self) -> "ServiceSpec":
@@ -256,7 +276,9 @@ class RoleSpec(Strict):
 
 
 class DeploymentSpec(Strict):
-    name: str = Field(pattern=NAME_RE)
+    #: the cloud's name is also its store's file name (`.stepwise/<name>.sqlite`): bounded
+    #: well below the file-name limit of any file system
+    name: str = Field(pattern=NAME_RE, max_length=128)
     description: str | None = None
     catalog: str | None = None
     vars: dict[str, Any] = Field(default_factory=dict)

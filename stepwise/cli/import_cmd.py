@@ -1,0 +1,118 @@
+"""`stepwise import tripleo|inventory`: a cloud as it is, as a deployment file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, List, Optional
+
+import typer
+from rich.text import Text
+
+from stepwise.cli.common import console, err_console, reported
+from stepwise.cli.main import app
+from stepwise.errors import InputError, Problem
+
+if TYPE_CHECKING:
+    from stepwise.model.importing import Imported
+
+import_app = typer.Typer(help="Turn a cloud as it is (a TripleO roles file, an Ansible inventory) into a deployment.",
+                         no_args_is_help=True)
+app.add_typer(import_app, name="import")
+
+OUT_OPT = typer.Option(..., "--output", "-o", metavar="PATH", help="The deployment YAML to write ('-': stdout).")
+CATALOG_OPT = typer.Option(None, "--catalog", "-c", metavar="DIR", help="A catalog directory (default: the built-in one).")
+
+
+def _pairs(values: List[str] | None, option: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for v in values or ():
+        key, sep, value = v.partition("=")
+        if not sep or not key.strip():
+            raise InputError(Problem(f"'{v}' is not ROLE=VALUE", field=option))
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _catalog_ref(catalog: Path | None, output: str) -> str | None:
+    """The catalog as the written deployment names it: relative to the output file's directory."""
+    if catalog is None:
+        return None
+    if output == "-":
+        return str(catalog.resolve())
+    return os.path.relpath(catalog.resolve(), Path(output).resolve().parent)
+
+
+def _write(result: "Imported", output: str, source: str) -> None:
+    import yaml
+
+    text = f"# Imported by `stepwise import` from {source}; check it, then keep it with the cloud.\n" + \
+        yaml.safe_dump(result.doc, sort_keys=False, default_flow_style=None, width=120)
+    if output == "-":
+        typer.echo(text, nl=False)
+    else:
+        try:
+            Path(output).write_text(text)
+        except OSError as exc:
+            raise InputError(Problem(f"cannot write: {exc.strerror or exc}", file=output)) from None
+    for note in result.notes:
+        err_console.print(Text("note: " + note), soft_wrap=True)
+    dep = result.deployment
+    if output != "-":
+        console.print(Text(f"wrote {output}: {len(dep.roles)} role(s), {len(dep.nodes)} node(s), "
+                           f"{len({s for r in dep.roles for s in r.declared})} service(s) "
+                           f"({len(dep.instances)} with a runtime)"), soft_wrap=True)
+
+
+@import_app.command("tripleo")
+def import_tripleo_cmd(
+    roles_data: Path = typer.Option(..., "--roles-data", "-r", metavar="PATH",
+                                    help="tripleo-heat-templates roles file (roles_data.yaml)."),
+    inventory: Optional[Path] = typer.Option(None, "--inventory", "-i", metavar="PATH",
+                                             help="tripleo-ansible-inventory.yaml of the stack: real hosts and addresses."),
+    stack: str = typer.Option("overcloud", "--stack", help="Stack name (%stackname% of the host name formats)."),
+    count: Optional[List[str]] = typer.Option(None, "--count", metavar="ROLE=N",
+                                              help="Nodes of a role without inventory (default: its CountDefault)."),
+    environment: Optional[List[Path]] = typer.Option(None, "--environment", "-e", metavar="PATH",
+                                                     help="THT environment file(s), as given to `overcloud deploy -e`: "
+                                                          "services their resource_registry maps to OS::Heat::None are left out."),
+    catalog: Optional[Path] = CATALOG_OPT,
+    output: str = OUT_OPT,
+) -> None:
+    """Import a TripleO cloud: roles, services (by their OS::TripleO::Services names), counts,
+    host name formats, update_serial and tags; hosts and addresses from the inventory."""
+    from stepwise.model import load_catalog
+    from stepwise.model.importing import import_tripleo
+
+    with reported():
+        counts: dict[str, int] = {}
+        for role, n in _pairs(count, "--count").items():
+            if not n.isdigit():
+                raise InputError(Problem(f"--count {role}={n}: not a number of nodes", field="--count"))
+            counts[role] = int(n)
+        result = import_tripleo(roles_data, load_catalog(catalog), stack=stack, inventory=inventory, counts=counts,
+                                catalog_ref=_catalog_ref(catalog, output), environments=list(environment or ()))
+        _write(result, output, roles_data.name + (f" and {inventory.name}" if inventory else ""))
+
+
+@import_app.command("inventory")
+def import_inventory_cmd(
+    inventory: Path = typer.Argument(..., metavar="INVENTORY", help="An Ansible inventory (INI or YAML); groups are roles."),
+    name: str = typer.Option("cloud", "--name", help="Name of the deployment."),
+    services: Optional[List[str]] = typer.Option(None, "--services", metavar="GROUP=a,b",
+                                                 help="Services of a group (else its var stepwise_services)."),
+    controlplane: Optional[List[str]] = typer.Option(None, "--controlplane", metavar="GROUP",
+                                                     help="A group updated as control plane (default: groups "
+                                                          "without data-plane services)."),
+    catalog: Optional[Path] = CATALOG_OPT,
+    output: str = OUT_OPT,
+) -> None:
+    """Import a cloud not deployed by TripleO from its Ansible inventory."""
+    from stepwise.model import load_catalog
+    from stepwise.model.importing import import_inventory
+
+    with reported():
+        by_group = {g: [s.strip() for s in v.split(",") if s.strip()] for g, v in _pairs(services, "--services").items()}
+        result = import_inventory(inventory, load_catalog(catalog), name=name, services=by_group,
+                                  controlplane=list(controlplane or ()), catalog_ref=_catalog_ref(catalog, output))
+        _write(result, output, inventory.name)

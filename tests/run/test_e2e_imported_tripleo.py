@@ -1,0 +1,59 @@
+"""End to end on a cloud imported from TripleO's files (slow: minutes; `pytest -m e2e`).
+
+The seed's composed layout, imported from a roles file in THT's format with THT's default
+resource registry (what a default deployment really runs), brought up in the lab: every
+service without a detailed emulation runs as a generic emulated service with its health
+check. A minor update of the imported cloud fails no probe request.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.run.test_e2e_lab import _lab_or_skip
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "tripleo"
+
+pytestmark = [pytest.mark.e2e, pytest.mark.lab]
+
+
+@pytest.fixture
+def work():
+    # short path: the lab's unix sockets live under it (108-byte limit)
+    d = Path(tempfile.mkdtemp(prefix="swt-"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_minor_update_of_an_imported_composed_cloud_fails_no_request(work: Path):
+    _lab_or_skip()
+    import stepwise.lab as lab
+    from stepwise.cli.demo_cmd import _phase
+    from stepwise.model import load_catalog, load_deployment
+    from stepwise.model.importing import import_tripleo
+    from stepwise.run.discover import discover, stored_facts
+    from stepwise.run.inventory import Connector
+    from stepwise.run.store import open_store
+
+    imp = import_tripleo(FIX / "roles_data_composed.yaml", load_catalog(), stack="overcloud",
+                         environments=[FIX / "default-services-disabled.yaml"])
+    path = work / "deployment.yaml"
+    path.write_text(yaml.safe_dump(imp.doc, sort_keys=False))
+    dep = load_deployment(path)
+    lab_dir = work / "lab"
+    lab.up(path, lab_dir)
+    try:
+        store = open_store(f"sqlite:///{work / 'store.sqlite'}")
+        conn = Connector.from_inventory(lab.inventory(lab_dir), "lab", (lab.ansible_plugin_dir(),))
+        discover(dep, store, connector=conn)
+        out = _phase("minor update", "update", dep, store, lab_dir, stored_facts(dep, store), True)
+    finally:
+        lab.down(lab_dir, quiet=True)
+    assert out["status"] == "done", out
+    assert out["probe"]["requests"] > 0
+    assert out["probe"]["failed"] == 0, out["probe"]
