@@ -147,19 +147,12 @@ def rollout_merged(builder: PlanBuilder, dep: Deployment, changes: dict[str, Nod
     order = {n.name: i for i, n in enumerate(dep.nodes)}
     allowance, instances = service_allowances(dep)
     role_serial = {r.name: r.update_serial for r in dep.roles}
-    catalog = dep.catalog
     by_part: dict[Phase, dict[str, list[Visit]]] = {CONTROL: {}, DATA: {}}
     led: set[str] = set()
     for node in sorted(changes, key=lambda n: _bootstrap_first(dep, order, n)):
         ch = changes[node]
-        leads = []
-        for s in ch.services:
-            boot = dep.bootstrap_node(s)
-            if catalog[s].has_step(workflow, Step.MIGRATE) and s not in led and (
-                    boot is None or boot.name == node or boot.name not in changes):
-                leads.append(s)
-                led.add(s)
-        visit = make_visit(dep, node, ch.services, workflow, leads=tuple(leads), extra_packages=ch.extra_packages,
+        leads = _take_leads(dep, node, ch.services, workflow, led, changes)
+        visit = make_visit(dep, node, ch.services, workflow, leads=leads, extra_packages=ch.extra_packages,
                            reboot=ch.reboot, stop_all=dep.services_on(node) if ch.reboot else None)
         by_part[home_part(dep, node)].setdefault(dep.role_of(node).name, []).append(visit)
     for part, visits in by_part.items():
@@ -169,6 +162,22 @@ def rollout_merged(builder: PlanBuilder, dep: Deployment, changes: dict[str, Nod
                             f"and its reboot when the kernel changes)",
                             done="done on every node of the part before the next part starts")
     return cur
+
+
+def _take_leads(dep: Deployment, node: str, services: tuple[str, ...], workflow: Section, led: set[str],
+                visiting: dict) -> tuple[str, ...]:
+    """Services whose once-only migration this visit of `node` runs: each service's first
+    visit on its bootstrap node, or on the first node visited when its bootstrap node is not
+    among `visiting`. Adds them to `led`."""
+    leads = []
+    for s in services:
+        if s in led or not dep.catalog[s].has_step(workflow, Step.MIGRATE):
+            continue
+        boot = dep.bootstrap_node(s)
+        if boot is None or boot.name == node or boot.name not in visiting:
+            leads.append(s)
+            led.add(s)
+    return tuple(leads)
 
 
 def _bootstrap_first(dep: Deployment, order: dict[str, int], node: str) -> tuple[int, int]:
@@ -183,21 +192,13 @@ def _level_visits(dep: Deployment, rolling: dict[str, list[str]], levels: dict[s
                   visited: dict[str, list[str]]) -> dict[str, list[Visit]]:
     by_role: dict[str, list[Visit]] = {}
     led: set[str] = set()
-    catalog = dep.catalog
     # the bootstrap node of a service goes first in its role: its once-only migration runs there
     nodes = sorted(rolling, key=lambda n: _bootstrap_first(dep, order, n))
     for node in nodes:
         svcs = tuple(s for s in rolling[node] if levels.get(s) == level)
         if not svcs:
             continue
-        leads = []
-        for s in svcs:
-            if not catalog[s].has_step(workflow, Step.MIGRATE):
-                continue
-            boot = dep.bootstrap_node(s)
-            if s not in led and (boot is None or boot.name == node or boot.name not in rolling):
-                leads.append(s)
-                led.add(s)
+        leads = _take_leads(dep, node, svcs, workflow, led, rolling)
         again = ""
         if node in visited:
             needs = sorted({d for s in svcs for d in _all_deps(dep, s) if d in levels and levels[d] < level})
@@ -212,7 +213,7 @@ def _level_visits(dep: Deployment, rolling: dict[str, list[str]], levels: dict[s
         ch_reboot = node in reboot
         if ch_reboot:
             extra = tuple(dict.fromkeys(extra + reboot[node]))
-        v = make_visit(dep, node, svcs, workflow, leads=tuple(leads), extra_packages=extra, reboot=ch_reboot,
+        v = make_visit(dep, node, svcs, workflow, leads=leads, extra_packages=extra, reboot=ch_reboot,
                        stop_all=dep.services_on(node) if ch_reboot else None)
         by_role.setdefault(dep.role_of(node).name, []).append(replace(v, again=again) if again else v)
     return by_role

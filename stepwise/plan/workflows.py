@@ -12,9 +12,8 @@ from stepwise.plan.changes import NodeChange, node_changes
 from stepwise.plan.rollout import Cursor, rollout, rollout_merged
 
 
-def scoped_changes(dep: Deployment, facts: Facts, nodes: list[str] | None) -> dict[str, NodeChange]:
-    """Touched nodes (within the limit) and what changes on each."""
-    changes = node_changes(dep, facts)
+def scoped_changes(changes: dict[str, NodeChange], nodes: list[str] | None) -> dict[str, NodeChange]:
+    """Touched nodes (within the limit) of `changes` (`node_changes`)."""
     keep = set(nodes) if nodes is not None else None
     return {n: c for n, c in changes.items() if c.touched and (keep is None or n in keep)}
 
@@ -75,13 +74,13 @@ def rpc_pins(dep: Deployment, changes: dict[str, NodeChange], wf: Section) -> di
     return {n: tuple(pin[n]) for n in sorted(pin, key=order.__getitem__)}
 
 
-def refuse_split_offline(dep: Deployment, facts: Facts, changes: dict[str, NodeChange]) -> None:
+def refuse_split_offline(dep: Deployment, all_changes: dict[str, NodeChange], changes: dict[str, NodeChange]) -> None:
     """An offline schema migration needs every old reader stopped: a --limit that upgrades
     some instances of an offline service and leaves others that still change for later
     would migrate the schema under them. Refused before anything is planned."""
     catalog = dep.catalog
     problems = []
-    for node, ch in node_changes(dep, facts).items():
+    for node, ch in all_changes.items():
         if node in changes:
             continue
         for s in ch.services:
@@ -94,7 +93,7 @@ def refuse_split_offline(dep: Deployment, facts: Facts, changes: dict[str, NodeC
         raise UnsafePlanError(problems[:10])
 
 
-def final_instances(dep: Deployment, facts: Facts) -> dict[str, list[str]]:
+def final_instances(dep: Deployment, facts: Facts, all_changes: dict[str, NodeChange]) -> dict[str, list[str]]:
     """Instances that keep their code while other instances of their service (or RPC group)
     change: they already run the target (a partly upgraded cloud). Recorded in the plan, so
     the verifier counts them as new code when it proves the RPC unpin, an offline schema
@@ -103,7 +102,6 @@ def final_instances(dep: Deployment, facts: Facts) -> dict[str, list[str]]:
     if not facts.known:
         return {}
     catalog = dep.catalog
-    all_changes = node_changes(dep, facts)
     changing = {s for c in all_changes.values() for s in c.services}
     groups = {catalog[s].rpc for s in changing if catalog[s].rpc}
     final: dict[str, list[str]] = {}
@@ -124,7 +122,7 @@ def _validate(builder: PlanBuilder, dep: Deployment, changes: dict[str, NodeChan
 
 def plan_update(builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: list[str] | None) -> None:
     """Minor update: same schema and RPC; one visit per node, control plane first."""
-    changes = scoped_changes(dep, facts, nodes)
+    changes = scoped_changes(node_changes(dep, facts), nodes)
     if not changes:
         return
     cur = _validate(builder, dep, changes, Section.UPDATE, Stage.RUN, Cursor(None))
@@ -135,11 +133,14 @@ def plan_update(builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: list
 def plan_upgrade(builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: list[str] | None) -> None:
     """Major upgrade: prepare (validate, repos, backup, pin RPC), run (control plane, then data
     plane in batches while RPC stays pinned), converge (unpin, online migrations, re-assert)."""
-    changes = scoped_changes(dep, facts, nodes)
+    # every node's changes, also outside --limit: the offline-split check and the instances
+    # already on the target need the whole cloud
+    all_changes = node_changes(dep, facts)
+    changes = scoped_changes(all_changes, nodes)
     if not changes:
         return
     if nodes is not None:
-        refuse_split_offline(dep, facts, changes)
+        refuse_split_offline(dep, all_changes, changes)
     wf = Section.UPGRADE
     cur = _validate(builder, dep, changes, wf, Stage.PREPARE, Cursor(None))
     cur = _node_wide(builder, dep, cur, Step.REPOS, Stage.PREPARE, {n: () for n in changes},
@@ -148,7 +149,7 @@ def plan_upgrade(builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: lis
     backup = on_bootstrap(dep, changed_services, lambda s: s.has_step(wf, "backup"))
     cur = _node_wide(builder, dep, cur, Step.BACKUP, Stage.PREPARE, backup,
                      "back up what the migration changes, once per service, before anything stops")
-    final = final_instances(dep, facts)
+    final = final_instances(dep, facts, all_changes)
     if final:
         builder.params["initial"] = {"new_code": final}
     pin = rpc_pins(dep, changes, wf)

@@ -117,6 +117,16 @@ def cycles(plan: Plan) -> dict[tuple[str, str], tuple[int, int]]:
     return {k: (v[0], v[1]) for k, v in out.items()}
 
 
+def visits_per_node(plan: Plan) -> dict[str, set[str]]:
+    """node -> the batches (visits) that take some of its services out of service."""
+    out: dict[str, set[str]] = {}
+    for u in plan.units:
+        for ns in u.stops.values():
+            for n in ns:
+                out.setdefault(n, set()).add(u.batch or u.id)
+    return out
+
+
 def max_down(plan: Plan) -> dict[str, int]:
     """Independent replay: the most instances of each service down at once (ends before starts
     at equal times, zero-length units handled by sweeping per instant)."""

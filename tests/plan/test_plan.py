@@ -12,7 +12,7 @@ from stepwise.errors import InputError, UnsafePlanError
 from stepwise.model.catalog import allowance
 from stepwise.plan import make_plan
 from stepwise.verify import verify_plan
-from tests.plan.cloud import classic, cycles, facts, max_down
+from tests.plan.cloud import classic, cycles, facts, max_down, visits_per_node
 
 
 @pytest.fixture(scope="module")
@@ -55,11 +55,7 @@ def test_update_control_plane_finishes_before_data_plane_stops(dep):
 
 def test_update_visits_each_node_once_in_dependency_order(dep):
     plan = verify_plan(make_plan("update", dep), dep)
-    batches_of: dict[str, set[str]] = {}
-    for u in plan.units:
-        for ns in u.stops.values():
-            for n in ns:
-                batches_of.setdefault(n, set()).add(u.batch)
+    batches_of = visits_per_node(plan)
     assert set(batches_of) == {n.name for n in dep.nodes}
     assert all(len(b) == 1 for b in batches_of.values()), "a node is taken out of service once"
     # inside a controller's visit: galera starts before keystone, keystone before nova_api;
@@ -308,11 +304,7 @@ def test_upgrade_visits_a_compute_once_and_says_why_a_controller_is_visited_agai
     from stepwise.model import load_deployment
     dep = load_deployment(Path(__file__).resolve().parents[2] / "examples" / "composed.yaml")
     plan = verify_plan(make_plan("upgrade", dep), dep)
-    visits: dict[str, set[str]] = {}
-    for u in plan.units:
-        for ns in u.stops.values():
-            for n in ns:
-                visits.setdefault(n, set()).add(u.batch)
+    visits = visits_per_node(plan)
     computes = [n.name for n in dep.nodes if dep.role_of(n).name == "Compute"]
     # openvswitch (infra) on a compute: nothing in the control plane needs it first, so it
     # rides the compute's data-plane visit with nova_compute and the agents

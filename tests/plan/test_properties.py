@@ -11,7 +11,7 @@ from stepwise.errors import InputError, UnsafePlanError
 from stepwise.model.catalog import allowance
 from stepwise.plan import make_plan
 from stepwise.verify import verify_plan
-from tests.plan.cloud import catalog, cycles, deployment, facts, max_down, service
+from tests.plan.cloud import catalog, cycles, deployment, facts, max_down, service, visits_per_node
 
 PLANES = ("infra", "control", "data")
 RANK = {"infra": 0, "control": 0, "data": 1}
@@ -109,12 +109,9 @@ def _control_plane_first(plan):
 def _one_visit_per_node(plan, dep):
     """A minor update takes each node out of service at most once and reboots it at most
     once; inside the visit a service starts after the ones it depends on."""
-    visits: dict[str, set[str]] = {}
+    visits = visits_per_node(plan)
     reboots: dict[str, int] = {}
     for u in plan.units:
-        for ns in u.stops.values():
-            for n in ns:
-                visits.setdefault(n, set()).add(u.batch)
         if u.step == "reboot":
             for n in u.nodes:
                 reboots[n] = reboots.get(n, 0) + 1
