@@ -1,0 +1,91 @@
+"""Which real OpenStack code the lab runs for which lab package version, and how.
+
+The lab's repositories carry three OpenStack versions: `1.0.0` (release R1 as first shipped),
+`1.1.0` (R1's updates: the minor update) and `2.0.0` (R2: the major upgrade). When a
+deployment asks the lab for real OpenStack (`lab: {openstack: SERIES}`), those three map to
+SERIES at its first patch version, SERIES's latest patch version and the next series, each a
+venv built from PyPI under its branch's upper-constraints (`venvs.py`, `locks/`).
+
+R = 2025.1 (Epoxy) -> 2025.2 (Flamingo) was chosen because keystone, glance and placement all
+move there with real code changes, and keystone 28 carries schema migrations of its own
+(expand and contract), so the rolling upgrade runs `db_sync --expand/--migrate/--contract` on
+real tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Release:
+    """One venv of real OpenStack code: what it contains and what lab version stands for it."""
+
+    lock: str  # the lock file's name in locks/ (and the venv's name)
+    series: str  # the OpenStack release series, e.g. 2025.1
+    label: str  # what `lab status` says, e.g. "2025.1 (first patch)"
+    versions: tuple[tuple[str, str], ...]  # (PyPI project, version) of the services' code
+
+
+@dataclass(frozen=True)
+class RealService:
+    """A catalog service the lab can run as real code, and how a real node runs it."""
+
+    name: str  # catalog name
+    project: str  # PyPI project of its code
+    module: str  # its WSGI application (uWSGI `module`)
+    config: str  # the config file a real node has (inside the node's root in the lab)
+    config_env: str  # the environment variable that points the WSGI app at its config file(s)
+    manage: str  # its schema tool
+    status: str  # its upgrade-check tool
+    health_path: str  # an unauthenticated path that answers 200 when the API serves
+
+
+SERIES: dict[str, tuple[Release, Release, Release]] = {
+    "2025.1": (
+        Release("2025.1.0", "2025.1", "2025.1 (first patch)",
+                (("keystone", "27.0.0"), ("openstack-placement", "13.0.0"), ("glance", "30.0.0"))),
+        Release("2025.1.latest", "2025.1", "2025.1 (latest patch)",
+                (("keystone", "27.1.0"), ("openstack-placement", "13.0.1"), ("glance", "30.2.0"))),
+        Release("2025.2", "2025.2", "2025.2",
+                (("keystone", "28.1.0"), ("openstack-placement", "14.0.0"), ("glance", "31.1.0"))),
+    ),
+}
+
+SERVICES: dict[str, RealService] = {
+    "keystone": RealService("keystone", "keystone", "keystone.wsgi.api:application",
+                            "/etc/keystone/keystone.conf", "OS_KEYSTONE_CONFIG_FILES",
+                            "keystone-manage", "keystone-status", "/healthcheck"),
+    "placement_api": RealService("placement_api", "openstack-placement", "placement.wsgi.api:application",
+                                 "/etc/placement/placement.conf", "OS_PLACEMENT_CONFIG_DIR",
+                                 "placement-manage", "placement-status", "/"),
+    "glance_api": RealService("glance_api", "glance", "glance.wsgi.api:application",
+                              "/etc/glance/glance-api.conf", "OS_GLANCE_CONFIG_DIR",
+                              "glance-manage", "glance-status", "/healthcheck"),
+}
+
+#: schema tool name -> the real service it belongs to
+TOOLS: dict[str, str] = {t: s.name for s in SERVICES.values() for t in (s.manage, s.status)}
+
+
+def series_names() -> list[str]:
+    """The series a deployment may ask the lab for."""
+    return sorted(SERIES)
+
+
+def release_for(series: str, lab_version: str | None) -> Release | None:
+    """The real release a lab package version stands for (`1.0.x`, `1.1.x`, `2.0.x`)."""
+    if not lab_version or series not in SERIES:
+        return None
+    first, latest, nxt = SERIES[series]
+    parts = lab_version.split(".")
+    if parts[0] == "1":
+        return first if parts[1:2] == ["0"] else latest
+    if parts[0] == "2":
+        return nxt
+    return None
+
+
+def version_of(release: Release, service: str) -> str:
+    """The PyPI version of `service`'s code in `release`."""
+    return dict(release.versions)[SERVICES[service].project]
