@@ -60,12 +60,16 @@ def status_cmd(directory: Optional[Path] = DirOpt, as_json: bool = typer.Option(
             return
         console.print(esc(f"lab {st['lab']}  VIP {st['vip']}  {st['dir']}")
                       + ("" if st["supervisor"] else "  [red](supervisor not running)[/]"))
+        for c in st["components"]:
+            console.print(f"  [{'green' if c['kind'] == 'real' else 'yellow'}]{esc(c['kind']):<8}[/] "
+                          + esc(f"{c['name']}: {c['detail']}"))
         for n in st["nodes"]:
             console.print(f"[bold]{esc(n['name'])}[/] " + esc(f"{n['address']} {n['role']} OS {n['os_major']} "
                           f"{n['release']} kernel {n['kernel']}") + (" [red]DOWN[/]" if n["down"] else ""))
             for s in n["services"]:
                 color = "green" if s["healthy"] else "red"
-                console.print(esc(f"    {s['name']:<22} {s['version'] or '-':<10} ") + f"[{color}]{esc(s['state'])}[/]"
+                console.print(esc(f"    {s['name']:<22} {s['version'] or '-':<10} {s['kind']:<8} ")
+                              + f"[{color}]{esc(s['state'])}[/]" + (esc(f"  {s['runs']}") if s["kind"] == "real" else "")
                               + ("" if s["healthy"] else esc(f"  {s['health']}"))
                               + (f"  restarts {s['restarts']}" if s["restarts"] else ""))
         for w in st["workloads"]:

@@ -85,6 +85,10 @@ def write_bin(lab: Lab) -> None:
 
     names += [f"{p}-db-manage" for p in lab.spec["projects"] if p in ("octavia", "mistral")]
     names += [tool for tool, (p, _w) in SYNC_TOOLS.items() if p in lab.spec["projects"]]
+    if lab.spec.get("openstack"):
+        from stepwise.lab.openstack import releases as RL
+
+        names += [t for t, svc in RL.TOOLS.items() if svc in lab.spec["openstack"]["services"]]
     for n in names:
         link = b / n
         if not link.exists():
@@ -125,8 +129,11 @@ def start_supervisor(lab: Lab) -> int:
 
 
 def up(deployment: str | Path, lab_dir: str | Path | None = None, workloads_per_compute: int = 1,
-       progress: Progress = lambda _m: None, timeout: float = 60.0) -> Lab:
-    """Bring up every node of a deployment on this machine; returns when all is healthy."""
+       progress: Progress = lambda _m: None, timeout: float = 60.0, build: Any = None) -> Lab:
+    """Bring up every node of a deployment on this machine; returns when all is healthy.
+
+    `build(done, total, what)` follows the one-time build of real OpenStack venvs (none when
+    they are cached, or when the deployment asks for no real OpenStack)."""
     from stepwise.model import load_deployment
 
     t0 = time.monotonic()
@@ -151,6 +158,8 @@ def up(deployment: str | Path, lab_dir: str | Path | None = None, workloads_per_
         write_json(lab.spec_file, spec)
         write_bin(lab)
         progress(f"lab {dep.name}: {len(spec['nodes'])} nodes on 127.{100 + index}.0.0/16 in {directory}")
+        if spec.get("openstack"):
+            prepare_openstack(lab, progress, build)
         prepare_nodes(lab)
         start_supervisor(lab)
         boot_all(lab, progress)
@@ -160,6 +169,26 @@ def up(deployment: str | Path, lab_dir: str | Path | None = None, workloads_per_
         raise
     progress(f"lab up in {time.monotonic() - t0:.1f}s")
     return lab
+
+
+def prepare_openstack(lab: Lab, progress: Progress, build: Any = None) -> None:
+    """The real OpenStack venvs (built once per machine: said, timed) and the lab's password."""
+    from stepwise.lab.openstack import bootstrap, venvs
+
+    series = lab.spec["openstack"]["series"]
+    missing = [n for n in bootstrap.venvs_needed(series) if not venvs.is_built(n)]
+    t0 = time.monotonic()
+    if missing:
+        progress(f"building the real OpenStack venvs once for this machine: {', '.join(missing)} "
+                 f"(cached in {venvs.cache_root()})")
+    try:
+        bootstrap.prepare(lab, build)
+    except venvs.VenvError as exc:
+        raise StepwiseError(Problem(str(exc), hint="check that PyPI is reachable, then run 'stepwise lab up' "
+                                                   "again (what was built is kept)")) from None
+    if missing:
+        progress(f"venvs built in {time.monotonic() - t0:.1f}s")
+    progress(f"real OpenStack {series}: {', '.join(lab.spec['openstack']['services'])}")
 
 
 def boot_all(lab: Lab, progress: Progress) -> None:
@@ -180,7 +209,13 @@ def boot_all(lab: Lab, progress: Progress) -> None:
         if db:
             wait_db_vip(lab)
             progress(f"database up on {len(lab.service(db)['instances'])} node(s)")
+        if lab.spec.get("openstack"):
+            from stepwise.lab.openstack import bootstrap
+
+            bootstrap.databases(lab, progress)
         list(ex.map(lambda n: boot(n, [s for s in lab.node(n)["services"] if s != db]), nodes))
+    if lab.spec.get("openstack"):
+        bootstrap.register(lab, progress)
     wl = S.workloads(lab)
     for vm, st in wl.items():
         lab.call("start", node=st["host"], unit=vm, wait=False)
@@ -278,6 +313,7 @@ def down(lab_dir: str | Path, quiet: bool = False) -> int:
 def status(lab: Lab) -> dict[str, Any]:
     """Nodes, addresses, OS majors, services with version, state and health; workloads."""
     from stepwise.lab import health as H
+    from stepwise.lab.kinds import components, service_kind
     from stepwise.lab.nodecmd import http_health
 
     try:
@@ -307,7 +343,9 @@ def status(lab: Lab) -> dict[str, Any]:
                 reason = json.loads(detail).get("reason", detail)
             except ValueError:
                 reason = detail
+            kind, runs = service_kind(lab, n, s, H.read_unit(lab, n, s))
             svcs.append({"name": s, "version": S.service_version(lab, n, s), "state": u.get("state", "inactive"),
+                         "kind": kind, "runs": runs,
                          "restarts": u.get("restarts", 0), "healthy": ok, "health": reason})
         nodes.append({"name": n, "address": lab.node(n)["address"], "role": lab.node(n)["role"],
                       "os_major": lab.os_major(n), "release": S.release(lab, n),
@@ -319,6 +357,6 @@ def status(lab: Lab) -> dict[str, Any]:
         alive = st["state"] == "running" and states.get((st["host"], vm), {}).get("state") == "active"
         wls.append({"name": vm, "host": st["host"], "address": f"{w['address']}:{w['port']}",
                     "state": st["state"] if alive or st["state"] != "running" else "down", "healthy": alive})
-    return {"lab": lab.spec["name"], "dir": str(lab.dir), "vip": lab.spec["vip"],
+    return {"lab": lab.spec["name"], "dir": str(lab.dir), "vip": lab.spec["vip"], "components": components(lab),
             "supervisor": bool(sup["units"]) or lab.supervisor_alive(), "nodes": nodes, "workloads": wls,
             "quorum": {s: H.quorum(lab, s)[1] for s, v in lab.spec["services"].items() if v.get("cluster")}}

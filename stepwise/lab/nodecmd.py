@@ -338,6 +338,30 @@ def manage(lab: Lab, node: str, project: str, args: list[str]) -> int:
     return 0
 
 
+def _real_tool(lab: Lab, node: str, name: str) -> Callable[[list[str]], int] | None:
+    """A real service's own tool (`keystone-manage`, `glance-status`, ...) where the lab runs
+    that service's real code: the node's installed release with the node's configuration."""
+    if not lab.spec.get("openstack"):
+        return None
+    from stepwise.lab.openstack import releases as RL
+
+    service = RL.TOOLS.get(name)
+    if service is None or not lab.spec["services"].get(service, {}).get("real"):
+        return None
+
+    def run(args: list[str]) -> int:
+        from stepwise.lab.openstack import bootstrap
+
+        if service not in lab.node(node)["services"] or not S.service_version(lab, node, service):
+            return err(f"{name}: command not found ({service} is not installed on {node})")
+        res = bootstrap.tool(lab, node, service, [name, *args])
+        sys.stdout.write(res.stdout)
+        sys.stderr.write(res.stderr)
+        return res.returncode
+
+    return run
+
+
 def main() -> None:
     """Entry of every node command: dispatch on argv[0]'s name."""
     name = os.path.basename(sys.argv[0])
@@ -353,6 +377,9 @@ def main() -> None:
     from stepwise.lab import nodecmd_cluster  # noqa: F401 - registers the cluster commands
 
     fn = COMMANDS.get(name)
+    real = _real_tool(lab, node, name)
+    if real is not None:
+        sys.exit(real(args))
     if fn is None and name in SYNC_TOOLS:
         project, words = SYNC_TOOLS[name]
         sys.exit(manage(lab, node, project, words))

@@ -64,6 +64,11 @@ def render_config(lab: Lab, node: str, service: str) -> None:
     Operator settings the deployment does not own (`[upgrade_levels]` pins) are kept.
     """
     svc = lab.service(service)
+    if svc.get("real"):
+        from stepwise.lab.openstack import config as real_config
+
+        real_config.render(lab, node, service)
+        return
     version = service_version(lab, node, service)
     path = lab.node_path(node, f"/etc/{service}/{service}.conf")
     old = configparser.ConfigParser(interpolation=None)

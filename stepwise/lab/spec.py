@@ -49,6 +49,24 @@ def _has_migrate(svc: Any) -> bool:
     return any(steps.get("migrate") for steps in svc.tasks.values())
 
 
+def _real_openstack(dep: Deployment, services: dict[str, Any]) -> dict[str, Any] | None:
+    """Mark the services that run real OpenStack code (the deployment's `lab: {openstack:
+    SERIES}`); their health checks are the real APIs' own unauthenticated paths."""
+    from stepwise.lab.openstack import releases as RL
+
+    series = dep.lab.get("openstack")
+    if not series:
+        return None
+    if series not in RL.SERIES:
+        raise InputError(Problem(f"lab.openstack: the lab has no real OpenStack code for series {series!r}",
+                                 file=dep.path, field="lab.openstack",
+                                 hint=f"use one of {', '.join(RL.series_names())}, or remove it for stand-ins"))
+    placed = [s for s in RL.SERVICES if s in services]
+    for name in placed:
+        services[name].update(real=True, schema=False, health_path=RL.SERVICES[name].health_path)
+    return {"series": series, "services": placed, "cloud": dep.name}
+
+
 def build_spec(dep: Deployment, lab_dir: str, index: int, workloads_per_compute: int = 1) -> dict[str, Any]:
     """The whole `lab.json` of a new lab for `dep`."""
     cat = dep.catalog
@@ -92,7 +110,8 @@ def build_spec(dep: Deployment, lab_dir: str, index: int, workloads_per_compute:
             "bootstrap": dep.bootstrap_node(name).name,  # type: ignore[union-attr]
             "workloads": False,
         }
-    needs_db = [n for n, s in services.items() if s["schema"]]
+    real = _real_openstack(dep, services)
+    needs_db = [n for n, s in services.items() if s["schema"] or s.get("real")]
     if needs_db and db_service is None:
         raise InputError(Problem(f"services {', '.join(needs_db)} own a DB schema but no database service "
                                  "(cluster: galera) is placed", file=dep.path,
@@ -135,6 +154,7 @@ def build_spec(dep: Deployment, lab_dir: str, index: int, workloads_per_compute:
         "workloads": workloads,
         "repos": R.build_repos(all_packages),
         "projects": sorted({s["project"] for s in services.values() if s["schema"]}),
+        "openstack": real,
         "stop_timeout": 3.0,
         "start_delay": 0.8,
     }

@@ -17,8 +17,11 @@ import signal
 import socket
 import subprocess
 import sys
+import shutil
 import threading
 import time
+import urllib.error
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from stepwise.lab import health as H
@@ -221,6 +224,60 @@ def start_db(unit: Unit) -> tuple[str, int, bool]:
     return addr, svc["port"], False
 
 
+def start_real(unit: Unit) -> None:
+    """Run real OpenStack code (uWSGI serving the installed release's venv) as this unit.
+
+    As on a real node, the package step swaps the code and the config step renders the WSGI
+    file that names it; the lab keeps one rule of its own here: a WSGI file rendered for
+    another release than the installed one refuses to start (new code on old configuration:
+    the restart loop a package update causes until the configuration is applied).
+    """
+    from stepwise.lab.openstack import config as C
+    from stepwise.lab.openstack import releases as RL
+
+    lab, node, name = unit.lab, unit.node, unit.name
+    svc = lab.service(name)
+    pkgs = lab.read_state(node, "packages.json", {}) or {}
+    main_pkg = svc["packages"][0]
+    if main_pkg not in pkgs:
+        fail(f"{name}: package {main_pkg} is not installed")
+    unit.version = pkgs[main_pkg]["version"]
+    unit.major = R.major(unit.version)
+    release = C.release_on(lab, node, name)
+    if release is None:
+        fail(f"{name} {unit.version}: no real OpenStack code stands for this version")
+    have = C.rendered_for(lab, node, name)
+    if have != release.lock:
+        fail(f"{name} {RL.version_of(release, name)}: configuration is for '{have or 'nothing'}', not "
+             f"{release.lock}: apply the configuration of the new version")
+    uwsgi = shutil.which("uwsgi") or "/usr/bin/uwsgi"
+    if not os.path.exists(uwsgi):
+        fail("uwsgi not found: install the Debian packages uwsgi-core and uwsgi-plugin-python3")
+    unit.child = subprocess.Popen([uwsgi, "--ini", str(C.paths(lab, node, name)["uwsgi"])],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=False)
+    addr = lab.node(node)["address"]
+    url = f"http://{addr}:{svc['port']}{svc['health_path']}"
+    deadline = time.monotonic() + 90
+    while True:
+        if unit.child.poll() is not None:
+            fail(f"{name}: uwsgi exited ({unit.child.returncode}); see {C.paths(lab, node, name)['log']}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status < 500:
+                    break
+        except urllib.error.HTTPError as exc:
+            if exc.code < 500:
+                break
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            unit.child.kill()
+            fail(f"{name}: did not answer {url} within 90s")
+        time.sleep(0.2)
+    unit.publish(real=True, code=f"{RL.SERVICES[name].project} {RL.version_of(release, name)}",
+                 release=release.label)
+
+
 def start_workload(unit: Unit) -> tuple[str, int, bool]:
     w = unit.lab.spec["workloads"][unit.name]
     unit.version = "vm"
@@ -266,6 +323,14 @@ def main(argv: list[str]) -> None:
         unit.publish()
 
     signal.signal(signal.SIGTERM, on_term)
+    if name not in lab.spec["workloads"] and lab.service(name).get("real"):
+        start_real(unit)
+        # Not Popen.wait(): it holds the waitpid lock while blocked, and the SIGTERM handler's
+        # own wait for the child could then never take it (a stop hung until its timeout).
+        while unit.child.poll() is None:
+            time.sleep(0.2)
+        # uWSGI ended without being asked to: the unit failed (the supervisor restarts it)
+        sys.exit(0 if unit.stopping else (unit.child.returncode or 1))
     if name in lab.spec["workloads"]:
         addr, port, reuse = start_workload(unit)
     else:

@@ -74,6 +74,8 @@ class Deployment:
     path: str = "<memory>"
     vars: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     reboot_packages: tuple[str, ...] = ("kernel", "kernel-core")
+    #: the lab's rehearsal settings (`lab:`), e.g. {"openstack": "2025.1"}; plan and run ignore them
+    lab: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     @cached_property
     def nodes(self) -> tuple[Node, ...]:
@@ -204,7 +206,8 @@ def build_deployment(spec: DeploymentSpec, catalog: Catalog, doc: Any = None, fn
                           MappingProxyType(dict(rs.vars)), tuple(rs.tool_packages), tuple(declared)))
     if problems:
         raise InputError(problems)
-    dep = Deployment(spec.name, tuple(roles), catalog, fname, MappingProxyType(dict(spec.vars)), tuple(spec.reboot_packages))
+    dep = Deployment(spec.name, tuple(roles), catalog, fname, MappingProxyType(dict(spec.vars)), tuple(spec.reboot_packages),
+                     MappingProxyType(spec.lab.model_dump(exclude_none=True)))
     problems.extend(check_availability(dep, doc, fname))
     if problems:
         raise InputError(problems)

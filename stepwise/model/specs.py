@@ -275,6 +275,14 @@ class RoleSpec(Strict):
     tool_packages: list[PackageName] = Field(default_factory=list)
 
 
+class LabSpec(Strict):
+    """How `stepwise lab` rehearses this cloud (ignored by plan and run)."""
+
+    #: run real OpenStack code of this release series where the lab can (keystone, placement,
+    #: glance); the other services stay the lab's stand-ins
+    openstack: str | None = Field(default=None, pattern=r"^20[0-9]{2}\.[12]$")
+
+
 class DeploymentSpec(Strict):
     #: the cloud's name is also its store's file name (`.stepwise/<name>.sqlite`): bounded
     #: well below the file-name limit of any file system
@@ -284,6 +292,7 @@ class DeploymentSpec(Strict):
     vars: dict[str, Any] = Field(default_factory=dict)
     reboot_packages: list[PackageName] = Field(default_factory=lambda: ["kernel", "kernel-core"])
     roles: list[RoleSpec] = Field(min_length=1)
+    lab: LabSpec = Field(default_factory=LabSpec)
 
     @model_validator(mode="after")
     def _bounded(self) -> "DeploymentSpec":

@@ -23,7 +23,7 @@ class Release:
 
     lock: str  # the lock file's name in locks/ (and the venv's name)
     series: str  # the OpenStack release series, e.g. 2025.1
-    label: str  # what `lab status` says, e.g. "2025.1 (first patch)"
+    label: str  # what `lab status` says, e.g. "2025.1, first patch"
     versions: tuple[tuple[str, str], ...]  # (PyPI project, version) of the services' code
 
 
@@ -43,9 +43,9 @@ class RealService:
 
 SERIES: dict[str, tuple[Release, Release, Release]] = {
     "2025.1": (
-        Release("2025.1.0", "2025.1", "2025.1 (first patch)",
+        Release("2025.1.0", "2025.1", "2025.1, first patch",
                 (("keystone", "27.0.0"), ("openstack-placement", "13.0.0"), ("glance", "30.0.0"))),
-        Release("2025.1.latest", "2025.1", "2025.1 (latest patch)",
+        Release("2025.1.latest", "2025.1", "2025.1, latest patch",
                 (("keystone", "27.1.0"), ("openstack-placement", "13.0.1"), ("glance", "30.2.0"))),
         Release("2025.2", "2025.2", "2025.2",
                 (("keystone", "28.1.0"), ("openstack-placement", "14.0.0"), ("glance", "31.1.0"))),

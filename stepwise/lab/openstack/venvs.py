@@ -85,7 +85,7 @@ def ensure_venv(name: str, progress: BuildProgress | None = None, python: str = 
     if (path / READY).is_file():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "w") as guard:
+    with open(path.parent / (path.name + ".lock"), "w") as guard:
         fcntl.flock(guard, fcntl.LOCK_EX)  # another lab up may be building it: wait for it
         if (path / READY).is_file():
             return path

@@ -1,0 +1,48 @@
+"""What runs in a lab, real or stand-in, as `lab status` says it.
+
+The lab runs the real thing wherever it can run on one machine: MariaDB, HAProxy (the VIPs),
+and, when the deployment asks for it (`lab: {openstack: SERIES}`), keystone, placement and
+glance from PyPI under uWSGI. Everything else (nova-compute and its instances, neutron agents,
+pacemaker, ceph, rabbitmq, leapp, reboots) is a stand-in in Python that fails the way the real
+service fails in an upgrade.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+REAL = "real"
+STAND_IN = "stand-in"
+
+
+def service_kind(lab: Any, node: str, service: str, unit: dict[str, Any] | None) -> tuple[str, str]:
+    """(real | stand-in, what exactly) for one service on one node."""
+    svc = lab.service(service)
+    if svc.get("real"):
+        from stepwise.lab.openstack import config as C
+        from stepwise.lab.openstack import releases as RL
+
+        release = C.release_on(lab, node, service)
+        if release is None:
+            return REAL, f"{RL.SERVICES[service].project} (not installed)"
+        running = (unit or {}).get("code")
+        code = running or f"{RL.SERVICES[service].project} {RL.version_of(release, service)}"
+        return REAL, f"{code} ({release.label}) under uWSGI"
+    if svc.get("db"):
+        return REAL, "MariaDB (Debian's mariadbd)"
+    return STAND_IN, "lab stand-in (Python)"
+
+
+def components(lab: Any) -> list[dict[str, str]]:
+    """The lab-wide parts: the VIP and the database, and which services run real code."""
+    out = [{"name": "VIP", "kind": REAL, "detail": f"HAProxy on {lab.spec['vip']} (Debian's haproxy)"}]
+    db = lab.spec.get("db_service")
+    if db:
+        out.append({"name": db, "kind": REAL, "detail": "MariaDB (Debian's mariadbd) on every member"})
+    real = (lab.spec.get("openstack") or {})
+    for s in real.get("services", []):
+        out.append({"name": s, "kind": REAL, "detail": f"OpenStack {real['series']} code from PyPI under uWSGI"})
+    others = sorted(s for s, v in lab.spec["services"].items() if not v.get("real") and not v.get("db"))
+    if others:
+        out.append({"name": ", ".join(others), "kind": STAND_IN, "detail": "the lab's Python stand-ins"})
+    return out

@@ -1,0 +1,199 @@
+"""The configuration a real node has for keystone, placement and glance, rendered into a lab
+node's root for the release installed there.
+
+What the deployment's config step writes on a real node (puppet-keystone, kolla's templates):
+the service's own INI file, pointing at the database VIP, the shared fernet keys and keystone's
+VIP for token validation; plus the WSGI server's file, which names the code to run. The
+WSGI file records the release it was rendered for: a package update that restarts a service
+before its configuration is rendered again finds it rendered for the other release and does
+not start (the lab's rule for "new code, old configuration"; see `svcproc.start_real`).
+"""
+
+from __future__ import annotations
+
+import configparser
+import io
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from stepwise.lab.openstack import releases as RL
+
+MARKER = "# stepwise-lab: rendered for "
+ADMIN_USER = "admin"
+ADMIN_PROJECT = "admin"
+SERVICE_PROJECT = "service"
+REGION = "RegionOne"
+#: MariaDB user the services connect as (the lab's own, with every privilege)
+DB_USER = "stepwise"
+DB_PASSWORD = "stepwise"
+
+
+def lab_openstack(lab: Any) -> dict[str, Any]:
+    """The lab spec's `openstack` section ({} when the lab runs only stand-ins)."""
+    return lab.spec.get("openstack") or {}
+
+
+def is_real(lab: Any, service: str) -> bool:
+    """Whether `service` runs real OpenStack code in this lab."""
+    return bool(lab.service(service).get("real"))
+
+
+def secret(lab: Any) -> str:
+    """The lab's OpenStack password (admin and service users), kept 0600 in the lab directory."""
+    return (lab.dir / "openstack" / "password").read_text().strip()
+
+
+def release_on(lab: Any, node: str, service: str) -> RL.Release | None:
+    """The real release whose code the node has installed for `service`."""
+    from stepwise.lab import services as S
+
+    return RL.release_for(lab_openstack(lab).get("series", ""), S.service_version(lab, node, service))
+
+
+def venv_of(release: RL.Release) -> Path:
+    """The release's venv (built by `lab up` before any node needs it)."""
+    from stepwise.lab.openstack.venvs import venv_path
+
+    return venv_path(release.lock)
+
+
+def paths(lab: Any, node: str, service: str) -> dict[str, Path]:
+    """Where a real service's files live inside the node's root."""
+    real = RL.SERVICES[service]
+    conf = lab.node_path(node, real.config)
+    return {"config": conf, "uwsgi": conf.parent / f"{service}-uwsgi.ini",
+            "log": lab.node_path(node, f"/var/log/{conf.parent.name}/{service}.log")}
+
+
+def db_url(lab: Any, database: str) -> str:
+    vip = lab.spec["vips"][lab.spec["db_service"]]
+    return f"mysql+pymysql://{DB_USER}:{DB_PASSWORD}@{vip['address']}:{vip['port']}/{database}"
+
+
+def keystone_url(lab: Any) -> str:
+    """keystone's public endpoint: the VIP."""
+    return f"http://{lab.spec['vip']}:{lab.spec['vips']['keystone']['port']}"
+
+
+def _authtoken(lab: Any, username: str) -> dict[str, str]:
+    url = keystone_url(lab)
+    return {"www_authenticate_uri": url, "auth_url": url, "auth_type": "password",
+            "project_domain_name": "Default", "user_domain_name": "Default", "project_name": SERVICE_PROJECT,
+            "username": username, "password": secret(lab), "service_token_roles_required": "true"}
+
+
+def _ini(sections: dict[str, dict[str, str]]) -> str:
+    cp = configparser.ConfigParser(interpolation=None)
+    for name, values in sections.items():
+        if name == "DEFAULT":
+            cp["DEFAULT"].update(values)
+        else:
+            cp[name] = values
+    buf = io.StringIO()
+    cp.write(buf)
+    return buf.getvalue()
+
+
+def service_ini(lab: Any, node: str, service: str) -> str:
+    """The service's own configuration file."""
+    root = lab.node_root(node)
+    log = {"log_file": str(paths(lab, node, service)["log"]), "use_stderr": "false"}
+    if service == "keystone":
+        return _ini({
+            "DEFAULT": log,
+            "database": {"connection": db_url(lab, "keystone"), "max_pool_size": "2", "max_overflow": "4"},
+            "fernet_tokens": {"key_repository": str(root / "etc/keystone/fernet-keys")},
+            "credential": {"key_repository": str(root / "etc/keystone/credential-keys")},
+            "token": {"provider": "fernet"},
+            # the lab issues many tokens on 2 cores: bcrypt's cost is lowered, nothing else
+            "identity": {"password_hash_rounds": "4"},
+        })
+    if service == "placement_api":
+        return _ini({
+            "DEFAULT": log,
+            "placement_database": {"connection": db_url(lab, "placement"), "max_pool_size": "2",
+                                   "max_overflow": "4"},
+            "api": {"auth_strategy": "keystone"},
+            "keystone_authtoken": _authtoken(lab, "placement"),
+        })
+    if service == "glance_api":
+        shared = lab.dir / "shared" / "glance"
+        return _ini({
+            "DEFAULT": dict(log, enabled_backends="fs:file", bind_host=lab.node(node)["address"]),
+            "database": {"connection": db_url(lab, "glance"), "max_pool_size": "2", "max_overflow": "4"},
+            "keystone_authtoken": _authtoken(lab, "glance"),
+            "paste_deploy": {"flavor": "keystone"},
+            "glance_store": {"default_backend": "fs"},
+            # one image directory for every glance node: it stands in for the NFS/ceph share a
+            # real deployment gives glance, so an image uploaded through one node is served by all
+            "fs": {"filesystem_store_datadir": str(shared / "images")},
+            "os_glance_staging_store": {"filesystem_store_datadir": str(root / "var/lib/glance/staging")},
+            "os_glance_tasks_store": {"filesystem_store_datadir": str(root / "var/lib/glance/tasks")},
+        })
+    raise KeyError(service)
+
+
+def uwsgi_ini(lab: Any, node: str, service: str, release: RL.Release) -> str:
+    """The uWSGI file that serves the release's code on the node's address (as devstack and
+    Debian's OpenStack packages run their APIs)."""
+    real = RL.SERVICES[service]
+    conf = paths(lab, node, service)["config"]
+    env_value = str(conf.parent) if real.config_env.endswith("_DIR") else str(conf)
+    svc = lab.service(service)
+    return "\n".join([
+        f"{MARKER}{release.lock}",
+        "[uwsgi]",
+        "plugins = python3",
+        f"virtualenv = {venv_of(release)}",
+        f"http-socket = {lab.node(node)['address']}:{svc['port']}",
+        f"module = {real.module}",
+        f"env = {real.config_env}={env_value}",
+        "master = true",
+        "processes = 1",
+        "threads = 4",
+        "lazy-apps = true",
+        "die-on-term = true",
+        # SIGTERM finishes the requests in progress first, as httpd's graceful-stop does
+        "hook-master-start = unix_signal:15 gracefully_kill_them_all",
+        "http-keepalive = false",
+        "buffer-size = 65535",
+        "disable-logging = true",
+        f"logto = {paths(lab, node, service)['log'].with_suffix('.uwsgi.log')}",
+        "",
+    ])
+
+
+def rendered_for(lab: Any, node: str, service: str) -> str | None:
+    """The release lock the node's WSGI file was rendered for (None: never rendered)."""
+    try:
+        first = paths(lab, node, service)["uwsgi"].read_text().splitlines()[0]
+    except (FileNotFoundError, IndexError):
+        return None
+    return first[len(MARKER):].strip() if first.startswith(MARKER) else None
+
+
+def _write_private(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+
+
+def render(lab: Any, node: str, service: str) -> RL.Release | None:
+    """Write the service's configuration for the release installed on the node."""
+    release = release_on(lab, node, service)
+    if release is None:
+        return None
+    p = paths(lab, node, service)
+    p["log"].parent.mkdir(parents=True, exist_ok=True)
+    _write_private(p["config"], service_ini(lab, node, service))
+    if service == "glance_api":
+        paste = venv_of(release) / "etc" / "glance" / "glance-api-paste.ini"
+        shutil.copyfile(paste, p["config"].parent / "glance-api-paste.ini")
+        for d in ("var/lib/glance/staging", "var/lib/glance/tasks"):
+            (lab.node_root(node) / d).mkdir(parents=True, exist_ok=True)
+        (lab.dir / "shared" / "glance" / "images").mkdir(parents=True, exist_ok=True)
+    _write_private(p["uwsgi"], uwsgi_ini(lab, node, service, release))
+    return release
