@@ -18,7 +18,7 @@ from rich.text import Text
 
 from stepwise.errors import StepwiseError
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "classic.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "openstack.yaml"
 
 
 def _phase(title: str, workflow: str, dep, store, lab_dir: Path, facts, json_out: bool, **kw: Any) -> dict[str, Any]:
@@ -55,10 +55,12 @@ def _phase(title: str, workflow: str, dep, store, lab_dir: Path, facts, json_out
     windows = [w.to_json() for w in plan.windows]
     from stepwise.observe.windows import outside_windows, window_intervals
     unannounced = outside_windows(probe.records, window_intervals(plan, store, result.run_id))
+    client = {k: {"requests": v["requests"], "failed": v["failed"]} for k, v in summary["targets"].items()
+              if k.startswith("client:")}
     out = {"phase": title, "run": result.run_id, "status": result.status, "message": result.message, "units": len(plan.units),
            "elapsed_s": round(time.time() - t0, 1), "planned_windows": windows,
            "probe": {"requests": summary["total"]["requests"], "failed": summary["total"]["failed"],
-                     "targets_with_failures": failed, "failed_outside_windows": unannounced}}
+                     "targets_with_failures": failed, "failed_outside_windows": unannounced, "client": client}}
     if not json_out:
         colour = "green" if result.ok and not failed else ("yellow" if result.ok else "red")
         console.print(Text(f"{title}: {result.status} in {out['elapsed_s']}s, {len(plan.units)} units; probe: "
@@ -118,6 +120,61 @@ def _after_phase(report: dict[str, Any], workflow: str, before: dict[str, dict[s
         console.print(Text(f"kernel: {len(changed)} of {len(after)} nodes rebooted into the new "
                            f"kernel ({', '.join(sorted({after[n]['running'] or '?' for n in changed}))})"
                            + (f": {', '.join(changed)}" if changed else ""), style="dim"))
+
+
+def _openstack_before(lab_dir: Path, report: dict[str, Any], say) -> dict[str, Any] | None:
+    """On a lab of real OpenStack: resources created before the runs, to find after them."""
+    from stepwise.lab.nodes import Lab
+
+    lab = Lab(lab_dir)
+    if not lab.spec.get("openstack"):
+        return None
+    from stepwise.lab.openstack import checks
+
+    seeded = checks.seed(lab)
+    report["openstack"] = {"series": lab.spec["openstack"]["series"], "services": lab.spec["openstack"]["services"],
+                           "seeded": sorted(k for k in seeded if k != "image_md5")}
+    say(f"real OpenStack {lab.spec['openstack']['series']}: seeded a project, a resource provider and an image "
+        "to find again after the upgrade")
+    return seeded
+
+
+def _openstack_after(lab_dir: Path, seeded: dict[str, Any] | None, report: dict[str, Any], work: Path,
+                     json_out: bool) -> None:
+    """Schemas at the new code's head, the seed resources kept, tempest's verdict."""
+    if seeded is None:
+        return
+    from stepwise.lab.nodes import Lab
+    from stepwise.lab.openstack import checks
+
+    lab = Lab(lab_dir)
+    os_report = report["openstack"]
+    os_report["schemas"] = checks.schemas(lab)
+    os_report["seed"] = checks.seed_kept(lab, seeded)
+    os_report["tempest"] = checks.acceptance(lab, work / "tempest")
+    client = {}
+    for p in report["phases"]:
+        for target, t in p["probe"].get("client", {}).items():
+            c = client.setdefault(target, {"calls": 0, "failed": 0})
+            c["calls"] += t["requests"]
+            c["failed"] += t["failed"]
+    os_report["client"] = client
+    if json_out:
+        return
+    for svc, sc in os_report["schemas"].items():
+        console.print(Text(f"{svc}: schema {sc['version']} ({'at the head of' if sc['at_head'] else 'BEHIND'} "
+                           f"{sc['code']})", style="green" if sc["at_head"] else "red"), soft_wrap=True)
+    for target, c in sorted(client.items()):
+        console.print(Text(f"openstack client, {target}: {c['calls']} calls, {c['failed']} failed",
+                           style="green" if not c["failed"] else "red"), soft_wrap=True)
+    kept = os_report["seed"]
+    console.print(Text(f"seeded resources: {kept['checked'] - len(kept['missing'])} of {kept['checked']} kept"
+                       + "".join(f"\n   missing: {m}" for m in kept["missing"]),
+                       style="green" if kept["kept"] else "red"), soft_wrap=True)
+    t = os_report["tempest"]
+    console.print(Text(f"tempest: {t['run']} tests, {t['passed']} passed, {t['failed']} failed, {t['skipped']} "
+                       f"skipped in {t['seconds']:.0f}s" + "".join(f"\n   failed: {f}" for f in t["failures"][:10]),
+                       style="green" if t["run"] and not t["failed"] else "red"), soft_wrap=True)
 
 
 def _write_report(store, dep, path: Path, report: dict[str, Any], json_out: bool) -> None:
@@ -183,6 +240,9 @@ def demo(deployment: Path = typer.Option(EXAMPLE, "--deployment", "-d", help="De
                        ("upgrade run (control plane)", "upgrade", NO_FACTS, {"stage": "run", "plane": "control", **ev}),
                        ("upgrade run (data plane)", "upgrade", NO_FACTS, {"stage": "run", "plane": "data", **ev}),
                        ("upgrade converge", "upgrade", NO_FACTS, {"stage": "converge", **ev})]
+            if not any(dep.catalog[s].plane == "data" for s in dep.instances):
+                phases = [ph for ph in phases if ph[0] != "upgrade run (data plane)"]
+            seeded = _openstack_before(lab_dir, report, say)
             before = kernels(lab_dir)
             try:
                 for title, wf, fx, kw in phases:
@@ -191,6 +251,7 @@ def demo(deployment: Path = typer.Option(EXAMPLE, "--deployment", "-d", help="De
             finally:
                 # written whatever happened: a failed demo is when the report helps most
                 _write_report(store, dep, report_path, report, json_out)
+            _openstack_after(lab_dir, seeded, report, work, json_out)
             discover(dep, store, connector=conn)
             report["status_agrees_with_lab"] = agreement(store, dep, lab_dir)
             if not json_out:
