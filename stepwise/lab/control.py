@@ -78,6 +78,7 @@ def write_bin(lab: Lab) -> None:
     entry.write_text(f"#!{sys.executable}\nfrom stepwise.lab.nodecmd import main\nmain()\n")
     entry.chmod(0o755)
     names = list(NODE_COMMANDS) + [f"{p}-manage" for p in lab.spec["projects"]]
+    names += [f"{p}-status" for p in lab.spec["projects"]]
     if "neutron" in lab.spec["projects"]:
         names.append("neutron-db-manage")
     # octavia-db-manage, mistral-db-manage, aodh-dbsync, ...: the upstream names of schema tools

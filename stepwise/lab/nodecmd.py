@@ -20,6 +20,7 @@ from stepwise.lab.nodes import Lab, SupervisorDown, current
 
 COMMANDS: dict[str, Callable[[Lab, str, list[str]], int]] = {}
 MANAGE_SUFFIX = "-manage"
+STATUS_SUFFIX = "-status"
 #: upstream schema tools not named PROJECT-manage -> (project, the `manage` words they mean)
 SYNC_TOOLS: dict[str, tuple[str, list[str]]] = {
     "aodh-dbsync": ("aodh", ["db", "sync"]),
@@ -338,6 +339,26 @@ def manage(lab: Lab, node: str, project: str, args: list[str]) -> int:
     return 0
 
 
+def status_check(lab: Lab, node: str, project: str, args: list[str]) -> int:
+    """The stand-in's `PROJECT-status upgrade check`: upstream's table, every check passing
+    while the project's database answers (a stand-in has nothing else to check)."""
+    if [a for a in args if not a.startswith("-")][:2] != ["upgrade", "check"]:
+        return err(f"usage: {project}-status upgrade check")
+    if not any(lab.service(s)["project"] == project and S.service_version(lab, node, s)
+               for s in lab.node(node)["services"]):
+        return err(f"{project}-status: command not found ({project} is not installed on {node})")
+    if project in lab.spec["projects"] and S.get_schema(lab, project) is None:
+        out("+----------------------------------+\n| Check: Database                  |\n"
+            "| Result: Failure                  |\n| Details: cannot connect          |\n"
+            "+----------------------------------+")
+        return 2
+    out("+----------------------------------+\n| Upgrade Check Results            |\n"
+        "+----------------------------------+\n| Check: Database                  |\n"
+        "| Result: Success                  |\n| Details: None                    |\n"
+        "+----------------------------------+")
+    return 0
+
+
 def _real_tool(lab: Lab, node: str, name: str) -> Callable[[list[str]], int] | None:
     """A real service's own tool (`keystone-manage`, `glance-status`, ...) where the lab runs
     that service's real code: the node's installed release with the node's configuration."""
@@ -383,6 +404,8 @@ def main() -> None:
     if fn is None and name in SYNC_TOOLS:
         project, words = SYNC_TOOLS[name]
         sys.exit(manage(lab, node, project, words))
+    if fn is None and name.endswith(STATUS_SUFFIX):
+        sys.exit(status_check(lab, node, name[: -len(STATUS_SUFFIX)], args))
     if fn is None and name.endswith(MANAGE_SUFFIX):
         project = name[: -len(MANAGE_SUFFIX)].removesuffix("-db")
         sys.exit(manage(lab, node, project, args))
