@@ -141,7 +141,7 @@ def test_every_task_is_a_named_command_calling_the_node_vocabulary(catalog):
             assert isinstance(task.get("name"), str) and task["name"], (svc.name, where)
             cmd = task[modules[0]]
             for word in _commands(cmd, shell=modules[0].endswith("shell")):
-                assert word in NODE_COMMANDS or word.endswith("-manage"), (svc.name, where, cmd, word)
+                assert word in NODE_COMMANDS or word.endswith(("-manage", "-status")), (svc.name, where, cmd, word)
             for text in (cmd, task["name"], str(task.get("when", ""))):
                 for var in re.findall(r"{{\s*([A-Za-z_][A-Za-z0-9_]*)", text):
                     assert var in JINJA_VARS, (svc.name, where, var)

@@ -28,7 +28,11 @@ def up_cmd(deployment: Path = typer.Option(..., "--deployment", "-d", help="Depl
 
     with reported():
         t0 = time.monotonic()
-        lab_ = up(deployment, directory, workloads, progress=lambda m: console.print(f"[dim]{time.monotonic() - t0:5.1f}s[/] {esc(m)}"))
+        from stepwise.cli.buildbar import build_bar
+
+        with build_bar(console) as build:
+            lab_ = up(deployment, directory, workloads, build=build,
+                      progress=lambda m: console.print(f"[dim]{time.monotonic() - t0:5.1f}s[/] {esc(m)}"))
         console.print(f"lab dir: {lab_.dir}", markup=False)
 
 
