@@ -81,6 +81,11 @@ def status_cmd(directory: Optional[Path] = DirOpt, as_json: bool = typer.Option(
                           + f"[{'green' if w['healthy'] else 'red'}]{esc(w['state'])}[/]")
         for c, q in st["quorum"].items():
             console.print(f"  cluster {c}: {q}", markup=False)
+        db = st.get("database") or {}
+        if db:
+            console.print(f"  database {db['service']}: real Galera cluster ({db['software']}), {db['status']}, "
+                          f"{db['cluster_size']} member(s): "
+                          + ", ".join(f"{n} {m['state']}" for n, m in db["members"].items()), markup=False)
 
 
 @lab.command("probe")
