@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what stepwise, its lab and its tests need on a fresh Debian machine (idempotent).
-#   - Debian: MariaDB and HAProxy (the lab's real components), OpenSSH server (the SSH
+#   - Debian: MariaDB with galera-4 (mariabackup + socat for its state transfers) and HAProxy
+#     (the lab's real components), OpenSSH server (the SSH
 #     connection test), PostgreSQL (the team state store, tested for real), Chromium (the
 #     HTML report tests open the reports headless).
 #   - Python: a venv in .venv with stepwise and its pinned dependencies (+ test extras).
@@ -13,6 +14,10 @@ command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need+=(haproxy
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v rsync >/dev/null 2>&1 || need+=(rsync)
+# the lab's database is a real Galera cluster: the provider and the SST method (mariabackup over socat)
+[ -e /usr/lib/galera/libgalera_smm.so ] || need+=(galera-4)
+command -v mariabackup >/dev/null 2>&1 || need+=(mariadb-backup)
+command -v socat >/dev/null 2>&1 || need+=(socat)
 command -v mariadb >/dev/null 2>&1 || command -v mysql >/dev/null 2>&1 || need+=(mariadb-client)
 command -v ss >/dev/null 2>&1 || need+=(iproute2)
 # the report tests open the HTML reports in headless Chromium (only when the tests are installed)

@@ -119,7 +119,7 @@ def test_valid_deployments_round_trip(catalog, doc, flow):
 # ------------------------------------------------------------------------------ unknown keys
 
 ALLOWED = {
-    "top": ["name", "description", "catalog", "vars", "reboot_packages", "roles"],
+    "top": ["name", "description", "catalog", "vars", "reboot_packages", "roles", "lab"],
     "role": ["name", "description", "tags", "update_serial", "services", "nodes", "bootstrap", "vars", "tool_packages"],
     "node": ["name", "address", "vars"],
     "count": ["count", "name", "address", "start", "vars"],

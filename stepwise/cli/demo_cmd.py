@@ -57,8 +57,13 @@ def _phase(title: str, workflow: str, dep, store, lab_dir: Path, facts, json_out
     unannounced = outside_windows(probe.records, window_intervals(plan, store, result.run_id))
     client = {k: {"requests": v["requests"], "failed": v["failed"]} for k, v in summary["targets"].items()
               if k.startswith("client:")}
+    from stepwise.model.vocab import Step
+    # the schema work (expand in a visit's migrate, migrate, contract), as the units measured it
+    migration_s = sum((u.ended_at - u.started_at).total_seconds() for u in store.units(result.run_id)
+                      if u.step in (Step.MIGRATE.value, Step.CONTRACT.value) and u.started_at and u.ended_at)
     out = {"phase": title, "run": result.run_id, "status": result.status, "message": result.message, "units": len(plan.units),
            "elapsed_s": round(time.time() - t0, 1), "planned_windows": windows,
+           "migration_s": round(migration_s, 1),
            "probe": {"requests": summary["total"]["requests"], "failed": summary["total"]["failed"],
                      "targets_with_failures": failed, "failed_outside_windows": unannounced, "client": client}}
     if not json_out:
@@ -222,7 +227,10 @@ def demo(deployment: Path = typer.Option(EXAMPLE, "--deployment", "-d", help="De
         lab_dir = lab_dir or work / "lab"
         say = (lambda m: None) if json_out else (lambda m: console.print(Text(m, style="dim")))
         report: dict[str, Any] = {"deployment": str(deployment), "lab": str(lab_dir), "phases": []}
-        lab.up(deployment, lab_dir, progress=say)
+        from stepwise.cli.buildbar import build_bar
+
+        with build_bar(err_console if json_out else console) as build:
+            lab.up(deployment, lab_dir, progress=say, build=build)
         try:
             store = open_store(f"sqlite:///{work / (dep.name + '.sqlite')}")
             from stepwise.run.inventory import Connector

@@ -28,7 +28,11 @@ def up_cmd(deployment: Path = typer.Option(..., "--deployment", "-d", help="Depl
 
     with reported():
         t0 = time.monotonic()
-        lab_ = up(deployment, directory, workloads, progress=lambda m: console.print(f"[dim]{time.monotonic() - t0:5.1f}s[/] {esc(m)}"))
+        from stepwise.cli.buildbar import build_bar
+
+        with build_bar(console) as build:
+            lab_ = up(deployment, directory, workloads, build=build,
+                      progress=lambda m: console.print(f"[dim]{time.monotonic() - t0:5.1f}s[/] {esc(m)}"))
         console.print(f"lab dir: {lab_.dir}", markup=False)
 
 
@@ -77,6 +81,11 @@ def status_cmd(directory: Optional[Path] = DirOpt, as_json: bool = typer.Option(
                           + f"[{'green' if w['healthy'] else 'red'}]{esc(w['state'])}[/]")
         for c, q in st["quorum"].items():
             console.print(f"  cluster {c}: {q}", markup=False)
+        db = st.get("database") or {}
+        if db:
+            console.print(f"  database {db['service']}: real Galera cluster ({db['software']}), {db['status']}, "
+                          f"{db['cluster_size']} member(s): "
+                          + ", ".join(f"{n} {m['state']}" for n, m in db["members"].items()), markup=False)
 
 
 @lab.command("probe")

@@ -360,4 +360,5 @@ def status(lab: Lab) -> dict[str, Any]:
                     "state": st["state"] if alive or st["state"] != "running" else "down", "healthy": alive})
     return {"lab": lab.spec["name"], "dir": str(lab.dir), "vip": lab.spec["vip"], "components": components(lab),
             "supervisor": bool(sup["units"]) or lab.supervisor_alive(), "nodes": nodes, "workloads": wls,
-            "quorum": {s: H.quorum(lab, s)[1] for s, v in lab.spec["services"].items() if v.get("cluster")}}
+            "quorum": {s: H.quorum(lab, s)[1] for s, v in lab.spec["services"].items() if v.get("cluster")},
+            "database": mariadb.galera_status(lab)}

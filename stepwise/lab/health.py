@@ -1,5 +1,7 @@
 """What makes an emulated service healthy: schema, quorum, RPC versions, its database.
 
+The database's own cluster is real (Galera, `galera.py`): its quorum is what its members say.
+
 Shared by the emulated processes (they answer health checks with it), `lab status` and the
 `healthcheck` node command, so all three always agree.
 """
@@ -13,9 +15,9 @@ from typing import Any
 from stepwise.lab.nodes import Lab, pid_alive
 
 #: Clusters whose members leave the membership when stopped cleanly (expected votes shrink,
-#: like corosync's last-man-standing and a clean galera shutdown). A ceph-mon stays in the
-#: monmap until `ceph mon remove`.
-LEAVE_ON_STOP = ("pacemaker", "corosync", "galera", "rabbitmq")
+#: like corosync's last-man-standing). A ceph-mon stays in the monmap until `ceph mon remove`.
+#: (Galera is real: a clean shutdown leaves its cluster by itself.)
+LEAVE_ON_STOP = ("pacemaker", "corosync", "rabbitmq")
 MESSAGING_CLUSTERS = ("rabbitmq",)
 STORAGE_CLUSTERS = ("ceph-mon",)
 
@@ -40,6 +42,10 @@ def left(lab: Lab, node: str, service: str) -> bool:
 def quorum(lab: Lab, service: str) -> tuple[bool, str]:
     """Whether the cluster of `service` has quorum right now (a deployment-wide fact)."""
     svc = lab.service(service)
+    if svc.get("db"):
+        from stepwise.lab import galera
+
+        return galera.quorum(lab, service)  # a real Galera cluster: what its members report
     members = svc["instances"]
     running = [n for n in members if read_unit(lab, n, service)]
     if svc.get("os_bound"):

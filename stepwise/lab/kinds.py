@@ -1,6 +1,7 @@
 """What runs in a lab, real or stand-in, as `lab status` says it.
 
-The lab runs the real thing wherever it can run on one machine: MariaDB, HAProxy (the VIPs),
+The lab runs the real thing wherever it can run on one machine: a Galera cluster of MariaDB
+members, HAProxy (the VIPs),
 and, when the deployment asks for it (`lab: {openstack: SERIES}`), keystone, placement and
 glance from PyPI under uWSGI. Everything else (nova-compute and its instances, neutron agents,
 pacemaker, ceph, rabbitmq, leapp, reboots) is a stand-in in Python that fails the way the real
@@ -29,7 +30,9 @@ def service_kind(lab: Any, node: str, service: str, unit: dict[str, Any] | None)
         code = running or f"{RL.SERVICES[service].project} {RL.version_of(release, service)}"
         return REAL, f"{code} ({release.label}) under uWSGI"
     if svc.get("db"):
-        return REAL, "MariaDB (Debian's mariadbd)"
+        from stepwise.lab.galera import versions
+
+        return REAL, f"Galera member ({versions()})"
     return STAND_IN, "lab stand-in (Python)"
 
 
@@ -38,7 +41,9 @@ def components(lab: Any) -> list[dict[str, str]]:
     out = [{"name": "VIP", "kind": REAL, "detail": f"HAProxy on {lab.spec['vip']} (Debian's haproxy)"}]
     db = lab.spec.get("db_service")
     if db:
-        out.append({"name": db, "kind": REAL, "detail": "MariaDB (Debian's mariadbd) on every member"})
+        from stepwise.lab.galera import versions
+
+        out.append({"name": db, "kind": REAL, "detail": f"a Galera cluster ({versions()}, Debian's packages)"})
     real = (lab.spec.get("openstack") or {})
     for s in real.get("services", []):
         out.append({"name": s, "kind": REAL, "detail": f"OpenStack {real['series']} code from PyPI under uWSGI"})

@@ -1,11 +1,11 @@
 """Real MariaDB (Debian's mariadbd) for the lab's service databases.
 
-One mariadbd per node that runs the database service, with tiny buffers (~85 MiB each). The
-Galera replication between them is emulated: writes (schema changes) go to every running
-member, and a member that starts copies the state of a running one (an SST). The data format
-of a datadir follows the installed `mariadb-server` major (10.3 on OS 8, 10.5 on OS 9): a
-server refuses a datadir of another major until it is dumped and restored, as real MariaDB
-upgrades require.
+One mariadbd per node that runs the database service, with tiny buffers (~110 MiB each),
+each a member of a real Galera cluster (`galera.py`: replication, quorum, IST/SST are
+Galera's). The data format of a datadir follows the installed `mariadb-server` major (10.3
+on OS 8, 10.5 on OS 9): a server refuses a datadir of another major until it is dumped and
+restored, as real MariaDB upgrades require. That marker is a stand-in: one MariaDB (10.11)
+runs here whatever the node's OS, so a real major change cannot happen.
 """
 
 from __future__ import annotations
@@ -15,12 +15,21 @@ import os
 import shutil
 import subprocess
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+if TYPE_CHECKING:
+    from stepwise.lab.nodes import Lab
 
 META_DB = "stepwise_meta"
 USER = "stepwise"
 PASSWORD = "stepwise"
-FORMAT_FILE = "stepwise_format"
+#: The datadir format marker (beside the datadir: an SST replaces the datadir's content).
+FORMAT_FILE = "/var/lib/stepwise/mariadb_format"
+#: What a dump of "all databases" leaves out: the server's own schemas (users come with the
+#: template; every node has the lab's).
+SYSTEM_DATABASES = ("mysql", "information_schema", "performance_schema", "sys")
 
 
 def binaries() -> dict[str, str]:
@@ -34,10 +43,10 @@ def binaries() -> dict[str, str]:
     return out
 
 
-def socket_path(root: Path) -> Path:
+def socket_path(root: Path, name: str = "mysqld") -> Path:
     """The node's server socket: under its root, unless that path is longer than a Unix
     socket may be (107 bytes; deep test directories reach it), then a short private one."""
-    sock = root / "run" / "mysqld" / "mysqld.sock"
+    sock = root / "run" / "mysqld" / f"{name}.sock"
     if len(str(sock)) <= 100:
         return sock
     import hashlib
@@ -45,104 +54,158 @@ def socket_path(root: Path) -> Path:
 
     short = Path(tempfile.gettempdir()) / f"stepwise-sock-{os.getuid()}"
     short.mkdir(mode=0o700, exist_ok=True)
-    return short / (hashlib.sha1(str(root).encode()).hexdigest()[:16] + ".sock")
+    return short / (hashlib.sha1(f"{root}/{name}".encode()).hexdigest()[:16] + ".sock")
 
 
-def my_cnf(root: Path, address: str, port: int) -> str:
+def my_cnf(root: Path, address: str | None, port: int, galera: str = "", name: str = "mysqld") -> str:
+    """A server's my.cnf: tiny buffers; `galera` is the member's wsrep part (galera.wsrep_cnf),
+    empty for a server without replication (the template, dump and restore); no address
+    means no network (Unix socket only)."""
     run = root / "run" / "mysqld"
+    net = f"bind-address={address}\nport={port}" if address else "skip-networking"
     return f"""[mysqld]
 datadir={root}/var/lib/mysql
-socket={socket_path(root)}
-pid-file={run}/mysqld.pid
-bind-address={address}
-port={port}
-log-error={root}/var/log/mariadb/mariadb.log
+socket={socket_path(root, name)}
+pid-file={run}/{name}.pid
+{net}
+log-error={root}/var/log/mariadb/{"mariadb" if name == "mysqld" else name}.log
+tmpdir={root}/tmp
 skip-name-resolve
 skip-log-bin
 performance_schema=OFF
 innodb_buffer_pool_size=8M
 innodb_log_file_size=4M
 innodb_data_file_path=ibdata1:4M:autoextend
+innodb_autoextend_increment=4
 innodb_use_native_aio=0
 key_buffer_size=1M
 table_open_cache=64
-max_connections=60
+# real services (~3 per node x 3 nodes x ~5 pooled connections) reach every member
+max_connections=200
 thread_cache_size=4
+{galera if galera else "wsrep_on=OFF"}
 """
 
 
-def write_cnf(root: Path, address: str, port: int) -> Path:
-    path = root / "etc" / "my.cnf"
+def write_cnf(root: Path, address: str | None, port: int, galera: str = "", name: str = "mysqld") -> Path:
+    """Write the server's my.cnf (`etc/NAME.cnf`) and the directories it names."""
+    path = root / "etc" / ("my.cnf" if name == "mysqld" else f"{name}.cnf")
     path.parent.mkdir(parents=True, exist_ok=True)
-    (root / "run" / "mysqld").mkdir(parents=True, exist_ok=True)
-    (root / "var" / "log" / "mariadb").mkdir(parents=True, exist_ok=True)
-    path.write_text(my_cnf(root, address, port))
+    for d in ("run/mysqld", "var/log/mariadb", "tmp"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    path.write_text(my_cnf(root, address, port, galera, name))
     return path
 
 
-def server_command(root: Path) -> list[str]:
+def server_command(root: Path, cnf: Path | None = None) -> list[str]:
     # Running as root needs --user=root; as anyone else mariadbd keeps its own user anyway.
-    return [binaries()["mariadbd"], f"--defaults-file={root}/etc/my.cnf", f"--user={getpass.getuser()}"]
+    return [binaries()["mariadbd"], f"--defaults-file={cnf or root / 'etc' / 'my.cnf'}", f"--user={getpass.getuser()}"]
 
 
 def template_dir() -> Path:
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "stepwise" / "lab"
-    return base / "mariadb-datadir-v1"
+    return base / "mariadb-galera-v2"
+
+
+def _sql(sock: Path, sql: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    err = b""
+    while time.monotonic() < deadline and proc.poll() is None:
+        if sock.exists():
+            r = subprocess.run([binaries()["mariadb"], "-S", str(sock), "-uroot", "-e", sql], capture_output=True)
+            if r.returncode == 0:
+                return
+            err = r.stderr
+        time.sleep(0.05)
+    raise RuntimeError(f"could not initialise the MariaDB template datadir: {err.decode(errors='replace')[:300]}")
 
 
 def ensure_template() -> Path:
-    """An initialised datadir with the lab's user, made once and copied per node (fast up)."""
+    """The datadirs every lab copies, made once per machine (a fast `lab up`):
+
+    - `plain`: initialised, with the lab's user; no replication history. A datadir a dump is
+      restored into starts from it, so its first start bootstraps a new cluster (new UUID).
+    - `galera`: the same plus the lab's tables, written by a one-member Galera cluster, so it
+      carries a cluster position (uuid:seqno). Every member of a new lab starts from this
+      identical copy: the first bootstraps at that position, the others join by IST of what
+      happened since (seconds) instead of a full SST.
+    """
     tpl = template_dir()
     if (tpl / "ready").is_file():
-        return tpl / "data"
+        return tpl
+    from stepwise.lab import galera
+
     work = tpl.with_name(tpl.name + f".tmp{os.getpid()}")
     shutil.rmtree(work, ignore_errors=True)
     root = work
     (root / "var" / "lib").mkdir(parents=True)
-    cnf = write_cnf(root, "127.0.0.1", 0)
-    cnf.write_text(cnf.read_text().replace("bind-address=127.0.0.1\nport=0\n", "skip-networking\n"))
+    cnf = write_cnf(root, None, 0)
     b = binaries()
     subprocess.run([b["mariadb-install-db"], f"--defaults-file={cnf}", f"--user={getpass.getuser()}",
                     "--skip-test-db", "--auth-root-authentication-method=normal"],
                    check=True, capture_output=True, timeout=120)
-    proc = subprocess.Popen(server_command(root), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     sock = socket_path(root)
+    proc = subprocess.Popen(server_command(root), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        sql = (f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'; GRANT ALL ON *.* TO '{USER}'@'%';"
-               f"CREATE DATABASE {META_DB}; CREATE TABLE {META_DB}.schema_versions "
-               "(project VARCHAR(64) PRIMARY KEY, version INT NOT NULL, online INT NOT NULL DEFAULT 0);"
-               f"CREATE TABLE {META_DB}.data (k VARCHAR(128) PRIMARY KEY, v TEXT);")
-        for _ in range(200):
-            if sock.exists():
-                r = subprocess.run([b["mariadb"], "-S", str(sock), "-uroot", "-e", sql], capture_output=True)
-                if r.returncode == 0:
-                    break
-            time.sleep(0.05)
-        else:
-            raise RuntimeError("could not initialise the MariaDB template datadir")
+        # Real services (keystone, placement, glance) create their databases and users with it.
+        _sql(sock, f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'; "
+                   f"GRANT ALL PRIVILEGES ON *.* TO '{USER}'@'%' WITH GRANT OPTION;", proc)
     finally:
         proc.terminate()
-        proc.wait(30)
-    shutil.rmtree(tpl, ignore_errors=True)
-    tpl.mkdir(parents=True, exist_ok=True)
-    os.replace(root / "var" / "lib" / "mysql", tpl / "data")
-    shutil.rmtree(work, ignore_errors=True)
-    (tpl / "ready").write_text("ok")
-    return tpl / "data"
+        proc.wait(60)
+    shutil.copytree(root / "var" / "lib" / "mysql", work / "plain")
+    # A one-member cluster on a private port (tcp://127.0.0.1:0: any free one) writes the tables.
+    one = galera.wsrep_cnf("stepwise-template", "template", "127.0.0.1", ["127.0.0.1"])
+    one = one.replace(f"127.0.0.1:{galera.GCOMM_PORT}", "127.0.0.1:0").replace(f"127.0.0.1:{galera.IST_PORT}", "127.0.0.1:0")
+    write_cnf(root, None, 0, galera=one)
+    proc = subprocess.Popen(server_command(root) + ["--wsrep-new-cluster"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        _sql(sock, f"CREATE DATABASE {META_DB}; CREATE TABLE {META_DB}.schema_versions "
+                   "(project VARCHAR(64) PRIMARY KEY, version INT NOT NULL, online INT NOT NULL DEFAULT 0);"
+                   f"CREATE TABLE {META_DB}.data (k VARCHAR(128) PRIMARY KEY, v TEXT);", proc)
+    finally:
+        proc.terminate()
+        proc.wait(60)
+    seed = root / "var" / "lib" / "mysql"
+    if "seqno:   -1" in (seed / "grastate.dat").read_text():
+        raise RuntimeError("the MariaDB template's Galera member did not shut down cleanly")
+    for f in ("galera.cache", "gvwstate.dat"):  # a ring buffer each member makes its own; no view to restore
+        (seed / f).unlink(missing_ok=True)
+    os.replace(seed, work / "galera")
+    shutil.rmtree(work / "var", ignore_errors=True)
+    shutil.rmtree(work / "etc", ignore_errors=True)
+    shutil.rmtree(work / "run", ignore_errors=True)
+    shutil.rmtree(work / "tmp", ignore_errors=True)
+    (work / "ready").write_text("ok")
+    if tpl.exists() and not (tpl / "ready").is_file():
+        shutil.rmtree(tpl, ignore_errors=True)  # left half-made by an interrupted run
+    try:
+        os.rename(work, tpl)
+    except OSError:  # another process made it first
+        shutil.rmtree(work, ignore_errors=True)
+    return tpl
 
 
-def init_datadir(root: Path, fmt: str) -> None:
-    """Give a node a fresh datadir (from the template) in data format `fmt` (e.g. 10.3)."""
+def init_datadir(root: Path, fmt: str, seed: bool = True) -> None:
+    """Give a node a fresh datadir in data format `fmt` (e.g. 10.3): a new lab member's
+    (`seed`: the lab's cluster position) or an empty one for a restore (no history)."""
     dst = root / "var" / "lib" / "mysql"
     shutil.rmtree(dst, ignore_errors=True)
     dst.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(ensure_template(), dst)
-    (dst / FORMAT_FILE).write_text(fmt)
+    shutil.copytree(ensure_template() / ("galera" if seed else "plain"), dst)
+    set_data_format(root, fmt)
+
+
+def set_data_format(root: Path, fmt: str) -> None:
+    path = root / FORMAT_FILE.lstrip("/")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(fmt)
 
 
 def data_format(root: Path) -> str | None:
     try:
-        return (root / "var" / "lib" / "mysql" / FORMAT_FILE).read_text().strip()
+        return (root / FORMAT_FILE.lstrip("/")).read_text().strip()
     except FileNotFoundError:
         return None
 
@@ -159,6 +222,9 @@ def get_schema(host: str, port: int, project: str) -> int | None:
     conn = connect(host, port)
     try:
         with conn.cursor() as cur:
+            # A causal read (this session only): a db sync just committed through another
+            # member is seen here, not a few milliseconds later.
+            cur.execute("SET SESSION wsrep_sync_wait=1")
             cur.execute("SELECT version FROM schema_versions WHERE project=%s", (project,))
             row = cur.fetchone()
             return int(row[0]) if row else 0
@@ -176,37 +242,68 @@ def execute(host: str, port: int, sql: str, args: tuple = ()) -> list[tuple]:
         conn.close()
 
 
-def copy_state(src: tuple[str, int], dst: tuple[str, int]) -> None:
-    """The emulated SST: a joining member takes the state of a running one."""
-    rows = execute(*src, "SELECT project, version, online FROM schema_versions")
-    data = execute(*src, "SELECT k, v FROM data")
-    conn = connect(*dst, timeout=3.0)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("DELETE FROM schema_versions")
-            cur.execute("DELETE FROM data")
-            if rows:
-                cur.executemany("INSERT INTO schema_versions VALUES (%s,%s,%s)", rows)
-            if data:
-                cur.executemany("INSERT INTO data VALUES (%s,%s)", data)
-    finally:
-        conn.close()
+def user_databases(sock: Path) -> list[str]:
+    r = subprocess.run([binaries()["mariadb"], "-S", str(sock), "-uroot", "-N", "-B", "-e", "SHOW DATABASES"],
+                       check=True, capture_output=True, text=True, timeout=30)
+    return [d for d in r.stdout.split() if d not in SYSTEM_DATABASES]
 
 
-def dump(root: Path, out: Path) -> None:
-    """Dump every lab database of a running server (for a major-version change)."""
-    sock = socket_path(root)
+def dump(sock: Path, out: Path) -> None:
+    """Dump every database of the server on `sock` but its own (what a major change keeps)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w") as fh:
-        subprocess.run([binaries()["mariadb-dump"], "-S", str(sock), "-uroot", "--databases", META_DB],
-                       check=True, stdout=fh, stderr=subprocess.PIPE, timeout=60)
+        # --single-transaction: a consistent snapshot without locking (Galera replicates no
+        # LOCK TABLES, so the restore does without them too)
+        subprocess.run([binaries()["mariadb-dump"], "-S", str(sock), "-uroot", "--single-transaction",
+                        "--skip-add-locks", "--routines", "--events", "--triggers", "--databases",
+                        *user_databases(sock)], check=True, stdout=fh, stderr=subprocess.PIPE, timeout=300)
 
 
-def restore(root: Path, dump_file: Path) -> None:
-    sock = socket_path(root)
+def restore(sock: Path, dump_file: Path) -> None:
+    """Load a dump into the server on `sock` (a Galera member replicates it)."""
     with open(dump_file) as fh:
-        subprocess.run([binaries()["mariadb"], "-S", str(sock), "-uroot"], check=True, stdin=fh,
-                       capture_output=True, timeout=60)
+        r = subprocess.run([binaries()["mariadb"], "-S", str(sock), "-uroot"], stdin=fh, capture_output=True,
+                           text=True, timeout=300)
+    if r.returncode:
+        raise RuntimeError(f"restoring {dump_file.name} failed: {r.stderr.strip()[:300]}")
+
+
+@contextmanager
+def offline_server(root: Path) -> Iterator[Path]:
+    """A private server on a stopped node's datadir: no network, no replication (its Galera
+    state stays as it was), for a dump or a restore. Yields its socket."""
+    cnf = write_cnf(root, None, 0, name="offline")
+    sock = socket_path(root, "offline")
+    proc = subprocess.Popen(server_command(root, cnf), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while subprocess.run([binaries()["mariadb"], "-S", str(sock), "-uroot", "-e", "SELECT 1"],
+                             capture_output=True).returncode:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"mariadbd did not start on {root}/var/lib/mysql "
+                                   f"(see {root}/var/log/mariadb/offline.log)")
+            time.sleep(0.1)
+        yield sock
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def transfer(src_root: Path, dst_root: Path, fmt: str, dump_file: Path) -> int:
+    """The one-time data transfer of an OS upgrade: dump the stopped old member's databases,
+    restore them into a fresh datadir (no Galera history) on the new node, whose first start
+    then bootstraps a new cluster from them. Returns the size of the dump."""
+    if not (src_root / "var" / "lib" / "mysql" / "mysql").is_dir():
+        raise RuntimeError("the source node has no database (no datadir)")
+    with offline_server(src_root) as sock:
+        dump(sock, dump_file)
+    init_datadir(dst_root, fmt, seed=False)
+    with offline_server(dst_root) as sock:
+        restore(sock, dump_file)
+    return dump_file.stat().st_size
 
 
 def installed_format(packages: dict) -> str:
@@ -215,3 +312,11 @@ def installed_format(packages: dict) -> str:
         if name in packages:
             return ".".join(packages[name]["version"].split(".")[:2])
     return "10.3"
+
+
+def galera_status(lab: "Lab") -> dict:
+    """The database service as it really is: a Galera cluster of real MariaDB + galera-4
+    members, its size, status and each member's state (see galera.galera_status)."""
+    from stepwise.lab import galera
+
+    return galera.galera_status(lab)

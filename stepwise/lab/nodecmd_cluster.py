@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 
 from stepwise.lab import health as H
 from stepwise.lab import repos as R
@@ -281,14 +282,17 @@ def transfer(lab: Lab, node: str, args: list[str]) -> int:
         return err(f"{dst}: [Errno 28] No space left on device")
     from stepwise.lab import mariadb
 
-    s, d = lab.node_root(src) / "var/lib/mysql", lab.node_root(dst) / "var/lib/mysql"
-    shutil.rmtree(d, ignore_errors=True)
-    shutil.copytree(s, d)
-    # A logical transfer: the data lands in the format of the target's MariaDB.
-    (d / mariadb.FORMAT_FILE).write_text(mariadb.installed_format(S.installed(lab, dst)))
+    # A logical transfer: the old member's databases, dumped, restored into the format of the
+    # target's MariaDB; the target's next start bootstraps a new cluster from them.
+    dump_file = lab.node_path(dst, f"/var/lib/stepwise/transfer-from-{src}.sql")
+    try:
+        size = mariadb.transfer(lab.node_root(src), lab.node_root(dst),
+                                mariadb.installed_format(S.installed(lab, dst)), dump_file)
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        return err(f"transfer {src} -> {dst} failed: {exc}")
     flag.parent.mkdir(parents=True, exist_ok=True)
     flag.write_text(f"from {src}\n")
-    out(f"transferred database data {src} -> {dst}")
+    out(f"transferred database data {src} -> {dst} ({size} bytes of SQL)")
     return 0
 
 
@@ -301,14 +305,14 @@ def mysql_dump(lab: Lab, node: str, args: list[str]) -> int:
         return err("mysql-upgrade-dump: the database server is not running on this node")
     if disk_full(lab, node):
         return err("mariadb-dump: Got errno 28 on write")
-    mariadb.dump(lab.node_root(node), lab.node_path(node, DUMP_FILE))
+    mariadb.dump(mariadb.socket_path(lab.node_root(node)), lab.node_path(node, DUMP_FILE))
     out(f"dumped all databases to {DUMP_FILE}")
     return 0
 
 
 @command("mysql-upgrade-restore")
 def mysql_restore(lab: Lab, node: str, args: list[str]) -> int:
-    from stepwise.lab import mariadb
+    from stepwise.lab import galera, mariadb
 
     db = lab.spec.get("db_service")
     dump_file = lab.node_path(node, DUMP_FILE)
@@ -317,10 +321,15 @@ def mysql_restore(lab: Lab, node: str, args: list[str]) -> int:
     if H.read_unit(lab, node, db):
         lab.call("stop", node=node, unit=db)
     root = lab.node_root(node)
-    mariadb.init_datadir(root, mariadb.installed_format(S.installed(lab, node)))
+    # A fresh datadir of the installed MariaDB (no Galera history): alone it bootstraps a new
+    # cluster; beside running members it joins them (SST) and the load below replicates.
+    mariadb.init_datadir(root, mariadb.installed_format(S.installed(lab, node)), seed=False)
     res = lab.call("start", node=node, unit=db)
     if not res.get("ok"):
         return err(f"database did not start: {res.get('message')}")
-    mariadb.restore(root, dump_file)
+    ok, why = galera.wait_synced(root, 120)
+    if not ok:
+        return err(f"database did not become ready: {why}")
+    mariadb.restore(mariadb.socket_path(root), dump_file)
     out("restored all databases")
     return 0

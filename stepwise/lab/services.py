@@ -96,7 +96,7 @@ def set_enabled(lab: Lab, node: str, unit: str, on: bool) -> None:
 
 
 def db_members(lab: Lab) -> list[tuple[str, int]]:
-    """Addresses of the running database servers (every Galera member takes each write)."""
+    """Addresses of the running database servers (Galera members), in the VIP's order."""
     from stepwise.lab.health import read_unit
 
     name = lab.spec["db_service"]
@@ -104,32 +104,43 @@ def db_members(lab: Lab) -> list[tuple[str, int]]:
     return [(lab.node(n)["address"], svc["db_port"]) for n in svc["instances"] if read_unit(lab, n, name)]
 
 
-def set_schema(lab: Lab, project: str, version: int, online: int | None = None) -> None:
-    """Write a project's schema version to every running member (the replicated write)."""
+def _on_a_member(lab: Lab, sql: str, args: tuple) -> list[tuple]:
+    """Run one statement on the first member that takes it (Galera replicates a write to the
+    others; a member outside the primary component refuses it)."""
     from stepwise.lab import mariadb
 
     members = db_members(lab)
     if not members:
         raise RuntimeError("cannot connect to the database: no database server is running")
+    last: Exception | None = None
+    for host, port in members:
+        try:
+            return mariadb.execute(host, port, sql, args)
+        except Exception as exc:  # noqa: BLE001 - try the next member
+            last = exc
+    raise RuntimeError(f"no database server takes the statement: {last}")
+
+
+def set_schema(lab: Lab, project: str, version: int, online: int | None = None) -> None:
+    """Write a project's schema version (once: Galera replicates it to every member)."""
     sql = "INSERT INTO schema_versions (project, version, online) VALUES (%s,%s,%s) " \
           "ON DUPLICATE KEY UPDATE version=VALUES(version)" + (", online=VALUES(online)" if online is not None else "")
-    for host, port in members:
-        mariadb.execute(host, port, sql, (project, version, online or 0))
+    _on_a_member(lab, sql, (project, version, online or 0))
 
 
 def contract_key(project: str) -> str:
     """Where the lab keeps the version a project's schema was contracted to (a row of the
-    same table, so the emulated replication and SST carry it)."""
+    same table, so replication and state transfers carry it)."""
     return f"{project}#contracted"
 
 
 def get_schema(lab: Lab, project: str) -> tuple[int, int] | None:
-    from stepwise.lab import mariadb
-
-    for host, port in db_members(lab):
-        rows = mariadb.execute(host, port, "SELECT version, online FROM schema_versions WHERE project=%s", (project,))
-        return (int(rows[0][0]), int(rows[0][1])) if rows else (0, 0)
-    return None
+    """(version, online) of a project's schema, or None when no database server answers."""
+    try:
+        rows = _on_a_member(lab, "SELECT version, online FROM schema_versions WHERE project=%s", (project,))
+    except RuntimeError:
+        return None
+    return (int(rows[0][0]), int(rows[0][1])) if rows else (0, 0)
 
 
 def workloads(lab: Lab) -> dict[str, Any]:

@@ -63,7 +63,10 @@ def _real_openstack(dep: Deployment, services: dict[str, Any]) -> dict[str, Any]
                                  hint=f"use one of {', '.join(RL.series_names())}, or remove it for stand-ins"))
     placed = [s for s in RL.SERVICES if s in services]
     for name in placed:
-        services[name].update(real=True, schema=False, health_path=RL.SERVICES[name].health_path)
+        # a real uWSGI finishes its requests before it exits: on 2 busy cores that can take
+        # longer than the stand-ins' 3 s (systemd's own default is 90 s)
+        services[name].update(real=True, schema=False, health_path=RL.SERVICES[name].health_path,
+                              stop_timeout=30.0)
     return {"series": series, "services": placed, "cloud": dep.name}
 
 
@@ -92,6 +95,8 @@ def build_spec(dep: Deployment, lab_dir: str, index: int, workloads_per_compute:
         proj = project_of(name)
         schema = _has_migrate(svc) or (svc.plane == "control" and proj in migrating_projects)
         services[name] = {
+            # real MariaDB: a Galera member's clean shutdown takes seconds on 2 busy cores
+            **({"stop_timeout": 30.0} if db else {}),
             "plane": svc.plane,
             "packages": list(svc.packages),
             "cluster": svc.cluster,

@@ -131,6 +131,12 @@ class Supervisor:
         ok, msg = self.wait_ready(p, 30.0 + float(self.lab.spec.get("start_delay", 0.4)))
         return {"ok": ok, "message": msg, "state": p.state()}
 
+    def stop_timeout(self, unit: str) -> float:
+        """systemd's TimeoutStopSec: the lab's short one, or the unit's own (real services
+        finish their requests in progress first)."""
+        own = self.lab.spec["services"].get(unit, {}).get("stop_timeout")
+        return float(own if own is not None else self.lab.spec.get("stop_timeout", 3.0))
+
     def stop(self, node: str, unit: str) -> dict[str, Any]:
         p = self.proc(node, unit)
         with p.lock:
@@ -140,7 +146,7 @@ class Supervisor:
                 return {"ok": True, "message": "not running"}
             p.popen.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
             try:
-                p.popen.wait(float(self.lab.spec.get("stop_timeout", 3.0)))  # type: ignore[union-attr]
+                p.popen.wait(self.stop_timeout(unit))  # type: ignore[union-attr]
             except subprocess.TimeoutExpired:
                 p.stop_failed = True
                 return {"ok": False, "message": f"Job for {unit}.service failed because a timeout was exceeded "

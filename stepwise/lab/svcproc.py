@@ -119,11 +119,12 @@ class Unit:
         return res
 
     def db_health(self) -> tuple[bool, str]:
-        # The clustercheck of a Galera node: the local server answers and the cluster is quorate.
+        # The clustercheck of a Galera node: the local member is Synced in a primary component.
+        from stepwise.lab import galera
+
         if self.child is None or self.child.poll() is not None:
             return False, "mariadbd not running"
-        ok, why = H.quorum(self.lab, self.name)
-        return ok, why
+        return galera.clustercheck(self.lab.node_root(self.node))
 
     def read_pin(self) -> None:
         svc = self.lab.service(self.name)
@@ -184,44 +185,20 @@ def start_service(unit: Unit) -> tuple[str, int, bool]:
 
 
 def start_db(unit: Unit) -> tuple[str, int, bool]:
-    """mysqld_safe-like: check the datadir format, run mariadbd, join (SST) a running peer."""
-    from stepwise.lab import mariadb
+    """mysqld_safe-like: check the datadir format, then bootstrap or join the Galera cluster."""
+    from stepwise.lab import galera, mariadb
 
     lab, node, name = unit.lab, unit.node, unit.name
     svc = lab.service(name)
-    root = lab.node_root(node)
     pkgs = lab.read_state(node, "packages.json", {}) or {}
     unit.version = pkgs.get(svc["packages"][0], {}).get("version", "") if svc["packages"] else ""
     unit.major = 1
-    want = mariadb.installed_format(pkgs)
-    have = mariadb.data_format(root)
-    donors = [p for p in svc["instances"] if p != node and H.read_unit(lab, p, name)]
-    if have != want:
-        if not donors:
-            fail(f"mariadbd {want}: datadir was written by MariaDB {have}: an in-place major upgrade is not "
-                 "supported; dump the databases before the package update and restore them after")
-        # joining a running cluster: the state transfer (SST) replaces whatever the datadir held
-        mariadb.init_datadir(root, want)
-    addr = lab.node(node)["address"]
-    mariadb.write_cnf(root, addr, svc["db_port"])
-    unit.child = subprocess.Popen(mariadb.server_command(root), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            mariadb.execute(addr, svc["db_port"], "SELECT 1")
-            break
-        except Exception:  # noqa: BLE001
-            if unit.child.poll() is not None or time.monotonic() > deadline:
-                fail("mariadbd did not start (see var/log/mariadb/mariadb.log)")
-            time.sleep(0.1)
-    for peer in svc["instances"]:
-        if peer != node and H.read_unit(lab, peer, name):
-            try:
-                mariadb.copy_state((lab.node(peer)["address"], svc["db_port"]), (addr, svc["db_port"]))
-                break
-            except Exception:  # noqa: BLE001 - a peer going away mid-SST: try the next one
-                continue
-    return addr, svc["port"], False
+    try:
+        unit.child = galera.start(lab, node, name, mariadb.installed_format(pkgs),
+                                  on_spawn=lambda child: setattr(unit, "child", child))
+    except galera.StartError as exc:
+        fail(str(exc))
+    return lab.node(node)["address"], svc["port"], False
 
 
 def start_real(unit: Unit) -> None:

@@ -1,0 +1,345 @@
+"""Galera for the lab's database: every member is a real MariaDB 10.11 with galera-4.
+
+Replication, quorum (the primary component), the non-primary state after members crash,
+state transfers (IST from the gcache, SST by mariabackup) and the automatic re-forming of
+the primary component when the crashed members come back (`pc.recovery`) are Galera's own.
+The lab adds only what an init system and a resource agent add around it, in the wrapper
+the supervisor runs (`svcproc.start_db` -> `start`): recover the position after a crash
+(as `galera_recovery` does for systemd), bootstrap a new cluster only when no other member
+runs (as `galera_new_cluster` / the pacemaker agent do), otherwise join; and the
+clustercheck HAProxy asks on port 9200 (`clustercheck`).
+
+Ports: each node has its own loopback address, so the standard ports (group 4567, IST 4568,
+SST 4444) are bound on that address only and never collide between nodes or labs. The SST
+listener (socat) would listen on every address by default; `[sst] sockopt=bind=` keeps it
+on the node's own.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import os
+import re
+import socket
+import subprocess
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from stepwise.lab.nodes import Lab
+
+GCOMM_PORT = 4567
+IST_PORT = 4568
+SST_PORT = 4444
+#: mariabackup streams a hot copy (the donor keeps serving); rsync SST as root fails on the
+#: joiner (its daemon drops to `nobody`, which cannot read a 0700 tree) and running the
+#: members as `mysql` cannot reach node roots under a private (0700) directory.
+SST_METHOD = "mariabackup"
+#: A donor of a mariabackup SST keeps serving: clustercheck keeps it in the balancer
+#: (clustercheck's AVAILABLE_WHEN_DONOR=1, as set up for non-blocking SST methods).
+AVAILABLE_WHEN_DONOR = True
+#: How long a joiner may take to reach Synced before its unit counts as started anyway (it
+#: keeps joining: an SST, or waiting for the primary component to re-form; clustercheck and
+#: the rejoin step report the rest).
+JOIN_WAIT = 12.0
+BOOTSTRAP_WAIT = 30.0
+PROVIDERS = ("/usr/lib/galera/libgalera_smm.so", "/usr/lib/libgalera_smm.so", "/usr/lib64/galera-4/libgalera_smm.so")
+
+
+class StartError(RuntimeError):
+    """The member cannot start (the wrapper exits with this message, as mysqld_safe would)."""
+
+
+def provider() -> str:
+    """Path of galera-4's provider library, or a clear error naming the Debian package."""
+    for p in PROVIDERS:
+        if os.path.exists(p):
+            return p
+    raise RuntimeError("galera-4's libgalera_smm.so not found: install the Debian package galera-4")
+
+
+def cluster_name(lab: Lab) -> str:
+    return f"stepwise-lab{lab.index}"
+
+
+def wsrep_cnf(name: str, node: str, address: str, members: list[str]) -> str:
+    """The Galera part of a member's my.cnf (appended after its [mysqld] options)."""
+    gcomm = ",".join(f"{a}:{GCOMM_PORT}" for a in members)
+    opts = ";".join([f"gmcast.listen_addr=tcp://{address}:{GCOMM_PORT}", f"ist.recv_addr={address}:{IST_PORT}",
+                     "gcache.size=16M"])  # the default 128M ring buffer per member is most of the memory
+    return f"""binlog_format=ROW
+innodb_autoinc_lock_mode=2
+wsrep_on=ON
+wsrep_provider={provider()}
+wsrep_cluster_name={name}
+wsrep_cluster_address=gcomm://{gcomm}
+wsrep_node_name={node}
+wsrep_node_address={address}
+wsrep_sst_receive_address={address}:{SST_PORT}
+wsrep_provider_options={opts}
+wsrep_sst_method={SST_METHOD}
+wsrep_sst_auth=root:
+wsrep_sync_wait=0
+[sst]
+sockopt=bind={address}
+sst-log-archive=0
+"""
+
+
+def member_cnf(lab: Lab, node: str, service: str) -> str:
+    svc = lab.service(service)
+    return wsrep_cnf(cluster_name(lab), node, lab.node(node)["address"],
+                     [lab.node(n)["address"] for n in svc["instances"]])
+
+
+# --- the local server's state --------------------------------------------------------------
+def local_status(root: Path, timeout: float = 1.0) -> dict[str, str]:
+    """`SHOW GLOBAL STATUS LIKE 'wsrep_%'` of the node's server, over its Unix socket."""
+    import pymysql
+
+    from stepwise.lab.mariadb import socket_path
+
+    conn = pymysql.connect(unix_socket=str(socket_path(root)), user="root", password="", connect_timeout=timeout,
+                           read_timeout=timeout, write_timeout=timeout)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW GLOBAL STATUS LIKE 'wsrep\\_%'")
+            return {k: str(v) for k, v in cur.fetchall()}
+    finally:
+        conn.close()
+
+
+def clustercheck(root: Path) -> tuple[bool, str]:
+    """What clustercheck answers HAProxy: available when the local member is Synced (or a
+    donor, see AVAILABLE_WHEN_DONOR) in the primary component."""
+    try:
+        st = local_status(root)
+    except Exception as exc:  # noqa: BLE001 - not up yet, joining (no SQL before the SST ends), gone
+        return False, f"galera: the local server does not answer ({str(exc)[:80]})"
+    return verdict(st)
+
+
+def verdict(st: dict[str, str]) -> tuple[bool, str]:
+    state = st.get("wsrep_local_state_comment", "?")
+    status = st.get("wsrep_cluster_status", "?")
+    size = st.get("wsrep_cluster_size", "?")
+    where = f"{state}, {status} component of {size}"
+    if status != "Primary":
+        return False, f"galera: {where} (no quorum)"
+    if state == "Synced" or (AVAILABLE_WHEN_DONOR and state.startswith("Donor")):
+        return True, f"galera: {where}"
+    return False, f"galera: {where} (not synced)"
+
+
+def wait_synced(root: Path, timeout: float) -> tuple[bool, str]:
+    deadline = time.monotonic() + timeout
+    while True:
+        ok, why = clustercheck(root)
+        if ok or time.monotonic() > deadline:
+            return ok, why
+        time.sleep(0.2)
+
+
+def gcomm_listening(address: str) -> bool:
+    """Whether a Galera member runs on `address` (its group communication port answers)."""
+    try:
+        with socket.create_connection((address, GCOMM_PORT), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def running_members(lab: Lab, service: str, but: str | None = None) -> list[str]:
+    return [n for n in lab.service(service)["instances"] if n != but and gcomm_listening(lab.node(n)["address"])]
+
+
+# --- position: grastate.dat and recovery ---------------------------------------------------
+def datadir(root: Path) -> Path:
+    return root / "var" / "lib" / "mysql"
+
+
+def grastate(root: Path) -> dict[str, str]:
+    """Galera's saved state of a datadir (uuid, seqno, safe_to_bootstrap); {} when none."""
+    try:
+        text = (datadir(root) / "grastate.dat").read_text()
+    except FileNotFoundError:
+        return {}
+    return {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in text.splitlines()) if v}
+
+
+def allow_bootstrap(root: Path) -> None:
+    """Mark this datadir safe to bootstrap from, as the resource agent does for the member
+    it chooses (Galera refuses a bootstrap from a member that was not the last to leave)."""
+    path = datadir(root) / "grastate.dat"
+    if path.exists():
+        path.write_text(re.sub(r"(?m)^safe_to_bootstrap:.*$", "safe_to_bootstrap: 1", path.read_text()))
+
+
+def recover_position(command: list[str]) -> str | None:
+    """After a crash (seqno -1): the last committed position from InnoDB, as galera_recovery
+    finds it for systemd (`mariadbd --wsrep-recover`), to start from (then IST suffices)."""
+    r = subprocess.run(command + ["--wsrep-recover", "--disable-log-error"], capture_output=True, text=True,
+                       timeout=120)
+    m = re.search(r"WSREP: Recovered position: *(\S+)", r.stderr + r.stdout)
+    return m.group(1) if m and not m.group(1).endswith(":-1") else None
+
+
+@contextmanager
+def start_lock(lab: Lab) -> Iterator[None]:
+    """One member at a time decides bootstrap-or-join and comes up (a resource agent's
+    ordering): two members starting at once must not both bootstrap a cluster."""
+    path = lab.run_dir / "galera-start.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def start(lab: Lab, node: str, service: str, want_format: str,
+          on_spawn: Callable[[subprocess.Popen], None] = lambda _p: None) -> subprocess.Popen:
+    """Start this node's member: bootstrap when no other member runs, else join (IST/SST).
+
+    Returns the running mariadbd (also given to `on_spawn` as soon as it exists, so a stop
+    during the join ends it); raises StartError when it cannot start.
+    """
+    from stepwise.lab import mariadb
+
+    svc = lab.service(service)
+    root = lab.node_root(node)
+    with start_lock(lab):
+        peers = running_members(lab, service, but=node)
+        have = mariadb.data_format(root)
+        if peers and svc.get("os_bound"):
+            # Stand-in: on this machine every member runs the same MariaDB and galera, so
+            # Galera would happily join across OS majors; on real nodes 10.3 (OS 8) and 10.5
+            # (OS 9) members cannot form one cluster. The joiner refuses, as it fails there.
+            other = sorted({lab.os_major(p) for p in peers} - {lab.os_major(node)})
+            if other:
+                raise StartError(f"galera cannot form a cluster: members on OS {lab.os_major(node)} and OS "
+                                 f"{', '.join(map(str, other))} cannot talk to each other "
+                                 f"(running: {', '.join(peers)})")
+        if have != want_format:
+            if not peers:
+                raise StartError(f"mariadbd {want_format}: datadir was written by MariaDB {have}: an in-place major "
+                                 "upgrade is not supported; dump the databases before the package update and "
+                                 "restore them after")
+            # joining a running cluster: the state transfer (SST) replaces whatever the datadir held
+            mariadb.init_datadir(root, want_format)
+        mariadb.write_cnf(root, lab.node(node)["address"], svc["db_port"], galera=member_cnf(lab, node, service))
+        cmd = mariadb.server_command(root)
+        if grastate(root).get("seqno") == "-1":
+            pos = recover_position(cmd)
+            if pos:
+                cmd.append(f"--wsrep_start_position={pos}")
+        if not peers:
+            allow_bootstrap(root)
+            cmd.append("--wsrep-new-cluster")
+        log = root / "var" / "log" / "mariadb" / "mariadb.log"
+        seen = log.stat().st_size if log.exists() else 0
+        # Own process group is the wrapper's: a node crash (killpg) takes mariadbd and any
+        # SST script with it.
+        child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        on_spawn(child)
+        if not peers:
+            ok, why = _wait(child, root, BOOTSTRAP_WAIT)
+            if child.poll() is None and not ok:
+                child.kill()
+            if not ok:
+                raise StartError(f"the new cluster did not become primary: {why}; see {log}")
+            return child
+        # The next member may start once this one is in the group's view (two members
+        # negotiating their entry at once take seconds longer); the state transfers overlap.
+        _in_group(child, log, seen, JOIN_WAIT)
+    ok, why = _wait(child, root, JOIN_WAIT)
+    if child.poll() is not None:
+        raise StartError(f"mariadbd exited while joining: {why}; see {log}")
+    return child
+
+
+def _in_group(child: subprocess.Popen, log: Path, offset: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while child.poll() is None and time.monotonic() < deadline:
+        try:
+            with open(log, "rb") as fh:
+                fh.seek(offset)
+                if b"WSREP: gcomm: connected" in fh.read():
+                    return
+        except FileNotFoundError:
+            pass
+        time.sleep(0.1)
+
+
+def _wait(child: subprocess.Popen, root: Path, timeout: float) -> tuple[bool, str]:
+    deadline = time.monotonic() + timeout
+    why = "starting"
+    while child.poll() is None and time.monotonic() < deadline:
+        ok, why = clustercheck(root)
+        if ok:
+            return True, why
+        time.sleep(0.2)
+    return False, why
+
+
+# --- what `lab status` says ----------------------------------------------------------------
+@functools.lru_cache(maxsize=1)
+def versions() -> str:
+    """'MariaDB 10.11.x + galera-4 26.4.x' as installed on this machine."""
+    out = []
+    for cmd, pat, label in ((["mariadbd", "--version"], r"Ver (\d+\.\d+\.\d+)", "MariaDB"),
+                            (["dpkg-query", "-W", "-f=${Version}", "galera-4"], r"(\d+\.\d+\.\d+)", "galera-4")):
+        try:
+            m = re.search(pat, subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout)
+        except (OSError, subprocess.SubprocessError):
+            m = None
+        out.append(f"{label} {m.group(1) if m else '?'}")
+    return " + ".join(out)
+
+
+def quorum(lab: Lab, service: str) -> tuple[bool, str]:
+    """Whether the cluster has a primary component, as its running members report it."""
+    from stepwise.lab.health import read_unit
+
+    seen = []
+    for n in lab.service(service)["instances"]:
+        if not read_unit(lab, n, service):
+            continue
+        try:
+            st = local_status(lab.node_root(n), timeout=0.5)
+        except Exception:  # noqa: BLE001 - starting, joining (no SQL yet) or gone
+            continue
+        seen.append(n)
+        if st.get("wsrep_cluster_status") == "Primary":
+            return True, f"primary component of {st.get('wsrep_cluster_size')} member(s) ({n}: " \
+                         f"{st.get('wsrep_local_state_comment')})"
+    return False, "no primary component" + (f" (non-primary: {', '.join(seen)})" if seen else ": no member running")
+
+
+def galera_status(lab: Lab) -> dict[str, Any]:
+    """The database service as it really is: a Galera cluster (real MariaDB + galera-4),
+    its size and status, and each member's state (for `lab status`)."""
+    from stepwise.lab.health import read_unit
+
+    service = lab.spec.get("db_service")
+    if not service:
+        return {}
+    members: dict[str, dict[str, str]] = {}
+    for n in lab.service(service)["instances"]:
+        st: dict[str, str] = {}
+        if read_unit(lab, n, service):
+            try:
+                st = local_status(lab.node_root(n), timeout=0.5)
+            except Exception:  # noqa: BLE001
+                st = {}
+        members[n] = {"state": st.get("wsrep_local_state_comment", "down" if not st else "?"),
+                      "cluster_status": st.get("wsrep_cluster_status", "-"),
+                      "cluster_size": st.get("wsrep_cluster_size", "0")}
+    primary = [m for m in members.values() if m["cluster_status"] == "Primary"]
+    return {"service": service, "real": True, "software": versions(), "sst_method": SST_METHOD,
+            "status": "Primary" if primary else "non-Primary",
+            "cluster_size": max((int(m["cluster_size"]) for m in primary), default=0),
+            "members": members}
