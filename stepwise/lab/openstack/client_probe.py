@@ -138,6 +138,18 @@ class Cloud:
         except Exception as e:
             raise Failed(short_error(step, e)) from e
 
+    def retry_deletes(self, most: int = 5) -> None:
+        """Delete again what a failed round left (a service down between create and delete):
+        quietly, a few a round, so leftovers go once the service is back."""
+        for ids, delete in ((self.providers, self.conn.placement.delete_resource_provider),
+                            (self.images, self.conn.image.delete_image)):
+            for i in sorted(ids)[:most]:
+                try:
+                    delete(i, ignore_missing=True)
+                    ids.discard(i)
+                except Exception:
+                    break  # still down: the next round tries again
+
     def glance(self) -> None:
         step = "list images"
         try:
@@ -213,7 +225,11 @@ def main(argv: list[str] | None = None) -> int:
     cloud: Cloud | None = None
     with open(args.out, "a") as fh:
         try:
-            cloud = Cloud(args.cloud, args.clouds_yaml, args.timeout, uuid.uuid4().hex[:8])
+            try:
+                cloud = Cloud(args.cloud, args.clouds_yaml, args.timeout, uuid.uuid4().hex[:8])
+            except Exception as e:  # no such cloud, an unreadable clouds.yaml: nothing to probe
+                print(f"client_probe: {type(e).__name__}: {' '.join(str(e).split())[:300]}", file=sys.stderr)
+                return 2
             calls: list[tuple[str, Callable[[int], None]]] = [
                 ("client:keystone", lambda n: cloud.keystone(issue=n % args.token_every == 0)),
                 ("client:placement", lambda n: cloud.placement()),
@@ -231,7 +247,9 @@ def main(argv: list[str] | None = None) -> int:
                     except Failed as e:
                         record(fh, target, wall, start, False, str(e))
                         cloud.drop_token_on_401(e)
-                nxt += args.interval
+                # a slow round (timeouts) is not made up for by a burst of rounds after it
+                cloud.retry_deletes()
+                nxt = max(nxt + args.interval, time.monotonic())
                 time.sleep(max(0.0, nxt - time.monotonic()))
         except Stopped:
             pass  # the interrupted call is not recorded: it was ours that stopped, not the cloud
