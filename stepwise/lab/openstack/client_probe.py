@@ -30,6 +30,7 @@ import argparse
 import io
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -88,8 +89,15 @@ def short_error(step: str, exc: BaseException) -> str:
     exceptions carry URLs and server messages, never the password)."""
     code = getattr(exc, "status_code", None) or getattr(getattr(exc, "response", None), "status_code", None)
     msg = " ".join(str(exc).split())
-    text = f"{step}: {'HTTP %s ' % code if code else ''}{type(exc).__name__}: {msg}"
+    # a connection error's cause sits at the end of a long urllib3 message: it goes first
+    root = _ROOT_CAUSE.findall(msg)
+    cause = f"{root[-1].rstrip('.')}: " if root else ""
+    text = f"{step}: {'HTTP %s ' % code if code else ''}{type(exc).__name__}: {cause}{msg}"
     return text[:200]
+
+
+_ROOT_CAUSE = re.compile(r"\[Errno -?\d+\] [^'\")\]]+|Read timed out|timed out|RemoteDisconnected\([^)]*\)"
+                         r"|Connection reset by peer|Connection aborted")
 
 
 class Cloud:
