@@ -24,7 +24,7 @@ from stepwise.lab.openstack.venvs import BuildProgress, ensure_venv
 #: The acceptance list (regexes matched against test ids), run with concurrency 2: ~103 tests,
 #: ~85 pass and 18 skip (features the lab's glance does not have: locations, caching, multiple
 #: stores, glance-download; image tests that need nova; keystone's security compliance). On 2
-#: cores against a 2025.1 cloud (keystone 27.0.0, glance 30.0.0) it took 90-120 s with the
+#: cores against a 2025.1 cloud (keystone 27.0.0, glance 30.0.0) it took 90-125 s with the
 #: machine otherwise quiet to moderately busy, 220 s at a load average of 9.
 DEFAULT_TESTS: tuple[str, ...] = (
     # keystone as its users see it: token issue/validate/rescope, project listing, the catalog,
