@@ -22,6 +22,7 @@ from typing import Any
 from stepwise.lab.nodes import ENV_LAB, ENV_NODE, Lab, write_json
 
 RESTART_SEC = 1.0
+DB_STOP_TIMEOUT = 30.0
 LAB_NODE = "_lab"  # pseudo-node of lab-wide processes (the VIP HAProxy)
 
 
@@ -140,13 +141,21 @@ class Supervisor:
                 return {"ok": True, "message": "not running"}
             p.popen.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
             try:
-                p.popen.wait(float(self.lab.spec.get("stop_timeout", 3.0)))  # type: ignore[union-attr]
+                p.popen.wait(self.stop_timeout(unit))  # type: ignore[union-attr]
             except subprocess.TimeoutExpired:
                 p.stop_failed = True
                 return {"ok": False, "message": f"Job for {unit}.service failed because a timeout was exceeded "
                                                  "(the process is still running)"}
             self.exited(p)
         return {"ok": True, "message": "stopped"}
+
+    def stop_timeout(self, unit: str) -> float:
+        timeout = float(self.lab.spec.get("stop_timeout", 3.0))
+        if unit == self.lab.spec.get("db_service"):
+            # A clean Galera shutdown leaves the group and flushes InnoDB: seconds on a loaded
+            # machine (mariadb.service allows it minutes).
+            timeout = max(timeout, DB_STOP_TIMEOUT)
+        return timeout
 
     def kill(self, node: str, unit: str) -> dict[str, Any]:
         p = self.proc(node, unit)
