@@ -20,6 +20,11 @@ command -v mariabackup >/dev/null 2>&1 || need+=(mariadb-backup)
 command -v socat >/dev/null 2>&1 || need+=(socat)
 command -v mariadb >/dev/null 2>&1 || command -v mysql >/dev/null 2>&1 || need+=(mariadb-client)
 command -v ss >/dev/null 2>&1 || need+=(iproute2)
+# real OpenStack in the lab: uWSGI serves keystone/placement/glance from venvs of Debian's python3
+# (the client probe and tempest run from venvs of it too)
+command -v uwsgi >/dev/null 2>&1 || need+=(uwsgi-core)
+[ -e /usr/lib/uwsgi/plugins/python3_plugin.so ] || need+=(uwsgi-plugin-python3)
+/usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
 # the report tests open the HTML reports in headless Chromium (only when the tests are installed)
 case ",${STEPWISE_EXTRAS:-test}," in
   *,test,*) command -v chromium >/dev/null 2>&1 || need+=(chromium) ;;

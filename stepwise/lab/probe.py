@@ -2,6 +2,9 @@
 
 Loopback only, bounded in time and count. Downtime of a target is the sum of its outage
 windows: from the first failed request to the next successful one.
+
+A lab that runs real OpenStack (`openstack` in its spec) is also probed by a real client
+(`openstack/client.py`): its `client:*` records join the `vip:*` ones when the probe stops.
 """
 
 from __future__ import annotations
@@ -111,12 +114,21 @@ class Probe:
         self.targets = targets(self.lab)
         self.t0 = 0.0
 
+    def _client_probe(self) -> Any:
+        # imported here: node commands import this module and must start fast
+        from stepwise.lab.openstack.client import client_probe_for_lab
+
+        return client_probe_for_lab(self.lab, self.max_seconds)
+
     def run(self) -> None:
         self.t0 = time.time()
         period = 1.0 / self.rate
+        client = self._client_probe()
         fh = open(self.out, "a") if self.out else None
         pool = ThreadPoolExecutor(max_workers=min(16, max(1, len(self.targets))))
         try:
+            if client is not None:
+                client.start()
             nxt = time.monotonic()
             while not self._stop.is_set() and time.time() - self.t0 < self.max_seconds \
                     and len(self.records) + len(self.targets) <= MAX_REQUESTS:
@@ -130,8 +142,19 @@ class Probe:
                 self._stop.wait(max(0.0, nxt - time.monotonic()))
         finally:
             pool.shutdown()
+            if client is not None:
+                self._merge_client(client, fh)
             if fh:
                 fh.close()
+
+    def _merge_client(self, client: Any, fh: Any) -> None:
+        """Stop the client probe and add its records (also to `out`); its file is then removed."""
+        recs = client.stop()[: max(0, MAX_REQUESTS - len(self.records))]
+        self.records.extend(recs)
+        if fh:
+            for rec in recs:
+                fh.write(json.dumps(rec) + "\n")
+        client.out.unlink(missing_ok=True)
 
     def start(self) -> "Probe":
         self._thread = threading.Thread(target=self.run, daemon=True)
@@ -141,7 +164,7 @@ class Probe:
     def stop(self) -> dict[str, Any]:
         self._stop.set()
         if self._thread:
-            self._thread.join(10)
+            self._thread.join(60)  # the client probe may take its grace time to clean up
         return summarize(self.records)
 
     def __enter__(self) -> "Probe":

@@ -49,3 +49,14 @@ def lab(make_lab):
 @pytest.fixture
 def node(lab):
     return lambda name: Node(lab, name)
+
+
+@pytest.fixture(scope="session")
+def real_cloud(tmp_path_factory):
+    """A real keystone, placement and glance (tests/lab/openstack_cloud.py) for the client probe
+    and tempest tests, started once per session; to be replaced by a lab running real OpenStack."""
+    from tests.lab.openstack_cloud import start_cloud
+
+    cloud = start_cloud(tmp_path_factory.mktemp("cloud"))
+    yield cloud
+    cloud.stop()

@@ -1,0 +1,264 @@
+"""The client probe: a real OpenStack user calling the cloud through its VIPs, recorded.
+
+A standalone script run by the client venv's python (stdlib + openstacksdk/keystoneauth1; it
+never imports stepwise). Until SIGTERM/SIGINT, `--max-seconds` or MAX_ROUNDS, every
+`--interval` seconds it makes one round of user calls:
+
+  client:keystone   issue a token (every `--token-every` rounds) and list projects
+  client:placement  create and delete a resource provider
+  client:glance     list images, create a small image with a few bytes of data, delete it
+
+and appends one JSON line per call to `--out` in the lab probe's record format:
+`{"t": epoch, "target": "client:...", "ok": bool, "detail": str, "ms": float}`.
+
+One authenticated session (password auth from clouds.yaml) is reused; keystoneauth retries a
+request once after re-authenticating on a 401, and a 401 that still gets through drops the
+token so the next call authenticates afresh. A failed token issue is a failed keystone call.
+openstacksdk itself retries a failed connect once after 0.5 s (as every user of it sees).
+
+Every request opens a new connection: a kept-alive one would stay pinned to one backend, and
+uWSGI's `http-socket` (no keep-alive: it closes after each response without saying so) makes
+a reused connection fail spuriously when the close races the next request.
+
+Everything it creates is named `stepwise-probe-<run>-...` and is deleted on exit, including
+resources whose create answer was lost (found by name).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import signal
+import sys
+import time
+import uuid
+from typing import Any, Callable
+
+PREFIX = "stepwise-probe-"
+MAX_ROUNDS = 20_000  # ~2.8 h at the default interval: a bound, never the usual stop
+MAX_SECONDS = 4 * 3600.0
+TIMEOUT = 3.0  # per HTTP request: a probe call must not hang on a dead backend
+CLEANUP_SECONDS = 8.0
+IMAGE_DATA = b"stepwise probe image\n"
+
+
+class Stopped(BaseException):
+    """Raised in the main thread by SIGTERM/SIGINT to interrupt the call in flight (a
+    BaseException, so the calls' `except Exception` does not record it as a failure)."""
+
+
+class Failed(Exception):
+    """A probe call failed; the message is the record's detail."""
+
+
+def _fresh_connections_adapter() -> Any:
+    """A requests adapter that opens a new connection for every request (see the module
+    docstring): http.client keeps a connection unless the *server* says `Connection: close`,
+    so the idle ones are closed before each request instead."""
+    from requests.adapters import HTTPAdapter
+
+    class FreshConnections(HTTPAdapter):
+        def send(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+            self.poolmanager.clear()  # single-threaded: only idle connections are in the pools
+            return super().send(request, *args, **kwargs)
+
+    return FreshConnections()
+
+
+def _sweep(known: set[str], find: Callable[[], list[str]], delete: Callable[[str], Any], deadline: float) -> None:
+    ids = set(known)
+    try:
+        ids.update(find())
+    except Exception:
+        pass  # the service is down: the known ids are all there is to try
+    for i in sorted(ids):
+        if time.monotonic() > deadline:
+            return
+        try:
+            delete(i)
+            known.discard(i)
+        except Exception:
+            pass
+
+
+def short_error(step: str, exc: BaseException) -> str:
+    """`step: [HTTP nnn ]Class: message`, one line, at most 200 characters (no secrets:
+    exceptions carry URLs and server messages, never the password)."""
+    code = getattr(exc, "status_code", None) or getattr(getattr(exc, "response", None), "status_code", None)
+    msg = " ".join(str(exc).split())
+    text = f"{step}: {'HTTP %s ' % code if code else ''}{type(exc).__name__}: {msg}"
+    return text[:200]
+
+
+class Cloud:
+    """One openstacksdk connection to the cloud and the resources this run created."""
+
+    def __init__(self, cloud: str, clouds_yaml: str | None, timeout: float, run_id: str):
+        import openstack
+        from openstack import config as os_config
+
+        files = [clouds_yaml] if clouds_yaml else None
+        region = os_config.OpenStackConfig(config_files=files).get_one(cloud=cloud, api_timeout=timeout)
+        self.conn = openstack.connection.Connection(config=region)
+        http = self.conn.session.session  # keystoneauth's requests.Session, shared by every proxy
+        http.headers["Connection"] = "close"
+        for scheme in ("http://", "https://"):
+            http.mount(scheme, _fresh_connections_adapter())
+        self.run_id = run_id
+        self.count = 0
+        self.providers: set[str] = set()  # ids created and not yet deleted
+        self.images: set[str] = set()
+
+    def name(self, kind: str) -> str:
+        self.count += 1
+        return f"{PREFIX}{self.run_id}-{kind}-{self.count}"
+
+    def keystone(self, issue: bool) -> None:
+        step = "token issue"
+        try:
+            if issue:
+                auth = self.conn.session.auth
+                auth.invalidate()
+                auth.get_token(self.conn.session)  # POST /v3/auth/tokens
+            step = "list projects"
+            list(self.conn.identity.projects())
+        except Exception as e:
+            raise Failed(short_error(step, e)) from e
+
+    def placement(self) -> None:
+        step = "create resource provider"
+        try:
+            rp = self.conn.placement.create_resource_provider(name=self.name("rp"))
+            self.providers.add(rp.id)
+            step = "delete resource provider"
+            self.conn.placement.delete_resource_provider(rp.id, ignore_missing=False)
+            self.providers.discard(rp.id)
+        except Exception as e:
+            raise Failed(short_error(step, e)) from e
+
+    def retry_deletes(self, most: int = 5) -> None:
+        """Delete again what a failed round left (a service down between create and delete):
+        quietly, a few a round, so leftovers go once the service is back."""
+        for ids, delete in ((self.providers, self.conn.placement.delete_resource_provider),
+                            (self.images, self.conn.image.delete_image)):
+            for i in sorted(ids)[:most]:
+                try:
+                    delete(i, ignore_missing=True)
+                    ids.discard(i)
+                except Exception:
+                    break  # still down: the next round tries again
+
+    def glance(self) -> None:
+        step = "list images"
+        try:
+            list(self.conn.image.images(limit=5))
+            step = "create image"
+            img = self.conn.image.create_image(
+                name=self.name("image"), data=io.BytesIO(IMAGE_DATA), disk_format="raw",
+                container_format="bare", visibility="private", allow_duplicates=True, wait=False,
+                validate_checksum=False, disable_vendor_agent=False)
+            self.images.add(img.id)
+            step = "delete image"
+            self.conn.image.delete_image(img.id, ignore_missing=False)
+            self.images.discard(img.id)
+        except Exception as e:
+            raise Failed(short_error(step, e)) from e
+
+    def cleanup(self, deadline: float) -> None:
+        """Delete what this run created: the ids it knows, and anything named with this run's
+        prefix (a create whose answer was lost). Best effort until `deadline`."""
+        mine = f"{PREFIX}{self.run_id}-"
+        pl, im = self.conn.placement, self.conn.image
+        _sweep(self.providers, lambda: [r.id for r in pl.resource_providers() if (r.name or "").startswith(mine)],
+               lambda i: pl.delete_resource_provider(i, ignore_missing=True), deadline)
+        _sweep(self.images, lambda: [i.id for i in im.images() if (i.name or "").startswith(mine)],
+               lambda i: im.delete_image(i, ignore_missing=True), deadline)
+
+    def drop_token_on_401(self, exc: BaseException) -> None:
+        if getattr(exc.__cause__, "status_code", None) == 401:
+            try:
+                self.conn.session.auth.invalidate()
+            except Exception:
+                pass
+
+
+def record(fh: Any, target: str, start_wall: float, start: float, ok: bool, detail: str) -> None:
+    rec = {"t": round(start_wall, 3), "target": target, "ok": ok, "detail": detail,
+           "ms": round((time.perf_counter() - start) * 1000, 1)}
+    fh.write(json.dumps(rec) + "\n")
+    fh.flush()  # the parent reads the file after killing us: every line must be whole
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cloud", required=True, help="cloud name in clouds.yaml")
+    p.add_argument("--clouds-yaml", default=os.environ.get("OS_CLIENT_CONFIG_FILE"),
+                   help="clouds.yaml path (default: $OS_CLIENT_CONFIG_FILE, else openstacksdk's search)")
+    p.add_argument("--out", required=True, help="JSON-lines file the records are appended to")
+    p.add_argument("--interval", type=float, default=0.5, help="seconds between rounds (0.1..60)")
+    p.add_argument("--max-seconds", type=float, default=3600.0)
+    p.add_argument("--timeout", type=float, default=TIMEOUT, help="per-request timeout (0.5..30)")
+    p.add_argument("--token-every", type=int, default=5,
+                   help="issue a new token every N rounds (keystone hashes the password each time)")
+    a = p.parse_args(argv)
+    a.interval = min(max(a.interval, 0.1), 60.0)
+    a.max_seconds = min(max(a.max_seconds, 0.0), MAX_SECONDS)
+    a.timeout = min(max(a.timeout, 0.5), 30.0)
+    a.token_every = max(a.token_every, 1)
+    return a
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    stopping = {"now": False}
+
+    def on_signal(_sig: int, _frame: Any) -> None:
+        if not stopping["now"]:  # the first signal interrupts the call in flight; later ones wait
+            stopping["now"] = True
+            raise Stopped()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    t_end = time.monotonic() + args.max_seconds
+    cloud: Cloud | None = None
+    with open(args.out, "a") as fh:
+        try:
+            try:
+                cloud = Cloud(args.cloud, args.clouds_yaml, args.timeout, uuid.uuid4().hex[:8])
+            except Exception as e:  # no such cloud, an unreadable clouds.yaml: nothing to probe
+                print(f"client_probe: {type(e).__name__}: {' '.join(str(e).split())[:300]}", file=sys.stderr)
+                return 2
+            calls: list[tuple[str, Callable[[int], None]]] = [
+                ("client:keystone", lambda n: cloud.keystone(issue=n % args.token_every == 0)),
+                ("client:placement", lambda n: cloud.placement()),
+                ("client:glance", lambda n: cloud.glance()),
+            ]
+            nxt = time.monotonic()
+            for n in range(MAX_ROUNDS):
+                if stopping["now"] or time.monotonic() >= t_end:
+                    break
+                for target, call in calls:
+                    wall, start = time.time(), time.perf_counter()
+                    try:
+                        call(n)
+                        record(fh, target, wall, start, True, "ok")
+                    except Failed as e:
+                        record(fh, target, wall, start, False, str(e))
+                        cloud.drop_token_on_401(e)
+                # a slow round (timeouts) is not made up for by a burst of rounds after it
+                cloud.retry_deletes()
+                nxt = max(nxt + args.interval, time.monotonic())
+                time.sleep(max(0.0, nxt - time.monotonic()))
+        except Stopped:
+            pass  # the interrupted call is not recorded: it was ours that stopped, not the cloud
+        finally:
+            stopping["now"] = True  # a signal during cleanup no longer interrupts it
+            if cloud is not None:
+                cloud.cleanup(time.monotonic() + CLEANUP_SECONDS)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

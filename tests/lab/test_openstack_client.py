@@ -1,0 +1,151 @@
+"""The real OpenStack client as an availability probe, and tempest as acceptance, against a real
+keystone, placement and glance (the `real_cloud` fixture): no mock of either."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from stepwise.lab.nodes import Lab
+from stepwise.lab.openstack import tempest as T
+from stepwise.lab.openstack.client import ClientProbe, write_clouds_yaml
+from stepwise.lab.openstack.venvs import ensure_venv
+from stepwise.lab.probe import Probe, failed, per_second, summarize
+from tests.lab.openstack_cloud import CLOUD
+
+pytestmark = pytest.mark.lab
+
+TARGETS = {"client:keystone", "client:placement", "client:glance"}
+
+
+def _token(cloud) -> str:
+    body = {"auth": {"identity": {"methods": ["password"], "password": {"user": {
+        "name": "admin", "domain": {"id": "default"}, "password": cloud.password}}},
+        "scope": {"project": {"name": "admin", "domain": {"id": "default"}}}}}
+    req = urllib.request.Request(cloud.auth_url + "/auth/tokens", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return r.headers["X-Subject-Token"]
+
+
+def _names(url: str, key: str, token: str) -> list[str]:
+    req = urllib.request.Request(url, headers={"X-Auth-Token": token,
+                                               "OpenStack-API-Version": "placement 1.0"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return [x["name"] for x in json.loads(r.read())[key]]
+
+
+def _probe_leftovers(cloud) -> list[str]:
+    token = _token(cloud)
+    names = _names(cloud.url("placement") + "/resource_providers", "resource_providers", token)
+    names += _names(cloud.url("glance") + "/v2/images", "images", token)
+    return [n for n in names if n.startswith("stepwise-probe-")]
+
+
+def test_clouds_yaml_private_merged_and_usable_by_the_cli(real_cloud, tmp_path):
+    path = tmp_path / "clouds.yaml"
+    write_clouds_yaml(path, "other", "http://127.0.0.1:1/v3", "u", "p", "p", "R")
+    write_clouds_yaml(path, CLOUD, real_cloud.auth_url, "admin", real_cloud.password, "admin", "RegionOne")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    import yaml
+
+    assert set(yaml.safe_load(path.read_text())["clouds"]) == {"other", CLOUD}
+    with pytest.raises(ValueError, match="loopback"):
+        write_clouds_yaml(path, "x", "http://10.0.0.1:5000/v3", "u", "p", "p", "R")
+    # what a user of the lab does: the real openstack CLI with the lab's clouds.yaml
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
+    env["OS_CLIENT_CONFIG_FILE"] = str(path)
+    r = subprocess.run([str(ensure_venv("client") / "bin" / "openstack"), "--os-cloud", CLOUD, "token", "issue",
+                        "-f", "value", "-c", "project_id"], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr[-500:]
+    assert len(r.stdout.strip()) == 32
+
+
+def test_client_probe_records_calls_and_a_stopped_glance(real_cloud, tmp_path):
+    out = tmp_path / "client.jsonl"
+    probe = ClientProbe(CLOUD, real_cloud.clouds_yaml, out, interval=0.5, max_seconds=120,
+                        log=tmp_path / "client.log").start()
+    try:
+        deadline = time.monotonic() + 60  # the first round imports openstacksdk (a few seconds)
+        while time.monotonic() < deadline:
+            recs = [json.loads(x) for x in out.read_text().splitlines() if x.strip()]
+            if {r["target"] for r in recs if r["ok"]} == TARGETS and len(recs) >= 9:
+                break
+            time.sleep(0.5)
+        real_cloud.stop_service("glance")
+        t_stop = time.time()
+        time.sleep(4)
+    finally:
+        real_cloud.start_service("glance")
+    t_back = time.time()
+    time.sleep(3)
+    records = probe.stop()
+    assert probe.returncode == 0, (tmp_path / "client.log").read_text()[-1000:]
+    before = [r for r in records if r["t"] < t_stop - 2]
+    after = [r for r in records if t_stop + 0.5 < r["t"] < t_stop + 3.5]
+    back = [r for r in records if r["t"] > t_back + 0.5 and r["target"] == "client:glance"]
+    assert back and all(r["ok"] for r in back), back
+    assert {r["target"] for r in before} == TARGETS
+    assert all(r["ok"] for r in before), [r for r in before if not r["ok"]]
+    assert all(set(r) == {"t", "target", "ok", "detail", "ms"} for r in records)
+    bad = [r for r in after if r["target"] == "client:glance"]
+    assert bad and not any(r["ok"] for r in bad)
+    assert all("glance" in r["detail"] or "image" in r["detail"] for r in bad), bad[:2]
+    assert all(0 < len(r["detail"]) <= 200 for r in bad)
+    # keystone and placement kept answering while glance was down
+    assert all(r["ok"] for r in after if r["target"] != "client:glance")
+    assert not any(real_cloud.password in json.dumps(r) for r in records)
+    assert "client:glance" in failed(summarize(records), "client:")
+    # it deleted what it made: the image glance went away under, the round SIGTERM cut short
+    assert _probe_leftovers(real_cloud) == []
+
+
+def test_lab_probe_merges_client_records(real_cloud, tmp_path):
+    lab_dir = tmp_path / "lab"
+    lab_dir.mkdir()
+    (lab_dir / "lab.json").write_text(json.dumps({"vips": {}, "workloads": {}, "openstack": {
+        "series": "2025.1", "cloud": CLOUD, "clouds_yaml": str(real_cloud.clouds_yaml)}}))
+    out = tmp_path / "probe.jsonl"
+    with Probe(Lab(lab_dir), rate=2, max_seconds=60, out=out) as p:
+        time.sleep(8)
+    summary = summarize(p.records)
+    assert set(summary["targets"]) == TARGETS
+    assert summary["total"]["failed"] == 0, summary
+    assert {a["target"] for a in per_second(p.records)} == TARGETS
+    assert len(out.read_text().splitlines()) == len(p.records)
+    assert not list((lab_dir / "run").glob("client-probe-*.jsonl"))  # merged, then removed
+
+
+def test_tempest_counts_passes_and_a_stopped_glance_as_failed(real_cloud, tmp_path):
+    tests = ["tempest\\.api\\.identity\\.v3\\.test_tokens\\.", "tempest\\.api\\.image\\.v2\\.test_images\\.BasicOperationsImagesTest\\."]
+    T.write_config(tmp_path / "ws", real_cloud.auth_url, "admin", real_cloud.password, "admin", "RegionOne")
+    assert stat.S_IMODE((tmp_path / "ws" / "etc" / "tempest.conf").stat().st_mode) == 0o600
+    ok = T.run(tmp_path / "ws", tests, timeout=600)
+    assert (ok.run, ok.passed, ok.failed, ok.skipped) == (7, 7, 0, 0), ok
+    assert ok.ok and ok.failures == ()
+    real_cloud.stop_service("glance")
+    try:
+        bad = T.run(tmp_path / "ws", tests, timeout=600)
+    finally:
+        real_cloud.start_service("glance")
+    assert bad.failed >= 1 and not bad.ok, bad
+    assert bad.passed == 3  # keystone's token tests do not need glance
+    assert all("BasicOperationsImagesTest" in tid and reason for tid, reason in bad.failures), bad.failures
+
+
+def test_client_probe_without_its_cloud_says_so(tmp_path):
+    yaml_path = write_clouds_yaml(tmp_path / "clouds.yaml", "there", "http://127.0.0.1:9/v3", "u", "p", "p", "R")
+    probe = ClientProbe("missing", yaml_path, tmp_path / "c.jsonl", max_seconds=30, log=tmp_path / "c.log")
+    probe.start()
+    deadline = time.monotonic() + 60
+    while probe.running() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert probe.stop() == []
+    assert probe.returncode == 2
+    assert "missing was not found" in (tmp_path / "c.log").read_text()
