@@ -23,12 +23,12 @@ REQUIRED_SERVICES = {
 #: docs/node-commands.md: the only commands a task may call (first word of the command line).
 NODE_COMMANDS = {"dnf", "tripleo-repos", "systemctl", "crudini", "os-apply-config", "pcs", "ceph", "nova", "leapp",
                  "reboot", "upgrade-transfer-data", "healthcheck", "mysql-upgrade-dump", "mysql-upgrade-restore",
-                 "neutron-db-manage", "aodh-dbsync", "gnocchi-upgrade", "ironic-inspector-dbsync"}
+                 "neutron-db-manage", "aodh-dbsync", "gnocchi-upgrade", "ironic-inspector-dbsync", "socat"}
 #: docs/catalog.md: the only Jinja variables a task may use.
 JINJA_VARS = {"inventory_hostname", "stepwise_node_address", "stepwise_bootstrap_node", "system_upgrade_source",
               "target_release"}
 #: plain shell helpers a `shell` task may combine the node commands with (they touch no paths)
-SHELL_HELPERS = {"set", "test", "awk"}
+SHELL_HELPERS = {"set", "test", "awk", "echo", "sleep"}
 TASK_KEYWORDS = {"name", "register", "changed_when", "failed_when", "when", "until", "retries", "delay"}
 
 

@@ -24,7 +24,7 @@ from stepwise.lab.spec import build_spec
 Progress = Callable[[str], None]
 NODE_COMMANDS = ("dnf", "yum", "tripleo-repos", "systemctl", "crudini", "os-apply-config", "pcs", "ceph", "nova",
                  "leapp", "reboot", "reprovision", "upgrade-transfer-data", "healthcheck", "mysql-upgrade-dump",
-                 "mysql-upgrade-restore")
+                 "mysql-upgrade-restore", "socat")
 
 
 def labs_home() -> Path:
@@ -108,6 +108,13 @@ def prepare_nodes(lab: Lab) -> None:
             mariadb.init_datadir(lab.node_root(node), mariadb.installed_format(S.installed(lab, node)))
     S.save_workloads(lab, S.workloads(lab))
     haproxy.write_config(lab.spec, lab.dir)
+    for node in lab.nodes():
+        # the load balancer's runtime API where a controller has it (TripleO's haproxy
+        # container mounts it there): here the lab's one HAProxy
+        stats = lab.node_path(node, haproxy.NODE_STATS_SOCKET)
+        stats.parent.mkdir(parents=True, exist_ok=True)
+        stats.unlink(missing_ok=True)
+        stats.symlink_to(haproxy.admin_socket(lab))
 
 
 def start_supervisor(lab: Lab) -> int:

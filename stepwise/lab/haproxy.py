@@ -18,6 +18,8 @@ from typing import Any
 from stepwise.lab.nodes import Lab
 
 CHECK = "check inter 300 fall 2 rise 1"
+#: where a node's tasks reach the load balancer's runtime API (`socat ... unix-connect:PATH`)
+NODE_STATS_SOCKET = "/var/lib/haproxy/stats"
 
 
 def binary() -> str:

@@ -222,9 +222,6 @@ def get_schema(host: str, port: int, project: str) -> int | None:
     conn = connect(host, port)
     try:
         with conn.cursor() as cur:
-            # A causal read (this session only): a db sync just committed through another
-            # member is seen here, not a few milliseconds later.
-            cur.execute("SET SESSION wsrep_sync_wait=1")
             cur.execute("SELECT version FROM schema_versions WHERE project=%s", (project,))
             row = cur.fetchone()
             return int(row[0]) if row else 0

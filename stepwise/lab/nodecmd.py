@@ -286,6 +286,22 @@ def os_apply_config(lab: Lab, node: str, args: list[str]) -> int:
     return 0
 
 
+@command("socat")
+def socat(lab: Lab, node: str, args: list[str]) -> int:
+    """Debian's real socat, with a unix socket path mapped into the node's root (so a task's
+    `unix-connect:/var/lib/haproxy/stats` reaches the lab's HAProxy runtime API)."""
+    import re
+    import shutil
+
+    real = shutil.which("socat", path="/usr/bin:/bin")
+    if not real:
+        return err("socat: not installed on this machine (Debian package socat)")
+    mapped = [re.sub(r"^((?i:unix-connect|unix-client|unix):)(/.*)$",
+                     lambda m: m.group(1) + str(lab.node_path(node, m.group(2))), a) for a in args]
+    os.execv(real, [real, *mapped])
+    return 1
+
+
 # --- database --------------------------------------------------------------------------
 def _schema_action(words: list[str], args: list[str]) -> str | None:
     """The upstream spellings of the three schema phases: `db sync` / `db_sync --expand` /

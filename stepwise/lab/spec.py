@@ -95,8 +95,6 @@ def build_spec(dep: Deployment, lab_dir: str, index: int, workloads_per_compute:
         proj = project_of(name)
         schema = _has_migrate(svc) or (svc.plane == "control" and proj in migrating_projects)
         services[name] = {
-            # real MariaDB: a Galera member's clean shutdown takes seconds on 2 busy cores
-            **({"stop_timeout": 30.0} if db else {}),
             "plane": svc.plane,
             "packages": list(svc.packages),
             "cluster": svc.cluster,

@@ -31,8 +31,9 @@ Say = Callable[[str], None]
 
 
 def venvs_needed(series: str) -> list[str]:
-    """Every venv a lab of `series` uses: the three releases' code (and the client)."""
-    return [r.lock for r in RL.SERIES[series]]
+    """Every venv a lab of `series` uses: the three releases' code, the OpenStack client (the
+    probe) and tempest (acceptance), all built at the first `lab up` with one progress bar."""
+    return [r.lock for r in RL.SERIES[series]] + ["client", "tempest"]
 
 
 def prepare(lab: Any, build: BuildProgress | None = None) -> None:

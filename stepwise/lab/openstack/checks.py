@@ -147,4 +147,4 @@ def acceptance(lab: Any, workdir: Path) -> dict[str, Any]:
     T.write_config(workdir, C.keystone_url(lab) + "/v3", C.ADMIN_USER, C.secret(lab), C.ADMIN_PROJECT, C.REGION)
     res = T.run(workdir, T.DEFAULT_TESTS, timeout=900)
     return {"run": res.run, "passed": res.passed, "failed": res.failed, "skipped": res.skipped,
-            "failures": list(res.failures), "seconds": round(res.seconds, 1)}
+            "failures": [f"{test}: {why}" for test, why in res.failures], "seconds": round(res.seconds, 1)}

@@ -70,7 +70,9 @@ def venv_path(name: str, python: str = SYSTEM_PYTHON) -> Path:
     """Where venv `name` lives for this lock content and interpreter."""
     if not Path(python).exists():
         raise VenvError(f"{python} not found: install the Debian package python3 (and python3-venv)")
-    digest = hashlib.sha256(lock_file(name).read_bytes() + _python_version(python).encode()).hexdigest()
+    # the pins, not the file: a reworded comment rebuilds nothing
+    pins = "\n".join(requirements(name))
+    digest = hashlib.sha256((pins + "\n" + _python_version(python)).encode()).hexdigest()
     return cache_root() / "venvs" / f"{name}-{digest[:12]}"
 
 
