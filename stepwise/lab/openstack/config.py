@@ -151,8 +151,10 @@ def uwsgi_ini(lab: Any, node: str, service: str, release: RL.Release) -> str:
         f"module = {real.module}",
         f"env = {real.config_env}={env_value}",
         "master = true",
-        "processes = 1",
-        "threads = 4",
+        # processes, not threads: keystone under threaded uWSGI mixed up concurrent requests'
+        # role assignments (tempest's application-credential tests failed at concurrency 2)
+        "processes = 2",
+        "threads = 1",
         "lazy-apps = true",
         "die-on-term = true",
         # SIGTERM finishes the requests in progress first, as httpd's graceful-stop does
