@@ -38,9 +38,13 @@ def venvs_needed(series: str) -> list[str]:
 
 def prepare(lab: Any, build: BuildProgress | None = None) -> None:
     """Build what is missing of the release venvs and write the lab's password."""
+    from concurrent.futures import ThreadPoolExecutor
+
     series = C.lab_openstack(lab)["series"]
-    for name in venvs_needed(series):
-        ensure_venv(name, build)
+    # two at a time: pip spends much of a build waiting on downloads and on one core
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for f in [pool.submit(ensure_venv, name, build) for name in venvs_needed(series)]:
+            f.result()
     d = lab.dir / "openstack"
     d.mkdir(mode=0o700, parents=True, exist_ok=True)
     pw = d / "password"
