@@ -21,6 +21,7 @@ from stepwise.run import ansible_env
 from stepwise.run.ansible_files import to_yaml
 from stepwise.run.inventory import Connector, inventory, plan_vars
 from stepwise.run.render import render_unit
+from stepwise.secrets import Redactor, secret_values
 
 
 #: the file that marks a directory as an export stepwise wrote (only such a one is replaced)
@@ -101,7 +102,12 @@ def _write(plan: Plan, deployment: Deployment, out: Path, connector: Connector |
                                   "# Run: ansible-playbook -i inventory.yml site.yml [--limit ...] [--tags ...]\n"
                                   + to_yaml(plays))
     inv = inventory(deployment, connector, extra=plan_vars(plan, deployment))
-    (out / "inventory.yml").write_text(to_yaml(inv))
+    # the inventory carries what the operator's inventory and the deployment hold, secrets
+    # included (ansible_password, ansible_become_password, a deployment's db_password): it is
+    # readable by its owner only, whatever the directory's mode
+    fd = os.open(out / "inventory.yml", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(to_yaml(inv))
     lib = out / "library"
     lib.mkdir()
     for m in ansible_env.LIBRARY_DIR.glob("*.py"):
@@ -114,4 +120,19 @@ def _write(plan: Plan, deployment: Deployment, out: Path, connector: Connector |
     (out / "ansible.cfg").write_text("\n".join(cfg))
     (out / "plan.json").write_text(json.dumps(plan.to_json(), indent=1, allow_nan=False))
     (out / MARKER).write_text(f"stepwise export of {deployment.name}\n")
-    return written + ["site.yml", "inventory.yml", "ansible.cfg", "plan.json"]
+    files = written + ["site.yml", "inventory.yml", "ansible.cfg", "plan.json"]
+    _private_where_secret(out, files, secret_values(inv))
+    return files
+
+
+def _private_where_secret(out: Path, names: list[str], secrets: list[str]) -> None:
+    """Make private (0600) every exported file that holds one of `secrets`: a play or the
+    plan may quote a variable's value; the world-readable rest holds none."""
+    redact = Redactor(secrets)
+    if not redact:
+        return
+    for name in names:
+        path = out / name
+        text = path.read_text(encoding="utf-8", errors="surrogateescape")
+        if redact(text) != text:
+            os.chmod(path, 0o600)
