@@ -58,7 +58,10 @@ def checked_path(path: "os.PathLike[str] | str", field: str | None = None) -> Pa
         raise InputError(Problem("an empty path", field=field, hint="give a file name"))
     if "\x00" in text:
         raise InputError(Problem("a path with a NUL byte", file=repr(shown), field=field))
-    raw = os.fsencode(text)
+    try:
+        raw = os.fsencode(text)
+    except UnicodeEncodeError:  # a lone surrogate: no file system name is spelled so
+        raise InputError(Problem("not a valid file name (it cannot be encoded)", file=repr(shown), field=field)) from None
     longest = max(len(part) for part in raw.split(b"/"))
     if longest > MAX_NAME or len(raw) > MAX_PATH:
         raise InputError(Problem(f"the path is too long (a name of {longest:,} bytes, {len(raw):,} in all; at most "

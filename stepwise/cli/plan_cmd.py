@@ -121,4 +121,4 @@ def _existing_store(dep: "Deployment", url: str | None) -> "Store | None":
         return None
     from stepwise.run.store.store import open_store
 
-    return open_store(found)
+    return open_store(found, create=False)  # a read command: never creates, never chmods
