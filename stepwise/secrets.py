@@ -23,58 +23,100 @@ def is_secret_key(name: str) -> bool:
     return bool(_SECRET.search(str(name)))
 
 
+def mask_value(value: Any) -> Any:
+    """A copy of `value` with the values of secret keys replaced by ****, at any depth: in
+    mappings, and in mappings inside lists (`{"users": [{"password": ...}]}`)."""
+    if isinstance(value, Mapping):
+        return {k: MASK if is_secret_key(k) else mask_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [mask_value(v) for v in value]
+    return value
+
+
 def mask_mapping(values: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy with the values of secret keys (at any depth) replaced by ****."""
-    out: dict[str, Any] = {}
-    for k, v in values.items():
-        if is_secret_key(k):
-            out[k] = MASK
-        elif isinstance(v, Mapping):
-            out[k] = mask_mapping(v)
-        else:
-            out[k] = v
-    return out
+    """A copy with the values of secret keys (at any depth, lists included) replaced by ****."""
+    return mask_value(values)
 
 
-def _mask_extra(text: str) -> str:
-    text = text.strip()
-    if text.startswith("@"):
+#: the password of a URL (`postgresql+psycopg://user:pw@host/db`, a `--store`)
+_URL_PASSWORD = re.compile(r"(://[^/:@\s]*:)([^@\s]+)(@)")
+#: a cluster of short options that ends with -e: `-e`, `-ve`, `-yeKEY=v` (click reads every
+#: letter before the `e` as a flag, and what follows it, or the next argument, as -e's value)
+_SHORT_E = re.compile(r"-([A-Za-z]*?)e(.*)", re.DOTALL)
+
+
+def _mask_extra(text: str, found: list[str]) -> str:
+    stripped = text.strip()
+    if stripped.startswith("@"):
         return text  # a file: its contents are not on the command line
-    if text.startswith("{"):
+    if stripped.startswith(("{", "[")):
         try:
-            data = json.loads(text)
-        except ValueError:
+            data = json.loads(stripped)
+        except (ValueError, RecursionError):
+            found.append(text)
             return MASK
-        return json.dumps(mask_mapping(data)) if isinstance(data, dict) else MASK
+        found.extend(secret_values({"_": data}))
+        return json.dumps(mask_value(data))
     try:
-        pairs = shlex.split(text)
+        pairs = shlex.split(stripped)
     except ValueError:
+        found.append(text)
         return MASK
     out = []
     for pair in pairs:
-        k, eq, _v = pair.partition("=")
-        out.append(f"{k}={MASK}" if eq and is_secret_key(k) else pair)
+        k, eq, v = pair.partition("=")
+        if eq and is_secret_key(k):
+            found.append(v)
+            out.append(f"{k}={MASK}")
+        else:
+            out.append(pair)
     return " ".join(out)
 
 
-def mask_argv(argv: Sequence[str]) -> list[str]:
-    """A command line with the values of secret `-e`/`--extra-vars` keys replaced by ****."""
+def _mask_url(arg: str, found: list[str]) -> str:
+    found.extend(m.group(2) for m in _URL_PASSWORD.finditer(arg))
+    return _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + m.group(3), arg)
+
+
+def _walk_argv(argv: Sequence[str], found: list[str]) -> list[str]:
     out: list[str] = []
     take = False
     for a in argv:
         if take:
-            out.append(_mask_extra(a))
+            out.append(_mask_extra(a, found))
             take = False
-        elif a in ("-e", "--extra-vars"):
+            continue
+        short = _SHORT_E.fullmatch(a) if not a.startswith("--") else None
+        if a == "--extra-vars":
             out.append(a)
             take = True
         elif a.startswith("--extra-vars="):
-            out.append("--extra-vars=" + _mask_extra(a.split("=", 1)[1]))
-        elif a.startswith("-e") and len(a) > 2 and not a.startswith("--"):
-            out.append("-e" + _mask_extra(a[2:]))
+            out.append("--extra-vars=" + _mask_extra(a.split("=", 1)[1], found))
+        elif short is not None:
+            flags, rest = short.groups()
+            if rest:
+                out.append(f"-{flags}e" + _mask_extra(rest, found))
+            else:
+                out.append(a)
+                take = True
         else:
-            out.append(a)
+            out.append(_mask_url(a, found))
     return out
+
+
+def mask_argv(argv: Sequence[str]) -> list[str]:
+    """A command line with the values of secret `-e`/`--extra-vars` keys replaced by ****
+    (every form: `-e K=V`, `-eK=V`, `-ve K=V`, `--extra-vars=...`, JSON at any depth, lists
+    included), and the password of any URL (a `--store`)."""
+    return _walk_argv(argv, [])
+
+
+def argv_secrets(argv: Sequence[str]) -> list[str]:
+    """The values `mask_argv` hides: what must not appear anywhere else either (a traceback
+    may quote them)."""
+    found: list[str] = []
+    _walk_argv(argv, found)
+    return [v for v in found if v]
 
 
 def split_secret(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -104,6 +146,16 @@ def secret_values(values: Mapping[str, Any], secrets: Mapping[str, Any] | None =
     return found
 
 
+#: every secret value a Redactor of this process was given (`--secret` values included):
+#: the crash log masks them in the traceback as well as in the command line
+_KNOWN: set[str] = set()
+
+
+def known_secrets() -> list[str]:
+    """The secret values this process has seen (for the crash log)."""
+    return sorted(_KNOWN)
+
+
 class Redactor:
     """Replaces known secret values in any text with ****: messages of failed tasks (a task
     may echo a password), Ansible's output, the command line. Values shorter than
@@ -113,6 +165,7 @@ class Redactor:
 
     def __init__(self, values: Sequence[str] = ()):
         vals = sorted({v for v in values if len(v) >= self.MIN_REDACTED}, key=len, reverse=True)
+        _KNOWN.update(vals)  # a crash log written later in this process hides them too
         self._re = re.compile("|".join(re.escape(v) for v in vals)) if vals else None
 
     def __call__(self, text: str) -> str:

@@ -14,8 +14,9 @@ from rich.text import Text
 
 from stepwise.errors import StepwiseError
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# emoji=False: a `:skull:` in a node name or a task message prints as it is, like `[/]`
+console = Console(highlight=False, emoji=False)
+err_console = Console(stderr=True, highlight=False, emoji=False)
 
 
 @contextmanager

@@ -21,6 +21,7 @@ import_app = typer.Typer(help="Turn a cloud as it is (a TripleO roles file, an A
 app.add_typer(import_app, name="import")
 
 OUT_OPT = typer.Option(..., "--output", "-o", metavar="PATH", help="The deployment YAML to write ('-': stdout).")
+FORCE_OPT = typer.Option(False, "--force", help="Replace an existing file that `stepwise import` did not write.")
 CATALOG_OPT = typer.Option(None, "--catalog", "-c", metavar="DIR", help="A catalog directory (default: the built-in one).")
 
 
@@ -43,18 +44,23 @@ def _catalog_ref(catalog: Path | None, output: str) -> str | None:
     return os.path.relpath(catalog.resolve(), Path(output).resolve().parent)
 
 
-def _write(result: "Imported", output: str, source: str) -> None:
+#: the first line of every deployment `import` writes (no data in it: a file name with a
+#: newline in a comment would start YAML of its own); only a file that starts so is replaced
+HEADER = "# Imported by `stepwise import` (the source is in `description`); check it, then keep it with the cloud.\n"
+
+
+def _write(result: "Imported", output: str, force: bool = False) -> None:
     import yaml
 
-    text = f"# Imported by `stepwise import` from {source}; check it, then keep it with the cloud.\n" + \
-        yaml.safe_dump(result.doc, sort_keys=False, default_flow_style=None, width=120)
+    from stepwise.paths import write_output
+
+    # everything from data is serialised by the YAML library, never formatted into the text
+    text = HEADER + yaml.safe_dump(result.doc, sort_keys=False, default_flow_style=None, width=120)
     if output == "-":
         typer.echo(text, nl=False)
     else:
-        try:
-            Path(output).write_text(text)
-        except OSError as exc:
-            raise InputError(Problem(f"cannot write: {exc.strerror or exc}", file=output)) from None
+        write_output(output, text.encode("utf-8"), field="--output", force=force, ours=HEADER.encode("utf-8"),
+                     mode=0o644)
     for note in result.notes:
         err_console.print(Text("note: " + note), soft_wrap=True)
     dep = result.deployment
@@ -78,6 +84,7 @@ def import_tripleo_cmd(
                                                           "services their resource_registry maps to OS::Heat::None are left out."),
     catalog: Optional[Path] = CATALOG_OPT,
     output: str = OUT_OPT,
+    force: bool = FORCE_OPT,
 ) -> None:
     """Import a TripleO cloud: roles, services (by their OS::TripleO::Services names), counts,
     host name formats, update_serial and tags; hosts and addresses from the inventory."""
@@ -92,7 +99,7 @@ def import_tripleo_cmd(
             counts[role] = int(n)
         result = import_tripleo(roles_data, load_catalog(catalog), stack=stack, inventory=inventory, counts=counts,
                                 catalog_ref=_catalog_ref(catalog, output), environments=list(environment or ()))
-        _write(result, output, roles_data.name + (f" and {inventory.name}" if inventory else ""))
+        _write(result, output, force)
 
 
 @import_app.command("inventory")
@@ -106,6 +113,7 @@ def import_inventory_cmd(
                                                           "without data-plane services)."),
     catalog: Optional[Path] = CATALOG_OPT,
     output: str = OUT_OPT,
+    force: bool = FORCE_OPT,
 ) -> None:
     """Import a cloud not deployed by TripleO from its Ansible inventory."""
     from stepwise.model import load_catalog
@@ -115,4 +123,4 @@ def import_inventory_cmd(
         by_group = {g: [s.strip() for s in v.split(",") if s.strip()] for g, v in _pairs(services, "--services").items()}
         result = import_inventory(inventory, load_catalog(catalog), name=name, services=by_group,
                                   controlplane=list(controlplane or ()), catalog_ref=_catalog_ref(catalog, output))
-        _write(result, output, inventory.name)
+        _write(result, output, force)

@@ -15,6 +15,7 @@ import typer
 
 from stepwise.errors import InputError, Problem
 from stepwise.model import NO_FACTS, Deployment, Facts, load_facts
+from stepwise.paths import is_directory, read_input
 
 DEP = typer.Option(..., "--deployment", "-d", help="The deployment YAML.", metavar="PATH")
 LIMIT = typer.Option(None, "--limit", "-l", help="Ansible-style: nodes, roles, globs, '!x', '&x', comma-separated.")
@@ -54,15 +55,23 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a finite number")
 
 
+def _finite_float(text: str) -> float:
+    # 1e400 is a valid JSON number that Python reads as infinity: refused like Infinity
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text} is not a finite number")
+    return value
+
+
 def _load_extra_file(v: str) -> dict[str, Any]:
     from stepwise.model.limits import check_finite
     from stepwise.model.yamlsrc import load_yaml, to_plain
 
-    path = Path(v[1:])
-    if not v[1:] or not path.is_file():
-        raise InputError(Problem(f"extra-vars file not found: {v[1:] or '(no path after @)'}", field="-e",
+    if not v[1:]:
+        raise InputError(Problem("extra-vars file not found: (no path after @)", field="-e",
                                  hint="give -e @path/to/vars.yml"))
-    data = to_plain(load_yaml(path))
+    path = Path(v[1:])
+    data = to_plain(load_yaml(path, field="-e"))
     if not isinstance(data, dict):
         raise InputError(Problem("extra-vars file must hold a mapping", file=str(path), field="-e"))
     check_finite(data, "-e", str(path))
@@ -79,7 +88,7 @@ def parse_extra_vars(values: list[str] | None) -> dict[str, Any]:
             out.update(_load_extra_file(v))
         elif v.startswith("{"):
             try:
-                data = json.loads(v, parse_constant=_no_constant)
+                data = json.loads(v, parse_constant=_no_constant, parse_float=_finite_float)
             except (ValueError, RecursionError) as exc:
                 raise InputError(Problem(f"-e is not valid JSON: {exc}", field="-e")) from None
             if not isinstance(data, dict):
@@ -104,14 +113,14 @@ def _checked_vars(out: dict[str, Any]) -> dict[str, Any]:
     from stepwise.model.limits import MAX_STRING
 
     for k in out:
-        if not _VAR_RE.match(str(k)):
+        if not _VAR_RE.fullmatch(str(k)):
             raise InputError(Problem(f"-e '{k}' is not a variable name", field="-e",
                                      hint="letters, digits and '_', not starting with a digit"))
     if len(json.dumps(out, default=str)) > MAX_STRING:
         raise InputError(Problem(f"-e values are larger than {MAX_STRING:,} characters", field="-e"))
     rel = out.get("target_release")
     if rel is not None:
-        if isinstance(rel, bool) or not isinstance(rel, (str, int)) or not _RELEASE_RE.match(str(rel)):
+        if isinstance(rel, bool) or not isinstance(rel, (str, int)) or not _RELEASE_RE.fullmatch(str(rel)):
             raise InputError(Problem(f"target_release '{rel}' is not a release name", field="-e",
                                      hint="letters, digits, '.', '_', '+', '-' (e.g. -e target_release=R2)"))
         out["target_release"] = str(rel)
@@ -127,7 +136,7 @@ def parse_secrets(values: list[str] | None) -> dict[str, str]:
     out: dict[str, str] = {}
     for v in values or []:
         k, eq, src = v.partition("=")
-        if not eq or not _VAR_RE.match(k) or not (src.startswith("@") or src.startswith("env:")):
+        if not eq or not _VAR_RE.fullmatch(k) or not (src.startswith("@") or src.startswith("env:")):
             raise InputError(Problem(f"--secret '{k if eq else '...'}=...' is not KEY=@FILE or KEY=env:NAME",
                                      field="--secret", hint="e.g. --secret db_password=@/run/secrets/db"))
         if src.startswith("env:"):
@@ -139,15 +148,12 @@ def parse_secrets(values: list[str] | None) -> dict[str, str]:
             out[k] = os.environ.pop(src[4:])
             continue
         path = Path(src[1:])
+        raw = read_input(path, field="--secret", limit=65536, what="secret file")
         try:
-            with open(path, "rb") as fh:
-                raw = fh.read(65537)
-            if len(raw) > 65536:
-                raise InputError(Problem("a secret file is larger than 64 KiB", file=str(path), field="--secret"))
             text = raw.decode("utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(Problem(f"--secret {k}: cannot read the file: {getattr(exc, 'strerror', None) or exc}",
-                                     file=str(path), field="--secret")) from None
+        except UnicodeDecodeError:
+            raise InputError(Problem(f"--secret {k}: the file is not UTF-8 text", file=str(path),
+                                     field="--secret")) from None
         out[k] = text[:-1] if text.endswith("\n") else text
     return out
 
@@ -168,15 +174,13 @@ def connector(lab: Path | None, inventory_file: Path | None):
             import stepwise.lab as labmod
         except ImportError:
             raise InputError(Problem("this stepwise has no lab (stepwise.lab is missing)", field="--lab")) from None
-        if not (lab / "lab.json").is_file():
+        if not is_directory(lab, "--lab") or not (lab / "lab.json").is_file():
             raise InputError(Problem(f"no lab in {lab}", field="--lab",
                                      hint="bring one up with `stepwise lab up -d DEPLOYMENT`"))
         found = Connector.from_inventory(labmod.inventory(lab), "lab", (labmod.ansible_plugin_dir(),))
     if inventory_file is not None:
-        if not inventory_file.is_file():
-            raise InputError(Problem("inventory file not found", file=str(inventory_file), field="--inventory"))
         from stepwise.model.yamlsrc import load_yaml, to_plain
-        data = to_plain(load_yaml(inventory_file)) or {}
+        data = to_plain(load_yaml(inventory_file, field="--inventory")) or {}
         if not isinstance(data, dict):
             raise InputError(Problem("an inventory must be a mapping (groups, hosts, vars)", file=str(inventory_file),
                                      field="--inventory"))

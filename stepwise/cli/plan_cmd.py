@@ -78,6 +78,8 @@ def plan(
     expand: bool = typer.Option(False, "--expand", help="Show every batch (a level with many batches is "
                                 "otherwise folded into one line per role)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every batch and unit."),
+    force: bool = typer.Option(False, "--force", help="With --html: replace an existing file stepwise did not "
+                               "write (a report it wrote is replaced anyway)."),
 ) -> None:
     """Show what a workflow will do, in what order, how long it takes and where the downtime is.
 
@@ -99,7 +101,7 @@ def plan(
         if html is not None:
             from stepwise.cli.report_cmd import write_plan_html
 
-            size = write_plan_html(p, dep, html, "--html")
+            size = write_plan_html(p, dep, html, "--html", force=force)
             if not json_out:
                 console.print(f"report: {html} ({size / 1024:.0f} KiB)", markup=False, soft_wrap=True)
         if json_out:
@@ -119,4 +121,4 @@ def _existing_store(dep: "Deployment", url: str | None) -> "Store | None":
         return None
     from stepwise.run.store.store import open_store
 
-    return open_store(found)
+    return open_store(found, create=False)  # a read command: never creates, never chmods

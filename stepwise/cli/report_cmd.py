@@ -17,12 +17,12 @@ if TYPE_CHECKING:
     from stepwise.run.store.store import Store
 
 
-def write_plan_html(plan: "Plan", dep: "Deployment", out: Path, option: str = "--output") -> int:
+def write_plan_html(plan: "Plan", dep: "Deployment", out: Path, option: str = "--output", force: bool = False) -> int:
     """`stepwise plan --html` and `report --plan`: the report of a plan that has not run."""
     from stepwise.observe.report import plan_section, write_report
 
     return _write(out, lambda: write_report(out, f"stepwise plan: {plan.workflow} of {dep.name}",
-                                            [plan_section(plan, dep)]), option)
+                                            [plan_section(plan, dep)], field=option, force=force), option)
 
 
 def _write(out: Path, do: Callable[[], int], option: str = "--output") -> int:
@@ -46,7 +46,9 @@ def report(deployment: Path = DEP, store: Optional[str] = STORE,
            stage: Optional[str] = typer.Option(None, "--stage", help="With --plan: upgrade stage."),
            plane: Optional[str] = typer.Option(None, "--plane", help="With --plan: control | data."),
            extra_vars: Optional[List[str]] = EXTRA,
-           output: Path = typer.Option(..., "--output", "-o", help="The HTML file to write.", metavar="FILE")) -> None:
+           output: Path = typer.Option(..., "--output", "-o", help="The HTML file to write.", metavar="FILE"),
+           force: bool = typer.Option(False, "--force", help="Replace an existing file stepwise did not write "
+                                      "(a report it wrote is replaced anyway).")) -> None:
     """Write one self-contained HTML report (timeline, availability, summary) of runs or a plan.
 
     It opens in any browser with no network: scripts and styles are inline, nothing is fetched."""
@@ -67,7 +69,7 @@ def report(deployment: Path = DEP, store: Optional[str] = STORE,
             fx = facts_for(dep, facts, existing_store(dep, store), wf)
             p = verify_plan(make_plan(wf, dep, fx, limit, stage=stage, plane=plane,
                                       variables=parse_extra_vars(extra_vars)), dep)
-            size = write_plan_html(p, dep, output)
+            size = write_plan_html(p, dep, output, force=force)
         else:
             st = existing_store(dep, store)
             runs = st.runs(dep.name, limit=1) if st is not None else []
@@ -80,14 +82,15 @@ def report(deployment: Path = DEP, store: Optional[str] = STORE,
                 if r is None or r.cloud != dep.name:
                     raise InputError(Problem(f"no run {i} for cloud {dep.name}", field="--run",
                                              hint="see `stepwise history` for the run ids"))
-            size = write_runs_html(st, dep, ids, output)
+            size = write_runs_html(st, dep, ids, output, force=force)
         console.print(f"report: {output} ({size / 1024:.0f} KiB)", markup=False, soft_wrap=True)
 
 
-def write_runs_html(store: "Store", dep: "Deployment", run_ids: list[int], out: Path, title: str | None = None) -> int:
+def write_runs_html(store: "Store", dep: "Deployment", run_ids: list[int], out: Path, title: str | None = None,
+                    force: bool = False) -> int:
     """The report of stored runs (the demo writes its own runs' report with it)."""
     from stepwise.observe.report import run_section_from_store, write_report
 
     return _write(out, lambda: write_report(out, title or f"stepwise report: {dep.name}, run "
                                             + ", ".join(map(str, run_ids)),
-                                            [run_section_from_store(store, i, dep) for i in run_ids]))
+                                            [run_section_from_store(store, i, dep) for i in run_ids], force=force))

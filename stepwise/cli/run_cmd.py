@@ -152,12 +152,18 @@ _workflow_command(management_app, "run", "management upgrade", Command.MANAGEMEN
                   "system_upgrade_prepare|system_upgrade_run --limit NODE its own OS upgrade first.")
 
 
+#: the first line of a YAML facts file `discover -o` writes
+FACTS_HEADER = "# Facts gathered by `stepwise discover`.\n"
+
+
 @app.command()
 def discover(deployment: Path = DEP, limit: Optional[str] = LIMIT, store: Optional[str] = STORE,
              lab: Optional[Path] = LAB, inventory: Optional[Path] = INV, extra_vars: Optional[List[str]] = EXTRA,
              output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write a facts file (YAML/JSON)."),
              os_target: Optional[int] = typer.Option(None, "--os-target", help="Target OS major to record."),
-             json_out: bool = JSON) -> None:
+             json_out: bool = JSON,
+             force: bool = typer.Option(False, "--force", help="With --output: replace an existing file stepwise "
+                                        "did not write (a facts file it wrote is replaced anyway).")) -> None:
     """Gather installed and available versions and OS majors from the nodes into the store
     (plans use them)."""
     from stepwise.plan.limits import resolve_limit
@@ -172,11 +178,13 @@ def discover(deployment: Path = DEP, limit: Optional[str] = LIMIT, store: Option
         st = open_cloud_store(dep, store)
         facts = do_discover(dep, st, nodes=nodes, extra_vars=ev, connector=conn, os_target=os_target)
         if output is not None:
-            try:
-                output.write_text(json.dumps(facts, indent=2) + "\n" if output.suffix == ".json" else to_yaml(facts))
-            except OSError as exc:
-                raise InputError(Problem(f"cannot write the facts file: {exc.strerror}", file=str(output),
-                                         field="--output")) from None
+            from stepwise.paths import write_output
+
+            # a YAML facts file starts with a comment of stepwise's: only such a file (or any
+            # with --force) is replaced; JSON has no comment, so an existing one needs --force
+            text = json.dumps(facts, indent=2) + "\n" if output.suffix == ".json" else FACTS_HEADER + to_yaml(facts)
+            write_output(output, text.encode("utf-8"), field="--output", force=force,
+                         ours=FACTS_HEADER.encode("utf-8"), mode=0o644)
         if json_out:
             print_json(facts)
             return

@@ -42,12 +42,15 @@ def crash_dir() -> Path:
 
 def write_crash_log(exc: BaseException, argv: Sequence[str]) -> Path | None:
     """Write the traceback of an unexpected exception to a new 0600 file; None if even that fails."""
-    from stepwise.secrets import mask_argv
+    from stepwise.secrets import Redactor, argv_secrets, known_secrets, mask_argv
 
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     text = ("stepwise crashed (this is a bug in stepwise)\n"
             f"command: stepwise {' '.join(mask_argv(list(argv)))}\n\n"
             + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    # the log is what the operator is asked to send: a secret the traceback quotes (an
+    # exception's message, a value in a repr) is masked there as on the command line
+    text = Redactor(argv_secrets(list(argv)) + known_secrets())(text)
     for d in (crash_dir(), Path(tempfile.gettempdir())):
         try:
             d.mkdir(parents=True, exist_ok=True, mode=0o700)

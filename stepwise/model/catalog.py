@@ -13,6 +13,7 @@ from stepwise.model.checks import validate
 from stepwise.model.specs import PERCENT_RE, ServiceSpec, WorkflowTasksSpec
 from stepwise.model.steps import DEFAULT_STEP_SECONDS, SHARED_STEPS, STEP_ALIASES
 from stepwise.model.yamlsrc import line_of, load_yaml, to_plain
+from stepwise.paths import checked_path, is_directory
 
 BUILTIN_CATALOG = Path(__file__).resolve().parent.parent / "content" / "catalog"
 
@@ -160,7 +161,7 @@ def _parse_availability(spec) -> Availability | None:
         return Availability("min_available", spec.min_available)
     v = spec.max_unavailable
     if isinstance(v, str):
-        m = PERCENT_RE.match(v)
+        m = PERCENT_RE.fullmatch(v)
         assert m is not None
         return Availability("max_unavailable", float(m.group(1)) / 100.0)
     return Availability("max_unavailable", int(v))
@@ -238,8 +239,8 @@ def load_catalog(path: Path | str | None = None) -> Catalog:
 
     Collects all problems across files before raising, so one run shows every fault.
     """
-    directory = Path(path) if path is not None else BUILTIN_CATALOG
-    if not directory.is_dir():
+    directory = checked_path(path, "--catalog") if path is not None else BUILTIN_CATALOG
+    if not is_directory(directory):
         raise InputError(Problem("catalog directory not found", file=str(directory),
                                  hint="set 'catalog:' in the deployment to a directory of service files, or leave it out for the built-in catalog"))
     files = sorted(list(directory.glob("*.yaml")) + list(directory.glob("*.yml")))
@@ -249,7 +250,9 @@ def load_catalog(path: Path | str | None = None) -> Catalog:
     services: dict[str, Service] = {}
     for f in files:
         try:
-            doc = load_yaml(f)
+            # never through a link: a catalog file linked to a root-only file would have
+            # stepwise (run as root) quote that file in its error
+            doc = load_yaml(f, follow=False)
             spec = validate(ServiceSpec, to_plain(doc), doc, str(f))
         except InputError as exc:
             problems.extend(exc.problems)

@@ -13,6 +13,7 @@ from stepwise.model.catalog import Catalog, Service, _did_you_mean, load_catalog
 from stepwise.model.checks import validate
 from stepwise.model.specs import DeploymentSpec, NodeCountSpec
 from stepwise.model.yamlsrc import line_of, load_yaml, to_plain
+from stepwise.paths import checked_path, is_directory
 
 CONTROLPLANE_TAG = "controlplane"
 MANAGEMENT_TAGS = frozenset({"management", "undercloud"})
@@ -148,7 +149,12 @@ def load_deployment(path: Path | str, catalog: Catalog | None = None) -> Deploym
             cat_dir = Path(spec.catalog)
             if not cat_dir.is_absolute():
                 cat_dir = path.parent / cat_dir
-            if not cat_dir.is_dir():
+            try:
+                cat_dir = checked_path(cat_dir)
+            except InputError as exc:
+                raise InputError(Problem(exc.problems[0].message, file=fname, line=line_of(doc, ["catalog"]),
+                                         field="catalog")) from None
+            if not is_directory(cat_dir):
                 raise InputError(Problem(f"catalog directory '{spec.catalog}' not found (looked in {cat_dir})",
                                          file=fname, line=line_of(doc, ["catalog"]), field="catalog",
                                          hint="give a directory relative to the deployment file, or remove 'catalog' to use the built-in catalog"))

@@ -129,8 +129,13 @@ def facts_to_dict(facts: Facts) -> dict | None:
 
 def facts_from_dict(data: dict, deployment: Deployment, source: str = "<recorded>") -> Facts:
     """Facts from the facts-file shape (a recorded snapshot, or what discover stored)."""
+    if not isinstance(data, dict):
+        raise InputError(Problem("the facts are not a mapping", file=source, hint="the store was changed outside stepwise"))
     data = dict(data)
-    progress = frozenset(data.get("progress") or ())
+    raw = data.pop("progress", None) or []
+    if not isinstance(raw, list) or not all(isinstance(p, str) and len(p) <= 300 for p in raw):
+        raise InputError(Problem("progress is not a list of milestones", file=source, field="progress"))
+    progress = frozenset(raw)
     known = data.pop("known", True)
     if not known and not data.get("nodes"):
         return Facts(MappingProxyType({}), False, source, progress)

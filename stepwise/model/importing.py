@@ -101,7 +101,7 @@ def _hostname_template(fmt: str, stack: str) -> str:
 def _nodes_from_hosts(hosts: list[Host], inv_path: str, problems: list[Problem]) -> list[dict[str, Any]]:
     nodes = []
     for h in hosts:
-        if not re.match(NAME_RE, h.name):
+        if not re.fullmatch(NAME_RE, h.name):
             problems.append(Problem(f"host name '{h.name}' is not a valid node name", file=inv_path, line=h.line,
                                     hint="letters, digits, '_', '.', '-'; not starting with a digit or '-'"))
             continue
@@ -143,7 +143,7 @@ def import_tripleo(roles_data: Path | str, catalog: Catalog, *, stack: str = "ov
     fname = str(roles_data)
     disabled = disabled_services(list(environments or ()))
     doc = load_yaml(Path(roles_data))
-    if not re.match(NAME_RE, stack):
+    if not re.fullmatch(NAME_RE, stack):
         raise InputError(Problem(f"stack name '{stack}' is not a valid name", field="--stack"))
     if not isinstance(doc, list) or not doc:
         raise InputError(Problem("a roles file is a list of roles (- name: Controller ...)", file=fname,
@@ -161,7 +161,7 @@ def import_tripleo(roles_data: Path | str, catalog: Catalog, *, stack: str = "ov
             continue
         name = role["name"]
         where = [ri]
-        if not re.match(NAME_RE, name):
+        if not re.fullmatch(NAME_RE, name):
             problems.append(Problem(f"role name '{name}' is not a valid name", file=fname,
                                     line=line_of(doc, where + ["name"])))
             continue
@@ -190,7 +190,7 @@ def import_tripleo(roles_data: Path | str, catalog: Catalog, *, stack: str = "ov
             n = counts.pop(name, count)
             fmt = role.get("HostnameFormatDefault") or f"%stackname%-{name.lower()}-%index%"
             template = _hostname_template(str(fmt), stack)
-            if not re.match(NAME_RE, template.format(index=0)):
+            if not re.fullmatch(NAME_RE, template.format(index=0)):
                 problems.append(Problem(f"HostnameFormatDefault gives node names like '{template.format(index=0)}', "
                                         "not a valid node name", file=fname,
                                         line=line_of(doc, where + ["HostnameFormatDefault"]), field=f"{name}.HostnameFormatDefault"))
@@ -204,7 +204,10 @@ def import_tripleo(roles_data: Path | str, catalog: Catalog, *, stack: str = "ov
                                 field="--count"))
     if problems:
         raise InputError(problems)
-    result = {"name": stack, "description": f"imported from {Path(fname).name} (TripleO stack {stack})"}
+    # the source names are data: they go into the document (serialised by the YAML library),
+    # never into a comment of the written file
+    sources = Path(fname).name + (f" and {Path(str(inventory)).name}" if inventory is not None else "")
+    result = {"name": stack, "description": f"imported from {sources} (TripleO stack {stack})"}
     return _checked(result, roles, catalog, catalog_ref, fname, notes)
 
 
@@ -215,7 +218,7 @@ def import_inventory(inventory: Path | str, catalog: Catalog, *, name: str = "cl
     `services` (--services GROUP=a,b) or the group var `stepwise_services` (a list or "a,b")."""
     inv = load_inventory(inventory)
     fname = inv.path
-    if not re.match(NAME_RE, name):
+    if not re.fullmatch(NAME_RE, name):
         raise InputError(Problem(f"deployment name '{name}' is not a valid name", field="--name"))
     given = dict(services or {})
     problems: list[Problem] = []
@@ -242,6 +245,12 @@ def import_inventory(inventory: Path | str, catalog: Catalog, *, name: str = "cl
     for group in given:
         problems.append(Problem(f"--services names group '{group}', which has no hosts in the inventory",
                                 file=fname, field="--services"))
+    with_hosts = set(hosts_by_group(inv))
+    for group in controlplane or ():
+        if group not in with_hosts:
+            problems.append(Problem(f"--controlplane names group '{group}', which is not a role of the inventory "
+                                    "(a group with hosts)", file=fname, field="--controlplane",
+                                    hint=f"one of: {', '.join(sorted(with_hosts)) or '(none)'}"))
     if not roles and not problems:
         problems.append(Problem("the inventory has no group with hosts", file=fname))
     if problems:

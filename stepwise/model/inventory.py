@@ -17,6 +17,7 @@ from typing import Any
 from stepwise.errors import InputError, Problem
 from stepwise.model import limits
 from stepwise.model.yamlsrc import line_of, parse_yaml
+from stepwise.paths import read_input
 
 #: groups every Ansible inventory has implicitly; never a role
 IMPLICIT_GROUPS = frozenset({"all", "ungrouped"})
@@ -56,17 +57,7 @@ def load_inventory(path: Path | str) -> Inventory:
     """Load an INI or YAML inventory; YAML when it parses as a mapping, INI otherwise."""
     path = Path(path)
     fname = str(path)
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(limits.MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise InputError(Problem("file not found", file=fname, hint="check the inventory path")) from None
-    except IsADirectoryError:
-        raise InputError(Problem("is a directory, not an inventory file", file=fname,
-                                 hint="give one INI or YAML inventory file")) from None
-    except OSError as exc:
-        raise InputError(Problem(f"cannot read file: {exc.strerror or exc}", file=fname)) from None
-    limits.check_text_size(raw, fname)
+    raw = read_input(path, field="--inventory", limit=limits.MAX_FILE_BYTES, what="inventory file")
     if raw.startswith(b"#!"):
         # a dynamic inventory script: stepwise never runs it
         raise InputError(Problem("a dynamic inventory script is not read", file=fname, line=1,
@@ -94,13 +85,14 @@ def _parse_ini(text: str, fname: str) -> Inventory:
     problems: list[Problem] = []
     section, kind = "ungrouped", "hosts"
     groups["ungrouped"] = Group("ungrouped", None)
+    total = 0  # hosts read so far, every group together
     for ln, line in enumerate(text.splitlines(), start=1):
         s = line.strip()
         if not s or s.startswith(("#", ";")):
             continue
         if s.startswith("["):
             m = re.fullmatch(r"\[([^\]:]+)(?::(vars|children))?\]", s)
-            if not m or not _GROUP_NAME.match(m.group(1)):
+            if not m or not _GROUP_NAME.fullmatch(m.group(1)):
                 problems.append(Problem(f"'{s}' is not a group header", file=fname, line=ln,
                                         hint="write [group], [group:vars] or [group:children]"))
                 section, kind = "", "skip"
@@ -129,10 +121,15 @@ def _parse_ini(text: str, fname: str) -> Inventory:
                     continue
                 hvars[key] = value.strip("'\"")
             try:
-                names = _expand_range(name)
+                names = _expand_range(name, limits.MAX_NODES - total)
             except ValueError as exc:
                 problems.append(Problem(str(exc), file=fname, line=ln, field=name))
                 continue
+            except _TooMany:
+                # the whole inventory is bounded, not only each range: forty ranges of 99,999
+                # hosts in 400 bytes built millions of hosts before any node limit was checked
+                raise _too_many(fname, ln) from None
+            total += len(names)
             for n in names:
                 group.hosts.append(Host(n, hvars.get("ansible_host"), ln))
     if problems:
@@ -140,16 +137,30 @@ def _parse_ini(text: str, fname: str) -> Inventory:
     return Inventory(fname, groups)
 
 
-def _expand_range(name: str) -> list[str]:
-    """Ansible's `node[0:2]` host range (numeric, one range, zero padding kept)."""
+class _TooMany(Exception):
+    """More hosts than the inventory may hold in all."""
+
+
+def _too_many(fname: str, line: int | None) -> InputError:
+    return InputError(Problem(f"the inventory names more than {limits.MAX_NODES:,} hosts in all", file=fname,
+                              line=line, hint="import the cloud in parts, or check the host ranges"))
+
+
+def _expand_range(name: str, budget: int = limits.MAX_NODES) -> list[str]:
+    """Ansible's `node[0:2]` host range (numeric, one range, zero padding kept); raises
+    _TooMany, before building any name, when it holds more than `budget` hosts."""
     ranges = _RANGE.findall(name)
     if not ranges and "[" not in name:
+        if budget < 1:
+            raise _TooMany()
         return [name]
     if len(ranges) != 1 or name.count("[") != 1:
         raise ValueError(f"host pattern '{name}': only one numeric range like node-[0:2] is read")
     lo, hi = ranges[0]
     if int(hi) < int(lo) or int(hi) - int(lo) >= limits.MAX_NODES:
         raise ValueError(f"host range [{lo}:{hi}] is empty or too large")
+    if int(hi) - int(lo) + 1 > budget:
+        raise _TooMany()
     width = len(lo) if lo.startswith("0") and len(lo) > 1 else 0
     return [_RANGE.sub(str(i).zfill(width), name, count=1) for i in range(int(lo), int(hi) + 1)]
 
@@ -160,10 +171,11 @@ def _parse_yaml(doc: Any, fname: str) -> Inventory:
                                  line=getattr(doc, "line", None) or 1))
     groups: dict[str, Group] = {}
     problems: list[Problem] = []
+    count = [0]  # hosts read, every group together (children repeat them: each counts)
 
     def walk(name: str, body: Any, trail: list[Any]) -> None:
         line = line_of(doc, trail)
-        if not isinstance(name, str) or not _GROUP_NAME.match(name):
+        if not isinstance(name, str) or not _GROUP_NAME.fullmatch(name):
             problems.append(Problem(f"'{name}' is not a group name", file=fname, line=line))
             return
         group = groups.setdefault(name, Group(name, line))
@@ -187,6 +199,9 @@ def _parse_yaml(doc: Any, fname: str) -> Inventory:
             hosts = {}
         for host, hvars in hosts.items():
             hline = line_of(doc, trail + ["hosts", host])
+            count[0] += 1
+            if count[0] > limits.MAX_NODES:
+                raise _too_many(fname, hline)
             if hvars is not None and not isinstance(hvars, dict):
                 problems.append(Problem(f"vars of host '{host}' must be a mapping", file=fname, line=hline))
                 continue

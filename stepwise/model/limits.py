@@ -17,9 +17,10 @@ from typing import Any, Iterable
 import yaml
 
 from stepwise.errors import InputError, Problem
+from stepwise.paths import MAX_INPUT_BYTES
 
 #: largest input file (a 10,000-node deployment written as a list is about 1 MiB)
-MAX_FILE_BYTES = 16 * 1024 * 1024
+MAX_FILE_BYTES = MAX_INPUT_BYTES
 #: deepest nesting of mappings and sequences (catalog task lists need fewer than 15 levels)
 MAX_DEPTH = 64
 #: YAML nodes of a document once every alias is expanded
@@ -30,6 +31,10 @@ MAX_STRING = 1024 * 1024
 MAX_NODES = 100_000
 #: the largest `start:` of a counted role (its names stay short)
 MAX_INDEX = 10**9
+#: the longest a step of a service on a node may be said to last (a week); with MAX_NODES
+#: nodes every sum of such stays finite (durations that were each finite added up to
+#: infinity: half a JSON document, then a crash); the plan's total is bounded too
+MAX_STEP_SECONDS = 7 * 24 * 3600
 
 _Events = getattr(yaml, "CParser", None)
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
-from stepwise.model.limits import MAX_INDEX, MAX_NODES
+from stepwise.model.limits import MAX_INDEX, MAX_NODES, MAX_STEP_SECONDS
 from stepwise.model.steps import NODE_STEPS, SYSTEM_UPGRADE_STEPS, UPGRADE_EXTRA_STEPS, DEFAULT_STEP_SECONDS
 from stepwise.model.values import Address, PackageName, ShortText, check_address, check_index_template
 
@@ -52,7 +52,7 @@ class AvailabilitySpec(Strict):
             if v < 0:
                 raise ValueError("must not be negative")
             return v
-        m = PERCENT_RE.match(v)
+        m = PERCENT_RE.fullmatch(v)
         if not m or not (0 < float(m.group(1)) <= 100):
             raise ValueError(f"'{v}' is not a number of instances or a percentage between 0% and 100% (e.g. \"10%\")")
         return v
@@ -190,6 +190,8 @@ class ServiceSpec(Strict):
                 raise ValueError(f"unknown step '{step}'; steps are: {', '.join(DEFAULT_STEP_SECONDS)}")
             if seconds < 0:
                 raise ValueError(f"duration of '{step}' must not be negative")
+            if seconds > MAX_STEP_SECONDS:
+                raise ValueError(f"duration of '{step}' is more than a week ({MAX_STEP_SECONDS:,} seconds)")
         return v
 
 
@@ -213,7 +215,7 @@ class NodeCountSpec(Strict):
             raise ValueError("a counted node name needs '{index}', e.g. \"compute-{index}\"")
         check_index_template(v)
         example = _format_index(v)
-        if not re.match(NAME_RE, example):
+        if not re.fullmatch(NAME_RE, example):
             raise ValueError(f"'{v}' gives node names like '{example}', which is not a valid name "
                              "(letters, digits, '_', '.', '-'; not starting with a digit or '-')")
         return v

@@ -34,7 +34,7 @@ def check_address(value: str) -> str:
         return text
     except ValueError:
         pass
-    if _DOTTED_NUMBERS.match(text) or not _HOSTNAME.match(text):
+    if _DOTTED_NUMBERS.fullmatch(text) or not _HOSTNAME.fullmatch(text):
         raise ValueError(f"'{value}' is not an IP address or a host name "
                          "(letters, digits, '-' and '.'; IPv4 octets 0-255)")
     return text

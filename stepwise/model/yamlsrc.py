@@ -14,6 +14,7 @@ import yaml
 
 from stepwise.errors import InputError, Problem
 from stepwise.model import limits
+from stepwise.paths import read_input
 
 _Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -79,24 +80,18 @@ _Loader.add_constructor("tag:yaml.org,2002:map", _map)
 _Loader.add_constructor("tag:yaml.org,2002:seq", _seq)
 
 
-def load_yaml(path: Path) -> Any:
-    """Parse one YAML file. Raises InputError naming the file and line on bad input."""
+def load_yaml(path: Path | str, *, follow: bool = True, field: str | None = None) -> Any:
+    """Parse one YAML file. Raises InputError naming the file and line on bad input.
+
+    The file is read through `stepwise.paths.read_input`: a regular file only (a FIFO or a
+    device is refused, never waited on), within the size limit, and not through a link when
+    `follow` is False."""
+    raw = read_input(path, field=field, limit=limits.MAX_FILE_BYTES, follow=follow, what="YAML file")
     try:
-        # read at most one byte over the limit: a huge file or a device never fills memory
-        with open(path, "rb") as fh:
-            raw = fh.read(limits.MAX_FILE_BYTES + 1)
-        limits.check_text_size(raw, str(path))
         text = raw.decode("utf-8")
-    except FileNotFoundError:
-        raise InputError(Problem("file not found", file=str(path),
-                                 hint="check the path; relative paths are relative to the current directory")) from None
-    except IsADirectoryError:
-        raise InputError(Problem("is a directory, not a YAML file", file=str(path))) from None
     except UnicodeDecodeError as exc:
         raise InputError(Problem(f"not UTF-8 text (byte {exc.start}): {exc.reason}", file=str(path),
                                  hint="save the file as UTF-8")) from None
-    except OSError as exc:
-        raise InputError(Problem(f"cannot read file: {exc.strerror or exc}", file=str(path))) from None
     return parse_yaml(text, str(path))
 
 

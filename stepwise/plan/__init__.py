@@ -3,6 +3,7 @@ what the operator selected."""
 
 from __future__ import annotations
 
+import math
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
@@ -78,12 +79,25 @@ def make_plan(workflow: str | Workflow, deployment: Deployment, facts: Facts = N
                                 os_mode=(variables or {}).get("system_upgrade_mode"),
                                 target_release=(variables or {}).get("target_release"))
     units, makespan = asap(builder.units)
+    _check_total(makespan, deployment)
     params = {"facts": facts.source if facts.known else None, **builder.params}
     plan = Plan(wf, deployment.name, tuple(units), duration_s=makespan, params=MappingProxyType(params))
     selected = select(plan, deployment, sel, nodes)
     if any(u.requires for u in plan.units):
         selected = check_requires(selected, plan, facts.progress, deployment.path)
     return selected
+
+
+def _check_total(seconds: float, deployment: Deployment) -> None:
+    """Bound the sum as well as its parts: each step's duration is bounded (a week), yet a
+    hostile catalog and a big cloud could still add up to a plan no report can draw (every
+    time of a stored plan must stay below stored.MAX_SECONDS)."""
+    from stepwise.plan.stored import MAX_SECONDS
+
+    if not math.isfinite(seconds) or seconds > MAX_SECONDS:
+        raise InputError(Problem(f"the plan would take {seconds:.3g} seconds (more than a century)",
+                                 file=deployment.path, field="durations",
+                                 hint="check the catalog's durations: they are seconds per step and node"))
 
 
 __all__ = ["make_plan", "selection_for", "parse_workflow", "Plan", "Unit", "Window", "WORKFLOWS", "STAGES", "PLANES",

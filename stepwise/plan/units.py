@@ -204,7 +204,12 @@ class Plan:
         return json.dumps(self.to_json(), indent=None, separators=(",", ":"), sort_keys=False)
 
     @staticmethod
-    def from_json(d: Mapping[str, Any]) -> "Plan":
+    def from_json(d: Mapping[str, Any], source: str = "the recorded plan") -> "Plan":
+        """A plan from its JSON (as a run recorded it): validated first (`plan/stored.py`),
+        since a stored plan is input like a file."""
+        from stepwise.plan.stored import check_plan_doc
+
+        d = check_plan_doc(d, source)
         est = d.get("estimate", {})
         return Plan(
             workflow=Workflow(d["workflow"]), deployment=d.get("deployment", ""),

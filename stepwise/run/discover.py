@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from stepwise.errors import Problem, StepwiseError
 from stepwise.model import NO_FACTS, Deployment, Facts
+from stepwise.model.checks import validate
 from stepwise.model.facts import build_facts
 from stepwise.model.specs import FactsSpec, NodeFactsSpec
 from stepwise.run import ansible_env
@@ -36,7 +37,9 @@ def stored_facts(deployment: Deployment, store: Store, packages: bool = True) ->
         if not data["nodes"]:
             return NO_FACTS.with_progress(progress)
     data = {"nodes": {n: f for n, f in data["nodes"].items() if n in deployment.node_by_name}}
-    facts = build_facts(FactsSpec.model_validate(data), deployment, None, f"store:{deployment.name}")
+    # stored facts are input like a facts file: the same model, the same limits, exit 2
+    facts = build_facts(validate(FactsSpec, data, None, f"store:{deployment.name}"), deployment, None,
+                        f"store:{deployment.name}")
     if not packages:
         facts = facts.without_packages()  # what changes is not known: every package may (the safe side)
     return facts.with_progress(progress)

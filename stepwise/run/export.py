@@ -16,11 +16,13 @@ from typing import Any, Mapping
 
 from stepwise.errors import InputError, Problem
 from stepwise.model import Deployment
+from stepwise.paths import checked_path
 from stepwise.plan.units import Plan
 from stepwise.run import ansible_env
 from stepwise.run.ansible_files import to_yaml
 from stepwise.run.inventory import Connector, inventory, plan_vars
 from stepwise.run.render import render_unit
+from stepwise.secrets import Redactor, secret_values
 
 
 #: the file that marks a directory as an export stepwise wrote (only such a one is replaced)
@@ -35,7 +37,7 @@ def export(plan: Plan, deployment: Deployment, out_dir: Path | str, *,
     Everything is written into a fresh private directory beside it, then renamed into place:
     a failed write leaves no half-written play, an old export never mixes with a new one, and
     no link inside the target is ever followed."""
-    out = Path(out_dir)
+    out = checked_path(out_dir, "--output")
     old = _replaceable(out, force)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -93,15 +95,21 @@ def _write(plan: Plan, deployment: Deployment, out: Path, connector: Connector |
             continue
         plays.append(play)
         name = f"units/{i:04d}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', u.id)[:80]}.yml"
-        # the comment is one line: a reason with a newline would end it and start YAML
-        why = " ".join(f"{u.step} on {', '.join(u.nodes) or 'deployment'}: {u.why}".split())
-        (out / name).write_text(f"# {why}\n" + to_yaml([play]))
+        # no data in the comment (a reason with a line break would end it and start YAML):
+        # the unit's step, nodes and why are in plan.json, written by the JSON library
+        (out / name).write_text(f"# unit {i} of the plan: its step, nodes and why are plan.json's units[{i}]\n"
+                                + to_yaml([play]))
         written.append(name)
-    (out / "site.yml").write_text(f"# stepwise {plan.workflow} plan of {deployment.name}: {len(plays)} plays in order.\n"
+    (out / "site.yml").write_text(f"# stepwise {plan.workflow} plan: {len(plays)} plays in order (plan.json tells why).\n"
                                   "# Run: ansible-playbook -i inventory.yml site.yml [--limit ...] [--tags ...]\n"
                                   + to_yaml(plays))
     inv = inventory(deployment, connector, extra=plan_vars(plan, deployment))
-    (out / "inventory.yml").write_text(to_yaml(inv))
+    # the inventory carries what the operator's inventory and the deployment hold, secrets
+    # included (ansible_password, ansible_become_password, a deployment's db_password): it is
+    # readable by its owner only, whatever the directory's mode
+    fd = os.open(out / "inventory.yml", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(to_yaml(inv))
     lib = out / "library"
     lib.mkdir()
     for m in ansible_env.LIBRARY_DIR.glob("*.py"):
@@ -113,5 +121,20 @@ def _write(plan: Plan, deployment: Deployment, out: Path, connector: Connector |
     cfg += ["", "[connection]", "pipelining = True", ""]
     (out / "ansible.cfg").write_text("\n".join(cfg))
     (out / "plan.json").write_text(json.dumps(plan.to_json(), indent=1, allow_nan=False))
-    (out / MARKER).write_text(f"stepwise export of {deployment.name}\n")
-    return written + ["site.yml", "inventory.yml", "ansible.cfg", "plan.json"]
+    (out / MARKER).write_text("stepwise export (see plan.json)\n")
+    files = written + ["site.yml", "inventory.yml", "ansible.cfg", "plan.json"]
+    _private_where_secret(out, files, secret_values(inv))
+    return files
+
+
+def _private_where_secret(out: Path, names: list[str], secrets: list[str]) -> None:
+    """Make private (0600) every exported file that holds one of `secrets`: a play or the
+    plan may quote a variable's value; the world-readable rest holds none."""
+    redact = Redactor(secrets)
+    if not redact:
+        return
+    for name in names:
+        path = out / name
+        text = path.read_text(encoding="utf-8", errors="surrogateescape")
+        if redact(text) != text:
+            os.chmod(path, 0o600)

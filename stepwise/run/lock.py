@@ -13,6 +13,7 @@ import fcntl
 import getpass
 import json
 import os
+import stat
 import signal
 import socket
 import time
@@ -168,10 +169,14 @@ def describe(holder: dict[str, Any]) -> str:
 def read_holder(path: Path | str) -> dict[str, Any] | None:
     """Who holds the lock now (None when free): for `status`."""
     path = Path(path)
-    if not path.exists():
-        return None
-    fd = os.open(path, os.O_RDONLY)
     try:
+        # non-blocking and not through a link: a FIFO planted there must not hang `status`
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:

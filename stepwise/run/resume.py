@@ -26,6 +26,7 @@ from stepwise.model.facts import NO_FACTS, Facts, facts_from_dict, facts_to_dict
 from stepwise.model.vocab import UnitState, Workflow
 from stepwise.plan import make_plan
 from stepwise.plan.select import Selection
+from stepwise.plan.stored import check_plan_doc
 from stepwise.plan.units import Plan, Unit
 from stepwise.run.engine import EngineOptions, execute
 from stepwise.run.events import Observer, RunResult
@@ -135,6 +136,8 @@ def _run_locked(req: RunRequest, cloud: str, lock: RunLock, observer: Observer) 
         plan = _rebuilt(req, prev)
     else:
         plan = req.plan if req.plan is not None else plan_run(req, req.facts)
+    if prev is not None and prev.plan:
+        check_plan_doc(prev.plan, f"the plan of run {prev.id} in the store")  # input, like a file
     if not resume and prev is not None and not req.fresh and prev.status == "done" and _same_units(plan, prev.plan):
         return _nothing(plan, observer, f"nothing to do: run {prev.id} of this command finished at "
                                         f"{prev.ended_at:%Y-%m-%d %H:%M:%S} UTC (--fresh runs it again)", prev.id)

@@ -11,15 +11,17 @@ from stepwise.observe.report.model import Report, Section, plan_section, run_sec
 from stepwise.observe.report.html import render  # noqa: F401
 
 
-def write_report(path: "os.PathLike[str] | str", title: str, sections: "Iterable[Section]") -> int:
+def write_report(path: "os.PathLike[str] | str", title: str, sections: "Iterable[Section]", *,
+                 field: str = "--output", force: bool = False) -> int:
     """Write the report of `sections` to `path` (private to the user: it tells the cloud's
-    layout and history); returns its size in bytes."""
+    layout and history); returns its size in bytes. Through `stepwise.paths.write_output`:
+    atomic, never through a link, replacing only a report stepwise wrote (or with `force`)."""
     from datetime import datetime, timezone
+
+    from stepwise.observe.report.html import HEAD
+    from stepwise.paths import write_output
 
     doc = render(Report(title, list(sections), datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")))
     data = doc.encode("utf-8")
-    # never through a link planted at the path (as `export`): the file is written where named
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
+    write_output(path, data, field=field, force=force, ours=HEAD.encode("utf-8"), mode=0o600)
     return len(data)

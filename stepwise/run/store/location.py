@@ -27,6 +27,13 @@ def existing_store_url(deployment: Any, explicit: str | None = None) -> str | No
     """The URL of the cloud's store if it exists already (a SQLite file that is there, or a
     server URL); None when nothing was ever recorded."""
     url = default_store_url(deployment.path, deployment.name, explicit)
-    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
-        return None
+    if url.startswith("sqlite:///"):
+        from stepwise.paths import checked_path
+
+        try:
+            os.stat(checked_path(url[len("sqlite:///"):], "--store"))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError:
+            pass  # reported with its reason when the store is opened
     return url

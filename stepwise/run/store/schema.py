@@ -46,28 +46,49 @@ def known_revisions() -> set[str]:
 
 def prepare_sqlite_file(path: Path, create: bool) -> bool:
     """Make sure the store file exists (created private) when `create`; False when it does not
-    exist and must not be created. An existing store of ours that others can read is made
-    private (stores before this check were 0644)."""
+    exist and must not be created. Nothing about an existing file is changed here: whether
+    it is stepwise's is not known yet (`make_private` runs once it is)."""
+    from stepwise.paths import checked_path, kind_of
     from stepwise.run.ansible_files import private_dir
 
+    path = checked_path(path, "--store")
     try:
-        if not path.exists():
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
             if not create:
                 return False
             private_dir(path.parent)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             os.close(fd)
             return True
-        if not path.is_file():
-            raise InputError(Problem("the state store is not a file", file=str(path), field="--store"))
-        for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
-            st = p.stat() if p.exists() else None
-            if st is not None and st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077:
-                os.chmod(p, 0o600)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(Problem(f"the state store is {kind_of(st.st_mode)}, not a file", file=str(path),
+                                     field="--store"))
     except OSError as exc:
         raise InputError(Problem(f"cannot use the state store file: {exc.strerror or exc}", file=str(path),
                                  field="--store", hint="give a path in a directory you can write")) from None
     return True
+
+
+def make_private(path: Path) -> None:
+    """Make a store file of ours (and its -wal/-shm) readable by its owner only (stores
+    before 0.x were 0644). Called only once the store is known to be stepwise's and a command
+    is about to write it; never through a link (the mode of whatever a link points to is not
+    stepwise's to change), never a file of another user."""
+    for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        try:
+            fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue  # not there, or a link: left as it is
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077:
+                os.fchmod(fd, 0o600)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
 
 def stored_revision(engine: Engine, where: str) -> str | None:

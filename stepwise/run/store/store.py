@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from stepwise.errors import InputError, Problem, StepwiseError
 from stepwise.run.store import schema
+from stepwise.run.store.checked import checked, one
 from stepwise.run.store.location import ENV_VAR, default_store_url, existing_store_url  # noqa: F401 - re-exported
 from stepwise.run.store.models import (MarkerRow, NodeOsRow, NodePackageRow, NodeServiceRow, ProbeSampleRow, RunRow,
                                        TaskResultRow, UnitRow)
@@ -95,6 +96,24 @@ class Store:
                 s.rollback()
                 raise
 
+    @contextmanager
+    def reading(self) -> Iterator[Session]:
+        """A session for reading rows back: what the store holds is input like a file (anyone
+        who can write the file can put anything in it). A value the driver cannot even decode
+        (a timestamp that is not one, JSON that is not JSON) is an InputError, as is a row that
+        `checked` refuses."""
+        try:
+            with self.session() as s:
+                yield s
+        except (ValueError, TypeError, OverflowError, KeyError) as exc:
+            raise InputError(Problem(f"the state store is damaged: a value cannot be read ({type(exc).__name__}: "
+                                     f"{str(exc)[:200]})", file=redact(self.url), field="--store",
+                                     hint="the store was changed outside stepwise: restore it from a backup, "
+                                          "or give a new one with --store")) from None
+
+    def _checked(self, rows: Iterable[Any]) -> list[Any]:
+        return checked(rows, redact(self.url))
+
     # -- runs -----------------------------------------------------------------------------
     def create_run(self, cloud: str, workflow: str, key: str, command: str, params: Mapping[str, Any],
                    plan: Mapping[str, Any], units: Iterable[Mapping[str, Any]], user: str = "", host: str = "",
@@ -138,35 +157,36 @@ class Store:
             row.status, row.message, row.ended_at = status, message, now()
 
     def run(self, run_id: int) -> RunInfo | None:
-        with self.session() as s:
-            row = s.get(RunRow, run_id)
+        with self.reading() as s:
+            row = one(s.get(RunRow, run_id), redact(self.url))
             return RunInfo.of(row) if row else None
 
     def runs(self, cloud: str, limit: int = 50) -> list[RunInfo]:
         """Most recent first."""
-        with self.session() as s:
+        with self.reading() as s:
             rows = s.scalars(select(RunRow).where(RunRow.cloud == cloud).order_by(RunRow.id.desc()).limit(limit))
-            return [RunInfo.of(r) for r in rows]
+            return [RunInfo.of(r) for r in self._checked(rows)]
 
     def latest_run(self, cloud: str, key: str) -> RunInfo | None:
         """The latest run of the same command, whatever its status."""
-        with self.session() as s:
-            row = s.scalars(select(RunRow).where(RunRow.cloud == cloud, RunRow.key == key)
-                            .order_by(RunRow.id.desc()).limit(1)).first()
+        with self.reading() as s:
+            row = one(s.scalars(select(RunRow).where(RunRow.cloud == cloud, RunRow.key == key)
+                                .order_by(RunRow.id.desc()).limit(1)).first(), redact(self.url))
             return RunInfo.of(row) if row else None
 
     def resumable(self, cloud: str, key: str) -> RunInfo | None:
         """The latest unfinished run of the same command, if the latest such run is unfinished."""
-        with self.session() as s:
-            row = s.scalars(select(RunRow).where(RunRow.cloud == cloud, RunRow.key == key)
-                            .order_by(RunRow.id.desc()).limit(1)).first()
+        with self.reading() as s:
+            row = one(s.scalars(select(RunRow).where(RunRow.cloud == cloud, RunRow.key == key)
+                                .order_by(RunRow.id.desc()).limit(1)).first(), redact(self.url))
             if row is None or row.status == "done":
                 return None
             return RunInfo.of(row)
 
     def last_unfinished(self, cloud: str) -> RunInfo | None:
-        with self.session() as s:
-            row = s.scalars(select(RunRow).where(RunRow.cloud == cloud).order_by(RunRow.id.desc()).limit(1)).first()
+        with self.reading() as s:
+            row = one(s.scalars(select(RunRow).where(RunRow.cloud == cloud).order_by(RunRow.id.desc()).limit(1)).first(),
+                      redact(self.url))
             if row is None or row.status == "done":
                 return None
             return RunInfo.of(row)
@@ -182,12 +202,11 @@ class Store:
 
     # -- units ----------------------------------------------------------------------------
     def units(self, run_id: int) -> list[UnitRow]:
-        with self.session() as s:
-            return list(s.scalars(select(UnitRow).where(UnitRow.run_id == run_id).order_by(UnitRow.seq)))
+        with self.reading() as s:
+            return self._checked(s.scalars(select(UnitRow).where(UnitRow.run_id == run_id).order_by(UnitRow.seq)))
 
     def unit_states(self, run_id: int) -> dict[str, str]:
-        with self.session() as s:
-            return dict(s.execute(select(UnitRow.unit_id, UnitRow.state).where(UnitRow.run_id == run_id)).all())
+        return {u.unit_id: u.state for u in self.units(run_id)}
 
     def set_unit(self, run_id: int, unit_id: str, state: str, message: str | None = None,
                  started: bool = False, ended: bool = False, count_attempt: bool = False) -> None:
@@ -221,16 +240,18 @@ class Store:
             s.add_all(TaskResultRow(**r) for r in rows)
 
     def task_results(self, run_id: int, unit_id: str | None = None) -> list[TaskResultRow]:
-        with self.session() as s:
+        with self.reading() as s:
             q = select(TaskResultRow).where(TaskResultRow.run_id == run_id)
             if unit_id is not None:
                 q = q.where(TaskResultRow.unit_id == unit_id)
-            return list(s.scalars(q.order_by(TaskResultRow.id)))
+            return self._checked(s.scalars(q.order_by(TaskResultRow.id)))
 
     def task_counts(self, run_id: int) -> dict[str, int]:
-        with self.session() as s:
-            return dict(s.execute(select(TaskResultRow.status, func.count()).where(TaskResultRow.run_id == run_id)
-                                  .group_by(TaskResultRow.status)).all())
+        with self.reading() as s:
+            counts = dict(s.execute(select(TaskResultRow.status, func.count()).where(TaskResultRow.run_id == run_id)
+                                    .group_by(TaskResultRow.status)).all())
+        # the statuses are keys of a JSON document: a tampered one (a number, bytes) is refused
+        return {str(k)[:20]: int(v) for k, v in counts.items()}
 
     # -- probe samples (what an availability probe measured during a run) -----------------
     def add_probe_samples(self, run_id: int, samples: Iterable[Mapping[str, Any]]) -> int:
@@ -243,16 +264,16 @@ class Store:
         return len(rows)
 
     def probe_samples(self, run_id: int) -> list[dict[str, Any]]:
-        with self.session() as s:
+        with self.reading() as s:
             q = select(ProbeSampleRow).where(ProbeSampleRow.run_id == run_id).order_by(ProbeSampleRow.t,
                                                                                       ProbeSampleRow.target)
-            return [{"target": r.target, "t": r.t, "requests": r.requests, "failed": r.failed, "max_ms": r.max_ms}
-                    for r in s.scalars(q)]
+            return [{"target": r.target, "t": float(r.t), "requests": r.requests, "failed": r.failed,
+                     "max_ms": float(r.max_ms)} for r in self._checked(s.scalars(q))]
 
     # -- markers (once-only operations) ---------------------------------------------------
     def marker(self, cloud: str, key: str) -> MarkerRow | None:
-        with self.session() as s:
-            return s.get(MarkerRow, (cloud, key))
+        with self.reading() as s:
+            return one(s.get(MarkerRow, (cloud, key)), redact(self.url))
 
     def set_marker(self, cloud: str, key: str, run_id: int, unit_id: str, state: str) -> None:
         with self.session() as s:
@@ -264,10 +285,10 @@ class Store:
 
     def progress(self, cloud: str) -> frozenset[str]:
         """The milestones reached on this cloud (stepwise.plan.progress)."""
-        with self.session() as s:
-            keys = s.scalars(select(MarkerRow.key).where(MarkerRow.cloud == cloud,
-                                                         MarkerRow.key.like(PROGRESS + "%")))
-            return frozenset(k[len(PROGRESS):] for k in keys)
+        with self.reading() as s:
+            rows = self._checked(s.scalars(select(MarkerRow).where(MarkerRow.cloud == cloud,
+                                                                   MarkerRow.key.like(PROGRESS + "%"))))
+            return frozenset(r.key[len(PROGRESS):] for r in rows)
 
     def record_progress(self, cloud: str, run_id: int, unit_id: str, marks: Iterable[str],
                         clears: Iterable[str] = ()) -> None:
@@ -312,9 +333,9 @@ class Store:
                 row.updated_at = now()
 
     def node_services(self, cloud: str) -> list[NodeServiceRow]:
-        with self.session() as s:
-            return list(s.scalars(select(NodeServiceRow).where(NodeServiceRow.cloud == cloud)
-                                  .order_by(NodeServiceRow.node, NodeServiceRow.service)))
+        with self.reading() as s:
+            return self._checked(s.scalars(select(NodeServiceRow).where(NodeServiceRow.cloud == cloud)
+                                           .order_by(NodeServiceRow.node, NodeServiceRow.service)))
 
     # -- facts (discover) -----------------------------------------------------------------
     def save_facts(self, cloud: str, facts: Mapping[str, Any]) -> None:
@@ -336,9 +357,9 @@ class Store:
 
     def facts(self, cloud: str) -> dict[str, Any] | None:
         """The stored facts in the FactsSpec shape, or None when `discover` never ran."""
-        with self.session() as s:
-            pkgs = list(s.scalars(select(NodePackageRow).where(NodePackageRow.cloud == cloud)))
-            oses = list(s.scalars(select(NodeOsRow).where(NodeOsRow.cloud == cloud)))
+        with self.reading() as s:
+            pkgs = self._checked(s.scalars(select(NodePackageRow).where(NodePackageRow.cloud == cloud)))
+            oses = self._checked(s.scalars(select(NodeOsRow).where(NodeOsRow.cloud == cloud)))
         if not pkgs and not oses:
             return None
         nodes: dict[str, dict[str, Any]] = {}
@@ -383,8 +404,8 @@ class Store:
                     row.installed, row.updated_at = row.available, now()
 
     def installed_version(self, cloud: str, node: str, package: str) -> str | None:
-        with self.session() as s:
-            row = s.get(NodePackageRow, (cloud, node, package))
+        with self.reading() as s:
+            row = one(s.get(NodePackageRow, (cloud, node, package)), redact(self.url))
             return row.installed if row else None
 
     def close(self) -> None:
@@ -424,6 +445,8 @@ def open_store(url: str, *, create: bool = True) -> Store | None:
             engine.dispose()
             if revision is None and not create:
                 return None
+            if path is not None and create and str(path) != ":memory:":
+                schema.make_private(path)  # ours, and about to be written: private from now on
             if engine.dialect.name == "sqlite":
                 event.listen(engine, "connect", _sqlite_pragmas)
             schema.migrate(engine)
