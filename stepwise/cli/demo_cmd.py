@@ -138,7 +138,8 @@ def _openstack_before(lab_dir: Path, report: dict[str, Any], say) -> dict[str, A
 
     seeded = checks.seed(lab)
     report["openstack"] = {"series": lab.spec["openstack"]["series"], "services": lab.spec["openstack"]["services"],
-                           "seeded": sorted(k for k in seeded if k != "image_md5")}
+                           "seeded": sorted(k for k in seeded if k != "image_md5"),
+                           "schemas_before": checks.schemas(lab)}
     say(f"real OpenStack {lab.spec['openstack']['series']}: seeded a project, a resource provider and an image "
         "to find again after the upgrade")
     return seeded
@@ -167,8 +168,10 @@ def _openstack_after(lab_dir: Path, seeded: dict[str, Any] | None, report: dict[
     if json_out:
         return
     for svc, sc in os_report["schemas"].items():
-        console.print(Text(f"{svc}: schema {sc['version']} ({'at the head of' if sc['at_head'] else 'BEHIND'} "
-                           f"{sc['code']})", style="green" if sc["at_head"] else "red"), soft_wrap=True)
+        before = os_report["schemas_before"].get(svc, {}).get("version")
+        moved = f"{before} -> {sc['version']}" if before != sc["version"] else f"{sc['version']} (unchanged)"
+        console.print(Text(f"{svc}: schema {moved}, {'at the head of' if sc['at_head'] else 'BEHIND'} "
+                           f"{sc['code']}", style="green" if sc["at_head"] else "red"), soft_wrap=True)
     for target, c in sorted(client.items()):
         console.print(Text(f"openstack client, {target}: {c['calls']} calls, {c['failed']} failed",
                            style="green" if not c["failed"] else "red"), soft_wrap=True)

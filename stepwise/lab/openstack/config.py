@@ -129,8 +129,10 @@ def service_ini(lab: Any, node: str, service: str) -> str:
             # one image directory for every glance node: it stands in for the NFS/ceph share a
             # real deployment gives glance, so an image uploaded through one node is served by all
             "fs": {"filesystem_store_datadir": str(shared / "images")},
-            "os_glance_staging_store": {"filesystem_store_datadir": str(root / "var/lib/glance/staging")},
-            "os_glance_tasks_store": {"filesystem_store_datadir": str(root / "var/lib/glance/tasks")},
+            # staging is shared too: an image staged through one node is imported by another
+            # (tempest's glance-direct import failed with a staging directory per node)
+            "os_glance_staging_store": {"filesystem_store_datadir": str(shared / "staging")},
+            "os_glance_tasks_store": {"filesystem_store_datadir": str(shared / "tasks")},
         })
     raise KeyError(service)
 
@@ -194,8 +196,7 @@ def render(lab: Any, node: str, service: str) -> RL.Release | None:
     if service == "glance_api":
         paste = venv_of(release) / "etc" / "glance" / "glance-api-paste.ini"
         shutil.copyfile(paste, p["config"].parent / "glance-api-paste.ini")
-        for d in ("var/lib/glance/staging", "var/lib/glance/tasks"):
-            (lab.node_root(node) / d).mkdir(parents=True, exist_ok=True)
-        (lab.dir / "shared" / "glance" / "images").mkdir(parents=True, exist_ok=True)
+        for d in ("images", "staging", "tasks"):
+            (lab.dir / "shared" / "glance" / d).mkdir(parents=True, exist_ok=True)
     _write_private(p["uwsgi"], uwsgi_ini(lab, node, service, release))
     return release

@@ -6,10 +6,12 @@ deployment asks the lab for real OpenStack (`lab: {openstack: SERIES}`), those t
 SERIES at its first patch version, SERIES's latest patch version and the next series, each a
 venv built from PyPI under its branch's upper-constraints (`venvs.py`, `locks/`).
 
-R = 2025.1 (Epoxy) -> 2025.2 (Flamingo) was chosen because keystone, glance and placement all
-move there with real code changes, and keystone 28 carries schema migrations of its own
-(expand and contract), so the rolling upgrade runs `db_sync --expand/--migrate/--contract` on
-real tables.
+The example uses R = 2023.2 (Bobcat) -> 2024.1 (Caracal) because both keystone (expand
+`47147121`) and glance (`2024_1_expand01` / `2024_1_contract01`) change their schemas there, so
+the rolling upgrade's `db_sync --expand/--migrate/--contract` and `glance-manage db
+expand/migrate/contract` move real tables. 2025.1 -> 2025.2 is kept as a second series: there
+none of the three services changes its schema (keystone 28 ships a migration file its own
+`EXPAND_HEAD` does not reach yet), which makes it the plain rolling case.
 """
 
 from __future__ import annotations
@@ -42,6 +44,14 @@ class RealService:
 
 
 SERIES: dict[str, tuple[Release, Release, Release]] = {
+    "2023.2": (
+        Release("2023.2.0", "2023.2", "2023.2, first patch",
+                (("keystone", "24.0.0"), ("openstack-placement", "10.0.0"), ("glance", "27.0.0"))),
+        Release("2023.2.latest", "2023.2", "2023.2, latest patch",
+                (("keystone", "24.1.0"), ("openstack-placement", "10.0.1"), ("glance", "27.1.1"))),
+        Release("2024.1", "2024.1", "2024.1",
+                (("keystone", "25.0.0"), ("openstack-placement", "11.0.1"), ("glance", "28.1.0"))),
+    ),
     "2025.1": (
         Release("2025.1.0", "2025.1", "2025.1, first patch",
                 (("keystone", "27.0.0"), ("openstack-placement", "13.0.0"), ("glance", "30.0.0"))),
