@@ -150,7 +150,7 @@ def uwsgi_ini(lab: Any, node: str, service: str, release: RL.Release) -> str:
         "plugins = python3",
         f"virtualenv = {venv_of(release)}",
         f"http-socket = {lab.node(node)['address']}:{svc['port']}",
-        f"module = {real.module}",
+        f"wsgi-file = {venv_of(release) / 'bin' / real.wsgi_script}",
         f"env = {real.config_env}={env_value}",
         "master = true",
         # processes, not threads: keystone under threaded uWSGI mixed up concurrent requests'

@@ -35,7 +35,8 @@ class RealService:
 
     name: str  # catalog name
     project: str  # PyPI project of its code
-    module: str  # its WSGI application (uWSGI `module`)
+    wsgi_script: str  # the WSGI script pbr installs in the venv's bin/ (the same in every release;
+    # the `*.wsgi.api` modules only exist from 2024.2 on)
     config: str  # the config file a real node has (inside the node's root in the lab)
     config_env: str  # the environment variable that points the WSGI app at its config file(s)
     manage: str  # its schema tool
@@ -63,13 +64,13 @@ SERIES: dict[str, tuple[Release, Release, Release]] = {
 }
 
 SERVICES: dict[str, RealService] = {
-    "keystone": RealService("keystone", "keystone", "keystone.wsgi.api:application",
+    "keystone": RealService("keystone", "keystone", "keystone-wsgi-public",
                             "/etc/keystone/keystone.conf", "OS_KEYSTONE_CONFIG_FILES",
                             "keystone-manage", "keystone-status", "/healthcheck"),
-    "placement_api": RealService("placement_api", "openstack-placement", "placement.wsgi.api:application",
+    "placement_api": RealService("placement_api", "openstack-placement", "placement-api",
                                  "/etc/placement/placement.conf", "OS_PLACEMENT_CONFIG_DIR",
                                  "placement-manage", "placement-status", "/"),
-    "glance_api": RealService("glance_api", "glance", "glance.wsgi.api:application",
+    "glance_api": RealService("glance_api", "glance", "glance-wsgi-api",
                               "/etc/glance/glance-api.conf", "OS_GLANCE_CONFIG_DIR",
                               "glance-manage", "glance-status", "/healthcheck"),
 }
