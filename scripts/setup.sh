@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Install what stepwise, its lab and its tests need on a fresh Debian machine (idempotent).
-#   - Debian: MariaDB with galera-4 (mariabackup + socat for its state transfers) and HAProxy
-#     (the lab's real components), OpenSSH server (the SSH
-#     connection test), PostgreSQL (the team state store, tested for real), Chromium (the
-#     HTML report tests open the reports headless).
+#   - Debian: MariaDB with galera-4 (the lab's database is a real Galera cluster; mariabackup
+#     and socat carry its state transfers) and HAProxy (the lab's real components), OpenSSH
+#     server (the SSH connection test), PostgreSQL (the team state store, tested for real),
+#     Chromium (the HTML report tests open the reports headless).
 #   - Python: a venv in .venv with stepwise and its pinned dependencies (+ test extras).
 set -euo pipefail
 cd "$(dirname "$0")/.."

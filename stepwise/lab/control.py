@@ -146,11 +146,12 @@ def up(deployment: str | Path, lab_dir: str | Path | None = None, workloads_per_
 
     t0 = time.monotonic()
     dep = load_deployment(deployment)
-    for tool in (mariadb.binaries, haproxy.binary):
+    for tool in (mariadb.check_installed, haproxy.binary):
         try:
             tool()
         except RuntimeError as exc:
-            raise StepwiseError(Problem(str(exc), hint="apt-get install -y mariadb-server mariadb-client haproxy")) from None
+            raise StepwiseError(Problem(str(exc), hint="apt-get install -y mariadb-server mariadb-client galera-4 "
+                                                       "mariadb-backup socat haproxy")) from None
     directory = Path(lab_dir or labs_home() / dep.name).resolve()
     lab = Lab(directory)
     if lab.exists() and lab.supervisor_alive():

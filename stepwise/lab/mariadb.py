@@ -43,6 +43,17 @@ def binaries() -> dict[str, str]:
     return out
 
 
+def check_installed() -> None:
+    """Everything the lab's Galera members need, or a clear error naming the Debian package."""
+    from stepwise.lab import galera
+
+    binaries()
+    galera.provider()
+    for name, pkg in (("mariabackup", "mariadb-backup"), ("socat", "socat")):
+        if not shutil.which(name):
+            raise RuntimeError(f"'{name}' not found (Galera's state transfers use it): install the Debian package {pkg}")
+
+
 def socket_path(root: Path, name: str = "mysqld") -> Path:
     """The node's server socket: under its root, unless that path is longer than a Unix
     socket may be (107 bytes; deep test directories reach it), then a short private one."""
