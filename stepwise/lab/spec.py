@@ -20,6 +20,9 @@ from stepwise.model import Deployment
 DB_PORT = 3306
 CLUSTERCHECK_PORT = 9200
 WORKLOAD_PORT = 8080
+#: systemd-like stop timeouts of the units that do real work when they stop
+DB_STOP_TIMEOUT = 30.0
+REAL_STOP_TIMEOUT = 30.0
 
 
 def _port(url: str | None) -> int | None:
@@ -66,7 +69,7 @@ def _real_openstack(dep: Deployment, services: dict[str, Any]) -> dict[str, Any]
         # a real uWSGI finishes its requests before it exits: on 2 busy cores that can take
         # longer than the stand-ins' 3 s (systemd's own default is 90 s)
         services[name].update(real=True, schema=False, health_path=RL.SERVICES[name].health_path,
-                              stop_timeout=30.0)
+                              stop_timeout=REAL_STOP_TIMEOUT)
     return {"series": series, "services": placed, "cloud": dep.name}
 
 
@@ -95,6 +98,9 @@ def build_spec(dep: Deployment, lab_dir: str, index: int, workloads_per_compute:
         proj = project_of(name)
         schema = _has_migrate(svc) or (svc.plane == "control" and proj in migrating_projects)
         services[name] = {
+            # a clean Galera shutdown leaves the group and flushes InnoDB: seconds on a loaded
+            # machine (mariadb.service allows it minutes), where the stand-ins get 3 s
+            **({"stop_timeout": DB_STOP_TIMEOUT} if db else {}),
             "plane": svc.plane,
             "packages": list(svc.packages),
             "cluster": svc.cluster,

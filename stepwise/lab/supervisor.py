@@ -22,7 +22,6 @@ from typing import Any
 from stepwise.lab.nodes import ENV_LAB, ENV_NODE, Lab, write_json
 
 RESTART_SEC = 1.0
-DB_STOP_TIMEOUT = 30.0
 LAB_NODE = "_lab"  # pseudo-node of lab-wide processes (the VIP HAProxy)
 
 
@@ -133,15 +132,10 @@ class Supervisor:
         return {"ok": ok, "message": msg, "state": p.state()}
 
     def stop_timeout(self, unit: str) -> float:
-        """systemd's TimeoutStopSec: the lab's short one, or the unit's own (real services
-        finish their requests in progress first)."""
+        """systemd's TimeoutStopSec: the lab's short one, or the unit's own from the spec (real
+        services and Galera members finish their work in progress first)."""
         own = self.lab.spec["services"].get(unit, {}).get("stop_timeout")
-        timeout = float(own if own is not None else self.lab.spec.get("stop_timeout", 3.0))
-        if unit == self.lab.spec.get("db_service"):
-            # A clean Galera shutdown leaves the group and flushes InnoDB: seconds on a loaded
-            # machine (mariadb.service allows it minutes).
-            timeout = max(timeout, DB_STOP_TIMEOUT)
-        return timeout
+        return float(own if own is not None else self.lab.spec.get("stop_timeout", 3.0))
 
     def stop(self, node: str, unit: str) -> dict[str, Any]:
         p = self.proc(node, unit)
