@@ -17,18 +17,16 @@ on the node's own.
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import os
 import re
 import socket
 import subprocess
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-from stepwise.lab.nodes import Lab
+from stepwise.lab.nodes import Lab, file_lock
 
 GCOMM_PORT = 4567
 IST_PORT = 4568
@@ -190,18 +188,10 @@ def recover_position(command: list[str]) -> str | None:
     return m.group(1) if m and not m.group(1).endswith(":-1") else None
 
 
-@contextmanager
-def start_lock(lab: Lab) -> Iterator[None]:
+def start_lock(lab: Lab) -> Any:
     """One member at a time decides bootstrap-or-join and comes up (a resource agent's
     ordering): two members starting at once must not both bootstrap a cluster."""
-    path = lab.run_dir / "galera-start.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    return file_lock(lab.run_dir / "galera-start.lock")
 
 
 def start(lab: Lab, node: str, service: str, want_format: str,

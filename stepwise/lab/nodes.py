@@ -40,6 +40,18 @@ def workload_address(lab_index: int, n: int) -> str:
     return lab_address(lab_index, 200 + n // 250, 1 + n % 250)
 
 
+@contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive `flock` on `path` (created with its directory) for the `with` block."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 class Lab:
     """A lab's on-disk state: `lab.json` (what was brought up) plus per-node roots."""
 
@@ -134,17 +146,9 @@ class Lab:
     def write_state(self, node: str, name: str, data: Any) -> None:
         write_json(self.state_file(node, name), data)
 
-    @contextmanager
-    def node_lock(self, node: str) -> Iterator[None]:
+    def node_lock(self, node: str) -> Any:
         """Serialise state changes of one node (Ansible forks run commands in parallel)."""
-        path = self.dir / "nodes" / node / ".lock"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+        return file_lock(self.dir / "nodes" / node / ".lock")
 
     def os_major(self, node: str) -> int:
         """The OS major version of a node, from its os-release file."""
