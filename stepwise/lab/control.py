@@ -218,12 +218,13 @@ def boot_all(lab: Lab, progress: Progress) -> None:
         if db:
             wait_db_vip(lab)
             progress(f"database up on {len(lab.service(db)['instances'])} node(s)")
-        if lab.spec.get("openstack"):
+        real = lab.spec.get("openstack")
+        if real:
             from stepwise.lab.openstack import bootstrap
 
             bootstrap.databases(lab, progress)
         list(ex.map(lambda n: boot(n, [s for s in lab.node(n)["services"] if s != db]), nodes))
-    if lab.spec.get("openstack"):
+    if real:
         bootstrap.register(lab, progress)
     wl = S.workloads(lab)
     for vm, st in wl.items():
