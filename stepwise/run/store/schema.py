@@ -59,9 +59,15 @@ def prepare_sqlite_file(path: Path, create: bool) -> bool:
             if not create:
                 return False
             private_dir(path.parent)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            os.close(fd)
-            return True
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            except FileExistsError:
+                # another stepwise created it between our stat and our open: judged below
+                # like any existing file (it may also be a link planted in that moment)
+                st = os.lstat(path)
+            else:
+                os.close(fd)
+                return True
         if not stat.S_ISREG(st.st_mode):
             raise InputError(Problem(f"the state store is {kind_of(st.st_mode)}, not a file", file=str(path),
                                      field="--store"))
