@@ -258,17 +258,27 @@ def wait_healthy(lab: Lab, timeout: float, progress: Progress) -> None:
 
 
 def find_lab(lab_dir: str | Path | None) -> Lab:
-    """The lab named by --dir, or the only lab under the labs home."""
+    """The lab named by --dir; without it, the one lab that runs under the labs home (labs
+    already down do not count: a script that brought up several labs one after another still
+    finds the one left running), or the only lab there is when none runs."""
     if lab_dir:
         lab = Lab(lab_dir)
         if not lab.exists():
             raise InputError(Problem(f"no lab in {lab.dir}", hint="bring one up with 'stepwise lab up --deployment FILE'"))
         return lab
-    found = [p.parent for p in labs_home().glob("*/lab.json")]
-    if len(found) != 1:
-        raise InputError(Problem(f"{'no lab' if not found else 'several labs'} under {labs_home()}",
-                                 hint="name the lab directory with --dir"))
-    return Lab(found[0])
+    found = [Lab(p.parent) for p in sorted(labs_home().glob("*/lab.json"))]
+    running = [lab for lab in found if lab.supervisor_alive()]
+    if len(running) == 1:
+        return running[0]
+    if not running and len(found) == 1:
+        return found[0]
+    if not found:
+        raise InputError(Problem(f"no lab under {labs_home()}",
+                                 hint="bring one up with 'stepwise lab up --deployment FILE'"))
+    which = running or found
+    listed = ", ".join(str(lab.dir) for lab in which[:10]) + (", ..." if len(which) > 10 else "")
+    raise InputError(Problem(f"{len(which)} labs {'run' if running else 'exist, none running,'} under "
+                             f"{labs_home()}: {listed}", hint="name the lab directory with --dir"))
 
 
 def lab_pids(lab: Lab) -> list[int]:
