@@ -58,4 +58,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # the command modules register on `stepwise.cli.main`, not on this `__main__` copy of it
+    from stepwise.cli.main import main as _main
+
+    _main()

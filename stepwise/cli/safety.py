@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import datetime
 import os
+import select
+import stat
 import sys
 import tempfile
 import traceback
@@ -63,17 +65,54 @@ def write_crash_log(exc: BaseException, argv: Sequence[str]) -> Path | None:
     return None
 
 
+#: commands that change nothing: a reader who stops reading their output loses nothing
+SHOW_ONLY = frozenset({"plan", "status", "history", "validate", "catalog"})
+
+
+def _stdout_identity() -> tuple[int, int, int] | None:
+    try:
+        st = os.fstat(sys.__stdout__.fileno())  # type: ignore[union-attr]
+    except (OSError, ValueError, AttributeError):
+        return None
+    return st.st_mode, st.st_dev, st.st_ino
+
+
+def _pipe_closed(before: tuple[int, int, int] | None) -> bool:
+    """Whether stdout was a pipe whose reader has gone (`stepwise plan ... | head` after head
+    exited): poll reports an error on the pipe's write end, or rich, on EPIPE, has already put
+    /dev/null in the pipe's place."""
+    if before is None or not stat.S_ISFIFO(before[0]):
+        return False
+    now = _stdout_identity()
+    if now != before:
+        return now is not None and stat.S_ISCHR(now[0])
+    try:
+        poller = select.poll()
+        poller.register(sys.__stdout__.fileno(), select.POLLOUT)  # type: ignore[union-attr]
+        return any(ev & select.POLLERR for _fd, ev in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def guarded(invoke: Callable[[], Any], argv: Sequence[str]) -> int:
     """Call the click app (standalone: it exits) and return the exit code it meant; an
     exception that escapes it is reported as a bug (exit 70) with a pointer to its log."""
     global current_argv
     current_argv = list(argv)
+    stdout_before = _stdout_identity()
     try:
         invoke()
     except SystemExit as exc:
         code = exc.code
         if code is None:
             return 0
+        if code == 1 and _pipe_closed(stdout_before):
+            # the reader of stdout went away (`stepwise plan ... | head`). A command that only
+            # shows something did its job for that reader: 0. Anything else was cut short, which
+            # the shell's code for a process ended by SIGPIPE says, not 1 ("the run failed").
+            words = [a for a in argv if not a.startswith("-")]
+            shown_only = not words or words[0] in SHOW_ONLY or "--help" in argv
+            return 0 if shown_only else 128 + 13
         if isinstance(code, int):
             return code
         print(code, file=sys.stderr)
