@@ -156,7 +156,11 @@ def schedule_rolling(builder: PlanBuilder, visits: Mapping[str, list[Visit]], *,
                     tails.append(leader_done.get(s))
                 batch_no[role] += 1
                 label = builder.batch_label(role)
-                first_why = (f"{phase or stage}: {role} batch {batch_no[role]} of ~{batch_total[role]} "
+                # the upfront estimate can be short (rules met on the way): the last batch of a
+                # role knows its number, the others say at least one more follows
+                n = batch_no[role]
+                of = f"{n}" if not queue else f"~{max(batch_total[role], n + 1)}"
+                first_why = (f"{phase or stage}: {role} batch {n} of {of} "
                              f"({len(batch)} of {totals[role]} node(s)); batch size limited by {limit}")
                 again = next((v.again for v in batch if v.again), "")
                 if again:

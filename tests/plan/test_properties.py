@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -56,6 +57,19 @@ def clouds(draw):
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
+def _batch_numbers_agree(plan):
+    """'ROLE batch N of M' never numbers past its total, and a role's last batch gives the
+    exact total (an estimate is marked ~)."""
+    last: dict[tuple[str, str], tuple[int, str]] = {}
+    for u in plan.units:
+        for m in re.finditer(r"(\w+): (\S+) batch (\d+) of (~?)(\d+)", u.why):
+            phase, role, n, approx, total = m.groups()
+            assert int(n) <= int(total), u.why
+            last[(phase, role)] = (int(n), f"{approx}{total}")
+    for (phase, role), (n, total) in last.items():
+        assert total == str(n), f"{phase} {role}: last batch {n} says of {total}"
+
+
 def _check(dep, workflow):
     plan = make_plan(workflow, dep)
     again = make_plan(workflow, dep)
@@ -70,6 +84,7 @@ def _check(dep, workflow):
     expected = {(s, n.name) for s, nodes in dep.instances.items() for n in nodes}
     assert set(cycles(plan)) == expected
     assert set(cycles(plan).values()) == {(1, 1)}
+    _batch_numbers_agree(plan)
     # availability rules at every moment of the simulated schedule (schema-sensitive
     # services in a major upgrade stop together: that is their announced window)
     worst = max_down(plan)
