@@ -48,18 +48,20 @@ def test_plan_tree_shows_windows_and_why():
     assert r.exit_code == 0 and "No downtime window" in r.stdout
 
 
-@pytest.mark.parametrize("args, message", [
+@pytest.mark.parametrize("args, message, code", [
     (("plan", "system-upgrade", "-d", COMPOSED, "--tags", "system_upgrade_prepare"),
-     "refuses to run without --limit"),
+     "refuses to run without --limit", 2),
     (("plan", "system-upgrade", "-d", COMPOSED, "--tags", "system_upgrade_run", "--limit", "Compute"),
-     "covers the whole role Compute"),
-    (("plan", "update", "-d", CLASSIC, "--limit", "controler-0"), "did you mean controller-0"),
-    (("plan", "upgrades", "-d", CLASSIC), "unknown workflow"),
-    (("plan", "update", "-d", "/nonexistent/deployment.yaml"), "file not found"),
+     "covers the whole role Compute", 3),
+    (("plan", "update", "-d", CLASSIC, "--limit", "controler-0"), "did you mean controller-0", 2),
+    (("plan", "upgrades", "-d", CLASSIC), "unknown workflow", 2),
+    (("plan", "update", "-d", "/nonexistent/deployment.yaml"), "file not found", 2),
 ])
-def test_bad_input_is_a_clear_error_not_a_traceback(args, message):
+def test_bad_input_is_a_clear_error_not_a_traceback(args, message, code):
+    """Bad input (a missing or wrong option, a missing file) exits 2; a plan that would break a
+    safety rule exits 3."""
     r = run(*args)
-    assert r.exit_code in (2, 3)
+    assert r.exit_code == code, r.output
     assert message in r.stderr
     assert "Traceback" not in r.output + r.stderr
 

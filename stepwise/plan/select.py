@@ -186,9 +186,10 @@ def check_safety(workflow: Workflow, units: Sequence[Unit], deployment: Deployme
         return  # nothing named, or the preview of the whole OS-upgrade procedure (`stepwise plan`)
     steps = sorted({str(u.step) for u in named if u.step.info.needs_limit})
     if steps and (selection.limit is None or nodes is None):
-        raise UnsafePlanError(Problem(f"{', '.join(steps)} refuses to run without --limit", field="--limit",
-                                      hint="name the nodes explicitly, e.g. --limit controller-0,database-0 "
-                                           "(one node of each cluster-/schema-sensitive role first)"))
+        # a missing option is bad input (exit 2), not an unsafe plan: nothing was planned yet
+        raise InputError(Problem(f"{', '.join(steps)} refuses to run without --limit", field="--limit",
+                                 hint="name the nodes explicitly, e.g. --limit controller-0,database-0 "
+                                      "(one node of each cluster-/schema-sensitive role first)"))
     if nodes is None:
         return
     chosen = set(nodes)

@@ -123,7 +123,7 @@ def test_before_upgrade_prepare_the_prerequisites_are_named():
 def test_the_seeds_safety_rules():
     c = Cloud()
     c.run("upgrade prepare")
-    with pytest.raises(UnsafePlanError, match="without --limit"):
+    with pytest.raises(InputError, match="without --limit"):
         c.run("upgrade run", tags="system_upgrade_prepare")
     with pytest.raises(UnsafePlanError, match="whole role Compute"):
         c.run("upgrade run", tags="system_upgrade_prepare", limit="Compute")

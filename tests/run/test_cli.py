@@ -33,7 +33,7 @@ def _nothing_ran(root: Path) -> bool:
     (["update", "run", "--tags", "pakages"], 2, "did you mean packages"),
     (["update", "run", "--skip-tags", "nope"], 2, "matches no unit"),
     (["update", "run", "-e", "novalue"], 2, "not key=value"),
-    (["upgrade", "run", "--tags", "system_upgrade_run"], 3, "limit"),
+    (["upgrade", "run", "--tags", "system_upgrade_run"], 2, "without --limit"),
     (["upgrade", "run", "--tags", "system_upgrade_run", "--limit", "Compute", "--yes"], 3, "covers the whole role"),
     (["upgrade", "prepare", "-e", "target_release=R2"], 2, "confirmation"),
     (["upgrade", "prepare"], 2, "target_release"),

@@ -80,7 +80,7 @@ def test_system_upgrade_units_run_only_when_named(dep):
 
 def test_system_upgrade_needs_limit_and_never_a_whole_role(dep):
     plan = _sys_plan(dep)
-    with pytest.raises(UnsafePlanError, match="without --limit"):
+    with pytest.raises(InputError, match="without --limit"):
         select(plan, dep, Selection(tags=("system_upgrade_prepare",)))
     with pytest.raises(UnsafePlanError, match="whole role Controller"):
         select(plan, dep, Selection(tags=("system_upgrade_run",), limit="ctl-0,ctl-1,ctl-2,cmp-0"))
