@@ -146,8 +146,14 @@ def tripleo_repos(lab: Lab, node: str, args: list[str]) -> int:
 
 # --- systemctl -------------------------------------------------------------------------
 def _unit(lab: Lab, node: str, name: str) -> str | None:
+    """The service of this node that systemd unit `name` runs (the catalog's `unit`, as the
+    service's package names it; a catalog without `unit` uses the service's own name)."""
     name = name.removesuffix(".service")
-    return name if name in lab.node(node)["services"] else None
+    services = lab.node(node)["services"]
+    for s in services:
+        if lab.service(s).get("unit", s) == name:
+            return s
+    return name if name in services else None
 
 
 def http_health(lab: Lab, node: str, service: str, timeout: float = 2.0) -> tuple[bool, str]:
@@ -179,12 +185,13 @@ def systemctl(lab: Lab, node: str, args: list[str]) -> int:
     rc = 0
     for name in words[1:]:
         unit = _unit(lab, node, name)
+        shown = name.removesuffix(".service")  # messages name the unit as systemd would
         if unit is None:
-            err(f"Unit {name}.service could not be found.")
+            err(f"Unit {shown}.service could not be found.")
             rc = 5 if verb not in ("is-active", "is-enabled") else 4
             continue
         if verb in ("start", "restart") and not S.service_version(lab, node, unit):
-            err(f"Failed to {verb} {unit}.service: Unit {unit}.service not found (package not installed).")
+            err(f"Failed to {verb} {shown}.service: Unit {shown}.service not found (package not installed).")
             rc = 5
             continue
         if verb in ("start", "stop", "restart", "kill", "reload"):
@@ -194,8 +201,8 @@ def systemctl(lab: Lab, node: str, args: list[str]) -> int:
                 pass
             if not res.get("ok"):
                 rc = 1
-                err(f"Job for {unit}.service failed: {res.get('message')}\n"
-                    f"See \"systemctl status {unit}.service\" for details.")
+                err(f"Job for {shown}.service failed: {res.get('message')}\n"
+                    f"See \"systemctl status {shown}.service\" for details.")
         elif verb in ("enable", "disable"):
             with lab.node_lock(node):
                 S.set_enabled(lab, node, unit, verb == "enable")
@@ -209,12 +216,12 @@ def systemctl(lab: Lab, node: str, args: list[str]) -> int:
         elif verb in ("is-active", "status"):
             state = unit_state(lab, node, unit)
             healthy, detail = (http_health(lab, node, unit) if state == "active" else (False, state))
-            shown = state if state != "active" else ("active" if healthy else "active (unhealthy)")
+            active = state if state != "active" else ("active" if healthy else "active (unhealthy)")
             if verb == "is-active":
-                out(shown.split(" ")[0] if healthy or state != "active" else "failed")
+                out(active.split(" ")[0] if healthy or state != "active" else "failed")
             else:
-                out(f"* {unit}.service\n   Loaded: loaded (enabled: {unit in S.units_enabled(lab, node)})\n"
-                    f"   Active: {shown}\n  Version: {S.service_version(lab, node, unit)}\n   Health: {detail}")
+                out(f"* {shown}.service\n   Loaded: loaded (enabled: {unit in S.units_enabled(lab, node)})\n"
+                    f"   Active: {active}\n  Version: {S.service_version(lab, node, unit)}\n   Health: {detail}")
             rc = rc or (0 if healthy else 3)
         else:
             return err(f"Unknown command verb {verb}.")

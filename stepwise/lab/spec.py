@@ -102,6 +102,8 @@ def build_spec(dep: Deployment, lab_dir: str, index: int, workloads_per_compute:
             # machine (mariadb.service allows it minutes), where the stand-ins get 3 s
             **({"stop_timeout": DB_STOP_TIMEOUT} if db else {}),
             "plane": svc.plane,
+            # the name `systemctl` knows it by on the node (its package's unit)
+            "unit": svc.unit,
             "packages": list(svc.packages),
             "cluster": svc.cluster,
             # members on two OS majors cannot form a cluster (as the catalog declares it)

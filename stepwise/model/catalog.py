@@ -53,6 +53,8 @@ class Service:
 
     name: str
     plane: str
+    #: the systemd unit that runs it on a node (the catalog's `unit`, default the name)
+    unit: str = ""
     packages: tuple[str, ...] = ()
     #: other names of the service (TripleO's OS::TripleO::Services::*), resolved on loading
     aliases: tuple[str, ...] = ()
@@ -211,6 +213,7 @@ def service_from_spec(spec: ServiceSpec, source: str, line: int | None = None,
     return Service(
         name=spec.name,
         plane=spec.plane,
+        unit=spec.unit or spec.name,
         packages=tuple(spec.packages),
         aliases=tuple(spec.aliases),
         has_runtime=spec.runtime != "none",

@@ -18,6 +18,8 @@ from stepwise.model.values import Address, PackageName, ShortText, check_address
 NAME_RE = r"^[A-Za-z_][A-Za-z0-9_.\-]*$"
 #: an alias may be a TripleO resource name such as OS::TripleO::Services::Keystone (':' allowed)
 ALIAS_RE = r"^[A-Za-z_][A-Za-z0-9_.:\-]*$"
+#: a systemd unit name (`openstack-nova-compute`, `ceph-mon.target`, `getty@tty1`)
+UNIT_RE = r"^[A-Za-z0-9_][A-Za-z0-9_.:@\-]*$"
 PERCENT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 
 Task = dict[str, Any]
@@ -139,6 +141,9 @@ class ServiceSpec(Strict):
     #: "none": configuration only (timezone, kernel settings): nothing runs that an update or
     #: upgrade stops or restarts, so the planner never visits it
     runtime: Literal["service", "none"] = "service"
+    #: the systemd unit that runs the service on a node, as its package names it
+    #: (`openstack-nova-compute`); the tasks' `systemctl` calls use it. Default: the name.
+    unit: str | None = Field(default=None, pattern=UNIT_RE, max_length=256)
     plane: Literal["infra", "control", "data"]
     packages: list[PackageName] = Field(default_factory=list)
     depends_on: list[str] = Field(default_factory=list)

@@ -34,6 +34,10 @@ def test_up_status_commands_down(lab, node):
     r = ctrl.run("dnf check-update", check=False)
     assert r.returncode == 100 and "openstack-nova-api 1.1.0 openstack-R1-updates-el8" in r.stdout
     assert ctrl.run("systemctl is-active nova_api").stdout.strip() == "active"
+    # the unit its package ships (the catalog's `unit:`) names the same service
+    assert ctrl.run("systemctl is-active openstack-nova-api.service").stdout.strip() == "active"
+    assert "Unit openstack-nova-compute.service could not be found" in \
+        ctrl.run("systemctl status openstack-nova-compute", check=False).stderr
     assert ctrl.run("systemctl is-active nope", check=False).returncode != 0
     ctrl.run("crudini --set /etc/nova_api/nova_api.conf DEFAULT debug true")
     assert ctrl.run("crudini --get /etc/nova_api/nova_api.conf DEFAULT debug").stdout.strip() == "true"

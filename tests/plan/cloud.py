@@ -21,7 +21,7 @@ def service(name: str, plane: str = "control", *, rolling: bool = True, deps: tu
             leave: bool = False, health: bool = True, backup: bool = False, converge: bool = False,
             transfer: bool = False, durations: dict | None = None, schema: str | None = None) -> dict[str, Any]:
     steps: dict[str, list] = {"stop": [task(f"systemctl stop {name}")], "start": [task(f"systemctl start {name}")],
-                              "config": [task(f"os-apply-config --service {name}")]}
+                              "config": [task("os-apply-config")]}
     if leave:
         steps["leave"] = [task(f"pcs node standby # {name}")]
         steps["rejoin"] = [task(f"pcs node unstandby # {name}")]
@@ -42,7 +42,7 @@ def service(name: str, plane: str = "control", *, rolling: bool = True, deps: tu
     if rpc:
         spec["rpc"] = rpc
     if health:
-        spec["health"] = {"command": f"healthcheck {name}"}
+        spec["health"] = {"command": f"systemctl is-active {name}"}
     if converge:
         spec["converge"] = [task(f"{name}-manage db online_data_migrations")]
     if transfer:
