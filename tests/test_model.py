@@ -35,7 +35,7 @@ def _documented_commands() -> set[str]:
 NODE_COMMANDS = _documented_commands()
 #: commands of the lab only that the catalog still calls (docs/node-commands.md says so):
 #: this set may only shrink
-NOT_YET_REAL = {"upgrade-transfer-data", "mysql-upgrade-dump"}
+NOT_YET_REAL = {"upgrade-transfer-data"}
 #: docs/catalog.md: the only Jinja variables a task may use.
 JINJA_VARS = {"inventory_hostname", "stepwise_node_address", "stepwise_bootstrap_node", "system_upgrade_source",
               "target_release"}
@@ -172,7 +172,7 @@ def test_every_task_is_a_named_command_calling_the_node_vocabulary(catalog):
 def test_the_command_list_holds_only_real_commands():
     """The documented list is the real tools', with no lab-only command in it."""
     assert {"systemctl", "dnf", "crudini", "os-apply-config", "pcs", "socat"} <= NODE_COMMANDS
-    assert not NODE_COMMANDS & (NOT_YET_REAL | {"healthcheck", "mysql-upgrade-restore"})
+    assert not NODE_COMMANDS & (NOT_YET_REAL | {"healthcheck", "mysql-upgrade-dump", "mysql-upgrade-restore"})
 
 
 def test_every_service_stops_updates_configures_and_starts_itself(catalog):
@@ -255,7 +255,7 @@ def test_galera_transfers_data_once_to_the_new_os_node(catalog):
     assert task["ansible.builtin.command"] == \
         "upgrade-transfer-data --from {{ system_upgrade_source }} --to {{ inventory_hostname }}"
     assert [s.name for s in catalog if "transfer_data" in s.system_upgrade] == ["galera"]
-    assert "mysql-upgrade-dump" in str(catalog["galera"].steps("upgrade")["backup"])
+    assert "mariadb-dump " in str(catalog["galera"].steps("upgrade")["backup"])
 
 
 def test_storage_and_compute_leave_and_rejoin(catalog):

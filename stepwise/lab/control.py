@@ -24,7 +24,7 @@ from stepwise.lab.spec import build_spec
 Progress = Callable[[str], None]
 NODE_COMMANDS = ("dnf", "yum", "tripleo-repos", "systemctl", "crudini", "os-apply-config", "pcs", "ceph", "nova",
                  "leapp", "reboot", "reprovision", "upgrade-transfer-data", "healthcheck", "mysql-upgrade-dump",
-                 "mysql-upgrade-restore", "socat")
+                 "mysql-upgrade-restore", "socat", "mariadb", "mysql", "mariadb-dump", "mysqldump")
 
 
 def labs_home() -> Path:

@@ -32,11 +32,15 @@ FORMAT_FILE = "/var/lib/stepwise/mariadb_format"
 SYSTEM_DATABASES = ("mysql", "information_schema", "performance_schema", "sys")
 
 
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
 def binaries() -> dict[str, str]:
     """Paths of the MariaDB programs, or a clear error naming the Debian package."""
     out = {}
     for name in ("mariadbd", "mariadb-install-db", "mariadb", "mariadb-dump"):
-        path = shutil.which(name) or (f"/usr/sbin/{name}" if os.path.exists(f"/usr/sbin/{name}") else None)
+        # the system's programs, never the lab's node commands of the same name on a node's PATH
+        path = shutil.which(name, path=SYSTEM_PATH)
         if not path:
             raise RuntimeError(f"'{name}' not found: install the Debian packages mariadb-server and mariadb-client")
         out[name] = path

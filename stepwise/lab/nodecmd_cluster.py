@@ -333,3 +333,35 @@ def mysql_restore(lab: Lab, node: str, args: list[str]) -> int:
     mariadb.restore(mariadb.socket_path(root), dump_file)
     out("restored all databases")
     return 0
+
+
+def _mariadb_tool(lab: Lab, node: str, tool: str, args: list[str]) -> int:
+    """Debian's real MariaDB client `tool`, talking to this node's Galera member as it would on
+    a real node: the default socket and user are the node's, and a `--result-file` lands in the
+    node's root."""
+    import os
+
+    from stepwise.lab import mariadb
+
+    real = mariadb.binaries()[tool]
+    mapped = [f"--result-file={lab.node_path(node, a.split('=', 1)[1])}"
+              if a.startswith("--result-file=/") else a for a in args]
+    if tool == "mariadb-dump" and disk_full(lab, node) and any(a.startswith("--result-file=") for a in args):
+        return err("mariadb-dump: Got errno 28 on write")
+    defaults = []
+    if not any(a.startswith(("-S", "--socket")) for a in args):
+        defaults.append(f"--socket={mariadb.socket_path(lab.node_root(node))}")
+    if not any(a.startswith(("-u", "--user")) for a in args):
+        defaults.append("--user=root")
+    os.execv(real, [real, *defaults, *mapped])
+    return 1
+
+
+@command("mariadb", "mysql")
+def mariadb_client(lab: Lab, node: str, args: list[str]) -> int:
+    return _mariadb_tool(lab, node, "mariadb", args)
+
+
+@command("mariadb-dump", "mysqldump")
+def mariadb_dump(lab: Lab, node: str, args: list[str]) -> int:
+    return _mariadb_tool(lab, node, "mariadb-dump", args)
