@@ -124,12 +124,16 @@ def _all_tasks(svc):
             yield f"system_upgrade.{step}", t
 
 
-def _commands(cmd: str, shell: bool) -> list[str]:
+def _commands(cmd: str | dict, shell: bool) -> list[str]:
     """The commands a task line runs (for shell: each pipeline part and $(...) of each line)."""
+    if isinstance(cmd, dict):  # the module's parameters: {cmd: ..., executable: /bin/bash}
+        cmd = cmd["cmd"]
     if not shell:
         return [shlex.split(cmd)[0]]
     words = []
     cmd = re.sub(r"'[^']*'", "''", cmd)  # quoted program text (awk) is not a command
+    cmd = re.sub(r'"[^"$`]*"', '""', cmd)  # nor a double-quoted string with no substitution (SQL)
+    cmd = cmd.replace("\\\n", " ")  # a line continued with a backslash is one command
     for part in re.split(r"\n|\||\$\(|&&|;", cmd):
         part = re.sub(r"^\s*[A-Za-z_]+=", "", part).strip()
         part = re.sub(r"^(if|then|else|elif)\s+", "", part)  # shell syntax: the command follows it
@@ -160,7 +164,7 @@ def test_every_task_is_a_named_command_calling_the_node_vocabulary(catalog):
                     lab_only.add(word)
                     continue
                 assert word in NODE_COMMANDS or word.endswith(("-manage", "-status")), (svc.name, where, cmd, word)
-            for text in (cmd, task["name"], str(task.get("when", ""))):
+            for text in (str(cmd), task["name"], str(task.get("when", ""))):
                 for var in re.findall(r"{{\s*([A-Za-z_][A-Za-z0-9_]*)", text):
                     assert var in JINJA_VARS, (svc.name, where, var)
             if "when" in task:
@@ -209,7 +213,7 @@ def test_node_wide_work_is_left_to_stepwise(catalog):
     # would switch repositories or reboot a node once per service
     for svc in catalog:
         for where, task in _all_tasks(svc):
-            cmd = next(v for k, v in task.items() if k.startswith("ansible."))
+            cmd = str(next(v for k, v in task.items() if k.startswith("ansible.")))
             assert not re.search(r"\b(tripleo-repos|leapp|reboot)\b", cmd), (svc.name, where, cmd)
             assert "stepwise_bootstrap_node" not in str(task.get("when", "")), (svc.name, where)
 
@@ -221,8 +225,11 @@ def test_rpc_services_pin_before_and_unpin_after(catalog):
         steps = svc.steps("upgrade")
         conf = f"/etc/{svc.name}/{svc.name}.conf"
         (pin,) = steps["pin"]
-        assert f'crudini --set {conf} upgrade_levels {svc.rpc} "R$major"' in pin["ansible.builtin.shell"], svc.name
-        assert f"dnf list installed {svc.packages[0]}" in pin["ansible.builtin.shell"]
+        script = pin["ansible.builtin.shell"]["cmd"]
+        # a pipe into awk: bash with pipefail, so a failing dnf fails the task
+        assert script.startswith("set -eo pipefail\n") and pin["ansible.builtin.shell"]["executable"] == "/bin/bash"
+        assert f'crudini --set {conf} upgrade_levels {svc.rpc} "R$major"' in script, svc.name
+        assert f"dnf list installed {svc.packages[0]}" in script
         assert [t["ansible.builtin.command"] for t in steps["unpin"]] == [
             f"crudini --del {conf} upgrade_levels {svc.rpc}", f"systemctl reload {svc.unit}"]
     for svc in catalog:

@@ -42,6 +42,11 @@ class _Dumper(yaml.SafeDumper):
     def ignore_aliases(self, data: Any) -> bool:  # shared values are written out, not anchored
         return True
 
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        # a list under a key is indented below it, as ansible-lint's yaml rule (and every
+        # hand-written playbook) has it; PyYAML's default writes it flush with the key
+        super().increase_indent(flow, False)
+
 
 _STR = "tag:yaml.org,2002:str"
 
@@ -53,10 +58,17 @@ def _represent_unsafe(dumper: yaml.SafeDumper, value: Unsafe) -> yaml.Node:
     text = str(value)
     if dumper.resolve(yaml.ScalarNode, text, (True, False)) != _STR:
         return dumper.represent_scalar(_STR, text, style="'")
-    return dumper.represent_scalar("!unsafe", text, style="'")
+    return dumper.represent_scalar("!unsafe", text, style="|" if "\n" in text else "'")
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    # a script of several lines as a literal block, the way playbooks are written by hand
+    # (PyYAML falls back to quoting where a block cannot hold the text exactly)
+    return dumper.represent_scalar(_STR, value, style="|" if "\n" in value else None)
 
 
 _Dumper.add_representer(Unsafe, _represent_unsafe)
+_Dumper.add_representer(str, _represent_str)
 _Dumper.add_multi_representer(Mapping, lambda d, v: d.represent_dict(dict(v)))
 _Dumper.add_representer(tuple, lambda d, v: d.represent_list(list(v)))
 

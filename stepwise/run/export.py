@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from stepwise.errors import InputError, Problem
 from stepwise.model import Deployment
 from stepwise.paths import checked_path
-from stepwise.plan.units import Plan
+from stepwise.plan.units import Plan, Unit
 from stepwise.run import ansible_env
 from stepwise.run.ansible_files import to_yaml
 from stepwise.run.inventory import Connector, inventory, plan_vars
@@ -84,6 +84,17 @@ def _replaceable(out: Path, force: bool) -> bool:
     return True
 
 
+def _play_title(unit: Unit) -> str:
+    """`Unit u12: stop of nova_api, nova_scheduler on ctl-0` (names are validated: no template
+    can hide in them)."""
+    def listed(names: tuple[str, ...] | list[str]) -> str:
+        return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+    where = f" on {listed(list(unit.nodes))}" if unit.nodes else ""
+    what = f" of {listed(list(unit.services))}" if unit.services else ""
+    return f"Unit {unit.id}: {unit.step}{what}{where}"
+
+
 def _write(plan: Plan, deployment: Deployment, out: Path, connector: Connector | None) -> list[str]:
     """Write the export into the fresh directory `out`; returns the paths written, relative to it."""
     (out / "units").mkdir()
@@ -93,6 +104,9 @@ def _write(plan: Plan, deployment: Deployment, out: Path, connector: Connector |
         play = render_unit(plan, u, deployment, run_id="export", for_export=True)
         if play is None:
             continue
+        # the engine matches events by the play's name (the unit id); a reader of the export
+        # gets a sentence saying what the play does where
+        play = {**play, "name": _play_title(u)}
         plays.append(play)
         name = f"units/{i:04d}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', u.id)[:80]}.yml"
         # no data in the comment (a reason with a line break would end it and start YAML):

@@ -58,11 +58,15 @@ def service_tasks(deployment: Deployment, workflow: Workflow, service: str, step
         else:
             tasks = [dict(t) for t in svc.steps(section).get(key, ())]
     if step is Step.PACKAGES and not tasks and svc.packages:
-        tasks = [{"name": "update packages",
+        tasks = [{"name": f"Update the packages of {service}",
                   "ansible.builtin.command": {"argv": "{{ ['dnf', '-y', 'update'] + stepwise_packages[%r] }}" % service}}]
     if step is Step.VERIFY:
         tasks.extend(health_tasks(service, svc.health))
     return tasks
+
+
+#: what only a shell understands in a command line
+SHELL_SYNTAX = re.compile(r"[|&;<>()$`*?~\\\n\"']|\[")
 
 
 def health_tasks(service: str, health: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -74,22 +78,36 @@ def health_tasks(service: str, health: Mapping[str, str]) -> list[dict[str, Any]
              "delay": "{{ stepwise_health_delay | default(1) }}"}
 
     def filled(kind: str) -> str:
-        return (f"(stepwise_health[{service!r}].{kind} | replace('{{address}}', stepwise_node_address) "
-                f"| replace('{{node}}', inventory_hostname))")
+        # only the placeholders the check uses: a shorter line an Ansible user can read
+        text = f"stepwise_health[{service!r}].{kind}"
+        if "{address}" in health[kind]:
+            text += " | replace('{address}', stepwise_node_address)"
+        if "{node}" in health[kind]:
+            text += " | replace('{node}', inventory_hostname)"
+        return f"({text})" if "|" in text else text
 
     if health.get("http"):
-        out.append({"name": "health http", "ansible.builtin.uri": {"url": "{{ %s }}" % filled("http"),
-                    "status_code": 200, "timeout": 5}, "register": "_stepwise_health",
-                    "until": "_stepwise_health is succeeded", **retry})
+        out.append({"name": f"Check that {service} answers its HTTP health check",
+                    "ansible.builtin.uri": {"url": "{{ %s }}" % filled("http"), "status_code": 200, "timeout": 5},
+                    "register": "_stepwise_health", "until": "_stepwise_health is succeeded", **retry})
     if health.get("tcp"):
-        out.append({"name": "health tcp", "ansible.builtin.wait_for": {
+        out.append({"name": f"Check that {service} accepts connections", "ansible.builtin.wait_for": {
             "host": "{{ %s.rpartition(':')[0] or stepwise_node_address }}" % filled("tcp"),
             "port": "{{ %s.rpartition(':')[2] }}" % filled("tcp"), "timeout": 30}})
     if health.get("command"):
-        out.append({"name": "health command", "ansible.builtin.shell": {"cmd": "{{ %s }}" % filled("command")},
+        # a plain command line runs without a shell (what a shell would add, it does not need)
+        module = "ansible.builtin.shell" if SHELL_SYNTAX.search(health["command"]) else "ansible.builtin.command"
+        out.append({"name": f"Check that {service} is healthy", module: {"cmd": "{{ %s }}" % filled("command")},
                     "register": "_stepwise_health", "until": "_stepwise_health.rc == 0",
                     "changed_when": False, **retry})
     return out
+
+
+def service_task_name(service: str, label: str) -> str:
+    """A service task's name as Ansible shows it: a sentence starting with a capital letter
+    that names the service (appended when the catalog's name does not say it)."""
+    label = label[:1].upper() + label[1:]
+    return label if service in label else f"{label} ({service})"
 
 
 def _task_label(task: Mapping[str, Any]) -> str:
@@ -180,19 +198,19 @@ def _guard_tasks(unit: Unit, run_id: int | str) -> tuple[list[dict[str, Any]], l
         f'echo {shlex.quote(token)} > "$f.attempt"\n'
     )
     pre = [
-        {"name": f"stepwise | {unit.step} runs at most once (flag file)", "ansible.builtin.shell": check,
+        {"name": f"Stepwise: {unit.step} runs at most once (flag file)", "ansible.builtin.shell": check,
          "register": "_stepwise_flag", "changed_when": "'STEPWISE_ALREADY_DONE' not in _stepwise_flag.stdout"},
-        {"name": "stepwise | already done by this run", "ansible.builtin.meta": "end_host",
+        {"name": "Stepwise: already done by this run", "ansible.builtin.meta": "end_host",
          "when": "'STEPWISE_ALREADY_DONE' in _stepwise_flag.stdout"},
     ]
-    post = [{"name": f"stepwise | mark {unit.step} completed (flag file)",
+    post = [{"name": f"Stepwise: mark {unit.step} completed (flag file)",
              "ansible.builtin.shell": f'echo {shlex.quote(token)} > "{path}" && rm -f "{path}.attempt"'}]
     return pre, post
 
 
 # --- stepwise's own work on a node -------------------------------------------------------
 #: the task after each packages unit that records what the node runs (benchmarks tell it apart)
-RECORD_TASK = "stepwise | record what the node runs now"
+RECORD_TASK = "Stepwise: record what the node runs now"
 
 
 def _record_facts(packages: bool) -> dict[str, Any]:
@@ -227,10 +245,10 @@ def _persist_tasks() -> list[dict[str, Any]]:
     Files that describe the OS itself stay out: restored, they would make the new OS claim to
     be the old one."""
     return [
-        {"name": "node | archive the data the node must keep", "ansible.builtin.shell":
+        {"name": "Node: archive the data the node must keep", "ansible.builtin.shell":
             f'mkdir -p "{NODE_ROOT}/tmp" && cd "{NODE_ROOT}/" && tar --ignore-failed-read {OS_OWN_FILES} -czf '
             f'"{NODE_ROOT}/tmp/{PERSIST_FILE}" {PERSIST_PATHS}'},
-        {"name": "stepwise | keep it where only the upgrade user can read it", "ansible.builtin.fetch": {
+        {"name": "Stepwise: keep it where only the upgrade user can read it", "ansible.builtin.fetch": {
             "src": f"{NODE_ROOT}/tmp/{PERSIST_FILE}", "dest": "{{ stepwise_persist_dir }}/{{ inventory_hostname }}/",
             "flat": True, "fail_on_missing": True}},
     ]
@@ -239,10 +257,10 @@ def _persist_tasks() -> list[dict[str, Any]]:
 def _restore_tasks() -> list[dict[str, Any]]:
     """After the new image: the node's data back in place (the prepared flag with it)."""
     return [
-        {"name": "stepwise | bring the node's data back", "ansible.builtin.copy": {
+        {"name": "Stepwise: bring the node's data back", "ansible.builtin.copy": {
             "src": "{{ stepwise_persist_dir }}/{{ inventory_hostname }}/" + PERSIST_FILE, "dest": f"{NODE_ROOT}/tmp/{PERSIST_FILE}",
             "mode": "0600"}},
-        {"name": "node | restore the data the node kept", "ansible.builtin.shell":
+        {"name": "Node: restore the data the node kept", "ansible.builtin.shell":
             f'cd "{NODE_ROOT}/" && tar -xzf "{NODE_ROOT}/tmp/{PERSIST_FILE}" && rm -f "{NODE_ROOT}/tmp/{PERSIST_FILE}"'},
     ]
 
@@ -252,13 +270,13 @@ def _transfer_check() -> dict[str, Any]:
     one new-OS node in the role, read from the nodes themselves."""
     # delegated tasks are templated with this host's variables: name the other node's own
     os_release = "{{ hostvars[item].stepwise_os_release | default('/etc/os-release') }}"
-    return {"name": "stepwise | one new-OS node and at least one old-OS node in the role", "ansible.builtin.shell":
+    return {"name": "Stepwise: one new-OS node and at least one old-OS node in the role", "ansible.builtin.shell":
             _OS_MAJOR.replace(OS_RELEASE, os_release), "delegate_to": "{{ item }}", "loop": "{{ stepwise_role_nodes }}",
             "register": "_stepwise_os", "changed_when": False}
 
 
 def _transfer_assert() -> dict[str, Any]:
-    return {"name": "stepwise | refuse unless exactly one node runs the new OS", "ansible.builtin.assert": {
+    return {"name": "Stepwise: refuse unless exactly one node runs the new OS", "ansible.builtin.assert": {
         "that": ["(_stepwise_os.results | map(attribute='stdout') | map('int') | max) > "
                  "(_stepwise_os.results | map(attribute='stdout') | map('int') | min)",
                  "(_stepwise_os.results | map(attribute='stdout') | map('int') | select('equalto', "
@@ -272,27 +290,27 @@ def node_work_tasks(unit: Unit, work: NodeWork, services_had_tasks: bool,
     """stepwise's own tasks of a step on each node of the unit (after the services' tasks)."""
     if work is NodeWork.ANSWERS:
         # a node whose services bring their own checks needs no extra round trip
-        return [] if services_had_tasks else [{"name": "node | answers", "ansible.builtin.ping": {}}]
+        return [] if services_had_tasks else [{"name": "Node: answers", "ansible.builtin.ping": {}}]
     if work is NodeWork.SWITCH_REPOS:
-        return [{"name": "node | switch repositories to the target release", "ansible.builtin.command": {
-            "argv": "{{ [stepwise_repos_command | default('tripleo-repos'), target_release] }}"}}]
+        return [{"name": "Node: switch repositories to the target release", "ansible.builtin.command": {
+            "argv": "{{ [stepwise_repos_command | default('tripleo-repos'), target_release] }}"}, "changed_when": True}]
     if work is NodeWork.UNOWNED_PACKAGES:
         if not node_packages(unit):
             return []
-        return [{"name": "node | update packages no service owns",
+        return [{"name": "Node: update packages no service owns",
                  "ansible.builtin.command": {"argv": "{{ ['dnf', '-y', 'update'] + "
                                                      "(stepwise_node_packages[inventory_hostname] | reject('equalto', '*') | list) }}"},
                  "when": "inventory_hostname in stepwise_node_packages"}]
     if work is NodeWork.REBOOT:
         # services that bring their own reboot tasks do not get a second reboot
-        return [] if services_had_tasks else _reboot("node | reboot for the new kernel")
+        return [] if services_had_tasks else _reboot("Node: reboot for the new kernel")
     if work is NodeWork.PREPARE_OS:
         if mode is UpgradeMode.REPROVISION:
             tasks = _persist_tasks()
         else:
-            tasks = [{"name": "node | prepare the OS upgrade", "ansible.builtin.command":
+            tasks = [{"name": "Node: prepare the OS upgrade", "ansible.builtin.command":
                       "{{ stepwise_os_upgrade_command | default('leapp upgrade') }}"}]
-        return tasks + [{"name": "stepwise | record that the OS upgrade is prepared", "ansible.builtin.shell":
+        return tasks + [{"name": "Stepwise: record that the OS upgrade is prepared", "ansible.builtin.shell":
                          f'mkdir -p "{FLAG_DIR}" && echo "$({_OS_MAJOR}) {mode}" > "{PREPARED_FLAG}"'}]
     if work is NodeWork.UPGRADE_OS:
         check = (f'f="{PREPARED_FLAG}"\n'
@@ -303,23 +321,23 @@ def node_work_tasks(unit: Unit, work: NodeWork, services_had_tasks: bool,
                  '(prepared on OS $was): it was upgraded already" >&2; exit 3; fi\n'
                  f'if [ "$how" != "{mode}" ]; then echo "refusing: {{{{ inventory_hostname }}}} was prepared for '
                  f'$how, not {mode} (-e system_upgrade_mode)" >&2; exit 3; fi\n')
-        first = [{"name": "stepwise | the OS upgrade is prepared and not yet done here", "ansible.builtin.shell": check,
+        first = [{"name": "Stepwise: the OS upgrade is prepared and not yet done here", "ansible.builtin.shell": check,
                   "changed_when": False}]
         if mode is UpgradeMode.REPROVISION:
-            body = [{"name": "node | reprovision with the new OS image", "ansible.builtin.command":
+            body = [{"name": "Node: reprovision with the new OS image", "ansible.builtin.command":
                      "{{ stepwise_reprovision_command }}"}] + _restore_tasks()
         else:
-            body = _reboot("node | reboot into the new OS")
+            body = _reboot("Node: reboot into the new OS")
         return (first + body
-                + [{"name": "stepwise | the OS upgrade is done", "ansible.builtin.shell": f'rm -f "{PREPARED_FLAG}"'},
+                + [{"name": "Stepwise: the OS upgrade is done", "ansible.builtin.shell": f'rm -f "{PREPARED_FLAG}"'},
                    _record_facts(packages=False)])
     if work is NodeWork.RESTORE_DATABASE:
-        return [{"name": "node | restore the databases into the new database version",
+        return [{"name": "Node: restore the databases into the new database version",
                  "ansible.builtin.command": "{{ stepwise_db_restore_command | default('mysql-upgrade-restore') }}"}]
     if work is NodeWork.CLEANUP_OS:
-        return [{"name": "node | remove what the OS upgrade left on the node", "ansible.builtin.shell":
+        return [{"name": "Node: remove what the OS upgrade left on the node", "ansible.builtin.shell":
                  f'rm -rf "{FLAG_DIR}/system_upgrade_prepared" "{FLAG_DIR}"/*.attempt "{NODE_ROOT}/tmp/{PERSIST_FILE}"'},
-                {"name": "stepwise | remove what the OS upgrade persisted for this node (it may hold secrets)",
+                {"name": "Stepwise: remove what the OS upgrade persisted for this node (it may hold secrets)",
                  "ansible.builtin.file": {"path": "{{ stepwise_persist_dir }}/{{ inventory_hostname }}", "state": "absent"},
                  "delegate_to": "localhost", "when": "stepwise_persist_dir is defined"}]
     raise ValueError(work)  # pragma: no cover - every NodeWork is handled above
@@ -342,15 +360,16 @@ def render_unit(plan: Plan, unit: Unit, deployment: Deployment, *, run_id: int |
         body = []
         for t in service_tasks(deployment, plan.workflow, service, unit.step):
             t = copy.deepcopy(t)
-            t["name"] = f"{service} | {_task_label(t)}"
+            t["name"] = service_task_name(service, _task_label(t))
             body.append(t)
         if not body:
             continue
         if unit.step is Step.VERIFY and deployment.catalog[service].health:
             health[service] = dict(deployment.catalog[service].health)
-        block: dict[str, Any] = {"name": service, "block": body}
+        block: dict[str, Any] = {"name": f"Tasks of {service}"}
         if sorted(nodes) != sorted(hosts):
             block["when"] = "inventory_hostname in stepwise_on[%r]" % service
+        block["block"] = body  # last: Ansible's (and ansible-lint's) order name, when, block
         tasks.append(block)
     node_work = unit.step.info.node_work
     if node_work is not None:
@@ -373,7 +392,7 @@ def render_unit(plan: Plan, unit: Unit, deployment: Deployment, *, run_id: int |
     tasks = [_cmd_form(t) for t in tasks]
     if max_fail_percentage > 0 and not for_export:
         # a host that failed earlier in this run takes no further part (as in one playbook)
-        tasks.insert(0, {"name": "stepwise | skip hosts that failed earlier in this run", "ansible.builtin.meta": "end_host",
+        tasks.insert(0, {"name": "Stepwise: skip hosts that failed earlier in this run", "ansible.builtin.meta": "end_host",
                          "when": "inventory_hostname in (lookup('ansible.builtin.file', stepwise_failed_hosts_file, "
                                  "errors='ignore') | default('', true) | split)"})
     pvars: dict[str, Any] = {"stepwise_unit": unit.id, "stepwise_step": str(unit.step), **dict(unit.vars)}

@@ -29,9 +29,11 @@ def test_unit_play_runs_each_services_tasks_on_its_nodes(tmp_path: Path):
     play = render_unit(Plan(Workflow.UPDATE, dep.name, (u,)), u, dep)
     assert play["name"] == "u" and play["hosts"] == "ctl-0,cmp-0" and play["any_errors_fatal"]
     blocks = {b["name"]: b for b in play["tasks"]}
-    assert blocks["api"]["when"] == "inventory_hostname in stepwise_on['api']"
+    assert blocks["Tasks of api"]["when"] == "inventory_hostname in stepwise_on['api']"
+    assert list(blocks["Tasks of api"])[-1] == "block"  # name, when, block: the order Ansible users write
     assert play["vars"]["stepwise_on"] == {"api": ["ctl-0"], "worker": ["cmp-0"]}
-    assert all(t["name"].startswith("worker | ") for t in blocks["worker"]["block"])
+    # task names are sentences that start with a capital and name their service
+    assert all(t["name"][0].isupper() and "worker" in t["name"] for t in blocks["Tasks of worker"]["block"])
 
 
 def test_defaults_health_checks_and_once_only_guard(tmp_path: Path):
@@ -39,7 +41,7 @@ def test_defaults_health_checks_and_once_only_guard(tmp_path: Path):
     plan = Plan(Workflow.UPDATE, dep.name, ())
     verify = render_unit(plan, Unit("v", Step.VERIFY, ("ctl-0",), ("api",)), dep)
     names = [t["name"] for b in verify["tasks"] for t in b["block"]]
-    assert "api | health command" in names
+    assert "Check that api is healthy" in names
     assert "stepwise_health" in verify["vars"]
     assert render_unit(plan, Unit("g", Step.GATE, (), ()), dep) is None
     xfer = Unit("x", Step.SYSTEM_UPGRADE_TRANSFER_DATA, ("cmp-0",), ("worker",), idempotent=False)
