@@ -126,6 +126,9 @@ def _cmd_form(task: dict[str, Any]) -> dict[str, Any]:
     shell = task.get("ansible.builtin.shell")
     if isinstance(shell, str) and "block" not in task:
         task = {**task, "ansible.builtin.shell": {"cmd": shell}}
+    if ("ansible.builtin.shell" in task or "ansible.builtin.command" in task) and "changed_when" not in task:
+        # stepwise's own commands change the node unless they say otherwise (checks do)
+        task = {**task, "changed_when": True}
     return task
 
 
