@@ -12,7 +12,6 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping
 
 from stepwise.errors import InputError, Problem
 from stepwise.model import Deployment

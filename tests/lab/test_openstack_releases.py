@@ -57,3 +57,11 @@ def test_a_series_the_lab_has_no_code_for_is_an_input_error(tmp_path: Path):
         build_spec(dep, str(tmp_path / "lab"), 0)
     (p,) = info.value.problems
     assert p.field == "lab.openstack" and "2031.1" in p.message and "2023.2" in p.hint and "2025.1" in p.hint
+
+
+def test_lab_passwords_are_never_taken_for_an_option():
+    from stepwise.lab.openstack.config import new_password
+
+    pws = [new_password() for _ in range(2000)]
+    assert all(p[0].isalpha() and len(p) >= 20 for p in pws)
+    assert len(set(pws)) == len(pws)

@@ -14,7 +14,6 @@ import grp
 import json
 import os
 import pwd
-import secrets
 import shutil
 import subprocess
 import time
@@ -49,7 +48,7 @@ def prepare(lab: Any, build: BuildProgress | None = None) -> None:
     d.mkdir(mode=0o700, parents=True, exist_ok=True)
     pw = d / "password"
     if not pw.exists():
-        C._write_private(pw, secrets.token_urlsafe(18) + "\n")
+        C._write_private(pw, C.new_password() + "\n")
 
 
 def tool(lab: Any, node: str, service: str, args: list[str], timeout: float = 300.0) -> subprocess.CompletedProcess:
@@ -111,7 +110,8 @@ def _keystone(lab: Any) -> None:
                 shutil.copytree(src / keys, dst)
     url = C.keystone_url(lab) + "/v3"
     _checked(tool(lab, boot, "keystone", [
-        "keystone-manage", "bootstrap", "--bootstrap-password", C.secret(lab),
+        # one argument with '=': a value starting with '-' is never taken for an option
+        "keystone-manage", "bootstrap", f"--bootstrap-password={C.secret(lab)}",
         "--bootstrap-username", C.ADMIN_USER, "--bootstrap-project-name", C.ADMIN_PROJECT,
         "--bootstrap-admin-url", url, "--bootstrap-internal-url", url, "--bootstrap-public-url", url,
         "--bootstrap-region-id", C.REGION]), "keystone-manage bootstrap")

@@ -40,6 +40,15 @@ def is_real(lab: Any, service: str) -> bool:
     return bool(lab.service(service).get("real"))
 
 
+def new_password() -> str:
+    """A random password any command line takes as a value: it starts with a letter (a
+    `token_urlsafe` starting with '-' was read as an option by keystone-manage bootstrap)."""
+    import secrets
+    import string
+
+    return secrets.choice(string.ascii_letters) + secrets.token_urlsafe(18)
+
+
 def secret(lab: Any) -> str:
     """The lab's OpenStack password (admin and service users), kept 0600 in the lab directory."""
     return (lab.dir / "openstack" / "password").read_text().strip()
