@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import sys
@@ -43,6 +44,10 @@ def reported() -> Iterator[None]:
         kind = "error"
         if exc.exit_code == 3:
             kind = "refused"
+        if _json_asked():
+            # a script asked for JSON: it gets the error as JSON too (stdout, where it reads)
+            print_json({"error": {"kind": kind, "exit_code": exc.exit_code,
+                                  "problems": [dataclasses.asdict(p) for p in exc.problems]}})
         for p in exc.problems:
             # the problem quotes data (a --limit, a key, a task's stderr): printed as text
             err_console.print(Text.assemble((f"{kind}:", "bold red"), " ", str(p)), soft_wrap=True)
@@ -50,6 +55,15 @@ def reported() -> Iterator[None]:
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted[/]")
         raise typer.Exit(130) from None
+
+
+def _json_asked() -> bool:
+    """Whether this command line asked for `--json` (before a `--` that ends the options)."""
+    from stepwise.cli import safety
+
+    argv = safety.current_argv if safety.current_argv is not None else sys.argv[1:]
+    options = argv[:argv.index("--")] if "--" in argv else argv
+    return "--json" in options
 
 
 def print_json(data: Any) -> None:
