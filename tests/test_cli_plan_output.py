@@ -100,6 +100,18 @@ def test_a_small_plan_is_not_folded():
     assert r.exit_code == 0, r.output
     assert "batches of" not in r.stdout and "--expand" not in r.stdout
     assert "Controller#1 controller-0" in r.stdout
+    # a short level is shown whole: all three ceph nodes' batches, no "more batch(es)"
+    assert "more batch(es)" not in r.stdout
+    assert all(f"CephStorage#{i + 1} ceph-{i} " in r.stdout for i in range(3))
+
+
+def test_a_level_of_ten_to_forty_batches_shows_its_first_ones_and_names_expand(tmp_path: Path):
+    dep = tmp_path / "twelve.yaml"
+    dep.write_text(WIDE.replace("count: 45", "count: 12"))
+    r = run("plan", "update", "-d", str(dep))
+    assert r.exit_code == 0, r.output
+    assert "Compute#4 compute-3 " in r.stdout and "Compute#5 compute-4 " not in r.stdout
+    assert "8 more batch(es) on 8 node(s)" in r.stdout and "(--expand shows all)" in r.stdout
 
 
 def test_plan_imports_neither_the_run_layer_nor_its_libraries(tmp_path: Path):

@@ -46,14 +46,17 @@ def _segments(plan: Plan) -> list[tuple[str, list[Unit]]]:
 #: A level with this many batches or more is folded into one line per role (unless --expand):
 #: the examples' levels have at most a dozen, a 10,000-node cloud's data-plane level ~480.
 FOLD_AT = 40
+#: A level with fewer batches than this shows them all: cutting a short level hides more
+#: than it saves (an 8-node cloud's tree is read whole)
+SHORT_LEVEL = 10
 
 
 def render_plan(plan: Plan, console: Console, *, most_batches: int = 4, verbose: bool = False,
                 expand: bool = False) -> None:
     """Print the plan as a tree (stages > segments > batches > steps) and its windows.
 
-    A segment shows its first `most_batches` batches; one of FOLD_AT batches or more shows
-    one line per role instead. `expand` shows every batch, `verbose` every batch and unit."""
+    A segment shows all its batches when it has fewer than SHORT_LEVEL, else its first
+    `most_batches`; one of FOLD_AT batches or more shows one line per role instead. `expand` shows every batch, `verbose` every batch and unit."""
     n_nodes = len({n for u in plan.units for n in u.nodes})
     # data (names, reasons) is escaped wherever it meets markup: brackets print as they are
     ratio = f", {plan.duration_s / plan.lower_bound_s:.2f}x the lower bound {hms(plan.lower_bound_s)}" if plan.lower_bound_s else ""
@@ -79,12 +82,13 @@ def render_plan(plan: Plan, console: Console, *, most_batches: int = 4, verbose:
             _add_folded(seg, batches)
             continue
         shown = 0
+        cut = not (verbose or expand) and len(batches) >= SHORT_LEVEL
         for key, bunits in batches.items():
-            if not (verbose or expand) and shown >= most_batches:
+            if cut and shown >= most_batches:
                 rest = list(batches.values())[shown:]
                 nodes = {n for us in rest for u in us for n in u.nodes}
                 seg.add(f"[dim]… {len(rest)} more batch(es) on {len(nodes)} node(s), until "
-                        f"{hms(max(u.end_s for us in rest for u in us))} (--verbose shows all)[/]")
+                        f"{hms(max(u.end_s for us in rest for u in us))} (--expand shows all)[/]")
                 break
             shown += 1
             _add_batch(seg, key, bunits, verbose)
