@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import os
 import json
 import sys
 from contextlib import contextmanager
@@ -15,9 +16,23 @@ from rich.text import Text
 
 from stepwise.errors import StepwiseError
 
+
+
+def _width(stream: Any) -> int | None:
+    """No wrapping into a pipe or file: a script or `grep` reads whole lines. Rich's default
+    there is 80 columns; $COLUMNS still decides when set, a terminal decides for itself."""
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return None if tty or os.environ.get("COLUMNS") else UNWRAPPED
+
+
+#: the width of output that is not a terminal: wide enough that no line of stepwise's wraps
+UNWRAPPED = 4000
 # emoji=False: a `:skull:` in a node name or a task message prints as it is, like `[/]`
-console = Console(highlight=False, emoji=False)
-err_console = Console(stderr=True, highlight=False, emoji=False)
+console = Console(highlight=False, emoji=False, width=_width(sys.stdout))
+err_console = Console(stderr=True, highlight=False, emoji=False, width=_width(sys.stderr))
 
 
 @contextmanager
