@@ -131,3 +131,12 @@ def test_plan_imports_neither_the_run_layer_nor_its_libraries(tmp_path: Path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_plan_html_says_what_it_wrote(tmp_path: Path):
+    out = tmp_path / "plan.html"
+    r = run("plan", "update", "-d", str(ROOT / "examples" / "classic.yaml"), "--html", str(out))
+    assert r.exit_code == 0, r.output
+    assert out.is_file() and f"wrote {out} (" in r.stdout
+    r = run("plan", "update", "-d", str(ROOT / "examples" / "classic.yaml"), "--html", str(out), "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["workflow"] == "update"  # stdout stays the plan

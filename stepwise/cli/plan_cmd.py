@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
-from stepwise.cli.common import console, gc_paused, print_json, reported, write_stdout
+from stepwise.cli.common import console, err_console, gc_paused, print_json, reported, write_stdout
 from stepwise.cli.main import app
 from stepwise.cli.safety import esc
 
@@ -102,8 +102,9 @@ def plan(
             from stepwise.cli.report_cmd import write_plan_html
 
             size = write_plan_html(p, dep, html, "--html", force=force)
-            if not json_out:
-                console.print(f"report: {html} ({size / 1024:.0f} KiB)", markup=False, soft_wrap=True)
+            # under --json stdout is the plan: the note goes where a script does not parse
+            (err_console if json_out else console).print(f"wrote {html} ({size / 1024:.0f} KiB)", markup=False,
+                                                         soft_wrap=True)
         if json_out:
             write_stdout(p.write_json)
             return

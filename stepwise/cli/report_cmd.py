@@ -83,7 +83,7 @@ def report(deployment: Path = DEP, store: Optional[str] = STORE,
                     raise InputError(Problem(f"no run {i} for cloud {dep.name}", field="--run",
                                              hint="see `stepwise history` for the run ids"))
             size = write_runs_html(st, dep, ids, output, force=force)
-        console.print(f"report: {output} ({size / 1024:.0f} KiB)", markup=False, soft_wrap=True)
+        console.print(f"wrote {output} ({size / 1024:.0f} KiB)", markup=False, soft_wrap=True)
 
 
 def write_runs_html(store: "Store", dep: "Deployment", run_ids: list[int], out: Path, title: str | None = None,
