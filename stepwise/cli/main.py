@@ -12,7 +12,7 @@ app = typer.Typer(
     name="stepwise",
     help="Upgrade a running multi-node cloud without breaking it: plan, verify, run through Ansible, resume.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion SHELL
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
