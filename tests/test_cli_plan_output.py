@@ -140,3 +140,17 @@ def test_plan_html_says_what_it_wrote(tmp_path: Path):
     assert out.is_file() and f"wrote {out} (" in r.stdout
     r = run("plan", "update", "-d", str(ROOT / "examples" / "classic.yaml"), "--html", str(out), "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["workflow"] == "update"  # stdout stays the plan
+
+
+def test_exported_plays_and_files_say_what_they_do(tmp_path: Path):
+    import yaml
+
+    out = tmp_path / "playbooks"
+    r = run("export", "update", "-d", str(ROOT / "examples" / "classic.yaml"), "-o", str(out))
+    assert r.exit_code == 0, r.output
+    files = sorted(p.name for p in (out / "units").iterdir())
+    assert "0003-u4-stop-Controller_1.yml" in files
+    (play,) = yaml.safe_load((out / "units" / "0003-u4-stop-Controller_1.yml").read_text().replace("!unsafe", ""))
+    assert play["name"].startswith("Unit u4: stop of ") and play["name"].endswith(" on controller-0")
+    tasks = [t for b in play["tasks"] for t in b.get("block", [b])]
+    assert tasks and all(t["name"][0].isupper() for t in tasks)

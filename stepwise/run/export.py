@@ -107,7 +107,9 @@ def _write(plan: Plan, deployment: Deployment, out: Path, connector: Connector |
         # gets a sentence saying what the play does where
         play = {**play, "name": _play_title(u)}
         plays.append(play)
-        name = f"units/{i:04d}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', u.id)[:80]}.yml"
+        # named after the unit, its step and its batch: `0012-u13-stop-Controller_2.yml`
+        label = "-".join(x for x in (u.id, str(u.step), u.batch or "") if x)
+        name = f"units/{i:04d}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', label)[:80]}.yml"
         # no data in the comment (a reason with a line break would end it and start YAML):
         # the unit's step, nodes and why are in plan.json, written by the JSON library
         (out / name).write_text(f"# unit {i} of the plan: its step, nodes and why are plan.json's units[{i}]\n"
