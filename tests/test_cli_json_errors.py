@@ -29,3 +29,22 @@ def test_a_refused_plan_under_json_names_the_field():
 def test_without_json_an_error_prints_no_json():
     r = cli("plan", "update", "-d", EXAMPLES / "no-such.yaml")
     assert r.code == 2 and r.out == "" and "file not found" in r.err
+
+
+def test_export_report_and_import_print_what_they_wrote_as_json(tmp_path):
+    fixtures = EXAMPLES.parent / "tests" / "fixtures" / "tripleo"
+    r = cli("export", "update", "-d", EXAMPLES / "classic.yaml", "-o", tmp_path / "pb", "--json")
+    assert r.code == 0, r.text
+    doc = json.loads(r.out)
+    assert doc["wrote"] == str(tmp_path / "pb") and str(tmp_path / "pb" / "site.yml") in doc["files"]
+    assert doc["units"] > 0
+    r = cli("report", "-d", EXAMPLES / "classic.yaml", "--plan", "update", "-o", tmp_path / "r.html", "--json")
+    assert r.code == 0, r.text
+    assert json.loads(r.out) == {"wrote": str(tmp_path / "r.html"), "bytes": (tmp_path / "r.html").stat().st_size}
+    r = cli("import", "tripleo", "-r", fixtures / "roles_data_classic.yaml", "-o", tmp_path / "d.yaml", "--json")
+    assert r.code == 0, r.text
+    doc = json.loads(r.out)
+    assert doc["wrote"] == str(tmp_path / "d.yaml") and doc["roles"] >= 2 and doc["nodes"] > 0
+    # --json with the deployment on stdout cannot be: refused before anything is printed
+    r = cli("import", "tripleo", "-r", fixtures / "roles_data_classic.yaml", "-o", "-", "--json")
+    assert r.code == 2 and "-o FILE" in r.err and "error" in json.loads(r.out)

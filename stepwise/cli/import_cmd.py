@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, List, Optional
 import typer
 from rich.text import Text
 
-from stepwise.cli.common import console, err_console, reported
+from stepwise.cli.common import console, err_console, print_json, reported
 from stepwise.cli.main import app
 from stepwise.errors import InputError, Problem
 
@@ -22,6 +22,7 @@ app.add_typer(import_app, name="import")
 
 OUT_OPT = typer.Option(..., "--output", "-o", metavar="PATH", help="The deployment YAML to write ('-': stdout).")
 FORCE_OPT = typer.Option(False, "--force", help="Replace an existing file that `stepwise import` did not write.")
+JSON_OPT = typer.Option(False, "--json", help="Print what was written as JSON (needs -o FILE).")
 CATALOG_OPT = typer.Option(None, "--catalog", "-c", metavar="DIR", help="A catalog directory (default: the built-in one).")
 
 
@@ -49,10 +50,14 @@ def _catalog_ref(catalog: Path | None, output: str) -> str | None:
 HEADER = "# Imported by `stepwise import` (the source is in `description`); check it, then keep it with the cloud.\n"
 
 
-def _write(result: "Imported", output: str, force: bool = False) -> None:
+def _write(result: "Imported", output: str, force: bool = False, json_out: bool = False) -> None:
     import yaml
 
     from stepwise.paths import write_output
+
+    if json_out and output == "-":
+        raise InputError(Problem("--json prints what was written: give the deployment a file with -o FILE",
+                                 field="--json"))
 
     # everything from data is serialised by the YAML library, never formatted into the text
     text = HEADER + yaml.safe_dump(result.doc, sort_keys=False, default_flow_style=None, width=120)
@@ -61,9 +66,14 @@ def _write(result: "Imported", output: str, force: bool = False) -> None:
     else:
         write_output(output, text.encode("utf-8"), field="--output", force=force, ours=HEADER.encode("utf-8"),
                      mode=0o644)
+    dep = result.deployment
+    if json_out:
+        print_json({"wrote": output, "roles": len(dep.roles), "nodes": len(dep.nodes),
+                    "services": len({s for r in dep.roles for s in r.declared}),
+                    "with_runtime": len(dep.instances), "notes": list(result.notes)})
+        return
     for note in result.notes:
         err_console.print(Text("note: " + note), soft_wrap=True)
-    dep = result.deployment
     if output != "-":
         console.print(Text(f"wrote {output}: {len(dep.roles)} role(s), {len(dep.nodes)} node(s), "
                            f"{len({s for r in dep.roles for s in r.declared})} service(s) "
@@ -85,6 +95,7 @@ def import_tripleo_cmd(
     catalog: Optional[Path] = CATALOG_OPT,
     output: str = OUT_OPT,
     force: bool = FORCE_OPT,
+    json_out: bool = JSON_OPT,
 ) -> None:
     """Import a TripleO cloud: roles, services (by their OS::TripleO::Services names), counts,
     host name formats, update_serial and tags; hosts and addresses from the inventory."""
@@ -99,7 +110,7 @@ def import_tripleo_cmd(
             counts[role] = int(n)
         result = import_tripleo(roles_data, load_catalog(catalog), stack=stack, inventory=inventory, counts=counts,
                                 catalog_ref=_catalog_ref(catalog, output), environments=list(environment or ()))
-        _write(result, output, force)
+        _write(result, output, force, json_out)
 
 
 @import_app.command("inventory")
@@ -114,6 +125,7 @@ def import_inventory_cmd(
     catalog: Optional[Path] = CATALOG_OPT,
     output: str = OUT_OPT,
     force: bool = FORCE_OPT,
+    json_out: bool = JSON_OPT,
 ) -> None:
     """Import a cloud not deployed by TripleO from its Ansible inventory."""
     from stepwise.model import load_catalog
@@ -123,4 +135,4 @@ def import_inventory_cmd(
         by_group = {g: [s.strip() for s in v.split(",") if s.strip()] for g, v in _pairs(services, "--services").items()}
         result = import_inventory(inventory, load_catalog(catalog), name=name, services=by_group,
                                   controlplane=list(controlplane or ()), catalog_ref=_catalog_ref(catalog, output))
-        _write(result, output, force)
+        _write(result, output, force, json_out)

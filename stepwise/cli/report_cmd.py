@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Callable, List, Optional
 
 import typer
 
-from stepwise.cli.common import console, reported
+from stepwise.cli.common import console, print_json, reported
 from stepwise.cli.main import app
 from stepwise.cli.options import DEP, EXTRA, FACTS, LIMIT, STORE
 
@@ -48,7 +48,8 @@ def report(deployment: Path = DEP, store: Optional[str] = STORE,
            extra_vars: Optional[List[str]] = EXTRA,
            output: Path = typer.Option(..., "--output", "-o", help="The HTML file to write.", metavar="FILE"),
            force: bool = typer.Option(False, "--force", help="Replace an existing file stepwise did not write "
-                                      "(a report it wrote is replaced anyway).")) -> None:
+                                      "(a report it wrote is replaced anyway)."),
+           json_out: bool = typer.Option(False, "--json", help="Print what was written as JSON.")) -> None:
     """Write one self-contained HTML report (timeline, availability, summary) of runs or a plan.
 
     It opens in any browser with no network: scripts and styles are inline, nothing is fetched."""
@@ -83,7 +84,10 @@ def report(deployment: Path = DEP, store: Optional[str] = STORE,
                     raise InputError(Problem(f"no run {i} for cloud {dep.name}", field="--run",
                                              hint="see `stepwise history` for the run ids"))
             size = write_runs_html(st, dep, ids, output, force=force)
-        console.print(f"wrote {output} ({size / 1024:.0f} KiB)", markup=False, soft_wrap=True)
+        if json_out:
+            print_json({"wrote": str(output), "bytes": size})
+        else:
+            console.print(f"wrote {output} ({size / 1024:.0f} KiB)", markup=False, soft_wrap=True)
 
 
 def write_runs_html(store: "Store", dep: "Deployment", run_ids: list[int], out: Path, title: str | None = None,
