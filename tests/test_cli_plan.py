@@ -78,3 +78,12 @@ def test_unknown_service_names_file_line_and_field(tmp_path):
 def test_help_answers():
     r = run("plan", "--help")
     assert r.exit_code == 0 and "--limit" in r.stdout and "system-upgrade" in r.stdout
+
+
+def test_the_management_node_upgrade_has_one_name_in_every_command():
+    for name in ("management-upgrade", "undercloud-upgrade"):
+        r = run("plan", name, "-d", str(Path(__file__).resolve().parent.parent / "examples" / "undercloud.yaml"))
+        assert r.exit_code == 0, r.output
+        assert r.stdout.startswith("management-upgrade of undercloud:")
+    r = run("plan", "management-upgrade", "-d", CLASSIC)
+    assert r.exit_code == 2 and "no management node" in r.stderr

@@ -15,7 +15,7 @@ from stepwise.model import load_deployment
 
 @app.command()
 def export(workflow: str = typer.Argument(..., metavar="WORKFLOW", help="update | upgrade | system-upgrade | "
-                                          "undercloud-upgrade"),
+                                          "management-upgrade"),
            deployment: Path = DEP, output: Path = typer.Option(..., "--output", "-o", help="Directory to write."),
            limit: Optional[str] = LIMIT, tags: Optional[List[str]] = TAGS, skip_tags: Optional[List[str]] = SKIP,
            stage: Optional[str] = typer.Option(None, "--stage"), plane: Optional[str] = typer.Option(None, "--plane"),

@@ -56,7 +56,7 @@ def validate(deployment: Path = DEPLOYMENT_OPT,
 @app.command()
 def plan(
     workflow: str = typer.Argument(..., metavar="WORKFLOW",
-                                   help="update | upgrade | system-upgrade | undercloud-upgrade"),
+                                   help="update | upgrade | system-upgrade | management-upgrade"),
     deployment: Path = DEPLOYMENT_OPT,
     limit: Optional[str] = typer.Option(None, "--limit", "-l", help="Nodes or roles, Ansible-style: "
                                         "controller-0,Compute,'compute-*','!compute-3'. Required for system-upgrade."),

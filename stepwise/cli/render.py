@@ -60,7 +60,9 @@ def render_plan(plan: Plan, console: Console, *, most_batches: int = 4, verbose:
     n_nodes = len({n for u in plan.units for n in u.nodes})
     # data (names, reasons) is escaped wherever it meets markup: brackets print as they are
     ratio = f", {plan.duration_s / plan.lower_bound_s:.2f}x the lower bound {hms(plan.lower_bound_s)}" if plan.lower_bound_s else ""
-    title = (f"[bold]{escape(str(plan.workflow))}[/] of [bold]{escape(plan.deployment)}[/]: {len(plan.units)} units on {n_nodes} node(s), "
+    from stepwise.plan import workflow_label
+
+    title = (f"[bold]{escape(workflow_label(plan.workflow))}[/] of [bold]{escape(plan.deployment)}[/]: {len(plan.units)} units on {n_nodes} node(s), "
              f"estimated [bold]{hms(plan.duration_s)}[/]{ratio}")
     if not plan.units:
         console.print(title)

@@ -41,7 +41,7 @@ def report(deployment: Path = DEP, store: Optional[str] = STORE,
            run: Optional[List[int]] = typer.Option(None, "--run", help="A run to report (repeatable; default: "
                                                    "the latest run).", min=1, max=2**62),
            plan: Optional[str] = typer.Option(None, "--plan", metavar="WORKFLOW", help="Report a plan that has not "
-                                              "run instead: update | upgrade | system-upgrade | undercloud-upgrade."),
+                                              "run instead: update | upgrade | system-upgrade | management-upgrade."),
            limit: Optional[str] = LIMIT, facts: Optional[Path] = FACTS,
            stage: Optional[str] = typer.Option(None, "--stage", help="With --plan: upgrade stage."),
            plane: Optional[str] = typer.Option(None, "--plane", help="With --plan: control | data."),

@@ -24,12 +24,26 @@ STAGES = {Workflow.UPGRADE: UPGRADE_STAGES}
 PLANES = tuple(Plane)
 
 
+#: the names an operator may type for a workflow besides its own: the management node's
+#: upgrade is `management-upgrade` in every command (`management-upgrade run`, `plan
+#: management-upgrade`); `undercloud-upgrade`, TripleO's word, stays accepted and stored
+WORKFLOW_ALIASES = {"management-upgrade": Workflow.UNDERCLOUD_UPGRADE}
+
+
+def workflow_label(workflow: Workflow) -> str:
+    """The name an operator types for `workflow` (`management-upgrade`, not the stored value)."""
+    return next((alias for alias, wf in WORKFLOW_ALIASES.items() if wf is workflow), str(workflow))
+
+
 def parse_workflow(workflow: str | Workflow) -> Workflow:
+    """The workflow an operator named (its name or an alias), or a clear error."""
+    if isinstance(workflow, str) and workflow in WORKFLOW_ALIASES:
+        return WORKFLOW_ALIASES[workflow]
     try:
         return Workflow(workflow)
     except ValueError:
         raise InputError(Problem(f"unknown workflow '{workflow}'", field="WORKFLOW",
-                                 hint=f"one of: {', '.join(WORKFLOWS)}")) from None
+                                 hint=f"one of: {', '.join([*WORKFLOWS, *WORKFLOW_ALIASES])}")) from None
 
 
 def selection_for(workflow: Workflow, limit: str | None = None, *, stage: str | Stage | None = None,
@@ -100,5 +114,5 @@ def _check_total(seconds: float, deployment: Deployment) -> None:
                                  hint="check the catalog's durations: they are seconds per step and node"))
 
 
-__all__ = ["make_plan", "selection_for", "parse_workflow", "Plan", "Unit", "Window", "WORKFLOWS", "STAGES", "PLANES",
+__all__ = ["make_plan", "selection_for", "parse_workflow", "workflow_label", "Plan", "Unit", "Window", "WORKFLOWS", "STAGES", "PLANES",
            "Selection", "resolve_limit"]
