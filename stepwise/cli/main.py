@@ -36,7 +36,8 @@ def _register() -> None:
     import importlib
 
     for mod in ("stepwise.cli.catalog_cmd", "stepwise.cli.import_cmd", "stepwise.cli.lab_cmd", "stepwise.cli.run_cmd",
-                "stepwise.cli.observe_cmd", "stepwise.cli.export_cmd", "stepwise.cli.report_cmd"):
+                "stepwise.cli.observe_cmd", "stepwise.cli.export_cmd", "stepwise.cli.report_cmd",
+                "stepwise.cli.facts_cmd"):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as exc:

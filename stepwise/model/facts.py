@@ -6,7 +6,7 @@ current OS, and the target to be the next OS major.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
@@ -77,11 +77,49 @@ class Facts:
 NO_FACTS = Facts(MappingProxyType({}), known=False)
 
 
+#: the shape expected where a facts file has another one (by the last part of the field path)
+SHAPES = {
+    "nodes": "a mapping of node name to that node's facts, e.g. nodes: {compute-0: {os: {major: 8}, "
+             "packages: {openstack-nova-compute: {installed: 1.0.0, available: 1.1.0}}}}",
+    "defaults": "the facts every node shares: {os: {major: 8, target: 9}, packages: {PACKAGE: "
+                "{installed: VERSION, available: VERSION}}}",
+    "packages": "a mapping of package name to {installed: VERSION, available: VERSION}",
+    "package": "{installed: VERSION, available: VERSION} (either may be left out)",
+    "os": "{major: 8, target: 9} (the OS major version installed, and the one an OS upgrade goes to)",
+    "progress": "a list of milestones stepwise recorded (leave it out in a hand-written file)",
+}
+
+
+def _shape_of(field: str | None) -> str | None:
+    parts = (field or "").split(".")
+    if len(parts) >= 2 and parts[-2] == "packages":
+        return SHAPES["package"]
+    return SHAPES.get(parts[-1]) or (SHAPES["defaults"] if len(parts) == 2 and parts[0] == "nodes" else None)
+
+
+def _with_shape(problem: Problem) -> Problem:
+    """The problem told with the shape expected where it is (not pydantic's type names)."""
+    shape = _shape_of(problem.field)
+    if shape is None or "unknown key" in problem.message:
+        return problem
+    said = "wrong shape" if problem.message.startswith("Input should be") else problem.message
+    return replace(problem, message=f"{said}: expected {shape}", hint=problem.hint or "see docs/facts.md")
+
+
 def load_facts(path: Path | str, deployment: Deployment) -> Facts:
-    """Load a facts file (YAML or JSON) and check every node it names exists."""
+    """Load a facts file (YAML or JSON) and check every node it names exists. A wrong shape is
+    told with the shape expected there (docs/facts.md)."""
     path = Path(path)
     doc = load_yaml(path)
-    spec = validate(FactsSpec, to_plain(doc), doc, str(path))
+    data = to_plain(doc)
+    if isinstance(data, dict) and "roles" in data and not {"defaults", "nodes"} & set(data):
+        raise InputError(Problem("this is a deployment file, not facts", file=str(path), field="--facts",
+                                 hint="give it with -d; facts come from `stepwise discover`, or write them from "
+                                      "`stepwise facts template -d DEPLOYMENT -o facts.yaml` (docs/facts.md)"))
+    try:
+        spec = validate(FactsSpec, data, doc, str(path))
+    except InputError as exc:
+        raise InputError([_with_shape(p) for p in exc.problems]) from None
     return build_facts(spec, deployment, doc, str(path))
 
 
@@ -142,3 +180,13 @@ def facts_from_dict(data: dict, deployment: Deployment, source: str = "<recorded
     spec = validate(FactsSpec, data, None, source)
     facts = build_facts(spec, deployment, None, source).with_progress(progress)
     return facts if known else facts.without_packages()
+
+
+def facts_template(deployment: Deployment) -> dict:
+    """A facts document to fill in for `deployment`: the OS shared by all nodes, and per node the
+    packages of the services it runs, their versions left empty (docs/facts.md)."""
+    nodes: dict[str, dict] = {}
+    for node in deployment.nodes:
+        packages = sorted({p for s in deployment.services_on(node) for p in deployment.catalog[s].packages})
+        nodes[node.name] = {"packages": {p: {"installed": None, "available": None} for p in packages}}
+    return {"defaults": {"os": {"major": DEFAULT_OS_MAJOR, "target": DEFAULT_OS_MAJOR + 1}}, "nodes": nodes}
