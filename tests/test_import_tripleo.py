@@ -300,3 +300,14 @@ def test_unknown_service_after_a_disabled_one_keeps_its_line(catalog, tmp_path):
     with pytest.raises(InputError) as exc:
         import_tripleo(f, catalog, environments=[DISABLED])
     assert exc.value.problems[0].line == 5
+
+
+def test_a_role_left_with_no_service_of_its_own_is_not_control_plane_and_is_told(catalog):
+    imp = import_tripleo(FIX / "roles_data_classic.yaml", catalog, environments=[DISABLED])
+    roles = {r.name: r for r in imp.deployment.roles}
+    assert "controlplane" not in roles["CephStorage"].tags
+    assert any(n.startswith("CephStorage: no service of its own is left running") for n in imp.notes)
+    assert "controlplane" in roles["Controller"].tags  # THT's own tag, and its services
+    # without the environment CephStorage keeps its OSDs: a data-plane role, nothing to tell
+    full = import_tripleo(FIX / "roles_data_classic.yaml", catalog)
+    assert not any("no service of its own" in n for n in full.notes)

@@ -93,6 +93,22 @@ def _tags(name: str, tht_tags: list[str], services: list[str], catalog: Catalog)
     return []
 
 
+def _tag_roles(roles: list[dict[str, Any]], catalog: Catalog, notes: list[str]) -> None:
+    """stepwise's tags for imported roles (in place; each role's `tags` holds THT's on entry).
+
+    Services every role runs (logrotate_crond, snmp, ...) say nothing about what a role is:
+    a role is judged by its own. A role left with none of its own that runs (all disabled by
+    the environment files) is not control plane, and the operator is told."""
+    common = set.intersection(*(set(r["services"]) for r in roles)) if len(roles) > 1 else set()
+    for r in roles:
+        own = [s for s in r["services"] if s not in common]
+        r["tags"] = _tags(r["name"], r["tags"], own, catalog)
+        if r["name"] not in MANAGEMENT_ROLES and not any(catalog[s].has_runtime for s in own):
+            notes.append(f"{r['name']}: no service of its own is left running (disabled, or only what every "
+                         "role runs): not tagged control plane; an update touches its nodes only for packages "
+                         "no service owns and reboots")
+
+
 def _hostname_template(fmt: str, stack: str) -> str:
     """THT's `%stackname%-controller-%index%` as a stepwise counted name."""
     return fmt.replace("{", "{{").replace("}", "}}").replace("%stackname%", stack).replace("%index%", "{index}")
@@ -182,7 +198,7 @@ def import_tripleo(roles_data: Path | str, catalog: Catalog, *, stack: str = "ov
             notes.append(f"{name}: {len(skipped)} service(s) mapped to OS::Heat::None left out")
         svc = _resolve_services(services, catalog, doc, where + ["ServicesDefault"], fname, problems, notes, name,
                                 skip=frozenset(skipped))
-        out: dict[str, Any] = {"name": name, "tags": _tags(name, [str(t) for t in tht_tags], svc, catalog),
+        out: dict[str, Any] = {"name": name, "tags": [str(t) for t in tht_tags],  # THT's: replaced below
                                "update_serial": max(1, serial), "services": svc}
         if name in hosts:
             out["nodes"] = _nodes_from_hosts(hosts[name], str(inventory), problems)
@@ -204,6 +220,7 @@ def import_tripleo(roles_data: Path | str, catalog: Catalog, *, stack: str = "ov
                                 field="--count"))
     if problems:
         raise InputError(problems)
+    _tag_roles(roles, catalog, notes)
     # the source names are data: they go into the document (serialised by the YAML library),
     # never into a comment of the written file
     sources = Path(fname).name + (f" and {Path(str(inventory)).name}" if inventory is not None else "")
