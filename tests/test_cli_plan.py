@@ -87,3 +87,17 @@ def test_the_management_node_upgrade_has_one_name_in_every_command():
         assert r.stdout.startswith("management-upgrade of undercloud:")
     r = run("plan", "management-upgrade", "-d", CLASSIC)
     assert r.exit_code == 2 and "no management node" in r.stderr
+
+
+@pytest.mark.parametrize("tag, assumed", [("system_upgrade_prepare", "'repos' of database-0"),
+                                          ("system_upgrade_run", "'prepared' of database-0"),
+                                          ("system_upgrade_transfer_data", "'new os' of database-0")])
+def test_each_seed_step_is_previewable_on_a_fresh_cloud(tag, assumed):
+    """`stepwise plan` shows one step of the OS upgrade before the window: what earlier commands
+    do is assumed, and said, with the earliest command still to run (a run still refuses)."""
+    r = run("plan", "system-upgrade", "-d", COMPOSED, "--tags", tag, "--limit", "database-0")
+    assert r.exit_code == 0, r.output
+    assert f"preview: assumes {assumed}" in r.stdout and "done by earlier commands" in r.stdout
+    assert "stepwise upgrade prepare -d" in r.stdout
+    r = run("plan", "system-upgrade", "-d", COMPOSED, "--tags", tag, "--limit", "database-0", "--json")
+    assert json.loads(r.stdout)["params"]["assumed"][0]["needs"] == assumed

@@ -87,6 +87,7 @@ def plan(
     a quorum, RPC pinning or the schema-migration order is refused (exit 3) with the reason.
     """
     from stepwise.cli.options import facts_for, parse_extra_vars
+    from stepwise.errors import UnsafePlanError
     from stepwise.model import load_deployment
     from stepwise.plan import make_plan, parse_workflow
     from stepwise.verify import verify_plan
@@ -96,8 +97,19 @@ def plan(
         wf = parse_workflow(workflow)
         fx = facts_for(dep, facts, _existing_store(dep, store), wf)
         ev = parse_extra_vars(extra_vars)
-        p = verify_plan(make_plan(wf, dep, fx, limit, stage=stage, plane=plane, tags=tags or (),
-                                  skip_tags=skip_tags or (), variables=ev), dep)
+        def planned(preview: bool):
+            return make_plan(wf, dep, fx, limit, stage=stage, plane=plane, tags=tags or (),
+                             skip_tags=skip_tags or (), variables=ev, preview=preview)
+
+        preview = planned(True)
+        try:
+            p = verify_plan(preview, dep)
+        except UnsafePlanError:
+            if not preview.params.get("assumed"):
+                raise
+            # the step cannot be proven safe on assumptions alone: the refusal a run would
+            # get, with the command of the earliest step still to run
+            p = verify_plan(planned(False), dep)
         if html is not None:
             from stepwise.cli.report_cmd import write_plan_html
 

@@ -59,7 +59,9 @@ def render_plan(plan: Plan, console: Console, *, most_batches: int = 4, verbose:
     `most_batches`; one of FOLD_AT batches or more shows one line per role instead. `expand` shows every batch, `verbose` every batch and unit."""
     n_nodes = len({n for u in plan.units for n in u.nodes})
     # data (names, reasons) is escaped wherever it meets markup: brackets print as they are
-    ratio = f", {plan.duration_s / plan.lower_bound_s:.2f}x the lower bound {hms(plan.lower_bound_s)}" if plan.lower_bound_s else ""
+    # the bound is of the procedure from its start: no measure of a preview of one later step
+    ratio = (f", {plan.duration_s / plan.lower_bound_s:.2f}x the lower bound {hms(plan.lower_bound_s)}"
+             if plan.lower_bound_s and not plan.params.get("assumed") else "")
     from stepwise.plan import workflow_label
 
     title = (f"[bold]{escape(workflow_label(plan.workflow))}[/] of [bold]{escape(plan.deployment)}[/]: {len(plan.units)} units on {n_nodes} node(s), "
@@ -68,6 +70,15 @@ def render_plan(plan: Plan, console: Console, *, most_batches: int = 4, verbose:
         console.print(title)
         console.print("Nothing to do: no package of any service changes on the selected nodes.")
         return
+    assumed = plan.params.get("assumed") or ()
+    by_command: "OrderedDict[str, list[str]]" = OrderedDict()
+    for a in assumed:
+        by_command.setdefault(a["command"], []).append(a["needs"])
+    for command, needs in by_command.items():
+        # a preview of one step of a multi-command procedure: what earlier commands would do
+        shown = ", ".join(needs[:6]) + (f" and {len(needs) - 6} more" if len(needs) > 6 else "")
+        console.print(f"[yellow]preview[/]: assumes {escape(shown)} done by earlier commands "
+                      f"(the earliest still to run: [bold]{escape(command)}[/])", soft_wrap=True)
     root = Tree(title)
     stage_nodes: "OrderedDict[str, Tree]" = OrderedDict()
     for heading, units in _segments(plan):

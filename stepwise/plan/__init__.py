@@ -68,14 +68,16 @@ def selection_for(workflow: Workflow, limit: str | None = None, *, stage: str | 
 def make_plan(workflow: str | Workflow, deployment: Deployment, facts: Facts = NO_FACTS, limit: str | None = None, *,
               stage: str | Stage | None = None, plane: str | Plane | None = None,
               tags: Iterable[str] | str | None = (), skip_tags: Iterable[str] | str | None = (),
-              selection: Selection | None = None, variables: Mapping[str, Any] | None = None) -> Plan:
+              selection: Selection | None = None, variables: Mapping[str, Any] | None = None,
+              preview: bool = False) -> Plan:
     """Plan `workflow` for `deployment`, cut down to the selection.
 
     `limit`: Ansible-style host/role pattern; `stage` (upgrade: prepare|run|converge) and
     `plane` (control|data) select part of the plan, e.g. to run the control plane now and the
     data plane next week; `tags`/`skip-tags` select steps. `variables` (-e): the management
     node's upgrade includes its OS upgrade when `system_upgrade_mode` is given. The result is
-    exactly what runs.
+    exactly what runs. `preview` (a plan only shown): steps of a multi-command procedure that
+    earlier commands would have done are assumed done (`params["assumed"]`) instead of refused.
     Raises InputError on bad options, UnsafePlanError on a selection the seed's rules refuse.
     """
     wf = parse_workflow(workflow)
@@ -98,7 +100,7 @@ def make_plan(workflow: str | Workflow, deployment: Deployment, facts: Facts = N
     plan = Plan(wf, deployment.name, tuple(units), duration_s=makespan, params=MappingProxyType(params))
     selected = select(plan, deployment, sel, nodes)
     if any(u.requires for u in plan.units):
-        selected = check_requires(selected, plan, facts.progress, deployment.path)
+        selected = check_requires(selected, plan, facts.progress, deployment.path, preview=preview)
     return selected
 
 

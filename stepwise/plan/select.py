@@ -207,10 +207,13 @@ def check_safety(workflow: Workflow, units: Sequence[Unit], deployment: Deployme
         raise UnsafePlanError(problems)
 
 
-def check_requires(plan: Plan, full: Plan, progress: frozenset[str] | set[str], deployment_path: str) -> Plan:
+def check_requires(plan: Plan, full: Plan, progress: frozenset[str] | set[str], deployment_path: str,
+                   preview: bool = False) -> Plan:
     """A selected part of a multi-command procedure may only need milestones that are
     reached already or that its own units reach. A barrier whose needs are not met is left
-    for a later command; a unit of work is refused with the command to run first."""
+    for a later command; a unit of work is refused with the command to run first. With
+    `preview` (`stepwise plan`: nothing runs) what is missing is assumed done instead, and the
+    plan's `params["assumed"]` says what, each with the command that does it."""
     from stepwise.plan.progress import command_for, implicit_marks
 
     def marks_of(u: Unit) -> set[str]:
@@ -222,10 +225,16 @@ def check_requires(plan: Plan, full: Plan, progress: frozenset[str] | set[str], 
             producers.setdefault(m, u)
     kept: list[Unit] = []
     reached = set(progress)
+    assumed: dict[str, str] = {}
     for u in plan.units:
         missing = [m for m in u.requires if m not in reached]
         if missing and u.is_barrier:
             continue
+        if missing and preview:
+            for m in missing:
+                assumed[m] = _next_command(m, producers, reached, deployment_path, command_for)
+            reached |= set(missing)
+            missing = []
         if missing:
             raise InputError(Problem(f"{u.step} on {', '.join(u.nodes) or 'the cloud'} needs {_needs(missing[0])} first",
                                      field="--tags" if plan.params.get("tags") else "--limit",
@@ -233,6 +242,9 @@ def check_requires(plan: Plan, full: Plan, progress: frozenset[str] | set[str], 
                                                                        command_for)))
         kept.append(u)
         reached |= marks_of(u)
+    if assumed:
+        said = [{"milestone": m, "needs": _needs(m), "command": cmd} for m, cmd in assumed.items()]
+        plan = plan.with_units(plan.units, params=MappingProxyType({**plan.params, "assumed": said}))
     if len(kept) == len(plan.units):
         return plan
     ids = {u.id for u in kept}
