@@ -33,9 +33,8 @@ def _documented_commands() -> set[str]:
 
 #: docs/node-commands.md: the only commands a task may call (first word of the command line).
 NODE_COMMANDS = _documented_commands()
-#: commands of the lab only that the catalog still calls (docs/node-commands.md says so):
-#: this set may only shrink
-NOT_YET_REAL = {"upgrade-transfer-data"}
+#: the lab's own diagnostics and stepwise's lab-only helpers: never a catalog command
+LAB_ONLY = {"healthcheck", "mysql-upgrade-dump", "mysql-upgrade-restore", "upgrade-transfer-data"}
 #: docs/catalog.md: the only Jinja variables a task may use.
 JINJA_VARS = {"inventory_hostname", "stepwise_node_address", "stepwise_bootstrap_node", "system_upgrade_source",
               "target_release"}
@@ -148,7 +147,6 @@ def _commands(cmd: str | dict, shell: bool) -> list[str]:
 
 def test_every_task_is_a_named_command_calling_the_node_vocabulary(catalog):
     seen = 0
-    lab_only: set[str] = set()
     for svc in catalog:
         if svc.health.get("command"):
             assert _commands(svc.health["command"], shell=True)[0] in NODE_COMMANDS, (svc.name, svc.health)
@@ -160,9 +158,6 @@ def test_every_task_is_a_named_command_calling_the_node_vocabulary(catalog):
             assert isinstance(task.get("name"), str) and task["name"], (svc.name, where)
             cmd = task[modules[0]]
             for word in _commands(cmd, shell=modules[0].endswith("shell")):
-                if word in NOT_YET_REAL:
-                    lab_only.add(word)
-                    continue
                 assert word in NODE_COMMANDS or word.endswith(("-manage", "-status")), (svc.name, where, cmd, word)
             for text in (str(cmd), task["name"], str(task.get("when", ""))):
                 for var in re.findall(r"{{\s*([A-Za-z_][A-Za-z0-9_]*)", text):
@@ -170,13 +165,12 @@ def test_every_task_is_a_named_command_calling_the_node_vocabulary(catalog):
             if "when" in task:
                 assert re.fullmatch(r"[A-Za-z0-9_ =!.'\"]+", task["when"]), task["when"]
     assert seen > 300
-    assert lab_only == NOT_YET_REAL, "a lab-only command left the catalog: drop it from NOT_YET_REAL and the docs"
 
 
 def test_the_command_list_holds_only_real_commands():
     """The documented list is the real tools', with no lab-only command in it."""
     assert {"systemctl", "dnf", "crudini", "os-apply-config", "pcs", "socat"} <= NODE_COMMANDS
-    assert not NODE_COMMANDS & (NOT_YET_REAL | {"healthcheck", "mysql-upgrade-dump", "mysql-upgrade-restore"})
+    assert not NODE_COMMANDS & LAB_ONLY
 
 
 def test_every_service_stops_updates_configures_and_starts_itself(catalog):
@@ -260,7 +254,10 @@ def test_schema_owners_expand_once_on_the_bootstrap_node_and_contract_in_converg
 def test_galera_transfers_data_once_to_the_new_os_node(catalog):
     (task,) = catalog["galera"].system_upgrade["transfer_data"]
     assert task["ansible.builtin.command"] == \
-        "upgrade-transfer-data --from {{ system_upgrade_source }} --to {{ inventory_hostname }}"
+        "rsync -a --delete {{ system_upgrade_source }}:/var/lib/mysql/ /var/lib/mysql/"
+    # the new major opens the copied datadir; its system tables follow before it serves again
+    rejoin = [t.get("ansible.builtin.command") for t in catalog["galera"].steps("upgrade")["rejoin"]]
+    assert "mariadb-upgrade" in rejoin
     assert [s.name for s in catalog if "transfer_data" in s.system_upgrade] == ["galera"]
     assert "mariadb-dump " in str(catalog["galera"].steps("upgrade")["backup"])
 

@@ -188,6 +188,10 @@ def recover_position(command: list[str]) -> str | None:
     return m.group(1) if m and not m.group(1).endswith(":-1") else None
 
 
+def _major(fmt: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in fmt.split(".") if x.isdigit())
+
+
 def start_lock(lab: Lab) -> Any:
     """One member at a time decides bootstrap-or-join and comes up (a resource agent's
     ordering): two members starting at once must not both bootstrap a cluster."""
@@ -218,12 +222,14 @@ def start(lab: Lab, node: str, service: str, want_format: str,
                                  f"{', '.join(map(str, other))} cannot talk to each other "
                                  f"(running: {', '.join(peers)})")
         if have != want_format:
-            if not peers:
-                raise StartError(f"mariadbd {want_format}: datadir was written by MariaDB {have}: an in-place major "
-                                 "upgrade is not supported; dump the databases before the package update and "
-                                 "restore them after")
-            # joining a running cluster: the state transfer (SST) replaces whatever the datadir held
-            mariadb.init_datadir(root, want_format)
+            if peers:
+                # joining a running cluster: the state transfer (SST) replaces whatever the datadir held
+                mariadb.init_datadir(root, want_format)
+            elif have is not None and _major(have) > _major(want_format):
+                raise StartError(f"mariadbd {want_format}: datadir was written by MariaDB {have}, a newer major: "
+                                 "a downgrade in place is not supported; restore a dump taken before the upgrade")
+            # an older major's datadir opens (as MariaDB's in-place upgrade does); mariadb-upgrade
+            # then brings its system tables, and the format marker, to this server's major
         mariadb.write_cnf(root, lab.node(node)["address"], svc["db_port"], galera=member_cnf(lab, node, service))
         cmd = mariadb.server_command(root)
         if grastate(root).get("seqno") == "-1":

@@ -3,9 +3,10 @@
 One mariadbd per node that runs the database service, with tiny buffers (~110 MiB each),
 each a member of a real Galera cluster (`galera.py`: replication, quorum, IST/SST are
 Galera's). The data format of a datadir follows the installed `mariadb-server` major (10.3
-on OS 8, 10.5 on OS 9): a server refuses a datadir of another major until it is dumped and
-restored, as real MariaDB upgrades require. That marker is a stand-in: one MariaDB (10.11)
-runs here whatever the node's OS, so a real major change cannot happen.
+on OS 8, 10.5 on OS 9): as real MariaDB, a server opens a datadir of an older major (and
+`mariadb-upgrade` then brings it to the server's) but refuses a newer one. That marker is a
+stand-in: one MariaDB (10.11) runs here whatever the node's OS, so a real major change
+cannot happen.
 """
 
 from __future__ import annotations
@@ -15,9 +16,8 @@ import os
 import shutil
 import subprocess
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from stepwise.lab.nodes import Lab
@@ -38,7 +38,7 @@ SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 def binaries() -> dict[str, str]:
     """Paths of the MariaDB programs, or a clear error naming the Debian package."""
     out = {}
-    for name in ("mariadbd", "mariadb-install-db", "mariadb", "mariadb-dump"):
+    for name in ("mariadbd", "mariadb-install-db", "mariadb", "mariadb-dump", "mariadb-upgrade"):
         # the system's programs, never the lab's node commands of the same name on a node's PATH
         path = shutil.which(name, path=SYSTEM_PATH)
         if not path:
@@ -278,44 +278,6 @@ def restore(sock: Path, dump_file: Path) -> None:
                            text=True, timeout=300)
     if r.returncode:
         raise RuntimeError(f"restoring {dump_file.name} failed: {r.stderr.strip()[:300]}")
-
-
-@contextmanager
-def offline_server(root: Path) -> Iterator[Path]:
-    """A private server on a stopped node's datadir: no network, no replication (its Galera
-    state stays as it was), for a dump or a restore. Yields its socket."""
-    cnf = write_cnf(root, None, 0, name="offline")
-    sock = socket_path(root, "offline")
-    proc = subprocess.Popen(server_command(root, cnf), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while subprocess.run([binaries()["mariadb"], "-S", str(sock), "-uroot", "-e", "SELECT 1"],
-                             capture_output=True).returncode:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"mariadbd did not start on {root}/var/lib/mysql "
-                                   f"(see {root}/var/log/mariadb/offline.log)")
-            time.sleep(0.1)
-        yield sock
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-def transfer(src_root: Path, dst_root: Path, fmt: str, dump_file: Path) -> int:
-    """The one-time data transfer of an OS upgrade: dump the stopped old member's databases,
-    restore them into a fresh datadir (no Galera history) on the new node, whose first start
-    then bootstraps a new cluster from them. Returns the size of the dump."""
-    if not (src_root / "var" / "lib" / "mysql" / "mysql").is_dir():
-        raise RuntimeError("the source node has no database (no datadir)")
-    with offline_server(src_root) as sock:
-        dump(sock, dump_file)
-    init_datadir(dst_root, fmt, seed=False)
-    with offline_server(dst_root) as sock:
-        restore(sock, dump_file)
-    return dump_file.stat().st_size
 
 
 def installed_format(packages: dict) -> str:

@@ -11,7 +11,6 @@ from stepwise.lab import services as S
 from stepwise.lab.nodecmd import command, disk_full, err, out
 from stepwise.lab.nodes import Lab
 
-TRANSFER_FLAG = "/var/lib/stepwise/transfer_data.done"
 DUMP_FILE = "/var/lib/stepwise/mysql-upgrade.sql"
 
 
@@ -262,38 +261,78 @@ def reprovision(lab: Lab, node: str, args: list[str]) -> int:
 
 
 # --- data ------------------------------------------------------------------------------
-@command("upgrade-transfer-data")
-def transfer(lab: Lab, node: str, args: list[str]) -> int:
-    try:
-        src, dst = args[args.index("--from") + 1], args[args.index("--to") + 1]
-    except (ValueError, IndexError):
-        return err("usage: upgrade-transfer-data --from NODE --to NODE")
-    db = lab.spec.get("db_service")
-    if db is None or src not in lab.service(db)["instances"] or dst not in lab.service(db)["instances"]:
-        return err(f"{src} and {dst} must both run the database service")
-    flag = lab.node_path(dst, TRANSFER_FLAG)
-    if flag.exists():
-        return err(f"refusing: data was already transferred to {dst} ({TRANSFER_FLAG} exists); "
-                   f"{dst} may already be the authority on the data")
-    for n in (src, dst):
-        if H.read_unit(lab, n, db):
-            return err(f"the database on {n} is running: stop it first")
-    if disk_full(lab, dst):
-        return err(f"{dst}: [Errno 28] No space left on device")
+DATADIR = "/var/lib/mysql"
+
+
+def _map_operand(lab: Lab, node: str, arg: str) -> tuple[str, str | None, str]:
+    """An rsync operand as it is on a real node -> (path here, remote node or None, node path).
+    `NODE:/path` is that node's file, reached as over SSH; `/path` is this node's."""
+    host, sep, path = arg.partition(":")
+    if sep and host and "/" not in host and path.startswith("/"):
+        host = next((n for n in lab.nodes() if host in (n, lab.node(n).get("address"))), host)
+        if host not in lab.nodes():
+            raise LookupError(f"ssh: Could not resolve hostname {host}: Name or service not known")
+        if (lab.run_dir / "down" / host).exists():
+            raise LookupError(f"ssh: connect to host {host} port 22: No route to host")
+        tail = "/" if path.endswith("/") else ""
+        return str(lab.node_path(host, path)) + tail, host, path
+    if arg.startswith("/"):
+        tail = "/" if arg.endswith("/") and arg != "/" else ""
+        return str(lab.node_path(node, arg)) + tail, None, arg
+    return arg, None, arg
+
+
+@command("rsync")
+def rsync(lab: Lab, node: str, args: list[str]) -> int:
+    """Debian's real rsync between lab nodes: `NODE:/path` is that node's file (a real node
+    reaches it over SSH), an absolute path is this node's. A copy of a MariaDB datadir takes
+    the lab's stand-in of its on-disk format (the MariaDB major that wrote it) along."""
     from stepwise.lab import mariadb
 
-    # A logical transfer: the old member's databases, dumped, restored into the format of the
-    # target's MariaDB; the target's next start bootstraps a new cluster from them.
-    dump_file = lab.node_path(dst, f"/var/lib/stepwise/transfer-from-{src}.sql")
-    try:
-        size = mariadb.transfer(lab.node_root(src), lab.node_root(dst),
-                                mariadb.installed_format(S.installed(lab, dst)), dump_file)
-    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
-        return err(f"transfer {src} -> {dst} failed: {exc}")
-    flag.parent.mkdir(parents=True, exist_ok=True)
-    flag.write_text(f"from {src}\n")
-    out(f"transferred database data {src} -> {dst} ({size} bytes of SQL)")
-    return 0
+    real = shutil.which("rsync", path=mariadb.SYSTEM_PATH)
+    if real is None:
+        return err("rsync: command not found (install the Debian package rsync)")
+    mapped: list[str] = []
+    operands: list[tuple[str | None, str]] = []
+    for a in args:
+        if a.startswith("-"):
+            mapped.append(a)
+            continue
+        try:
+            here, host, path = _map_operand(lab, node, a)
+        except LookupError as exc:
+            err(f"{exc}\nrsync: connection unexpectedly closed (0 bytes received so far) [Receiver]")
+            return 255
+        mapped.append(here)
+        operands.append((host, path))
+    if disk_full(lab, node):
+        err("rsync: [receiver] write failed: No space left on device (28)")
+        return 11
+    r = subprocess.run([real, *mapped], check=False)
+    if r.returncode == 0 and len(operands) >= 2:
+        (src_host, src), (dst_host, dst) = operands[0], operands[-1]
+        if src.rstrip("/") == DATADIR and dst.rstrip("/") == DATADIR:
+            fmt = mariadb.data_format(lab.node_root(src_host or node))
+            if fmt:
+                mariadb.set_data_format(lab.node_root(dst_host or node), fmt)
+    return r.returncode
+
+
+@command("mariadb-upgrade", "mysql_upgrade")
+def mariadb_upgrade(lab: Lab, node: str, args: list[str]) -> int:
+    """Debian's real mariadb-upgrade against this node's member; afterwards the datadir is in
+    the installed MariaDB's format (the lab's stand-in of the major change is recorded)."""
+    from stepwise.lab import mariadb
+
+    real = mariadb.binaries()["mariadb-upgrade"]
+    defaults = [] if any(a.startswith(("-S", "--socket")) for a in args) else \
+        [f"--socket={mariadb.socket_path(lab.node_root(node))}"]
+    if not any(a.startswith(("-u", "--user")) for a in args):
+        defaults.append("--user=root")
+    r = subprocess.run([real, *defaults, *args], check=False)
+    if r.returncode == 0:
+        mariadb.set_data_format(lab.node_root(node), mariadb.installed_format(S.installed(lab, node)))
+    return r.returncode
 
 
 @command("mysql-upgrade-dump")

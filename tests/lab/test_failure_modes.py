@@ -210,10 +210,13 @@ def test_reboot_kills_workloads_not_moved(lab, node):
 
 
 def test_data_transfer_twice_destroys_newer_data(lab, node):
+    """The seed's once-only transfer: a second copy of the old datadir after the new node has
+    served overwrites what it wrote since (stepwise's flag refuses that copy: e2e OS upgrade)."""
     c0 = node("ctrl-0")
+    copy = "rsync -a --delete ctrl-1:/var/lib/mysql/ /var/lib/mysql/"
     for n in CTRLS:
         node(n).run("systemctl stop keystone nova_api nova_conductor galera")
-    c0.run("upgrade-transfer-data --from ctrl-1 --to ctrl-0")
+    c0.run(copy)
     c0.run("systemctl start galera")
     c0.run("tripleo-repos R2")
     c0.run("dnf -y update openstack-keystone")
@@ -221,12 +224,12 @@ def test_data_transfer_twice_destroys_newer_data(lab, node):
     c0.run("keystone-manage db sync")
     c0.run("systemctl start keystone")
     wait_for(lambda: health(lab, "ctrl-0", "keystone")["healthy"])
-    # Correct: a second transfer is refused, the new node is the authority now.
-    r = node("ctrl-1").run("upgrade-transfer-data --from ctrl-1 --to ctrl-0", check=False)
-    assert r.returncode == 1 and "already transferred" in r.stderr
-    # Naive: remove the safety flag and transfer again: the newer data is gone.
-    (lab.node_root("ctrl-0") / "var/lib/stepwise/transfer_data.done").unlink()
+    # an old node that is down cannot be copied from, as over SSH
+    inject(lab, "crash", "ctrl-2")
+    r = c0.run("rsync -a --delete ctrl-2:/var/lib/mysql/ /var/lib/mysql/", check=False)
+    assert r.returncode == 255 and "No route to host" in r.stderr, r
+    # Naive: copy again: the newer data is gone.
     c0.run("systemctl stop galera")
-    c0.run("upgrade-transfer-data --from ctrl-1 --to ctrl-0")
+    c0.run(copy)
     c0.run("systemctl start galera")
     wait_for(lambda: "schema 1 is older than code 2" in health(lab, "ctrl-0", "keystone")["health"])

@@ -46,7 +46,7 @@ def service(name: str, plane: str = "control", *, rolling: bool = True, deps: tu
     if converge:
         spec["converge"] = [task(f"{name}-manage db online_data_migrations")]
     if transfer:
-        spec["system_upgrade"] = {"transfer_data": [task("upgrade-transfer-data")], "prepare": [task("leapp upgrade")]}
+        spec["system_upgrade"] = {"transfer_data": [task("rsync -a --delete {{ system_upgrade_source }}:/var/lib/mysql/ /var/lib/mysql/")], "prepare": [task("leapp upgrade")]}
     if durations:
         spec["durations"] = durations
     if schema == "expand_contract":
