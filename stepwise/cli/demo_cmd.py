@@ -21,6 +21,28 @@ from stepwise.errors import StepwiseError
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "openstack.yaml"
 
 
+#: failed probe calls listed per phase (the counts above hold them all)
+MAX_FAILURES_SHOWN = 30
+
+
+def _failures_with_units(records: list[dict[str, Any]], units: list[Any], t0: float) -> list[dict[str, Any]]:
+    """Each failed probe call (seconds into the phase, target, error) with the units that were
+    running at that moment: what the operator needs to tell which step broke a call."""
+    from datetime import timezone
+
+    def epoch(d: Any) -> float | None:
+        return d.replace(tzinfo=timezone.utc).timestamp() if d is not None else None
+
+    spans = [(epoch(u.started_at), epoch(u.ended_at), f"{u.step} {','.join(u.services)} on {','.join(u.nodes)}")
+             for u in units if u.started_at is not None]
+    out = []
+    for r in sorted((r for r in records if not r["ok"]), key=lambda r: r["t"])[:MAX_FAILURES_SHOWN]:
+        during = [label for start, end, label in spans if start <= r["t"] + 0.5 and (end is None or r["t"] - 0.5 <= end)]
+        out.append({"t_s": round(r["t"] - t0, 1), "target": r["target"], "detail": r.get("detail", ""),
+                    "during": during})
+    return out
+
+
 def _phase(title: str, workflow: str, dep, store, lab_dir: Path, facts, json_out: bool, **kw: Any) -> dict[str, Any]:
     import stepwise.lab as lab
     from stepwise.lab.nodes import Lab
@@ -61,11 +83,13 @@ def _phase(title: str, workflow: str, dep, store, lab_dir: Path, facts, json_out
     # the schema work (expand in a visit's migrate, migrate, contract), as the units measured it
     migration_s = sum((u.ended_at - u.started_at).total_seconds() for u in store.units(result.run_id)
                       if u.step in (Step.MIGRATE.value, Step.CONTRACT.value) and u.started_at and u.ended_at)
+    failures = _failures_with_units(probe.records, store.units(result.run_id), t0)
     out = {"phase": title, "run": result.run_id, "status": result.status, "message": result.message, "units": len(plan.units),
            "elapsed_s": round(time.time() - t0, 1), "planned_windows": windows,
            "migration_s": round(migration_s, 1),
            "probe": {"requests": summary["total"]["requests"], "failed": summary["total"]["failed"],
-                     "targets_with_failures": failed, "failed_outside_windows": unannounced, "client": client}}
+                     "targets_with_failures": failed, "failed_outside_windows": unannounced, "client": client,
+                     "failures": failures}}
     if not json_out:
         colour = "green" if result.ok and not failed else ("yellow" if result.ok else "red")
         console.print(Text(f"{title}: {result.status} in {out['elapsed_s']}s, {len(plan.units)} units; probe: "
