@@ -23,8 +23,8 @@ from stepwise.lab.spec import build_spec
 
 Progress = Callable[[str], None]
 NODE_COMMANDS = ("dnf", "yum", "tripleo-repos", "systemctl", "crudini", "os-apply-config", "pcs", "ceph", "nova",
-                 "leapp", "reboot", "reprovision", "rsync", "healthcheck", "mysql-upgrade-dump",
-                 "mysql-upgrade-restore", "socat", "mariadb", "mysql", "mariadb-dump", "mysqldump",
+                 "leapp", "reboot", "reprovision", "rsync", "healthcheck",
+                 "socat", "mariadb", "mysql", "mariadb-dump", "mysqldump",
                  "mariadb-upgrade", "mysql_upgrade")
 
 

@@ -27,9 +27,6 @@ USER = "stepwise"
 PASSWORD = "stepwise"
 #: The datadir format marker (beside the datadir: an SST replaces the datadir's content).
 FORMAT_FILE = "/var/lib/stepwise/mariadb_format"
-#: What a dump of "all databases" leaves out: the server's own schemas (users come with the
-#: template; every node has the lab's).
-SYSTEM_DATABASES = ("mysql", "information_schema", "performance_schema", "sys")
 
 
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -136,14 +133,11 @@ def _sql(sock: Path, sql: str, proc: subprocess.Popen, timeout: float = 30.0) ->
 
 
 def ensure_template() -> Path:
-    """The datadirs every lab copies, made once per machine (a fast `lab up`):
-
-    - `plain`: initialised, with the lab's user; no replication history. A datadir a dump is
-      restored into starts from it, so its first start bootstraps a new cluster (new UUID).
-    - `galera`: the same plus the lab's tables, written by a one-member Galera cluster, so it
-      carries a cluster position (uuid:seqno). Every member of a new lab starts from this
-      identical copy: the first bootstraps at that position, the others join by IST of what
-      happened since (seconds) instead of a full SST.
+    """The datadir every lab copies, made once per machine (a fast `lab up`): initialised, with
+    the lab's user and tables, written by a one-member Galera cluster, so it carries a cluster
+    position (uuid:seqno). Every member of a new lab starts from this identical copy: the first
+    bootstraps at that position, the others join by IST of what happened since (seconds)
+    instead of a full SST.
     """
     tpl = template_dir()
     if (tpl / "ready").is_file():
@@ -168,7 +162,6 @@ def ensure_template() -> Path:
     finally:
         proc.terminate()
         proc.wait(60)
-    shutil.copytree(root / "var" / "lib" / "mysql", work / "plain")
     # A one-member cluster on a private port (tcp://127.0.0.1:0: any free one) writes the tables.
     one = galera.wsrep_cnf("stepwise-template", "template", "127.0.0.1", ["127.0.0.1"])
     one = one.replace(f"127.0.0.1:{galera.GCOMM_PORT}", "127.0.0.1:0").replace(f"127.0.0.1:{galera.IST_PORT}", "127.0.0.1:0")
@@ -202,13 +195,13 @@ def ensure_template() -> Path:
     return tpl
 
 
-def init_datadir(root: Path, fmt: str, seed: bool = True) -> None:
-    """Give a node a fresh datadir in data format `fmt` (e.g. 10.3): a new lab member's
-    (`seed`: the lab's cluster position) or an empty one for a restore (no history)."""
+def init_datadir(root: Path, fmt: str) -> None:
+    """Give a new lab member a fresh datadir in data format `fmt` (e.g. 10.3), at the lab's
+    cluster position."""
     dst = root / "var" / "lib" / "mysql"
     shutil.rmtree(dst, ignore_errors=True)
     dst.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(ensure_template() / ("galera" if seed else "plain"), dst)
+    shutil.copytree(ensure_template() / "galera", dst)
     set_data_format(root, fmt)
 
 
@@ -252,32 +245,6 @@ def execute(host: str, port: int, sql: str, args: tuple = ()) -> list[tuple]:
             return list(cur.fetchall())
     finally:
         conn.close()
-
-
-def user_databases(sock: Path) -> list[str]:
-    r = subprocess.run([binaries()["mariadb"], "-S", str(sock), "-uroot", "-N", "-B", "-e", "SHOW DATABASES"],
-                       check=True, capture_output=True, text=True, timeout=30)
-    return [d for d in r.stdout.split() if d not in SYSTEM_DATABASES]
-
-
-def dump(sock: Path, out: Path) -> None:
-    """Dump every database of the server on `sock` but its own (what a major change keeps)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w") as fh:
-        # --single-transaction: a consistent snapshot without locking (Galera replicates no
-        # LOCK TABLES, so the restore does without them too)
-        subprocess.run([binaries()["mariadb-dump"], "-S", str(sock), "-uroot", "--single-transaction",
-                        "--skip-add-locks", "--routines", "--events", "--triggers", "--databases",
-                        *user_databases(sock)], check=True, stdout=fh, stderr=subprocess.PIPE, timeout=300)
-
-
-def restore(sock: Path, dump_file: Path) -> None:
-    """Load a dump into the server on `sock` (a Galera member replicates it)."""
-    with open(dump_file) as fh:
-        r = subprocess.run([binaries()["mariadb"], "-S", str(sock), "-uroot"], stdin=fh, capture_output=True,
-                           text=True, timeout=300)
-    if r.returncode:
-        raise RuntimeError(f"restoring {dump_file.name} failed: {r.stderr.strip()[:300]}")
 
 
 def installed_format(packages: dict) -> str:

@@ -11,9 +11,6 @@ from stepwise.lab import services as S
 from stepwise.lab.nodecmd import command, disk_full, err, out
 from stepwise.lab.nodes import Lab
 
-DUMP_FILE = "/var/lib/stepwise/mysql-upgrade.sql"
-
-
 def cluster_service(lab: Lab, kinds: tuple[str, ...]) -> str | None:
     return next((n for n, s in lab.spec["services"].items() if s.get("cluster") in kinds), None)
 
@@ -333,45 +330,6 @@ def mariadb_upgrade(lab: Lab, node: str, args: list[str]) -> int:
     if r.returncode == 0:
         mariadb.set_data_format(lab.node_root(node), mariadb.installed_format(S.installed(lab, node)))
     return r.returncode
-
-
-@command("mysql-upgrade-dump")
-def mysql_dump(lab: Lab, node: str, args: list[str]) -> int:
-    from stepwise.lab import mariadb
-
-    db = lab.spec.get("db_service")
-    if db is None or not H.read_unit(lab, node, db):
-        return err("mysql-upgrade-dump: the database server is not running on this node")
-    if disk_full(lab, node):
-        return err("mariadb-dump: Got errno 28 on write")
-    mariadb.dump(mariadb.socket_path(lab.node_root(node)), lab.node_path(node, DUMP_FILE))
-    out(f"dumped all databases to {DUMP_FILE}")
-    return 0
-
-
-@command("mysql-upgrade-restore")
-def mysql_restore(lab: Lab, node: str, args: list[str]) -> int:
-    from stepwise.lab import galera, mariadb
-
-    db = lab.spec.get("db_service")
-    dump_file = lab.node_path(node, DUMP_FILE)
-    if db is None or not dump_file.exists():
-        return err(f"mysql-upgrade-restore: no dump at {DUMP_FILE} (run mysql-upgrade-dump before the update)")
-    if H.read_unit(lab, node, db):
-        lab.call("stop", node=node, unit=db)
-    root = lab.node_root(node)
-    # A fresh datadir of the installed MariaDB (no Galera history): alone it bootstraps a new
-    # cluster; beside running members it joins them (SST) and the load below replicates.
-    mariadb.init_datadir(root, mariadb.installed_format(S.installed(lab, node)), seed=False)
-    res = lab.call("start", node=node, unit=db)
-    if not res.get("ok"):
-        return err(f"database did not start: {res.get('message')}")
-    ok, why = galera.wait_synced(root, 120)
-    if not ok:
-        return err(f"database did not become ready: {why}")
-    mariadb.restore(mariadb.socket_path(root), dump_file)
-    out("restored all databases")
-    return 0
 
 
 def _mariadb_tool(lab: Lab, node: str, tool: str, args: list[str]) -> int:

@@ -96,6 +96,7 @@ class WorkflowTasksSpec(Strict):
     rejoin: list[Task] = Field(default_factory=list)
     verify: list[Task] = Field(default_factory=list)
     backup: list[Task] = Field(default_factory=list)
+    restore: list[Task] = Field(default_factory=list)
     pin: list[Task] = Field(default_factory=list)
     unpin: list[Task] = Field(default_factory=list)
 

@@ -180,7 +180,6 @@ class NodeWork(StrEnum):
     REBOOT = "reboot"                  # reboot (a new kernel)
     UPGRADE_OS = "upgrade_os"          # reboot into the new OS, or reprovision and restore
     UNOWNED_PACKAGES = "unowned_packages"  # packages no service owns (kernel, openvswitch, tools)
-    RESTORE_DATABASE = "restore_database"
     CLEANUP_OS = "cleanup_os"          # remove what prepare persisted
 
 
@@ -193,9 +192,8 @@ class StepInfo:
     `state_after`: the state of the unit's services on its nodes once it is done.
     `by_name_only`: runs only when its tag is named (`--tags`), like the seed's
     `never`-tagged tasks. `whole_role_refused`: never on every node of a role at once.
-    `once_only`: must never run twice on a node (a flag file guards it). `destructive`: takes
-    the node away (reboot, reprovision); its preconditions are checked on the node right
-    before it runs. `external`: run by `external-upgrade run`, not `upgrade run`.
+    `once_only`: must never run twice on a node (a flag file guards it). `external`: run by
+    `external-upgrade run`, not `upgrade run`.
     """
 
     tasks: tuple[Section, str] | None = None
@@ -204,7 +202,6 @@ class StepInfo:
     by_name_only: bool = False
     whole_role_refused: bool = False
     once_only: bool = False
-    destructive: bool = False
     #: the seed's `external-upgrade run` operations (external installers such as ceph, data
     #: transfer, cleanup), as opposed to the per-node `upgrade run` ones
     external: bool = False
@@ -224,14 +221,14 @@ STEPS: Mapping[Step, StepInfo] = MappingProxyType({
     Step.STOP: _visit(Step.STOP, ServiceState.STOPPED),
     Step.PACKAGES: StepInfo(tasks=(Section.UPDATE, "packages"), node_work=NodeWork.UNOWNED_PACKAGES),
     Step.CONFIG: _visit(Step.CONFIG),
-    Step.REBOOT: StepInfo(tasks=(Section.UPDATE, "reboot"), node_work=NodeWork.REBOOT, destructive=True),
+    Step.REBOOT: StepInfo(tasks=(Section.UPDATE, "reboot"), node_work=NodeWork.REBOOT),
     Step.MIGRATE: _visit(Step.MIGRATE),
     Step.START: _visit(Step.START, ServiceState.RUNNING),
     Step.REJOIN: _visit(Step.REJOIN, ServiceState.RUNNING),
     Step.VERIFY: StepInfo(tasks=(Section.UPDATE, "verify"), node_work=NodeWork.ANSWERS),
     Step.REPOS: StepInfo(node_work=NodeWork.SWITCH_REPOS),
     Step.BACKUP: StepInfo(tasks=(Section.UPGRADE, "backup")),
-    Step.RESTORE: StepInfo(node_work=NodeWork.RESTORE_DATABASE),
+    Step.RESTORE: StepInfo(tasks=(Section.UPGRADE, "restore")),
     Step.PIN_RPC: StepInfo(tasks=(Section.UPGRADE, "pin")),
     Step.UNPIN_RPC: StepInfo(tasks=(Section.UPGRADE, "unpin")),
     Step.CONVERGE: StepInfo(tasks=(Section.CONVERGE, "")),
@@ -241,7 +238,7 @@ STEPS: Mapping[Step, StepInfo] = MappingProxyType({
                                           state_after=ServiceState.STOPPED, by_name_only=True,
                                           whole_role_refused=True),
     Step.SYSTEM_UPGRADE_RUN: StepInfo(needs_limit=True, node_work=NodeWork.UPGRADE_OS, state_after=ServiceState.STOPPED,
-                                      by_name_only=True, whole_role_refused=True, destructive=True),
+                                      by_name_only=True, whole_role_refused=True),
     Step.SYSTEM_UPGRADE_TRANSFER_DATA: StepInfo(needs_limit=True, tasks=(Section.SYSTEM_UPGRADE, "transfer_data"),
                                                 state_after=ServiceState.STOPPED, by_name_only=True,
                                                 once_only=True, external=True),
@@ -268,5 +265,5 @@ def task_source(step: Step, workflow: Workflow) -> tuple[Section, str] | None:
 #: Keys a service file may use inside `update:` / `upgrade:`.
 #: `pre` is shorthand for the start of `stop` and `post` for the end of `start`.
 STEP_ALIASES: Mapping[str, Step] = MappingProxyType({"pre": Step.STOP, "post": Step.START})
-UPGRADE_EXTRA_KEYS: tuple[str, ...] = ("backup", "pin", "unpin")
+UPGRADE_EXTRA_KEYS: tuple[str, ...] = ("backup", "restore", "pin", "unpin")
 SYSTEM_UPGRADE_KEYS: tuple[str, ...] = ("prepare", "run", "transfer_data", "cleanup")

@@ -334,9 +334,6 @@ def node_work_tasks(unit: Unit, work: NodeWork, services_had_tasks: bool,
         return (first + body
                 + [{"name": "Stepwise: the OS upgrade is done", "ansible.builtin.shell": f'rm -f "{PREPARED_FLAG}"'},
                    _record_facts(packages=False)])
-    if work is NodeWork.RESTORE_DATABASE:
-        return [{"name": "Node: restore the databases into the new database version",
-                 "ansible.builtin.command": "{{ stepwise_db_restore_command | default('mysql-upgrade-restore') }}"}]
     if work is NodeWork.CLEANUP_OS:
         return [{"name": "Node: remove what the OS upgrade left on the node", "ansible.builtin.shell":
                  f'rm -rf "{FLAG_DIR}/system_upgrade_prepared" "{FLAG_DIR}"/*.attempt "{NODE_ROOT}/tmp/{PERSIST_FILE}"'},
