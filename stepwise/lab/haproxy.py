@@ -60,6 +60,10 @@ def render(spec: dict[str, Any], lab_dir: Path) -> str:
                            + (" backup" if i else ""))
         else:
             out.append(f"    option httpchk GET {svc['health_path']}")
+            # uWSGI closes every connection after its response without saying so (no
+            # keep-alive): an idle server connection HAProxy kept for reuse can be closed
+            # under a request sent on it, which the client sees as a 502
+            out.append("    option http-server-close")
             for n in svc["instances"]:
                 addr = spec["nodes"][n]["address"]
                 out.append(f"    server {n} {addr}:{svc['port']} {CHECK}")
