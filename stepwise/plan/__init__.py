@@ -13,6 +13,7 @@ from stepwise.model.facts import NO_FACTS, Facts
 from stepwise.model.vocab import UPGRADE_STAGES, Plane, Stage, Workflow
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.limits import resolve_limit
+from stepwise.plan.progress import refuse_prepared_nodes
 from stepwise.plan.schedule import asap
 from stepwise.plan.select import Selection, check_requires, select, split_list
 from stepwise.plan.system_upgrade import plan_system_upgrade
@@ -101,6 +102,8 @@ def make_plan(workflow: str | Workflow, deployment: Deployment, facts: Facts = N
     selected = select(plan, deployment, sel, nodes)
     if any(u.requires for u in plan.units):
         selected = check_requires(selected, plan, facts.progress, deployment.path, preview=preview)
+    if wf in (Workflow.UPDATE, Workflow.UPGRADE):
+        refuse_prepared_nodes(selected, facts, deployment.path)
     return selected
 
 

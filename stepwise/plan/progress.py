@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from stepwise.errors import Problem, UnsafePlanError
+from stepwise.model.facts import Facts
 from stepwise.model.vocab import Stage, Step
-from stepwise.plan.units import Unit
+from stepwise.plan.units import Plan, Unit
 
 OS = "os:"
 
@@ -114,3 +116,35 @@ def command_for(unit: Unit, deployment_path: str) -> str:
     if unit.stage is Stage.UPGRADE:
         return f"stepwise upgrade run {d} --limit {nodes}"
     return f"stepwise plan system-upgrade {d}"
+
+
+def prepared_not_upgraded(facts: Facts) -> list[str]:
+    """Nodes whose OS upgrade is prepared (leapp has staged it: any reboot now runs it) and
+    not yet done: only the OS upgrade's next step may touch them."""
+    out = []
+    for m in facts.progress:
+        if not m.startswith(prepared("")):
+            continue
+        node = m[len(prepared("")):]
+        on_new = new_os(node) in facts.progress or (
+            facts.os_known and node in facts.nodes and facts.of(node).os_major >= facts.of(node).os_target)
+        if not on_new:
+            out.append(node)
+    return sorted(out)
+
+
+def refuse_prepared_nodes(plan: Plan, facts: Facts, deployment_path: str) -> None:
+    """A plan other than the OS upgrade's that would touch a node prepared for the OS upgrade
+    is refused (the seed's warning: a reboot there starts an unplanned leapp upgrade; a package
+    update there mixes releases under the staged upgrade)."""
+    fenced = set(prepared_not_upgraded(facts))
+    touched = sorted({n for u in plan.units for n in u.nodes if n in fenced})
+    if not touched:
+        return
+    shown = ", ".join(touched[:8]) + (f" and {len(touched) - 8} more" if len(touched) > 8 else "")
+    raise UnsafePlanError(Problem(
+        f"{shown} {'is' if len(touched) == 1 else 'are'} prepared for the OS upgrade and not yet upgraded: "
+        f"the {plan.workflow} would touch {'it' if len(touched) == 1 else 'them'}, and a reboot there starts "
+        "the staged OS upgrade unplanned", file=deployment_path, field="--limit",
+        hint=f"finish their OS upgrade first (stepwise upgrade run -d {deployment_path or 'DEPLOYMENT'} --tags system_upgrade_run "
+             f"--limit {','.join(touched)}), or leave them out: --limit '{','.join('!' + n for n in touched)}'"))

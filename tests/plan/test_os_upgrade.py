@@ -156,3 +156,25 @@ def test_a_plan_from_recorded_progress_continues_after_step_7():
     assert "controller-openstack-0" in plan.params["initial"]["new_os"]
     assert "controller-openstack-2" in plan.params["initial"]["down"]["pacemaker"]
     assert "controller-openstack-0" not in {n for u in plan.units for n in u.nodes if u.stage is Stage.UPGRADE}
+
+
+def test_a_node_prepared_for_the_os_upgrade_is_fenced_from_other_plans():
+    c = Cloud()
+    c.run("upgrade prepare")
+    c.run("upgrade run", tags="system_upgrade_prepare", limit=FIRST)
+    fx = NO_FACTS.with_progress(c.progress)
+    assert M.prepared_not_upgraded(fx) == sorted(FIRST.split(","))
+    # a minor update now would stop, update and maybe reboot them: a reboot runs the staged leapp
+    for wf in (Workflow.UPDATE, Workflow.UPGRADE):
+        with pytest.raises(UnsafePlanError) as info:
+            make_plan(wf, c.dep, fx)
+        (p,) = info.value.problems
+        assert "database-0" in p.message and "prepared for the OS upgrade" in p.message
+        assert "--tags system_upgrade_run --limit " in p.hint and "'!controller-openstack-0" in p.hint
+    # leaving them out plans the rest, and none of them is touched
+    plan = make_plan(Workflow.UPDATE, c.dep, fx, limit=",".join("!" + n for n in FIRST.split(",")))
+    assert plan.units and not {n for u in plan.units for n in u.nodes} & set(FIRST.split(","))
+    # once on the new OS they are no longer fenced
+    c.run("external-upgrade run", tags="system_upgrade_prepare", limit=FIRST)
+    c.run("upgrade run", tags="system_upgrade_run", limit=FIRST)
+    assert M.prepared_not_upgraded(NO_FACTS.with_progress(c.progress)) == []
