@@ -154,3 +154,29 @@ def test_exported_plays_and_files_say_what_they_do(tmp_path: Path):
     assert play["name"].startswith("Unit u4: stop of ") and play["name"].endswith(" on controller-0")
     tasks = [t for b in play["tasks"] for t in b.get("block", [b])]
     assert tasks and all(t["name"][0].isupper() for t in tasks)
+
+
+def test_the_os_upgrade_parts_are_named_by_the_seed_steps_alike_in_tree_json_and_report(tmp_path: Path):
+    from stepwise.observe.report import model as report_model
+    from stepwise.plan.sections import parts
+
+    dep = load_deployment(ROOT / "examples" / "composed.yaml")
+    plan = verify_plan(make_plan("system-upgrade", dep), dep)
+    names = [p.name for p in parts(plan)]
+    assert names == ["steps 1-8", "step 9", "steps 10-12"]
+    # every unit but the level gates is in exactly one part
+    ids = [u for p in parts(plan) for u in (x.id for x in p.units)]
+    gates = [u.id for u in plan.units if u.step == "gate"]
+    assert sorted(ids + gates) == sorted(u.id for u in plan.units) and len(set(ids)) == len(ids)
+    tree = run("plan", "system-upgrade", "-d", str(ROOT / "examples" / "composed.yaml")).output
+    top = [line[4:].strip() for line in tree.splitlines() if line.startswith(("├── ", "└── "))]
+    assert top == names
+    assert f"{len(ids)} units (+{len(gates)} level gates)" in tree.splitlines()[0]
+    doc = json.loads(run("plan", "system-upgrade", "-d", str(ROOT / "examples" / "composed.yaml"), "--json").output)
+    assert [p["name"] for p in doc["parts"]] == names
+    section = report_model.plan_section(plan, dep)
+    assert [label for _, label, starts in section.boundaries if starts] == names
+    # an upgrade's parts are its stages, in the same three places
+    classic = load_deployment(ROOT / "examples" / "classic.yaml")
+    up = verify_plan(make_plan("upgrade", classic), classic)
+    assert [p.name for p in parts(up)][0] == "prepare" and [p.name for p in parts(up)][-1] == "converge"

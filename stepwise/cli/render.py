@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.tree import Tree
 
+from stepwise.plan.sections import parts, unit_count
 from stepwise.plan.units import Plan, Unit
 
 
@@ -26,21 +27,6 @@ def _nodes(nodes: tuple[str, ...] | list[str], most: int = 3) -> str:
         return "-"
     shown = ", ".join(nodes[:most])
     return shown + (f" (+{len(nodes) - most} more)" if len(nodes) > most else "")
-
-
-def _segments(plan: Plan) -> list[tuple[str, list[Unit]]]:
-    """Units between gates, titled by the gate that closes them."""
-    out: list[tuple[str, list[Unit]]] = []
-    cur: list[Unit] = []
-    for u in plan.units:
-        if u.step == "gate":
-            out.append((u.why, cur))
-            cur = []
-        else:
-            cur.append(u)
-    if cur:
-        out.append(("", cur))
-    return [(t, us) for t, us in out if us]
 
 
 #: A level with this many batches or more is folded into one line per role (unless --expand):
@@ -64,7 +50,7 @@ def render_plan(plan: Plan, console: Console, *, most_batches: int = 4, verbose:
              if plan.lower_bound_s and not plan.params.get("assumed") else "")
     from stepwise.plan import workflow_label
 
-    title = (f"[bold]{escape(workflow_label(plan.workflow))}[/] of [bold]{escape(plan.deployment)}[/]: {len(plan.units)} units on {n_nodes} node(s), "
+    title = (f"[bold]{escape(workflow_label(plan.workflow))}[/] of [bold]{escape(plan.deployment)}[/]: {unit_count(plan)} on {n_nodes} node(s), "
              f"estimated [bold]{hms(plan.duration_s)}[/]{ratio}")
     if not plan.units:
         console.print(title)
@@ -81,13 +67,13 @@ def render_plan(plan: Plan, console: Console, *, most_batches: int = 4, verbose:
                       f"(the earliest still to run: [bold]{escape(command)}[/])", soft_wrap=True)
     root = Tree(title)
     stage_nodes: "OrderedDict[str, Tree]" = OrderedDict()
-    for heading, units in _segments(plan):
-        stage = units[0].stage
-        if stage not in stage_nodes:
-            stage_nodes[stage] = root.add(f"[bold cyan]{escape(str(stage))}[/]")
+    for part in parts(plan):
+        units = list(part.units)
+        if part.name not in stage_nodes:
+            stage_nodes[part.name] = root.add(f"[bold cyan]{escape(part.name)}[/]")
         start = min(u.start_s for u in units)
         end = max(u.end_s for u in units)
-        seg = stage_nodes[stage].add(f"{escape(heading or units[0].why)}  [dim]{hms(start)} → {hms(end)}[/]")
+        seg = stage_nodes[part.name].add(f"{escape(part.heading)}  [dim]{hms(start)} → {hms(end)}[/]")
         batches: "OrderedDict[str, list[Unit]]" = OrderedDict()
         for u in units:
             batches.setdefault(u.batch or u.id, []).append(u)

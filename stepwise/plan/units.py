@@ -162,6 +162,8 @@ class Plan:
         return replace(self, units=tuple(units), **changes)
 
     def to_json(self) -> dict[str, Any]:
+        from stepwise.plan.sections import parts_json  # sections reads units: imported when used
+
         return {
             "workflow": str(self.workflow),
             "deployment": self.deployment,
@@ -169,6 +171,8 @@ class Plan:
             "estimate": {"duration_s": round(self.duration_s, 3), "lower_bound_s": round(self.lower_bound_s, 3)},
             "windows": [w.to_json() for w in self.windows],
             "params": dict(self.params),
+            # the parts the CLI tree and the report show (named the same there)
+            "parts": parts_json(self),
         }
 
     def write_json(self, out: BinaryIO) -> None:

@@ -94,11 +94,11 @@ def _axis(axis: float, height: int) -> list[str]:
 
 def _boundaries(sec: Section, height: int) -> list[str]:
     out, last_x = [], -1e9
-    for t, label in sec.boundaries:
+    for t, label, starts_part in sec.boundaries:
         x = _x(t, sec.axis_s)
         out.append(f'<line x1="{x:.1f}" y1="{AXIS_H - 4}" x2="{x:.1f}" y2="{height}" stroke="#8a6" '
                    f'stroke-dasharray="3,3"><title>{esc(label)} at {esc(_fmt_s(t))}</title></line>')
-        if label.startswith("stage") and x - last_x > 90:
+        if starts_part and x - last_x > 90:
             right = x > LABEL_W + CHART_W - 110  # near the right edge: the label ends at its line
             anchor = ' text-anchor="end"' if right else ""
             out.append(f'<text x="{x + (-2 if right else 2):.1f}" y="10" fill="#585"{anchor}>{esc(label)}</text>')

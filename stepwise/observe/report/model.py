@@ -17,6 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from stepwise.model.catalog import allowance, effective_rule
 from stepwise.model.deployment import Deployment
 from stepwise.model.vocab import Step
+from stepwise.plan.sections import parts, unit_count
 from stepwise.plan.units import Plan, Unit
 
 NODE_LANES_MAX = 60
@@ -63,7 +64,7 @@ class Section:
     planned: list[Bar]
     actual: list[Bar]
     plan_scale: float
-    boundaries: list[tuple[float, str]]
+    boundaries: list[tuple[float, str, bool]]
     windows: list[tuple[str, float, float, str]]
     series: list[Series]
     summary: list[tuple[str, str]]
@@ -203,20 +204,22 @@ def _stopped_services(plan: Plan) -> list[str]:
     return list(seen)
 
 
-def _boundaries(plan: Plan, at: Mapping[str, float] | None = None) -> list[tuple[float, str]]:
-    """Where a stage begins and where a level gate lets the next level start."""
-    out: list[tuple[float, str]] = []
-    stage = None
+def _boundaries(plan: Plan, at: Mapping[str, float] | None = None) -> list[tuple[float, str, bool]]:
+    """Where each part of the plan begins (named as the CLI tree names it: a stage, or the OS
+    upgrade's seed steps) and where a level gate lets the next level start: (time, label, is
+    the start of a part)."""
+    out: list[tuple[float, str, bool]] = []
+    name = None
+    for part in parts(plan):
+        t = at.get(part.units[0].id) if at is not None else part.units[0].start_s
+        if t is not None and part.name != name:
+            out.append((t, part.name, True))
+            name = part.name
     for u in plan.units:
         t = at.get(u.id) if at is not None else u.start_s
-        if t is None:
-            continue
-        if str(u.stage) != stage:
-            stage = str(u.stage)
-            out.append((t, f"stage {stage}"))
-        elif u.step is Step.GATE:
-            out.append((t, u.id))
-    return out
+        if u.step is Step.GATE and t is not None:
+            out.append((t, u.id, False))
+    return sorted(out)
 
 
 def _batches(plan: Plan, dep: Deployment) -> list[dict[str, str]]:
@@ -246,7 +249,7 @@ def _plan_summary(plan: Plan, dep: Deployment) -> list[tuple[str, str]]:
     params = {k: v for k, v in plan.params.items() if v not in (None, [], "", {}, False)}
     return [("workflow", str(plan.workflow)), ("deployment", plan.deployment or dep.name),
             ("selection", ", ".join(f"{k}={v}" for k, v in params.items()) or "all"),
-            ("units", str(sum(1 for u in plan.units if u.step is not Step.GATE))), ("nodes", str(len(nodes))),
+            ("units", unit_count(plan)), ("nodes", str(len(nodes))),
             ("estimate", _fmt_s(plan.duration_s)), ("lower bound", _fmt_s(plan.lower_bound_s)),
             ("planned downtime windows", "none" if not plan.windows else "; ".join(
                 f"{w.service} {_fmt_s(w.end_s - w.start_s) if w.end_s != float('inf') else 'open at the end'}"
