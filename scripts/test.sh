@@ -33,7 +33,8 @@ if [ -z "${STEPWISE_TEST_PG_URL:-}" ] && [ -n "$pg_bin" ]; then
 fi
 
 set +e
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+# the slowest tests are listed so CI time stays visible (the budget is 45 minutes)
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=25 "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

@@ -227,7 +227,3 @@ def confirm(yes: bool):
         if not typer.confirm(f"{what}. Continue?", default=False):
             raise InputError(Problem("not confirmed: nothing was run"))
     return ask
-
-
-def env_store_url() -> str | None:
-    return os.environ.get("STEPWISE_STORE")

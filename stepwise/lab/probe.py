@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stepwise.lab import services as S
 from stepwise.lab.nodes import Lab
 
 MAX_SECONDS = 3600.0
@@ -206,7 +205,3 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
 def failed(summary: dict[str, Any], prefix: str = "") -> dict[str, int]:
     """Targets (optionally only those starting with `prefix`) that had failed requests."""
     return {k: v["failed"] for k, v in summary["targets"].items() if k.startswith(prefix) and v["failed"]}
-
-
-def workload_states(lab: Lab) -> dict[str, str]:
-    return {vm: st["state"] for vm, st in S.workloads(lab).items()}

@@ -80,9 +80,3 @@ def _match(deployment: Deployment, pattern: str) -> set[str]:
                 nodes |= {n.name for n in r.nodes}
         return nodes
     return set()
-
-
-def whole_roles(deployment: Deployment, nodes: list[str]) -> list[str]:
-    """Roles every node of which is in `nodes` (the OS-upgrade safety rule refuses those)."""
-    chosen = set(nodes)
-    return [r.name for r in deployment.roles if r.nodes and all(n.name in chosen for n in r.nodes)]

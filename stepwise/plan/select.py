@@ -49,10 +49,6 @@ class Selection:
     #: True: only the seed's `external-upgrade run` operations; False: only `upgrade run` ones
     external: bool | None = None
 
-    @property
-    def is_everything(self) -> bool:
-        return not (self.limit or self.tags or self.skip_tags or self.stage or self.plane or self.external is not None)
-
     def params(self) -> dict[str, object]:
         return {"limit": self.limit, "tags": list(self.tags), "skip_tags": list(self.skip_tags),
                 "stage": str(self.stage) if self.stage else None, "plane": str(self.plane) if self.plane else None,
@@ -144,17 +140,6 @@ def _only(m: Mapping[str, tuple[str, ...]] | None, keep: set[str], values: bool 
         return MappingProxyType({s: tuple(n for n in ns if n in keep) for s, ns in m.items()
                                  if any(n in keep for n in ns)})
     return MappingProxyType({n: ss for n, ss in m.items() if n in keep})
-
-
-def _describe(sel: Selection) -> str:
-    what = []
-    if sel.limit:
-        what.append(f"--limit {sel.limit}")
-    if sel.tags:
-        what.append(f"--tags {','.join(sel.tags)}")
-    if sel.skip_tags:
-        what.append(f"--skip-tags {','.join(sel.skip_tags)}")
-    return " ".join(what) or "the selection"
 
 
 #: every word a unit may be tagged with, whether or not a unit of this plan still carries it

@@ -80,11 +80,6 @@ class Scheduler:
             return True
         return all(s is not UnitState.PENDING for s in self.state.values())
 
-    def blocked(self) -> list[str]:
-        """Pending units that can never start (something they wait for failed)."""
-        return [u for u, s in self.state.items() if s is UnitState.PENDING and not self.ready(u)
-                and self.stop is None and not self._can_become_ready(u)]
-
     def _can_become_ready(self, uid: str) -> bool:
         return all(self.is_done(p) or self.state.get(p) in (UnitState.PENDING, UnitState.RUNNING)
                    for p in self.preds[uid])

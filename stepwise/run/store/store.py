@@ -183,14 +183,6 @@ class Store:
                 return None
             return RunInfo.of(row)
 
-    def last_unfinished(self, cloud: str) -> RunInfo | None:
-        with self.reading() as s:
-            row = one(s.scalars(select(RunRow).where(RunRow.cloud == cloud).order_by(RunRow.id.desc()).limit(1)).first(),
-                      redact(self.url))
-            if row is None or row.status == "done":
-                return None
-            return RunInfo.of(row)
-
     def mark_interrupted(self, cloud: str, keep_pid: int | None = None) -> int:
         """Runs still 'running' whose process is gone (no lock holds them) become 'interrupted'."""
         with self.session() as s:
@@ -308,10 +300,6 @@ class Store:
             s.execute(delete(MarkerRow).where(MarkerRow.cloud == cloud, MarkerRow.key == key))
 
     # -- what runs where ------------------------------------------------------------------
-    def set_service(self, cloud: str, node: str, service: str, version: str | None = None,
-                    state: str | None = None, run_id: int | None = None) -> None:
-        self.set_services(cloud, [(node, service)], version=version, state=state, run_id=run_id)
-
     def set_services(self, cloud: str, pairs: Iterable[tuple[str, str]], version: str | None = None,
                      state: str | None = None, run_id: int | None = None,
                      versions: Mapping[tuple[str, str], str | None] | None = None) -> None:
