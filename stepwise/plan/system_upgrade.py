@@ -435,6 +435,16 @@ def _finish(builder: PlanBuilder, c: _Cloud, cur: Cursor) -> None:
                                 duration_s=max(_secs(dep, ss, "unpin") for ss in unpin.values()),
                                 why="step 11: converge: lift the RPC pins, every peer runs the new release",
                                 requires=[M.ONLINE_UPGRADED])
+        # the expanded schemas lose their old columns only now that no old code is left (a
+        # contract is idempotent: run again after an interruption, it finds the head)
+        contract = on_bootstrap(dep, services, lambda s: bool(s.contract))
+        if contract:
+            after = builder.add(Step.CONTRACT, nodes=list(contract),
+                                services=sorted({s for v in contract.values() for s in v}), after=[after],
+                                work=contract, stage=Stage.CONVERGE, scope=Scope.DEPLOYMENT,
+                                duration_s=max(_secs(dep, ss, Step.CONTRACT) for ss in contract.values()),
+                                why="step 11: converge: contract the expanded schemas, no old code reads them",
+                                requires=[M.ONLINE_UPGRADED])
         health = {n.name: tuple(s for s in dep.services_on(n) if catalog[s].health) for r in c.roles for n in r.nodes}
         after = builder.add(Step.VERIFY, nodes=list(health), services=sorted({s for v in health.values() for s in v}),
                             after=[after], work=health, stage=Stage.CONVERGE, scope=Scope.DEPLOYMENT,

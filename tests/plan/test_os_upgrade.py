@@ -93,7 +93,11 @@ def test_the_seeds_twelve_steps_as_commands():
                         ("external-upgrade run", {"tags": "system_upgrade_run"})):
             c.run(cmd, limit=n, **kw)
     assert steps(c.run("external-upgrade run", tags="online_upgrade")) == ["converge"]          # step 10
-    assert steps(c.run("upgrade converge")) == ["unpin_rpc", "verify"]                         # step 11
+    p = c.run("upgrade converge")                                                               # step 11
+    # the expanded schemas are contracted only now that no node runs the old code
+    assert steps(p) == ["unpin_rpc", "contract", "verify"]
+    (contract,) = [u for u in p.units if u.step is Step.CONTRACT]
+    assert "keystone" in contract.services and contract.nodes == ("controller-openstack-0",)
     assert steps(c.run("external-upgrade run", tags="system_upgrade_cleanup")) == ["system_upgrade_cleanup"]  # 12
     assert not M.in_os_upgrade(c.progress) and M.PINNED not in c.progress  # the procedure is over
 

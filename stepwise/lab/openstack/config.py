@@ -105,6 +105,13 @@ def _ini(sections: dict[str, dict[str, str]]) -> str:
     return buf.getvalue()
 
 
+#: the services' database pools. A pooled connection is replaced at its first checkout after
+#: `connection_recycle_time` seconds (Kolla-Ansible's default of 10): when galera's leave drains
+#: a member from the database VIP, the services move their connections to the next member
+#: themselves within that time, between two queries, so none is cut mid-query.
+POOL = {"max_pool_size": "2", "max_overflow": "4", "connection_recycle_time": "10"}
+
+
 def service_ini(lab: Any, node: str, service: str) -> str:
     """The service's own configuration file."""
     root = lab.node_root(node)
@@ -112,7 +119,7 @@ def service_ini(lab: Any, node: str, service: str) -> str:
     if service == "keystone":
         return _ini({
             "DEFAULT": log,
-            "database": {"connection": db_url(lab, "keystone"), "max_pool_size": "2", "max_overflow": "4"},
+            "database": {"connection": db_url(lab, "keystone"), **POOL},
             "fernet_tokens": {"key_repository": str(root / "etc/keystone/fernet-keys")},
             "credential": {"key_repository": str(root / "etc/keystone/credential-keys")},
             "token": {"provider": "fernet"},
@@ -122,8 +129,7 @@ def service_ini(lab: Any, node: str, service: str) -> str:
     if service == "placement_api":
         return _ini({
             "DEFAULT": log,
-            "placement_database": {"connection": db_url(lab, "placement"), "max_pool_size": "2",
-                                   "max_overflow": "4"},
+            "placement_database": {"connection": db_url(lab, "placement"), **POOL},
             "api": {"auth_strategy": "keystone"},
             "keystone_authtoken": _authtoken(lab, "placement"),
         })
@@ -131,7 +137,7 @@ def service_ini(lab: Any, node: str, service: str) -> str:
         shared = lab.dir / "shared" / "glance"
         return _ini({
             "DEFAULT": dict(log, enabled_backends="fs:file", bind_host=lab.node(node)["address"]),
-            "database": {"connection": db_url(lab, "glance"), "max_pool_size": "2", "max_overflow": "4"},
+            "database": {"connection": db_url(lab, "glance"), **POOL},
             "keystone_authtoken": _authtoken(lab, "glance"),
             "paste_deploy": {"flavor": "keystone"},
             "glance_store": {"default_backend": "fs"},

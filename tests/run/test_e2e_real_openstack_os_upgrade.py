@@ -1,0 +1,109 @@
+"""The OS upgrade of real OpenStack (`-m e2e`): examples/openstack.yaml through the seed's 12 steps.
+
+Three controllers run real keystone, placement and glance (2023.2 from PyPI under uWSGI) on the
+real Galera cluster. The seed's command forms move them, one at a time, to the new OS and to
+2024.1 at once: controller-0 first (its OS, then the one-time copy of an old member's Galera
+datadir onto it, which bootstraps the new cluster, then the new release), the others after it
+(they join the new cluster by SST). A real OpenStack client keeps calling through every step.
+Afterwards: every node on the new OS and release, the project, resource provider and image
+created before step 1 are still there (the rows moved by the datadir copy and SST), each
+schema is at 2024.1's head, the datadir was copied exactly once, and no probe or client call
+failed outside the downtime the plans announced.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.run.test_e2e_lab import STEPWISE, lab_dir  # noqa: F401 - the fixture
+from tests.run.test_e2e_real_openstack import _lab_or_fail
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "openstack.yaml"
+FIRST = "controller-0"
+LATER = ["controller-1", "controller-2"]
+
+pytestmark = [pytest.mark.e2e, pytest.mark.lab]
+
+
+def test_real_openstack_through_the_os_upgrade(tmp_path: Path, lab_dir: Path):  # noqa: F811
+    _lab_or_fail()
+    import stepwise.lab as lab
+    from stepwise.lab.control import status as lab_status
+    from stepwise.lab.nodes import Lab
+    from stepwise.lab.openstack import checks
+    from stepwise.lab.probe import Probe
+    from stepwise.observe.windows import cloud_intervals, outside_windows
+    from stepwise.run.store import open_store
+
+    dep_path = tmp_path / EXAMPLE.name
+    dep_path.write_text(EXAMPLE.read_text())
+    store_url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    log: list[str] = []
+
+    def sw(*args: str) -> subprocess.CompletedProcess:
+        yes = [] if args[0] == "discover" else ["--yes"]
+        p = subprocess.run([STEPWISE, *args, "-d", str(dep_path), "--lab", str(lab_dir), "--store", store_url,
+                            *yes], env=env, capture_output=True, text=True, timeout=600)
+        log.append(f"$ stepwise {' '.join(args)} -> {p.returncode}\n{p.stdout[-1500:]}{p.stderr[-1500:]}")
+        assert p.returncode == 0, "\n".join(log[-3:])
+        return p
+
+    lab.up(dep_path, lab_dir)
+    the_lab = Lab(lab_dir)
+    try:
+        seeded = checks.seed(the_lab)
+        sw("discover")
+        release = ["-e", "target_release=R2"]
+        with Probe(the_lab, rate=2.0, max_seconds=1800) as probe:
+            # 1: repositories, backup
+            sw("upgrade", "prepare", *release)
+            # 2-4: the first controller's OS
+            sw("upgrade", "run", "--tags", "system_upgrade_prepare", "--limit", FIRST)
+            sw("external-upgrade", "run", "--tags", "system_upgrade_prepare", "-e", f"system_upgrade_nodes={FIRST}")
+            sw("upgrade", "run", "--tags", "system_upgrade_run", "--limit", FIRST)
+            # 5: an old member's Galera datadir onto it (the control plane's announced downtime)
+            sw("external-upgrade", "run", "--tags", "system_upgrade_transfer_data", "--limit", "Controller")
+            # 6-7: the new release on it
+            sw("upgrade", "run", "--limit", FIRST, *release)
+            sw("external-upgrade", "run", "--tags", "system_upgrade_run", "-e", f"system_upgrade_nodes={FIRST}")
+            # 8-9: the others, one by one
+            for n in LATER:
+                sw("upgrade", "run", "--tags", "system_upgrade_prepare", "--limit", n)
+                sw("external-upgrade", "run", "--tags", "system_upgrade_prepare", "-e", f"system_upgrade_nodes={n}")
+                sw("upgrade", "run", "--tags", "system_upgrade_run", "--limit", n)
+                sw("upgrade", "run", "--limit", n, *release)
+                sw("external-upgrade", "run", "--tags", "system_upgrade_run", "-e", f"system_upgrade_nodes={n}")
+            # 10-12: online data migrations (keystone's and glance's contract), converge, cleanup
+            sw("external-upgrade", "run", "--tags", "online_upgrade")
+            sw("upgrade", "converge")
+            sw("external-upgrade", "run", "--tags", "system_upgrade_cleanup")
+        summary = probe.stop()
+
+        status = lab_status(the_lab)
+        assert {n["name"]: n["os_major"] for n in status["nodes"]} == {n["name"]: 9 for n in status["nodes"]}
+        assert all(n["release"] == "R2" for n in status["nodes"]), status["nodes"]
+        assert all(s["healthy"] for n in status["nodes"] for s in n["services"]), status["nodes"]
+        # the rows written by real OpenStack before step 1 came through the datadir copy and SST
+        kept = checks.seed_kept(the_lab, seeded)
+        assert kept["kept"] and kept["checked"] == 3, kept
+        schemas = checks.schemas(the_lab)
+        assert all(s["at_head"] and s["code"] == "2024.1" for s in schemas.values()), schemas
+
+        store = open_store(store_url)
+        transfers = [u for r in store.runs("openstack", limit=1000) for u in store.units(r.id)
+                     if u.step == "system_upgrade_transfer_data" and u.state == "done"]
+        assert len(transfers) == 1, transfers
+        client = {k: v for k, v in summary["targets"].items() if k.startswith("client:")}
+        assert set(client) == {"client:keystone", "client:placement", "client:glance"}, summary["targets"].keys()
+        assert all(c["requests"] > 0 for c in client.values()), client
+        # the probe's and the client's failures fall inside the windows the plans announced
+        assert outside_windows(probe.records, cloud_intervals(store, "openstack")) == {}
+    finally:
+        lab.down(lab_dir, quiet=True)
+        (tmp_path / "commands.log").write_text("\n".join(log))
