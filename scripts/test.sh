@@ -33,8 +33,11 @@ if [ -z "${STEPWISE_TEST_PG_URL:-}" ] && [ -n "$pg_bin" ]; then
 fi
 
 set +e
+# two workers: the lab scenarios wait on services more than they compute, so two of them
+# share the machine's two cores (tests/conftest.py puts them in two lanes, longest first);
 # the slowest tests are listed so CI time stays visible (the budget is 45 minutes)
-.venv/bin/python -m pytest -q -p no:cacheprovider --durations=25 "$@"
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=25 \
+  -n "${STEPWISE_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

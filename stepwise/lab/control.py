@@ -38,17 +38,27 @@ def registry() -> Path:
     return d
 
 
+def _slot_owner(entry: Path) -> tuple[Path, int]:
+    """The lab directory a slot belongs to and the process that claimed it (0: unknown)."""
+    lines = entry.read_text().splitlines()
+    pid = int(lines[1]) if len(lines) > 1 and lines[1].strip().isdigit() else 0
+    return Path(lines[0].strip() if lines else ""), pid
+
+
 def claim_index(lab_dir: Path) -> int:
     """The lowest lab index nobody holds; a lab's addresses and ports derive from it."""
     reg = registry()
     for i in range(MAX_LABS):
         entry = reg / f"{i}.lab"
         try:
-            owner = Path(entry.read_text().strip())
+            owner, claimer = _slot_owner(entry)
             if owner == lab_dir:
                 return i
-            # Stale only when nothing of that lab runs any more (not merely a slow supervisor).
-            if not (owner / "lab.json").exists() or not (Lab(owner).supervisor_alive() or lab_pids(Lab(owner))):
+            # Stale only when nothing of that lab runs any more (not merely a slow supervisor)
+            # and the process that claimed it is gone: a lab still coming up in another
+            # process has no lab.json or supervisor yet, and two labs on one index collide.
+            if not (claimer and pid_alive(claimer)) and (
+                    not (owner / "lab.json").exists() or not (Lab(owner).supervisor_alive() or lab_pids(Lab(owner)))):
                 entry.unlink(missing_ok=True)
         except FileNotFoundError:
             pass
@@ -56,7 +66,7 @@ def claim_index(lab_dir: Path) -> int:
             fd = os.open(entry, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:
             continue
-        os.write(fd, str(lab_dir).encode())
+        os.write(fd, f"{lab_dir}\n{os.getpid()}\n".encode())
         os.close(fd)
         return i
     raise StepwiseError(Problem(f"all {MAX_LABS} lab slots are in use", hint="take a lab down with 'stepwise lab down'"))
@@ -65,7 +75,7 @@ def claim_index(lab_dir: Path) -> int:
 def release_index(lab_dir: Path) -> None:
     for entry in registry().glob("*.lab"):
         try:
-            if Path(entry.read_text().strip()) == lab_dir:
+            if _slot_owner(entry)[0] == lab_dir:
                 entry.unlink()
         except FileNotFoundError:
             pass
