@@ -4,9 +4,12 @@ Runs `stepwise demo --json` on examples/openstack.yaml (three controllers with r
 placement and glance on a real Galera cluster behind HAProxy) and prints, per workflow phase,
 the wall time, the real client's calls and failed calls, and the time spent in schema
 migrations (units of the migrate and contract steps); then tempest's identity and image tests
-after the upgrade and the one-time venv build if this machine had none.
+after the upgrade and the one-time venv build if this machine had none. With --os-upgrade,
+then the seed's OS upgrade (12 steps as commands, to the new OS and 2024.1 at once) on a fresh
+lab of the same deployment: its wall time, the client's calls and failed calls (and those
+outside the announced windows), the migrations' time and tempest after it.
 
-    .venv/bin/python benchmarks/real_upgrade.py [--deployment examples/openstack.yaml]
+    .venv/bin/python benchmarks/real_upgrade.py [--deployment examples/openstack.yaml] [--os-upgrade]
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--deployment", default=str(ROOT / "examples" / "openstack.yaml"))
+    ap.add_argument("--os-upgrade", action="store_true", help="also run the seed's OS upgrade on a fresh lab")
     args = ap.parse_args()
     stepwise = str(Path(sys.executable).parent / "stepwise")
     with tempfile.TemporaryDirectory(prefix="swb-") as tmp:
@@ -49,7 +53,57 @@ def main() -> int:
               f"{t['skipped']} skipped, {t['seconds']:.0f} s")
     for svc, sc in os_report.get("schemas", {}).items():
         print(f"{svc}: schema {sc['version']} at the head of {sc['code']}: {sc['at_head']}")
-    return 0
+    return os_upgrade(Path(args.deployment), stepwise) if args.os_upgrade else 0
+
+
+def os_upgrade(deployment: Path, stepwise: str) -> int:
+    """The seed's 12 steps on a fresh lab, under the probe and the real client."""
+    import stepwise.lab as lab
+    from stepwise.lab.nodes import Lab
+    from stepwise.lab.openstack import checks
+    from stepwise.lab.probe import Probe
+    from stepwise.model import load_deployment
+    from stepwise.model.vocab import Step
+    from stepwise.observe.windows import cloud_intervals, outside_windows
+    from stepwise.plan.commands import seed_commands
+    from stepwise.run.store import open_store
+
+    dep = load_deployment(deployment)
+    with tempfile.TemporaryDirectory(prefix="swb-") as tmp:
+        lab_dir, store_url = Path(tmp) / "lab", f"sqlite:///{tmp}/store.sqlite"
+        lab.up(deployment, lab_dir)
+        try:
+            the_lab = Lab(lab_dir)
+            seeded = checks.seed(the_lab)
+            common = ["-d", str(deployment), "--lab", str(lab_dir), "--store", store_url]
+            subprocess.run([stepwise, "discover", *common], check=True, capture_output=True)
+            commands = seed_commands(dep, "R2")
+            t0 = time.monotonic()
+            with Probe(the_lab, rate=2.0, max_seconds=3600) as probe:
+                for argv in commands:
+                    r = subprocess.run([stepwise, *argv, *common, "--yes"], capture_output=True, text=True)
+                    if r.returncode != 0:
+                        print(" ".join(argv), r.stdout[-2000:], r.stderr[-2000:], sep="\n", file=sys.stderr)
+                        return 1
+            summary = probe.stop()
+            wall = time.monotonic() - t0
+            store = open_store(store_url)
+            units = [u for run in store.runs(dep.name, limit=1000) for u in store.units(run.id)]
+            migration_s = sum((u.ended_at - u.started_at).total_seconds() for u in units
+                              if u.step in (Step.MIGRATE.value, Step.CONTRACT.value) and u.started_at and u.ended_at)
+            client = {k: v for k, v in summary["targets"].items() if k.startswith("client:")}
+            outside = outside_windows(probe.records, cloud_intervals(store, dep.name))
+            kept = checks.seed_kept(the_lab, seeded)
+            tempest = checks.acceptance(the_lab, Path(tmp) / "tempest")
+        finally:
+            lab.down(lab_dir, quiet=True)
+    calls, failed = sum(c["requests"] for c in client.values()), sum(c["failed"] for c in client.values())
+    print(f"OS upgrade (seed's 12 steps, {len(commands)} commands): {wall:.0f} s, {len(units)} units; client "
+          f"{calls} calls, {failed} failed ({sum(v for k, v in outside.items() if k.startswith('client:'))} outside "
+          f"the announced windows); migrations {migration_s:.1f} s; seeded resources kept: {kept['kept']}")
+    print(f"tempest after the OS upgrade: {tempest['run']} tests, {tempest['passed']} passed, {tempest['failed']} "
+          f"failed, {tempest['skipped']} skipped, {tempest['seconds']:.0f} s")
+    return 0 if kept["kept"] and not tempest["failed"] else 1
 
 
 if __name__ == "__main__":

@@ -56,16 +56,23 @@ def cloud_intervals(store: Store, cloud: str) -> dict[str, list[tuple[float, flo
     return out
 
 
+#: what a real OpenStack client's call needs besides the service it names: a token (keystone)
+CLIENT_NEEDS = {"client:keystone": ("keystone",), "client:placement": ("placement_api", "keystone"),
+                "client:glance": ("glance_api", "keystone")}
+
+
 def outside_windows(records: Iterable[Mapping[str, Any]], intervals: Mapping[str, list[tuple[float, float]]],
                     slack: float = 3.0) -> dict[str, int]:
-    """Failed probe requests of `vip:<service>` targets outside that service's windows."""
+    """Failed probe requests outside the windows of the services they need: a `vip:<service>`
+    target needs that service, a `client:*` call its service and keystone."""
     out: dict[str, int] = {}
     for r in records:
-        if r.get("ok") or not str(r.get("target", "")).startswith("vip:"):
+        target = str(r.get("target", ""))
+        if r.get("ok") or not (target.startswith("vip:") or target in CLIENT_NEEDS):
             continue
-        svc = r["target"][4:]
+        services = CLIENT_NEEDS.get(target) or (target[4:],)
         t = float(r["t"])
-        if any(a - slack <= t <= b + slack for a, b in intervals.get(svc, [])):
+        if any(a - slack <= t <= b + slack for svc in services for a, b in intervals.get(svc, [])):
             continue
-        out[r["target"]] = out.get(r["target"], 0) + 1
+        out[target] = out.get(target, 0) + 1
     return out

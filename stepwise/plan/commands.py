@@ -8,12 +8,15 @@ converge` its step 11. `stepwise plan` previews the same part with the same argu
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from stepwise.errors import InputError, Problem
 from stepwise.model.vocab import Stage, Workflow
 from stepwise.plan import progress as M
 from stepwise.plan.select import Selection, split_list
+
+if TYPE_CHECKING:
+    from stepwise.model.deployment import Deployment
 
 
 class Command(StrEnum):
@@ -63,3 +66,38 @@ def command_selection(command: Command | str, *, progress: Iterable[str] = (), l
              Command.UPGRADE_CONVERGE: Stage.CONVERGE}[cmd]
     return Workflow.UPGRADE, selection_for(Workflow.UPGRADE, limit, stage=stage, plane=plane, tags=tag_list,
                                            skip_tags=skip)
+
+
+def seed_commands(dep: "Deployment", target_release: str) -> list[tuple[str, ...]]:
+    """The seed's 12 steps for this deployment as the commands an operator types, in order
+    (stepwise's arguments, without the deployment and connection options): the first node of
+    each sensitive role, the one-time data transfer, the new release on them, every other node
+    one by one, then online migrations, converge and cleanup."""
+    from stepwise.plan.system_upgrade import is_sensitive
+
+    roles = [r for r in dep.roles if not r.is_management and r.nodes]
+    sensitive = [r for r in roles if is_sensitive(dep, r)]
+    firsts = [r.bootstrap_node.name for r in sensitive]  # type: ignore[union-attr]
+    first = ",".join(firsts)
+    release = ("-e", f"target_release={target_release}")
+    out: list[tuple[str, ...]] = [("upgrade", "prepare", *release)]
+
+    def node(nodes: str) -> list[tuple[str, ...]]:
+        return [("upgrade", "run", "--tags", "system_upgrade_prepare", "--limit", nodes),
+                ("external-upgrade", "run", "--tags", "system_upgrade_prepare", "-e", f"system_upgrade_nodes={nodes}"),
+                ("upgrade", "run", "--tags", "system_upgrade_run", "--limit", nodes)]
+
+    out += node(first)
+    out.append(("external-upgrade", "run", "--tags", "system_upgrade_transfer_data", "--limit",
+                ",".join(r.name for r in sensitive)))
+    out += [("upgrade", "run", "--limit", first, *release),
+            ("external-upgrade", "run", "--tags", "system_upgrade_run", "-e", f"system_upgrade_nodes={first}")]
+    later = [n.name for r in sensitive for n in r.nodes if n.name not in firsts]
+    later += [n.name for r in roles if r not in sensitive for n in r.nodes]
+    for n in later:
+        out += node(n)
+        out += [("upgrade", "run", "--limit", n, *release),
+                ("external-upgrade", "run", "--tags", "system_upgrade_run", "-e", f"system_upgrade_nodes={n}")]
+    out += [("external-upgrade", "run", "--tags", "online_upgrade"), ("upgrade", "converge"),
+            ("external-upgrade", "run", "--tags", "system_upgrade_cleanup")]
+    return out

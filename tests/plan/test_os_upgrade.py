@@ -182,3 +182,36 @@ def test_a_node_prepared_for_the_os_upgrade_is_fenced_from_other_plans():
     c.run("external-upgrade run", tags="system_upgrade_prepare", limit=FIRST)
     c.run("upgrade run", tags="system_upgrade_run", limit=FIRST)
     assert M.prepared_not_upgraded(NO_FACTS.with_progress(c.progress)) == []
+
+
+def _kwargs(argv: tuple[str, ...]) -> tuple[str, dict[str, str]]:
+    """`upgrade run --tags T --limit N` -> ("upgrade run", {"tags": T, "limit": N})."""
+    command, kw, rest = " ".join(argv[:2]), {}, list(argv[2:])
+    while rest:
+        opt, value = rest.pop(0), rest.pop(0)
+        if opt in ("--tags", "--limit"):
+            kw[opt[2:]] = value
+        elif value.startswith("system_upgrade_nodes="):
+            kw["limit"] = value.split("=", 1)[1]
+    return command, kw
+
+
+@pytest.mark.parametrize("example", ["openstack.yaml", "composed.yaml"])
+def test_the_seed_commands_of_a_deployment_run_the_whole_procedure(example: str):
+    from stepwise.plan.commands import seed_commands
+
+    c = Cloud(example)
+    commands = seed_commands(c.dep, "R2")
+    done = []
+    for argv in commands:
+        command, kw = _kwargs(argv)
+        p = c.run(command, **kw)
+        # a node is prepared by the command that names it (every one, in the seed's order)
+        assert "system_upgrade_prepare" not in argv or command != "upgrade run" or p.units, argv
+        done += [u.step for u in p.units]
+    assert done.count(Step.SYSTEM_UPGRADE_TRANSFER_DATA) == 1 and Step.CONTRACT in done
+    assert not M.in_os_upgrade(c.progress)  # the procedure is over
+    # every node goes into the new OS by one command; the first node of each sensitive role together
+    into_new_os = [a for a in commands if a[:2] == ("upgrade", "run") and "system_upgrade_run" in a]
+    firsts = [r for r in c.dep.roles if any(s in ("galera", "pacemaker", "rabbitmq") for s in r.services)]
+    assert len(into_new_os) == sum(len(r.nodes) for r in c.dep.roles) - len(firsts) + 1

@@ -24,8 +24,6 @@ from tests.run.test_e2e_real_openstack import _lab_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "openstack.yaml"
-FIRST = "controller-0"
-LATER = ["controller-1", "controller-2"]
 
 pytestmark = [pytest.mark.e2e, pytest.mark.lab]
 
@@ -59,30 +57,18 @@ def test_real_openstack_through_the_os_upgrade(tmp_path: Path, lab_dir: Path):  
     try:
         seeded = checks.seed(the_lab)
         sw("discover")
-        release = ["-e", "target_release=R2"]
+        from stepwise.model import load_deployment
+        from stepwise.plan.commands import seed_commands
+
+        # 1 prepare; 2-4 controller-0 into the new OS; 5 an old member's Galera datadir onto it
+        # (the control plane's announced downtime); 6-7 the new release on it; 8-9 the others
+        # one by one, joining the new cluster by SST; 10-12 online migrations, converge (with
+        # keystone's and glance's contract), cleanup
+        commands = seed_commands(load_deployment(dep_path), "R2")
+        assert ("external-upgrade", "run", "--tags", "system_upgrade_transfer_data", "--limit", "Controller") in commands
         with Probe(the_lab, rate=2.0, max_seconds=1800) as probe:
-            # 1: repositories, backup
-            sw("upgrade", "prepare", *release)
-            # 2-4: the first controller's OS
-            sw("upgrade", "run", "--tags", "system_upgrade_prepare", "--limit", FIRST)
-            sw("external-upgrade", "run", "--tags", "system_upgrade_prepare", "-e", f"system_upgrade_nodes={FIRST}")
-            sw("upgrade", "run", "--tags", "system_upgrade_run", "--limit", FIRST)
-            # 5: an old member's Galera datadir onto it (the control plane's announced downtime)
-            sw("external-upgrade", "run", "--tags", "system_upgrade_transfer_data", "--limit", "Controller")
-            # 6-7: the new release on it
-            sw("upgrade", "run", "--limit", FIRST, *release)
-            sw("external-upgrade", "run", "--tags", "system_upgrade_run", "-e", f"system_upgrade_nodes={FIRST}")
-            # 8-9: the others, one by one
-            for n in LATER:
-                sw("upgrade", "run", "--tags", "system_upgrade_prepare", "--limit", n)
-                sw("external-upgrade", "run", "--tags", "system_upgrade_prepare", "-e", f"system_upgrade_nodes={n}")
-                sw("upgrade", "run", "--tags", "system_upgrade_run", "--limit", n)
-                sw("upgrade", "run", "--limit", n, *release)
-                sw("external-upgrade", "run", "--tags", "system_upgrade_run", "-e", f"system_upgrade_nodes={n}")
-            # 10-12: online data migrations (keystone's and glance's contract), converge, cleanup
-            sw("external-upgrade", "run", "--tags", "online_upgrade")
-            sw("upgrade", "converge")
-            sw("external-upgrade", "run", "--tags", "system_upgrade_cleanup")
+            for argv in commands:
+                sw(*argv)
         summary = probe.stop()
 
         status = lab_status(the_lab)
