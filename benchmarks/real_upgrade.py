@@ -78,7 +78,7 @@ def os_upgrade(deployment: Path, stepwise: str) -> int:
             common = ["-d", str(deployment), "--lab", str(lab_dir), "--store", store_url]
             subprocess.run([stepwise, "discover", *common], check=True, capture_output=True)
             commands = seed_commands(dep, "R2")
-            t0 = time.monotonic()
+            t0, t0_wall = time.monotonic(), time.time()
             with Probe(the_lab, rate=2.0, max_seconds=3600) as probe:
                 for argv in commands:
                     r = subprocess.run([stepwise, *argv, *common, "--yes"], capture_output=True, text=True)
@@ -92,7 +92,9 @@ def os_upgrade(deployment: Path, stepwise: str) -> int:
             migration_s = sum((u.ended_at - u.started_at).total_seconds() for u in units
                               if u.step in (Step.MIGRATE.value, Step.CONTRACT.value) and u.started_at and u.ended_at)
             client = {k: v for k, v in summary["targets"].items() if k.startswith("client:")}
-            outside = outside_windows(probe.records, cloud_intervals(store, dep.name))
+            intervals = cloud_intervals(store, dep.name)
+            outside = outside_windows(probe.records, intervals)
+            late = [r for r in probe.records if not r.get("ok") and outside_windows([r], intervals)]
             kept = checks.seed_kept(the_lab, seeded)
             tempest = checks.acceptance(the_lab, Path(tmp) / "tempest")
         finally:
@@ -101,6 +103,11 @@ def os_upgrade(deployment: Path, stepwise: str) -> int:
     print(f"OS upgrade (seed's 12 steps, {len(commands)} commands): {wall:.0f} s, {len(units)} units; client "
           f"{calls} calls, {failed} failed ({sum(v for k, v in outside.items() if k.startswith('client:'))} outside "
           f"the announced windows); migrations {migration_s:.1f} s; seeded resources kept: {kept['kept']}")
+    for r in late:
+        near = {svc: [(round(a - t0_wall), round(b - t0_wall)) for a, b in spans] for svc, spans in intervals.items()
+                if svc in ("keystone", "placement_api", "glance_api")}
+        print(f"  outside the windows at {r['t'] - t0_wall:.1f} s: {r['target']}: {str(r.get('detail', ''))[:200]} "
+              f"(windows: {near})")
     print(f"tempest after the OS upgrade: {tempest['run']} tests, {tempest['passed']} passed, {tempest['failed']} "
           f"failed, {tempest['skipped']} skipped, {tempest['seconds']:.0f} s")
     return 0 if kept["kept"] and not tempest["failed"] else 1

@@ -258,6 +258,12 @@ def _first_wave(builder: PlanBuilder, c: _Cloud, wave: list[str], cur: Cursor) -
     names = ", ".join(wave)
     prep = {n: tuple(s for s in c.internal(n) if catalog[s].system_upgrade.get("prepare")) for n in wave
             if not c.prepared(n)}
+    # the first nodes' services still serve: they leave the load balancers and clusters before
+    # they stop (a database member holding the traffic stopped under it fails requests)
+    leave = {n: tuple(s for s in c.internal(n) if catalog[s].has_step(WF, Step.LEAVE)) for n in prep}
+    add(Step.LEAVE, {n: ss for n, ss in leave.items() if ss},
+        f"step 2: the services of {', '.join(prep)} leave the load balancers and clusters",
+        max([_secs(dep, ss, Step.LEAVE) for ss in leave.values()] + [0.0]), Stage.SYSTEM_UPGRADE_PREPARE)
     add(Step.SYSTEM_UPGRADE_PREPARE, prep,
         f"step 2: first node of each sensitive role ({', '.join(prep)}): stop its services and prepare the OS upgrade",
         max([_secs(dep, c.internal(n), Step.STOP) for n in prep] + [0.0]) + _secs(dep, [], "prepare"),

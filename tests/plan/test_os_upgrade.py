@@ -48,8 +48,10 @@ def test_the_seeds_twelve_steps_as_commands():
     assert steps(c.run("upgrade prepare")) == ["validate", "repos", "backup", "pin_rpc"]
     # step 2: stop all services on the first nodes and prepare the OS upgrade (ceph: external)
     p = c.run("upgrade run", tags="system_upgrade_prepare", limit=FIRST)
-    assert steps(p) == ["system_upgrade_prepare"] and set(p.units[0].nodes) == set(FIRST.split(","))
-    assert "ceph_mon" not in p.units[0].stops  # the monitors are the external installer's
+    # their services leave the load balancers and clusters first: they still serve
+    assert steps(p) == ["leave", "system_upgrade_prepare"] and set(p.units[1].nodes) == set(FIRST.split(","))
+    assert {"galera", "keystone"} <= set(p.units[0].services)
+    assert "ceph_mon" not in p.units[1].stops  # the monitors are the external installer's
     p = c.run("external-upgrade run", tags="system_upgrade_prepare", limit=FIRST)
     assert steps(p) == ["external_system_upgrade_prepare"] and p.units[0].nodes == ("controller-openstack-0",)
     # step 4: into the new OS
