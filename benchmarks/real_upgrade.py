@@ -63,7 +63,7 @@ def os_upgrade(deployment: Path, stepwise: str) -> int:
     from stepwise.lab.openstack import checks
     from stepwise.lab.probe import Probe
     from stepwise.model import load_deployment
-    from stepwise.model.vocab import Step
+    from stepwise.observe.status import schema_seconds
     from stepwise.observe.windows import cloud_intervals, outside_windows
     from stepwise.plan.commands import seed_commands
     from stepwise.run.store import open_store
@@ -89,8 +89,7 @@ def os_upgrade(deployment: Path, stepwise: str) -> int:
             wall = time.monotonic() - t0
             store = open_store(store_url)
             units = [u for run in store.runs(dep.name, limit=1000) for u in store.units(run.id)]
-            migration_s = sum((u.ended_at - u.started_at).total_seconds() for u in units
-                              if u.step in (Step.MIGRATE.value, Step.CONTRACT.value) and u.started_at and u.ended_at)
+            migration_s = schema_seconds(units)
             client = {k: v for k, v in summary["targets"].items() if k.startswith("client:")}
             intervals = cloud_intervals(store, dep.name)
             outside = outside_windows(probe.records, intervals)

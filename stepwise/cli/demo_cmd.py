@@ -79,10 +79,8 @@ def _phase(title: str, workflow: str, dep, store, lab_dir: Path, facts, json_out
     unannounced = outside_windows(probe.records, window_intervals(plan, store, result.run_id))
     client = {k: {"requests": v["requests"], "failed": v["failed"]} for k, v in summary["targets"].items()
               if k.startswith("client:")}
-    from stepwise.model.vocab import Step
-    # the schema work (expand in a visit's migrate, migrate, contract), as the units measured it
-    migration_s = sum((u.ended_at - u.started_at).total_seconds() for u in store.units(result.run_id)
-                      if u.step in (Step.MIGRATE.value, Step.CONTRACT.value) and u.started_at and u.ended_at)
+    from stepwise.observe.status import schema_seconds
+    migration_s = schema_seconds(store.units(result.run_id))
     failures = _failures_with_units(probe.records, store.units(result.run_id), t0)
     out = {"phase": title, "run": result.run_id, "status": result.status, "message": result.message, "units": len(plan.units),
            "elapsed_s": round(time.time() - t0, 1), "planned_windows": windows,

@@ -85,3 +85,12 @@ def history(store: Store, cloud: str, run_id: int | None = None, limit: int = 20
         "tasks": store.task_counts(run_id),
         "failures": failures,
     }
+
+
+def schema_seconds(units: Any) -> float:
+    """Seconds the stored units spent in schema work (the migrate and contract steps: a
+    visit's expand, the data migration, the contract)."""
+    from stepwise.model.vocab import Step
+
+    return sum((u.ended_at - u.started_at).total_seconds() for u in units
+               if u.step in (Step.MIGRATE.value, Step.CONTRACT.value) and u.started_at and u.ended_at)

@@ -78,6 +78,10 @@ class _Cloud:
     def internal(self, n: str) -> tuple[str, ...]:
         return tuple(s for s in self.dep.services_on(n) if not self.dep.catalog[s].external)
 
+    def leaving(self, n: str) -> tuple[str, ...]:
+        """The node's services that leave load balancers and clusters before they stop."""
+        return tuple(s for s in self.internal(n) if self.dep.catalog[s].has_step(WF, Step.LEAVE))
+
     def external(self, n: str) -> tuple[str, ...]:
         return tuple(s for s in self.dep.services_on(n) if self.dep.catalog[s].external)
 
@@ -260,7 +264,7 @@ def _first_wave(builder: PlanBuilder, c: _Cloud, wave: list[str], cur: Cursor) -
             if not c.prepared(n)}
     # the first nodes' services still serve: they leave the load balancers and clusters before
     # they stop (a database member holding the traffic stopped under it fails requests)
-    leave = {n: tuple(s for s in c.internal(n) if catalog[s].has_step(WF, Step.LEAVE)) for n in prep}
+    leave = {n: c.leaving(n) for n in prep}
     add(Step.LEAVE, {n: ss for n, ss in leave.items() if ss},
         f"step 2: the services of {', '.join(prep)} leave the load balancers and clusters",
         max([_secs(dep, ss, Step.LEAVE) for ss in leave.values()] + [0.0]), Stage.SYSTEM_UPGRADE_PREPARE)
@@ -371,7 +375,7 @@ def _visit(c: _Cloud, node: str, *, evacuate: bool) -> Visit:
     steps: list[VisitStep] = []
     if not c.prepared(node):
         if evacuate:
-            lv = tuple(s for s in internal if catalog[s].has_step(WF, Step.LEAVE))
+            lv = c.leaving(node)
             if lv:
                 steps.append(VisitStep(Step.LEAVE, lv, _secs(dep, lv, Step.LEAVE), tags=(Stage.SYSTEM_UPGRADE_PREPARE,)))
         prep = tuple(s for s in internal if catalog[s].system_upgrade.get("prepare"))
