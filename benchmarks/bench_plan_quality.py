@@ -42,23 +42,35 @@ def disruptions(plan) -> tuple[int, int, int]:
         if u.step == "reboot":
             for n in u.nodes:
                 reboots[n] += 1
-    return (max((len(v) for v in visits.values()), default=0), max(drains.values(), default=0),
-            max(reboots.values(), default=0))
+    return (
+        max((len(v) for v in visits.values()), default=0),
+        max(drains.values(), default=0),
+        max(reboots.values(), default=0),
+    )
 
 
 def main() -> None:
     dep = reference_cloud()
-    print(f"reference cloud: {len(dep.nodes)} nodes in {len(dep.roles)} roles, {len(dep.catalog)} services")
+    print(
+        f"reference cloud: {len(dep.nodes)} nodes in {len(dep.roles)} roles, {len(dep.catalog)} services"
+    )
     kernel = facts_with_kernel(dep)
-    for wf, facts in (("update", NO_FACTS), ("upgrade", NO_FACTS), ("update", kernel), ("upgrade", kernel)):
+    for wf, facts in (
+        ("update", NO_FACTS),
+        ("upgrade", NO_FACTS),
+        ("update", kernel),
+        ("upgrade", kernel),
+    ):
         if facts is kernel and wf == "update":
             print("with a new kernel on every node (one reboot each):")
         plan = verify_plan(make_plan(wf, dep, facts), dep)
         base = role_ordered_duration(dep, wf, facts)
-        print(f"{wf:8} stepwise {hours(plan.duration_s)} | lower bound {hours(plan.lower_bound_s)} "
-              f"({plan.duration_s / plan.lower_bound_s:.3f}x) | role-ordered {hours(base)} "
-              f"({base / plan.duration_s:.2f}x longer than stepwise) | downtime windows: "
-              f"{', '.join(sorted({w.service for w in plan.windows})) or 'none'}")
+        print(
+            f"{wf:8} stepwise {hours(plan.duration_s)} | lower bound {hours(plan.lower_bound_s)} "
+            f"({plan.duration_s / plan.lower_bound_s:.3f}x) | role-ordered {hours(base)} "
+            f"({base / plan.duration_s:.2f}x longer than stepwise) | downtime windows: "
+            f"{', '.join(sorted({w.service for w in plan.windows})) or 'none'}"
+        )
         visits, drains, reboots = disruptions(plan)
         print(f"{'':8} per node at most: {visits} visit(s), {drains} drain(s), {reboots} reboot(s)")
 

@@ -31,7 +31,10 @@ from benchmarks.clouds import write_big_cloud  # noqa: E402
 
 def stepwise_command() -> list[str]:
     """The installed `stepwise` next to this interpreter (the project's .venv when run from it)."""
-    for candidate in (Path(sys.executable).parent / "stepwise", ROOT / ".venv" / "bin" / "stepwise"):
+    for candidate in (
+        Path(sys.executable).parent / "stepwise",
+        ROOT / ".venv" / "bin" / "stepwise",
+    ):
         if candidate.is_file():
             return [str(candidate)]
     return [sys.executable, "-c", "from stepwise.cli.main import main; main()"]
@@ -54,15 +57,23 @@ def run_once(argv: list[str]) -> tuple[float, float]:
 
 def whole_process(dep_file: Path, repeat: int) -> None:
     cmd = stepwise_command()
-    print(f"whole process ({Path(cmd[0]).name} plan ... -d {dep_file.name} > /dev/null), best / median of {repeat} "
-          f"after a warm-up run:")
-    run_once(cmd + ["plan", "update", "-d", str(dep_file), "--json"])  # file caches, not the first run's disk reads
+    print(
+        f"whole process ({Path(cmd[0]).name} plan ... -d {dep_file.name} > /dev/null), best / median of {repeat} "
+        f"after a warm-up run:"
+    )
+    run_once(
+        cmd + ["plan", "update", "-d", str(dep_file), "--json"]
+    )  # file caches, not the first run's disk reads
     for wf in ("update", "upgrade"):
         for label, extra in (("--json", ["--json"]), ("tree", [])):
-            runs = [run_once(cmd + ["plan", wf, "-d", str(dep_file), *extra]) for _ in range(repeat)]
+            runs = [
+                run_once(cmd + ["plan", wf, "-d", str(dep_file), *extra]) for _ in range(repeat)
+            ]
             walls = [w for w, _ in runs]
-            print(f"  plan {wf:8} {label:6}: {min(walls):.2f} s / {statistics.median(walls):.2f} s, "
-                  f"peak RSS {max(r for _, r in runs):.0f} MiB")
+            print(
+                f"  plan {wf:8} {label:6}: {min(walls):.2f} s / {statistics.median(walls):.2f} s, "
+                f"peak RSS {max(r for _, r in runs):.0f} MiB"
+            )
 
 
 def phases(dep_file: Path) -> None:
@@ -75,15 +86,19 @@ def phases(dep_file: Path) -> None:
     from stepwise.plan import make_plan
     from stepwise.verify import PERTURBATIONS, verify_plan
 
-    print(f"in-process phases (verify: the estimate + {PERTURBATIONS} perturbed replays + lower bound, as the CLI):")
+    print(
+        f"in-process phases (verify: the estimate + {PERTURBATIONS} perturbed replays + lower bound, as the CLI):"
+    )
     gc.disable()  # as the CLI's plan command (stepwise.cli.common.gc_paused)
     for wf in ("update", "upgrade"):
         t0 = time.perf_counter()
         dep = load_deployment(dep_file)
         t1 = time.perf_counter()
         if wf == "update":
-            print(f"  model: {len(dep.nodes)} nodes, {len(dep.catalog)} services, "
-                  f"{sum(len(v) for v in dep.instances.values())} instances")
+            print(
+                f"  model: {len(dep.nodes)} nodes, {len(dep.catalog)} services, "
+                f"{sum(len(v) for v in dep.instances.values())} instances"
+            )
         plan = make_plan(wf, dep)
         t2 = time.perf_counter()
         verified = verify_plan(plan, dep)
@@ -93,10 +108,12 @@ def phases(dep_file: Path) -> None:
         t4 = time.perf_counter()
         render_plan(verified, Console(file=io.StringIO(), width=100))
         t5 = time.perf_counter()
-        print(f"  {wf:8} load {t1 - t0:.3f} s | plan {t2 - t1:.3f} s ({len(plan.units)} units) | "
-              f"verify {t3 - t2:.3f} s | JSON {t4 - t3:.3f} s | tree {t5 - t4:.3f} s | "
-              f"estimated {verified.duration_s / 3600:.1f} h, {verified.duration_s / verified.lower_bound_s:.3f}x "
-              f"the lower bound")
+        print(
+            f"  {wf:8} load {t1 - t0:.3f} s | plan {t2 - t1:.3f} s ({len(plan.units)} units) | "
+            f"verify {t3 - t2:.3f} s | JSON {t4 - t3:.3f} s | tree {t5 - t4:.3f} s | "
+            f"estimated {verified.duration_s / 3600:.1f} h, {verified.duration_s / verified.lower_bound_s:.3f}x "
+            f"the lower bound"
+        )
         del dep, plan, verified
     gc.enable()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -104,14 +121,18 @@ def phases(dep_file: Path) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--nodes", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=3, help="runs of each whole-process command")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="stepwise-bench-") as tmp:
         dep_file = write_big_cloud(Path(tmp), args.nodes, 60)
-        print(f"cloud: {args.nodes} nodes x 60 services, {dep_file.stat().st_size / 1024:.1f} KiB deployment + "
-              f"{len(list((Path(tmp) / 'catalog').glob('*.yaml')))} catalog files in {tmp}")
+        print(
+            f"cloud: {args.nodes} nodes x 60 services, {dep_file.stat().st_size / 1024:.1f} KiB deployment + "
+            f"{len(list((Path(tmp) / 'catalog').glob('*.yaml')))} catalog files in {tmp}"
+        )
         whole_process(dep_file, args.repeat)
         phases(dep_file)
 

@@ -34,10 +34,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 STEPWISE = str(Path(sys.executable).parent / "stepwise")
 KINDS = ("crash", "hang-stop", "slow", "sigkill", "sigint")
-COMMANDS = (("update run", ["update", "run"]),
-            ("upgrade prepare", ["upgrade", "prepare", "-e", "target_release=R2"]),
-            ("upgrade run", ["upgrade", "run", "-e", "target_release=R2"]),
-            ("upgrade converge", ["upgrade", "converge", "-e", "target_release=R2"]))
+COMMANDS = (
+    ("update run", ["update", "run"]),
+    ("upgrade prepare", ["upgrade", "prepare", "-e", "target_release=R2"]),
+    ("upgrade run", ["upgrade", "run", "-e", "target_release=R2"]),
+    ("upgrade converge", ["upgrade", "converge", "-e", "target_release=R2"]),
+)
 
 
 @dataclass
@@ -81,8 +83,14 @@ def main() -> int:
     base = [STEPWISE]
     common = ["-d", str(dep_path), "--lab", str(lab_dir), "--store", store_url]
     nodes = [n.name for n in dep.nodes]
-    faults = [Fault(rnd.choice(KINDS), rnd.choice([c for c, _ in COMMANDS if c != "upgrade prepare"]),
-                    round(rnd.uniform(3, 40), 1)) for _ in range(args.faults)]
+    faults = [
+        Fault(
+            rnd.choice(KINDS),
+            rnd.choice([c for c, _ in COMMANDS if c != "upgrade prepare"]),
+            round(rnd.uniform(3, 40), 1),
+        )
+        for _ in range(args.faults)
+    ]
     say = (lambda m: None) if args.json else (lambda m: print(m, flush=True))
     results: dict[str, dict] = {}
     lab.up(dep_path, lab_dir)
@@ -97,15 +105,22 @@ def main() -> int:
                 while attempts < args.attempts:
                     attempts += 1
                     t0 = time.monotonic()
-                    p = subprocess.Popen(base + argv + common + ["--json", "--yes"], env=env, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, text=True)
+                    p = subprocess.Popen(
+                        base + argv + common + ["--json", "--yes"],
+                        env=env,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                        text=True,
+                    )
                     fault = todo.pop(0) if todo else None
                     if fault is not None:
                         while p.poll() is None and time.monotonic() - t0 < fault.after_s:
                             time.sleep(0.1)
                         if p.poll() is None:
                             _inject(fault, p, the_lab, nodes, rnd, inject)
-                            say(f"{title}: attempt {attempts}: {fault.kind} {fault.node} {fault.target}".rstrip())
+                            say(
+                                f"{title}: attempt {attempts}: {fault.kind} {fault.node} {fault.target}".rstrip()
+                            )
                     out, err = p.communicate(timeout=1800)
                     rc = p.returncode
                     if rc != 0:
@@ -121,15 +136,22 @@ def main() -> int:
                         for f in todo:
                             f.command = nxt or title
                         break
-                results[title] = {"attempts": attempts, "finished": rc == 0,
-                                  "last_error": "" if rc == 0 else last}
-                say(f"{title}: {'finished' if rc == 0 else 'NOT finished'} after {attempts} attempt(s)")
+                results[title] = {
+                    "attempts": attempts,
+                    "finished": rc == 0,
+                    "last_error": "" if rc == 0 else last,
+                }
+                say(
+                    f"{title}: {'finished' if rc == 0 else 'NOT finished'} after {attempts} attempt(s)"
+                )
             probe_records = list(probe.records)
         probe.stop()
 
         store = open_store(store_url)
         runs = store.runs(dep.name, limit=1000)
-        rerun_after_done = [f"run {r.id} {t.unit_id} on {t.host}" for r in runs for t in ran_after_done(store, r.id)]
+        rerun_after_done = [
+            f"run {r.id} {t.unit_id} on {t.host}" for r in runs for t in ran_after_done(store, r.id)
+        ]
         twice = _once_only_twice(store, runs)
         # a fault's own effects last from its injection until it is repaired (and settled)
         spans = [(f.injected_at - 1.0, f.repaired_at + 15.0) for f in faults if f.injected]
@@ -140,7 +162,8 @@ def main() -> int:
                 lost[r["target"]] = lost.get(r["target"], 0) + 1
         n_lost = sum(lost.values())
         out = {
-            "deployment": str(args.deployment), "seed": args.seed,
+            "deployment": str(args.deployment),
+            "seed": args.seed,
             "faults": [asdict(f) for f in faults],
             "faults_injected": sum(f.injected for f in faults),
             "by_kind": {k: sum(1 for f in faults if f.injected and f.kind == k) for k in KINDS},
@@ -151,18 +174,29 @@ def main() -> int:
             "failed_requests_outside_windows_and_faults": n_lost,
             "failed_by_target": lost,
         }
-        ok = (out["commands_finished"] == len(COMMANDS) and not rerun_after_done and not twice and not n_lost)
+        ok = (
+            out["commands_finished"] == len(COMMANDS)
+            and not rerun_after_done
+            and not twice
+            and not n_lost
+        )
         out["ok"] = ok
         if args.json:
             print(json.dumps(out))
         else:
-            print(f"faults injected: {out['faults_injected']} "
-                  f"({', '.join(f'{k} {v}' for k, v in out['by_kind'].items() if v)})")
+            print(
+                f"faults injected: {out['faults_injected']} "
+                f"({', '.join(f'{k} {v}' for k, v in out['by_kind'].items() if v)})"
+            )
             print(f"commands finished: {out['commands_finished']} of {len(COMMANDS)}")
-            print(f"units run again after recorded done: {len(rerun_after_done)}; "
-                  f"once-only work run twice: {len(twice)}")
-            print(f"failed probe requests outside announced windows and fault intervals: {n_lost} "
-                  f"(of {len(probe_records)} requests)")
+            print(
+                f"units run again after recorded done: {len(rerun_after_done)}; "
+                f"once-only work run twice: {len(twice)}"
+            )
+            print(
+                f"failed probe requests outside announced windows and fault intervals: {n_lost} "
+                f"(of {len(probe_records)} requests)"
+            )
             print("targets met" if ok else "TARGETS NOT MET")
         return 0 if ok else 1
     finally:
@@ -183,7 +217,9 @@ def _next_command(title: str) -> str | None:
     return names[i + 1] if i + 1 < len(names) else None
 
 
-def _inject(fault: Fault, p: subprocess.Popen, the_lab, nodes: list[str], rnd: random.Random, inject) -> None:
+def _inject(
+    fault: Fault, p: subprocess.Popen, the_lab, nodes: list[str], rnd: random.Random, inject
+) -> None:
     fault.injected_at = time.time()
     fault.injected = True
     if fault.kind == "sigkill":
@@ -194,6 +230,7 @@ def _inject(fault: Fault, p: subprocess.Popen, the_lab, nodes: list[str], rnd: r
         # a node without workloads: a power loss of a compute loses its instances, which no
         # upgrade tool can bring back (the availability check would only measure the fault)
         from stepwise.lab import services as S
+
         hosts = {w["host"] for w in S.workloads(the_lab).values()}
         fault.node = rnd.choice([n for n in nodes if n not in hosts] or nodes)
         inject(the_lab, "crash", fault.node)
@@ -222,10 +259,18 @@ def _once_only_twice(store, runs) -> list[str]:
     for r in runs:
         once = {u.unit_id: u.step for u in store.units(r.id) if not u.idempotent}
         for t in store.task_results(r.id):
-            if t.unit_id in once and t.status in ("ok", "changed") and not t.task.startswith("stepwise |"):
+            if (
+                t.unit_id in once
+                and t.status in ("ok", "changed")
+                and not t.task.startswith("stepwise |")
+            ):
                 key = (once[t.unit_id], t.host, t.task)
                 work_done[key] = work_done.get(key, 0) + 1
-    return [f"{step} {task} on {host}: {n} times" for (step, host, task), n in work_done.items() if n > 1]
+    return [
+        f"{step} {task} on {host}: {n} times"
+        for (step, host, task), n in work_done.items()
+        if n > 1
+    ]
 
 
 if __name__ == "__main__":

@@ -16,10 +16,25 @@ def _t(cmd: str) -> dict[str, Any]:
     return {"name": cmd, "ansible.builtin.command": cmd}
 
 
-def _svc(name: str, plane: str, deps=(), rule=None, rolling=True, cluster=None, rpc=None, leave=False, migrate=False,
-         durations=None, schema: str | None = None) -> dict[str, Any]:
-    steps = {"stop": [_t(f"systemctl stop {name}")], "start": [_t(f"systemctl start {name}")],
-             "config": [_t(f"os-apply-config --service {name}")], "verify": [_t(f"healthcheck {name}")]}
+def _svc(
+    name: str,
+    plane: str,
+    deps=(),
+    rule=None,
+    rolling=True,
+    cluster=None,
+    rpc=None,
+    leave=False,
+    migrate=False,
+    durations=None,
+    schema: str | None = None,
+) -> dict[str, Any]:
+    steps = {
+        "stop": [_t(f"systemctl stop {name}")],
+        "start": [_t(f"systemctl start {name}")],
+        "config": [_t(f"os-apply-config --service {name}")],
+        "verify": [_t(f"healthcheck {name}")],
+    }
     if leave:
         steps["leave"] = [_t(f"leave {name}")]
         steps["rejoin"] = [_t(f"rejoin {name}")]
@@ -29,13 +44,25 @@ def _svc(name: str, plane: str, deps=(), rule=None, rolling=True, cluster=None, 
     if rpc:
         up["pin"] = [_t("pin")]
         up["unpin"] = [_t("unpin")]
-    spec = {"name": name, "plane": plane, "packages": [f"openstack-{name}"], "depends_on": list(deps),
-            "rolling": rolling, "update": steps, "upgrade": up, "durations": durations or {}}
+    spec = {
+        "name": name,
+        "plane": plane,
+        "packages": [f"openstack-{name}"],
+        "depends_on": list(deps),
+        "rolling": rolling,
+        "update": steps,
+        "upgrade": up,
+        "durations": durations or {},
+    }
     if rule:
         spec["availability"] = rule
     if schema == "expand_contract":  # upstream's rolling upgrade: no downtime window
-        spec["schema"] = {"strategy": schema, "expand": [_t(f"{name}-manage db expand")],
-                          "migrate": [_t(f"{name}-manage db migrate")], "contract": [_t(f"{name}-manage db contract")]}
+        spec["schema"] = {
+            "strategy": schema,
+            "expand": [_t(f"{name}-manage db expand")],
+            "migrate": [_t(f"{name}-manage db migrate")],
+            "contract": [_t(f"{name}-manage db contract")],
+        }
     if cluster:
         spec["cluster"] = cluster
     if rpc:
@@ -44,22 +71,48 @@ def _svc(name: str, plane: str, deps=(), rule=None, rolling=True, cluster=None, 
 
 
 def _catalog(specs: list[dict[str, Any]]) -> Catalog:
-    services = {s["name"]: service_from_spec(ServiceSpec.model_validate(s), "<bench>") for s in specs}
+    services = {
+        s["name"]: service_from_spec(ServiceSpec.model_validate(s), "<bench>") for s in specs
+    }
     cat = Catalog(MappingProxyType(services), "<bench>")
     assert not check_catalog(cat)
     return cat
 
 
-def big_cloud_specs(nodes: int = 10_000, services: int = 60) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def big_cloud_specs(
+    nodes: int = 10_000, services: int = 60
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The service specs and the deployment spec of `big_cloud`, as plain input data: `services`
     services on a composed layout totalling `nodes` nodes: 10 infra, 30 control-plane (a third
     schema-sensitive), 20 data-plane across computes, networkers and storage."""
     assert services == 60
-    infra = [_svc(f"infra{i}", "infra", rule={"quorum": "majority"}, cluster="pacemaker", leave=True) for i in range(10)]
-    control = [_svc(f"api{i}", "control", deps=(f"infra{i % 10}",), rule={"min_available": 2}, rolling=i % 3 != 0,
-                    rpc=f"rpc{i % 5}", migrate=True) for i in range(30)]
-    data = [_svc(f"agent{i}", "data", deps=(f"api{i % 30}",), rule={"max_unavailable": "10%"}, rpc=f"rpc{i % 5}",
-                 leave=i % 4 == 0) for i in range(20)]
+    infra = [
+        _svc(f"infra{i}", "infra", rule={"quorum": "majority"}, cluster="pacemaker", leave=True)
+        for i in range(10)
+    ]
+    control = [
+        _svc(
+            f"api{i}",
+            "control",
+            deps=(f"infra{i % 10}",),
+            rule={"min_available": 2},
+            rolling=i % 3 != 0,
+            rpc=f"rpc{i % 5}",
+            migrate=True,
+        )
+        for i in range(30)
+    ]
+    data = [
+        _svc(
+            f"agent{i}",
+            "data",
+            deps=(f"api{i % 30}",),
+            rule={"max_unavailable": "10%"},
+            rpc=f"rpc{i % 5}",
+            leave=i % 4 == 0,
+        )
+        for i in range(20)
+    ]
     compute = [f"agent{i}" for i in range(0, 8)]
     network = [f"agent{i}" for i in range(8, 14)]
     storage = [f"agent{i}" for i in range(14, 20)]
@@ -68,20 +121,49 @@ def big_cloud_specs(nodes: int = 10_000, services: int = 60) -> tuple[list[dict[
     leaves = 4
     compute_n = nodes - fixed - storage_n
     roles = [
-        {"name": "ControllerOpenstack", "tags": ["controlplane"], "services": [s["name"] for s in control],
-         "nodes": {"count": 3, "name": "controller-{index}"}},
-        {"name": "Database", "tags": ["controlplane"], "services": [f"infra{i}" for i in range(0, 5)],
-         "nodes": {"count": 3, "name": "database-{index}"}},
-        {"name": "Messaging", "tags": ["controlplane"], "services": [f"infra{i}" for i in range(5, 10)],
-         "nodes": {"count": 3, "name": "messaging-{index}"}},
-        {"name": "Networker", "update_serial": 2, "services": network, "nodes": {"count": 12, "name": "networker-{index}"}},
+        {
+            "name": "ControllerOpenstack",
+            "tags": ["controlplane"],
+            "services": [s["name"] for s in control],
+            "nodes": {"count": 3, "name": "controller-{index}"},
+        },
+        {
+            "name": "Database",
+            "tags": ["controlplane"],
+            "services": [f"infra{i}" for i in range(0, 5)],
+            "nodes": {"count": 3, "name": "database-{index}"},
+        },
+        {
+            "name": "Messaging",
+            "tags": ["controlplane"],
+            "services": [f"infra{i}" for i in range(5, 10)],
+            "nodes": {"count": 3, "name": "messaging-{index}"},
+        },
+        {
+            "name": "Networker",
+            "update_serial": 2,
+            "services": network,
+            "nodes": {"count": 12, "name": "networker-{index}"},
+        },
     ]
     for leaf in range(leaves):
         n = compute_n // leaves + (1 if leaf < compute_n % leaves else 0)
-        roles.append({"name": f"ComputeLeaf{leaf}", "update_serial": 25, "services": compute,
-                      "nodes": {"count": n, "name": f"compute-l{leaf}-{{index}}"}})
-    roles.append({"name": "CephStorage", "update_serial": 10, "services": storage,
-                  "nodes": {"count": storage_n, "name": "ceph-{index}"}})
+        roles.append(
+            {
+                "name": f"ComputeLeaf{leaf}",
+                "update_serial": 25,
+                "services": compute,
+                "nodes": {"count": n, "name": f"compute-l{leaf}-{{index}}"},
+            }
+        )
+    roles.append(
+        {
+            "name": "CephStorage",
+            "update_serial": 10,
+            "services": storage,
+            "nodes": {"count": storage_n, "name": "ceph-{index}"},
+        }
+    )
     return infra + control + data, {"name": f"bench{nodes}", "roles": roles}
 
 
@@ -106,11 +188,18 @@ def write_big_cloud(directory: Path, nodes: int = 10_000, services: int = 60) ->
     cat = directory / "catalog"
     cat.mkdir(parents=True, exist_ok=True)
     for spec in specs:
-        (cat / f"{spec['name']}.yaml").write_text(yaml.dump(spec, Dumper=_Plain, sort_keys=False), encoding="utf-8")
+        (cat / f"{spec['name']}.yaml").write_text(
+            yaml.dump(spec, Dumper=_Plain, sort_keys=False), encoding="utf-8"
+        )
     path = directory / f"{dep['name']}.yaml"
-    path.write_text(yaml.dump({"name": dep["name"], "catalog": "catalog", "roles": dep["roles"]}, Dumper=_Plain,
-                              sort_keys=False),
-                    encoding="utf-8")
+    path.write_text(
+        yaml.dump(
+            {"name": dep["name"], "catalog": "catalog", "roles": dep["roles"]},
+            Dumper=_Plain,
+            sort_keys=False,
+        ),
+        encoding="utf-8",
+    )
     return path
 
 
@@ -124,41 +213,135 @@ def reference_cloud() -> Deployment:
         _svc("ceph_mon", "infra", rule={"quorum": "majority"}, cluster="ceph-mon"),
         _svc("keystone", "control", deps=("galera",), rule={"min_available": 2}, migrate=True),
         _svc("glance_api", "control", deps=("keystone",), schema="expand_contract", migrate=True),
-        _svc("nova_api", "control", deps=("keystone", "rabbitmq"), schema="expand_contract", rpc="nova", migrate=True),
-        _svc("nova_conductor", "control", deps=("keystone", "rabbitmq"), schema="expand_contract", rpc="nova", migrate=True),
-        _svc("neutron_server", "control", deps=("keystone", "rabbitmq"), schema="expand_contract", rpc="neutron", migrate=True),
-        _svc("cinder_api", "control", deps=("keystone",), schema="expand_contract", rpc="cinder", migrate=True),
-        _svc("nova_compute", "data", deps=("nova_conductor",), rule={"max_unavailable": "10%"}, rpc="nova", leave=True,
-             durations={"leave": 120.0}),
+        _svc(
+            "nova_api",
+            "control",
+            deps=("keystone", "rabbitmq"),
+            schema="expand_contract",
+            rpc="nova",
+            migrate=True,
+        ),
+        _svc(
+            "nova_conductor",
+            "control",
+            deps=("keystone", "rabbitmq"),
+            schema="expand_contract",
+            rpc="nova",
+            migrate=True,
+        ),
+        _svc(
+            "neutron_server",
+            "control",
+            deps=("keystone", "rabbitmq"),
+            schema="expand_contract",
+            rpc="neutron",
+            migrate=True,
+        ),
+        _svc(
+            "cinder_api",
+            "control",
+            deps=("keystone",),
+            schema="expand_contract",
+            rpc="cinder",
+            migrate=True,
+        ),
+        _svc(
+            "nova_compute",
+            "data",
+            deps=("nova_conductor",),
+            rule={"max_unavailable": "10%"},
+            rpc="nova",
+            leave=True,
+            durations={"leave": 120.0},
+        ),
         _svc("neutron_ovs_agent", "data", deps=("neutron_server",), rpc="neutron"),
-        _svc("neutron_l3_agent", "data", deps=("neutron_server",), rule={"min_available": 4}, rpc="neutron", leave=True,
-             durations={"leave": 30.0}),
-        _svc("ceph_osd", "data", deps=("ceph_mon",), rule={"max_unavailable": "5%"}, leave=True,
-             durations={"verify": 180.0, "rejoin": 30.0}),
+        _svc(
+            "neutron_l3_agent",
+            "data",
+            deps=("neutron_server",),
+            rule={"min_available": 4},
+            rpc="neutron",
+            leave=True,
+            durations={"leave": 30.0},
+        ),
+        _svc(
+            "ceph_osd",
+            "data",
+            deps=("ceph_mon",),
+            rule={"max_unavailable": "5%"},
+            leave=True,
+            durations={"verify": 180.0, "rejoin": 30.0},
+        ),
     ]
     cat = _catalog(specs)
-    ctrl = ["haproxy", "keystone", "glance_api", "nova_api", "nova_conductor", "neutron_server", "cinder_api", "ceph_mon"]
+    ctrl = [
+        "haproxy",
+        "keystone",
+        "glance_api",
+        "nova_api",
+        "nova_conductor",
+        "neutron_server",
+        "cinder_api",
+        "ceph_mon",
+    ]
     roles = [
-        {"name": "ControllerOpenstack", "tags": ["controlplane"], "services": ctrl, "nodes": {"count": 3, "name": "controller-{index}"}},
-        {"name": "Database", "tags": ["controlplane"], "services": ["galera"], "nodes": {"count": 3, "name": "database-{index}"}},
-        {"name": "Messaging", "tags": ["controlplane"], "services": ["rabbitmq"], "nodes": {"count": 3, "name": "messaging-{index}"}},
-        {"name": "Networker", "update_serial": 1, "services": ["neutron_ovs_agent", "neutron_l3_agent"],
-         "nodes": {"count": 6, "name": "networker-{index}"}},
+        {
+            "name": "ControllerOpenstack",
+            "tags": ["controlplane"],
+            "services": ctrl,
+            "nodes": {"count": 3, "name": "controller-{index}"},
+        },
+        {
+            "name": "Database",
+            "tags": ["controlplane"],
+            "services": ["galera"],
+            "nodes": {"count": 3, "name": "database-{index}"},
+        },
+        {
+            "name": "Messaging",
+            "tags": ["controlplane"],
+            "services": ["rabbitmq"],
+            "nodes": {"count": 3, "name": "messaging-{index}"},
+        },
+        {
+            "name": "Networker",
+            "update_serial": 1,
+            "services": ["neutron_ovs_agent", "neutron_l3_agent"],
+            "nodes": {"count": 6, "name": "networker-{index}"},
+        },
     ]
     for rack, n in enumerate((200, 200, 200, 200)):
-        roles.append({"name": f"ComputeRack{rack}", "update_serial": 20, "services": ["nova_compute", "neutron_ovs_agent"],
-                      "nodes": {"count": n, "name": f"compute-r{rack}-{{index}}"}})
+        roles.append(
+            {
+                "name": f"ComputeRack{rack}",
+                "update_serial": 20,
+                "services": ["nova_compute", "neutron_ovs_agent"],
+                "nodes": {"count": n, "name": f"compute-r{rack}-{{index}}"},
+            }
+        )
     for rack, n in enumerate((93, 92)):
-        roles.append({"name": f"CephRack{rack}", "update_serial": 5, "services": ["ceph_osd"],
-                      "nodes": {"count": n, "name": f"ceph-r{rack}-{{index}}"}})
-    return build_deployment(DeploymentSpec.model_validate({"name": "reference1000", "roles": roles}), cat)
+        roles.append(
+            {
+                "name": f"CephRack{rack}",
+                "update_serial": 5,
+                "services": ["ceph_osd"],
+                "nodes": {"count": n, "name": f"ceph-r{rack}-{{index}}"},
+            }
+        )
+    return build_deployment(
+        DeploymentSpec.model_validate({"name": "reference1000", "roles": roles}), cat
+    )
 
 
 def facts_with_kernel(dep: Deployment) -> Facts:
     """Facts where every service's packages and the kernel change on every node."""
     nodes = {}
     for n in dep.nodes:
-        pkgs = {p: PackageFact("1.0.0", "2.0.0") for s in dep.services_on(n) for p in dep.catalog[s].packages}
+        pkgs = {
+            p: PackageFact("1.0.0", "2.0.0")
+            for s in dep.services_on(n)
+            for p in dep.catalog[s].packages
+        }
         pkgs["kernel"] = PackageFact("4.18.0", "4.18.1")
         nodes[n.name] = NodeFacts(MappingProxyType(pkgs))
     return Facts(MappingProxyType(nodes), True, "<bench: everything and the kernel change>")

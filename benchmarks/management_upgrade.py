@@ -25,7 +25,13 @@ sys.path.insert(0, str(ROOT))
 
 def _unhealthy(lab) -> list[str]:
     from stepwise.lab.control import status
-    return [f"{n['name']}/{s['name']}" for n in status(lab)["nodes"] for s in n["services"] if not s["healthy"]]
+
+    return [
+        f"{n['name']}/{s['name']}"
+        for n in status(lab)["nodes"]
+        for s in n["services"]
+        if not s["healthy"]
+    ]
 
 
 def _stepwise(dep, work: Path, lab_dir: Path, name: str) -> tuple[float, str]:
@@ -40,9 +46,17 @@ def _stepwise(dep, work: Path, lab_dir: Path, name: str) -> tuple[float, str]:
     store = open_store(f"sqlite:///{work / (name + '.sqlite')}")
     discover(dep, store, connector=conn)
     t0 = time.monotonic()
-    res = run_plan(RunRequest(store, dep, "undercloud-upgrade", facts=stored_facts(dep, store),
-                              variables={"target_release": "R2"}, lock_path=work / f"{name}.lock",
-                              options=EngineOptions(connector=conn)))
+    res = run_plan(
+        RunRequest(
+            store,
+            dep,
+            "undercloud-upgrade",
+            facts=stored_facts(dep, store),
+            variables={"target_release": "R2"},
+            lock_path=work / f"{name}.lock",
+            options=EngineOptions(connector=conn),
+        )
+    )
     return time.monotonic() - t0, res.status
 
 
@@ -59,8 +73,15 @@ def _naive(dep, the_lab) -> tuple[float, int]:
     failed = 0
     t0 = time.monotonic()
     for cmd in commands:
-        r = subprocess.run(cmd, shell=True, env=the_lab.node_env(node), cwd=the_lab.node_root(node),
-                           capture_output=True, text=True, timeout=600)
+        r = subprocess.run(
+            cmd,
+            shell=True,
+            env=the_lab.node_env(node),
+            cwd=the_lab.node_root(node),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         failed += r.returncode != 0
     return time.monotonic() - t0, failed
 
@@ -86,27 +107,45 @@ def main() -> None:
                 the_lab = Lab(lab_dir)
                 if order == "stop-first":
                     wall, status = _stepwise(dep, work, lab_dir, "stop-first")
-                    results[order] = {"wall_s": wall, "failed": int(status != "done"), "unhealthy": _unhealthy(the_lab)}
+                    results[order] = {
+                        "wall_s": wall,
+                        "failed": int(status != "done"),
+                        "unhealthy": _unhealthy(the_lab),
+                    }
                 else:
                     wall, failed = _naive(dep, the_lab)
                     unhealthy = _unhealthy(the_lab)
                     repair, status = _stepwise(dep, work, lab_dir, "repair")
-                    results[order] = {"wall_s": wall, "failed": failed, "unhealthy": unhealthy, "repair_s": repair,
-                                      "repair_status": status, "unhealthy_after_repair": _unhealthy(the_lab)}
+                    results[order] = {
+                        "wall_s": wall,
+                        "failed": failed,
+                        "unhealthy": unhealthy,
+                        "repair_s": repair,
+                        "repair_status": status,
+                        "unhealthy_after_repair": _unhealthy(the_lab),
+                    }
             finally:
                 lab.down(lab_dir, quiet=True)
         finally:
             shutil.rmtree(work, ignore_errors=True)
     s, n = results["stop-first"], results["naive"]
     print(f"management node upgrade of {args.deployment.name} on the lab (R1 -> R2)")
-    print(f"stop-first (stepwise): {s['wall_s']:.1f} s, {s['failed']} failed, {len(s['unhealthy'])} unhealthy at the end")
-    print(f"naive in-place order:  {n['wall_s']:.1f} s, {n['failed']} failed command(s), {len(n['unhealthy'])} "
-          f"unhealthy at the end ({', '.join(n['unhealthy'][:6])}{'...' if len(n['unhealthy']) > 6 else ''})")
-    print(f"  repaired by stepwise in {n['repair_s']:.1f} s ({n['repair_status']}, "
-          f"{len(n['unhealthy_after_repair'])} unhealthy after)")
+    print(
+        f"stop-first (stepwise): {s['wall_s']:.1f} s, {s['failed']} failed, {len(s['unhealthy'])} unhealthy at the end"
+    )
+    print(
+        f"naive in-place order:  {n['wall_s']:.1f} s, {n['failed']} failed command(s), {len(n['unhealthy'])} "
+        f"unhealthy at the end ({', '.join(n['unhealthy'][:6])}{'...' if len(n['unhealthy']) > 6 else ''})"
+    )
+    print(
+        f"  repaired by stepwise in {n['repair_s']:.1f} s ({n['repair_status']}, "
+        f"{len(n['unhealthy_after_repair'])} unhealthy after)"
+    )
     total = n["wall_s"] + n["repair_s"]
-    print(f"time to a healthy node: naive + repair {total:.1f} s vs stop-first {s['wall_s']:.1f} s "
-          f"-> ratio {total / s['wall_s']:.2f}")
+    print(
+        f"time to a healthy node: naive + repair {total:.1f} s vs stop-first {s['wall_s']:.1f} s "
+        f"-> ratio {total / s['wall_s']:.2f}"
+    )
 
 
 if __name__ == "__main__":

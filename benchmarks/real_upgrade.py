@@ -28,29 +28,52 @@ ROOT = Path(__file__).resolve().parents[1]
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--deployment", default=str(ROOT / "examples" / "openstack.yaml"))
-    ap.add_argument("--os-upgrade", action="store_true", help="also run the seed's OS upgrade on a fresh lab")
+    ap.add_argument(
+        "--os-upgrade", action="store_true", help="also run the seed's OS upgrade on a fresh lab"
+    )
     args = ap.parse_args()
     stepwise = str(Path(sys.executable).parent / "stepwise")
     with tempfile.TemporaryDirectory(prefix="swb-") as tmp:
         t0 = time.monotonic()
-        r = subprocess.run([stepwise, "demo", "-d", args.deployment, "--json", "--lab-dir", f"{tmp}/lab",
-                            "--report", f"{tmp}/report.html"], capture_output=True, text=True)
+        r = subprocess.run(
+            [
+                stepwise,
+                "demo",
+                "-d",
+                args.deployment,
+                "--json",
+                "--lab-dir",
+                f"{tmp}/lab",
+                "--report",
+                f"{tmp}/report.html",
+            ],
+            capture_output=True,
+            text=True,
+        )
         wall = time.monotonic() - t0
     if r.returncode != 0:
         print(r.stdout[-3000:], r.stderr[-3000:], sep="\n", file=sys.stderr)
         return 1
-    report = json.loads(r.stdout[r.stdout.index("{"):])
-    print(f"demo on {Path(args.deployment).name}: {wall:.0f} s in all (lab up, runs, checks, tempest, lab down)")
-    print(f"{'phase':<30} {'wall s':>7} {'units':>6} {'client calls':>13} {'failed':>7} {'migrations s':>13}")
+    report = json.loads(r.stdout[r.stdout.index("{") :])
+    print(
+        f"demo on {Path(args.deployment).name}: {wall:.0f} s in all (lab up, runs, checks, tempest, lab down)"
+    )
+    print(
+        f"{'phase':<30} {'wall s':>7} {'units':>6} {'client calls':>13} {'failed':>7} {'migrations s':>13}"
+    )
     for p in report["phases"]:
         calls = sum(c["requests"] for c in p["probe"]["client"].values())
         failed = sum(c["failed"] for c in p["probe"]["client"].values())
-        print(f"{p['phase']:<30} {p['elapsed_s']:>7.1f} {p['units']:>6} {calls:>13} {failed:>7} {p['migration_s']:>13.1f}")
+        print(
+            f"{p['phase']:<30} {p['elapsed_s']:>7.1f} {p['units']:>6} {calls:>13} {failed:>7} {p['migration_s']:>13.1f}"
+        )
     os_report = report.get("openstack", {})
     t = os_report.get("tempest", {})
     if t:
-        print(f"tempest after the upgrade: {t['run']} tests, {t['passed']} passed, {t['failed']} failed, "
-              f"{t['skipped']} skipped, {t['seconds']:.0f} s")
+        print(
+            f"tempest after the upgrade: {t['run']} tests, {t['passed']} passed, {t['failed']} failed, "
+            f"{t['skipped']} skipped, {t['seconds']:.0f} s"
+        )
     for svc, sc in os_report.get("schemas", {}).items():
         print(f"{svc}: schema {sc['version']} at the head of {sc['code']}: {sc['at_head']}")
     return os_upgrade(Path(args.deployment), stepwise) if args.os_upgrade else 0
@@ -81,9 +104,17 @@ def os_upgrade(deployment: Path, stepwise: str) -> int:
             t0, t0_wall = time.monotonic(), time.time()
             with Probe(the_lab, rate=2.0, max_seconds=3600) as probe:
                 for argv in commands:
-                    r = subprocess.run([stepwise, *argv, *common, "--yes"], capture_output=True, text=True)
+                    r = subprocess.run(
+                        [stepwise, *argv, *common, "--yes"], capture_output=True, text=True
+                    )
                     if r.returncode != 0:
-                        print(" ".join(argv), r.stdout[-2000:], r.stderr[-2000:], sep="\n", file=sys.stderr)
+                        print(
+                            " ".join(argv),
+                            r.stdout[-2000:],
+                            r.stderr[-2000:],
+                            sep="\n",
+                            file=sys.stderr,
+                        )
                         return 1
             summary = probe.stop()
             wall = time.monotonic() - t0
@@ -98,17 +129,29 @@ def os_upgrade(deployment: Path, stepwise: str) -> int:
             tempest = checks.acceptance(the_lab, Path(tmp) / "tempest")
         finally:
             lab.down(lab_dir, quiet=True)
-    calls, failed = sum(c["requests"] for c in client.values()), sum(c["failed"] for c in client.values())
-    print(f"OS upgrade (seed's 12 steps, {len(commands)} commands): {wall:.0f} s, {len(units)} units; client "
-          f"{calls} calls, {failed} failed ({sum(v for k, v in outside.items() if k.startswith('client:'))} outside "
-          f"the announced windows); migrations {migration_s:.1f} s; seeded resources kept: {kept['kept']}")
+    calls, failed = (
+        sum(c["requests"] for c in client.values()),
+        sum(c["failed"] for c in client.values()),
+    )
+    print(
+        f"OS upgrade (seed's 12 steps, {len(commands)} commands): {wall:.0f} s, {len(units)} units; client "
+        f"{calls} calls, {failed} failed ({sum(v for k, v in outside.items() if k.startswith('client:'))} outside "
+        f"the announced windows); migrations {migration_s:.1f} s; seeded resources kept: {kept['kept']}"
+    )
     for r in late:
-        near = {svc: [(round(a - t0_wall), round(b - t0_wall)) for a, b in spans] for svc, spans in intervals.items()
-                if svc in ("keystone", "placement_api", "glance_api")}
-        print(f"  outside the windows at {r['t'] - t0_wall:.1f} s: {r['target']}: {str(r.get('detail', ''))[:200]} "
-              f"(windows: {near})")
-    print(f"tempest after the OS upgrade: {tempest['run']} tests, {tempest['passed']} passed, {tempest['failed']} "
-          f"failed, {tempest['skipped']} skipped, {tempest['seconds']:.0f} s")
+        near = {
+            svc: [(round(a - t0_wall), round(b - t0_wall)) for a, b in spans]
+            for svc, spans in intervals.items()
+            if svc in ("keystone", "placement_api", "glance_api")
+        }
+        print(
+            f"  outside the windows at {r['t'] - t0_wall:.1f} s: {r['target']}: {str(r.get('detail', ''))[:200]} "
+            f"(windows: {near})"
+        )
+    print(
+        f"tempest after the OS upgrade: {tempest['run']} tests, {tempest['passed']} passed, {tempest['failed']} "
+        f"failed, {tempest['skipped']} skipped, {tempest['seconds']:.0f} s"
+    )
     return 0 if kept["kept"] and not tempest["failed"] else 1
 
 

@@ -15,20 +15,41 @@ from stepwise.plan.schedule import asap
 from stepwise.plan.visits import make_visit
 
 
-def role_ordered_duration(dep: Deployment, workflow: str = "update", facts: Facts = NO_FACTS) -> float:
+def role_ordered_duration(
+    dep: Deployment, workflow: str = "update", facts: Facts = NO_FACTS
+) -> float:
     """Estimated duration of the role-ordered workflow, with the same step estimates."""
     builder = PlanBuilder()
     changes = node_changes(dep, facts)
     after, t = None, 0.0
     for role in dep.roles:
-        visits = [make_visit(dep, n.name, changes[n.name].services, workflow,
-                             extra_packages=changes[n.name].extra_packages, reboot=changes[n.name].reboot,
-                             stop_all=dep.services_on(n) if changes[n.name].reboot else None)
-                  for n in role.nodes if changes[n.name].touched]
+        visits = [
+            make_visit(
+                dep,
+                n.name,
+                changes[n.name].services,
+                workflow,
+                extra_packages=changes[n.name].extra_packages,
+                reboot=changes[n.name].reboot,
+                stop_all=dep.services_on(n) if changes[n.name].reboot else None,
+            )
+            for n in role.nodes
+            if changes[n.name].touched
+        ]
         if not visits:
             continue
-        res = schedule_rolling(builder, {role.name: visits}, role_serial={role.name: role.update_serial}, allowance={},
-                               instances={}, start_s=t, after=after, stage="run", phase=Phase.NONE, workflow=workflow)
+        res = schedule_rolling(
+            builder,
+            {role.name: visits},
+            role_serial={role.name: role.update_serial},
+            allowance={},
+            instances={},
+            start_s=t,
+            after=after,
+            stage="run",
+            phase=Phase.NONE,
+            workflow=workflow,
+        )
         after = builder.gate(res.last_units, f"{role.name} done", "run")
         t = res.end_s
     _, makespan = asap(builder.units)

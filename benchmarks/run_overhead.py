@@ -36,10 +36,14 @@ sys.path.insert(0, str(ROOT / "tests" / "run"))
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lab", metavar="DEPLOYMENT", help="bring up a lab of this deployment and run on its nodes")
+    ap.add_argument(
+        "--lab", metavar="DEPLOYMENT", help="bring up a lab of this deployment and run on its nodes"
+    )
     ap.add_argument("--computes", type=int, default=6, help="local mode: compute nodes")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--warmup", type=int, default=1, help="unmeasured runs first (the first one really updates)")
+    ap.add_argument(
+        "--warmup", type=int, default=1, help="unmeasured runs first (the first one really updates)"
+    )
     ap.add_argument("--workflow", default="update")
     ap.add_argument("--forks", type=int, default=50)
     ap.add_argument("--json", action="store_true")
@@ -59,20 +63,26 @@ def main() -> int:
     try:
         if args.lab:
             import stepwise.lab as lab
+
             lab_dir = root / "lab"
             dep_path = root / Path(args.lab).name
             dep_path.write_text(Path(args.lab).read_text())
             lab.up(dep_path, lab_dir)
-            conn = Connector.from_inventory(lab.inventory(lab_dir), "lab", (lab.ansible_plugin_dir(),))
+            conn = Connector.from_inventory(
+                lab.inventory(lab_dir), "lab", (lab.ansible_plugin_dir(),)
+            )
         else:
             from conftest import write_cloud
+
             dep_path = write_cloud(root, computes=args.computes, controllers=3)
         dep = load_deployment(dep_path)
         store = open_store(f"sqlite:///{root / 'store.sqlite'}")
         opts = EngineOptions(connector=conn, forks=args.forks)
 
         def request() -> RunRequest:
-            return RunRequest(store, dep, args.workflow, fresh=True, lock_path=root / "bench.lock", options=opts)
+            return RunRequest(
+                store, dep, args.workflow, fresh=True, lock_path=root / "bench.lock", options=opts
+            )
 
         plan = plan_run(request(), request().facts)
         out_dir = root / "export"
@@ -81,21 +91,36 @@ def main() -> int:
 
         class _Loader(yaml.SafeLoader):
             pass
+
         # Ansible's !unsafe marks data that is never template code; here it is only counted
         _Loader.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))
         plays = yaml.load((out_dir / "site.yml").read_text(), Loader=_Loader)
         n_tasks = sum(len(p.get("tasks", [])) for p in plays)
-        env = {**os.environ, **ansible_env.ansible_env(plugin_dirs=conn.plugin_dirs if conn else ()),
-               "ANSIBLE_CONFIG": str(out_dir / "ansible.cfg")}
+        env = {
+            **os.environ,
+            **ansible_env.ansible_env(plugin_dirs=conn.plugin_dirs if conn else ()),
+            "ANSIBLE_CONFIG": str(out_dir / "ansible.cfg"),
+        }
         from stepwise.run.ansible_files import to_yaml
         from stepwise.run.render import RECORD_TASK
-        bare = [{**p, "tasks": [t for t in p.get("tasks", []) if t.get("name") != RECORD_TASK]} for p in plays]
+
+        bare = [
+            {**p, "tasks": [t for t in p.get("tasks", []) if t.get("name") != RECORD_TASK]}
+            for p in plays
+        ]
         (out_dir / "bare.yml").write_text(to_yaml(bare))
         n_record = n_tasks - sum(len(p["tasks"]) for p in bare)
 
         def plain_run(playbook: str = "site.yml") -> float:
             t = time.perf_counter()
-            cmd = [ansible_env.ansible_playbook_path(), "-i", "inventory.yml", "--forks", str(args.forks), playbook]
+            cmd = [
+                ansible_env.ansible_playbook_path(),
+                "-i",
+                "inventory.yml",
+                "--forks",
+                str(args.forks),
+                playbook,
+            ]
             p = subprocess.run(cmd, env=env, cwd=out_dir, capture_output=True, text=True)
             if p.returncode != 0:
                 raise SystemExit(f"ansible-playbook failed:\n{p.stdout[-3000:]}")
@@ -117,22 +142,36 @@ def main() -> int:
             ours.append(our_run())
             bare_s.append(plain_run("bare.yml"))
         ratio = statistics.median(ours) / statistics.median(plain)
-        out = {"mode": "lab" if args.lab else "local", "workflow": args.workflow, "units": len(plan.units),
-               "plays": len(plays), "tasks": n_tasks, "record_tasks": n_record, "hosts": len(dep.nodes),
-               "ansible_playbook_s": [round(x, 2) for x in plain], "stepwise_s": [round(x, 2) for x in ours],
-               "ansible_playbook_bare_s": [round(x, 2) for x in bare_s],
-               "ratio": round(ratio, 3), "ratio_to_bare": round(statistics.median(ours) / statistics.median(bare_s), 3),
-               "target": 1.15, "ok": ratio <= 1.15}
-        print(json.dumps(out) if args.json else
-              f"{out['mode']}: {out['plays']} plays, {n_tasks} tasks ({n_record} of them stepwise's record), "
-              f"{out['hosts']} hosts: ansible-playbook {statistics.median(plain):.2f}s, "
-              f"stepwise {statistics.median(ours):.2f}s, ratio {ratio:.3f} (target <= 1.15); "
-              f"ansible-playbook without the record tasks {statistics.median(bare_s):.2f}s "
-              f"(stepwise / that: {out['ratio_to_bare']:.3f})")
+        out = {
+            "mode": "lab" if args.lab else "local",
+            "workflow": args.workflow,
+            "units": len(plan.units),
+            "plays": len(plays),
+            "tasks": n_tasks,
+            "record_tasks": n_record,
+            "hosts": len(dep.nodes),
+            "ansible_playbook_s": [round(x, 2) for x in plain],
+            "stepwise_s": [round(x, 2) for x in ours],
+            "ansible_playbook_bare_s": [round(x, 2) for x in bare_s],
+            "ratio": round(ratio, 3),
+            "ratio_to_bare": round(statistics.median(ours) / statistics.median(bare_s), 3),
+            "target": 1.15,
+            "ok": ratio <= 1.15,
+        }
+        print(
+            json.dumps(out)
+            if args.json
+            else f"{out['mode']}: {out['plays']} plays, {n_tasks} tasks ({n_record} of them stepwise's record), "
+            f"{out['hosts']} hosts: ansible-playbook {statistics.median(plain):.2f}s, "
+            f"stepwise {statistics.median(ours):.2f}s, ratio {ratio:.3f} (target <= 1.15); "
+            f"ansible-playbook without the record tasks {statistics.median(bare_s):.2f}s "
+            f"(stepwise / that: {out['ratio_to_bare']:.3f})"
+        )
         return 0 if out["ok"] else 1
     finally:
         if lab_dir is not None:
             import stepwise.lab as lab
+
             lab.down(lab_dir, quiet=True)
         shutil.rmtree(root, ignore_errors=True)
 

@@ -53,11 +53,18 @@ def one_run(deployment: Path, max_parallel: int) -> dict[str, float]:
         lab_dir = work / "lab"
         lab.up(dep_path, lab_dir)
         try:
-            conn = Connector.from_inventory(lab.inventory(lab_dir), "lab", (lab.ansible_plugin_dir(),))
+            conn = Connector.from_inventory(
+                lab.inventory(lab_dir), "lab", (lab.ansible_plugin_dir(),)
+            )
             store = open_store(f"sqlite:///{work / 'store.sqlite'}")
             discover(dep, store, connector=conn)
-            req = RunRequest(store, dep, "update", facts=stored_facts(dep, store),
-                             options=EngineOptions(connector=conn, max_parallel_units=max_parallel))
+            req = RunRequest(
+                store,
+                dep,
+                "update",
+                facts=stored_facts(dep, store),
+                options=EngineOptions(connector=conn, max_parallel_units=max_parallel),
+            )
             plan = plan_run(req, req.facts)
             t0 = time.monotonic()
             res = run_plan(req)
@@ -65,10 +72,18 @@ def one_run(deployment: Path, max_parallel: int) -> dict[str, float]:
             if res.status != "done":
                 raise SystemExit(f"the run failed: {res.message}")
             rows = {u.unit_id: u for u in store.units(res.run_id)}
-            durations = {uid: _epoch(r.ended_at) - _epoch(r.started_at) for uid, r in rows.items()
-                         if r.started_at and r.ended_at and r.message != "barrier passed"}
-            return {"units": len(plan.units), "wall_s": wall, "engine_s": res.elapsed_s,
-                    "sum_s": sum(durations.values()), "makespan_s": replayed_makespan(plan, durations)}
+            durations = {
+                uid: _epoch(r.ended_at) - _epoch(r.started_at)
+                for uid, r in rows.items()
+                if r.started_at and r.ended_at and r.message != "barrier passed"
+            }
+            return {
+                "units": len(plan.units),
+                "wall_s": wall,
+                "engine_s": res.elapsed_s,
+                "sum_s": sum(durations.values()),
+                "makespan_s": replayed_makespan(plan, durations),
+            }
         finally:
             lab.down(lab_dir, quiet=True)
     finally:
@@ -82,15 +97,18 @@ def main() -> None:
     ap.add_argument("--skip-sequential", action="store_true")
     ap.add_argument("--skip-parallel", action="store_true")
     args = ap.parse_args()
-    engines = ([] if args.skip_parallel else [("parallel", args.max_parallel_units)]) \
-        + ([] if args.skip_sequential else [("sequential", 1)])
+    engines = ([] if args.skip_parallel else [("parallel", args.max_parallel_units)]) + (
+        [] if args.skip_sequential else [("sequential", 1)]
+    )
     print(f"minor update of {args.deployment.name} on the lab")
     for name, k in engines:
         r = one_run(args.deployment, k)
-        print(f"{name:<10} (max {k} unit(s) at once): {r['units']} units, wall {r['wall_s']:.1f} s "
-              f"(engine {r['engine_s']:.1f} s), sum of unit durations {r['sum_s']:.1f} s, makespan of the DAG with the "
-              f"measured durations {r['makespan_s']:.1f} s -> wall / makespan = {r['wall_s'] / r['makespan_s']:.2f}, "
-              f"sum / wall = {r['sum_s'] / r['wall_s']:.2f}")
+        print(
+            f"{name:<10} (max {k} unit(s) at once): {r['units']} units, wall {r['wall_s']:.1f} s "
+            f"(engine {r['engine_s']:.1f} s), sum of unit durations {r['sum_s']:.1f} s, makespan of the DAG with the "
+            f"measured durations {r['makespan_s']:.1f} s -> wall / makespan = {r['wall_s'] / r['makespan_s']:.2f}, "
+            f"sum / wall = {r['sum_s'] / r['wall_s']:.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -36,8 +36,14 @@ MAX_PATH = 4095
 #: largest input file (a 10,000-node deployment written as a list is about 1 MiB)
 MAX_INPUT_BYTES = 16 * 1024 * 1024
 
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"))
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISLNK, "a symbolic link"),
+)
 
 
 def kind_of(mode: int) -> str:
@@ -48,7 +54,7 @@ def kind_of(mode: int) -> str:
     return "not a regular file"
 
 
-def checked_path(path: "os.PathLike[str] | str", field: str | None = None) -> Path:
+def checked_path(path: os.PathLike[str] | str, field: str | None = None) -> Path:
     """`path` as a Path once its name is known to be usable: no NUL byte, no component longer
     than MAX_NAME bytes, at most MAX_PATH bytes. Raises InputError (the name is shortened in
     the message: a 70,000-character name is not worth printing whole)."""
@@ -61,35 +67,65 @@ def checked_path(path: "os.PathLike[str] | str", field: str | None = None) -> Pa
     try:
         raw = os.fsencode(text)
     except UnicodeEncodeError:  # a lone surrogate: no file system name is spelled so
-        raise InputError(Problem("not a valid file name (it cannot be encoded)", file=repr(shown), field=field)) from None
+        raise InputError(
+            Problem("not a valid file name (it cannot be encoded)", file=repr(shown), field=field)
+        ) from None
     longest = max(len(part) for part in raw.split(b"/"))
     if longest > MAX_NAME or len(raw) > MAX_PATH:
-        raise InputError(Problem(f"the path is too long (a name of {longest:,} bytes, {len(raw):,} in all; at most "
-                                 f"{MAX_NAME} per name and {MAX_PATH:,} in all)", file=shown, field=field,
-                                 hint="check the path; use a shorter name"))
+        raise InputError(
+            Problem(
+                f"the path is too long (a name of {longest:,} bytes, {len(raw):,} in all; at most "
+                f"{MAX_NAME} per name and {MAX_PATH:,} in all)",
+                file=shown,
+                field=field,
+                hint="check the path; use a shorter name",
+            )
+        )
     return Path(text)
 
 
 def _os_problem(exc: OSError, fname: str, field: str | None, what: str) -> InputError:
     if exc.errno == errno.ENOENT:
-        return InputError(Problem("file not found", file=fname, field=field,
-                                  hint="check the path; relative paths are relative to the current directory"))
+        return InputError(
+            Problem(
+                "file not found",
+                file=fname,
+                field=field,
+                hint="check the path; relative paths are relative to the current directory",
+            )
+        )
     if exc.errno == errno.ELOOP:
-        return InputError(Problem(f"the {what} is a symbolic link, which stepwise does not follow here", file=fname,
-                                  field=field, hint="put the file itself there, not a link"))
+        return InputError(
+            Problem(
+                f"the {what} is a symbolic link, which stepwise does not follow here",
+                file=fname,
+                field=field,
+                hint="put the file itself there, not a link",
+            )
+        )
     if exc.errno == errno.ENAMETOOLONG:
         return InputError(Problem("the path is too long", file=fname, field=field))
-    return InputError(Problem(f"cannot read the {what}: {exc.strerror or exc}", file=fname, field=field))
+    return InputError(
+        Problem(f"cannot read the {what}: {exc.strerror or exc}", file=fname, field=field)
+    )
 
 
-def read_input(path: "os.PathLike[str] | str", *, field: str | None = None, limit: int = MAX_INPUT_BYTES,
-               follow: bool = True, what: str = "file") -> bytes:
+def read_input(
+    path: os.PathLike[str] | str,
+    *,
+    field: str | None = None,
+    limit: int = MAX_INPUT_BYTES,
+    follow: bool = True,
+    what: str = "file",
+) -> bytes:
     """The bytes of the regular file at `path`, at most `limit` of them; InputError (exit 2)
     for a path that is not usable, not there, not a regular file (a FIFO is refused without
     blocking), a link when `follow` is False, or a file over the limit."""
     p = checked_path(path, field)
     fname = str(p)
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    flags = (
+        os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    )
     try:
         fd = os.open(p, flags)
     except OSError as exc:
@@ -97,8 +133,14 @@ def read_input(path: "os.PathLike[str] | str", *, field: str | None = None, limi
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise InputError(Problem(f"is {kind_of(mode)}, not a {what} stepwise can read", file=fname, field=field,
-                                     hint="give a regular file"))
+            raise InputError(
+                Problem(
+                    f"is {kind_of(mode)}, not a {what} stepwise can read",
+                    file=fname,
+                    field=field,
+                    hint="give a regular file",
+                )
+            )
         chunks: list[bytes] = []
         size = 0
         while size <= limit:
@@ -112,12 +154,18 @@ def read_input(path: "os.PathLike[str] | str", *, field: str | None = None, limi
     finally:
         os.close(fd)
     if size > limit:
-        raise InputError(Problem(f"the {what} is too large (more than {limit:,} bytes)", file=fname, field=field,
-                                 hint="split it, or check that this is the file you meant"))
+        raise InputError(
+            Problem(
+                f"the {what} is too large (more than {limit:,} bytes)",
+                file=fname,
+                field=field,
+                hint="split it, or check that this is the file you meant",
+            )
+        )
     return b"".join(chunks)
 
 
-def is_directory(path: "os.PathLike[str] | str", field: str | None = None) -> bool:
+def is_directory(path: os.PathLike[str] | str, field: str | None = None) -> bool:
     """Whether `path` names a directory (following links); a name that cannot be a path is an
     InputError, any other failure to look is False."""
     p = checked_path(path, field)
@@ -127,8 +175,15 @@ def is_directory(path: "os.PathLike[str] | str", field: str | None = None) -> bo
         return False
 
 
-def write_output(path: "os.PathLike[str] | str", data: bytes, *, field: str | None = None, force: bool = False,
-                 ours: bytes | None = None, mode: int = 0o600) -> None:
+def write_output(
+    path: os.PathLike[str] | str,
+    data: bytes,
+    *,
+    field: str | None = None,
+    force: bool = False,
+    ours: bytes | None = None,
+    mode: int = 0o600,
+) -> None:
     """Write `data` to `path` atomically: into a private temporary file in the same directory,
     then renamed over `path`. A link at `path` is refused (never followed, never replaced), as
     is anything that is not a regular file; an existing file is replaced only when it starts
@@ -140,20 +195,40 @@ def write_output(path: "os.PathLike[str] | str", data: bytes, *, field: str | No
     except FileNotFoundError:
         st = None
     except OSError as exc:
-        raise InputError(Problem(f"cannot write: {exc.strerror or exc}", file=fname, field=field)) from None
+        raise InputError(
+            Problem(f"cannot write: {exc.strerror or exc}", file=fname, field=field)
+        ) from None
     if st is not None:
         if not stat.S_ISREG(st.st_mode):
-            raise InputError(Problem(f"is {kind_of(st.st_mode)}; stepwise writes only a new file or one it wrote",
-                                     file=fname, field=field, hint="give a new file name"))
+            raise InputError(
+                Problem(
+                    f"is {kind_of(st.st_mode)}; stepwise writes only a new file or one it wrote",
+                    file=fname,
+                    field=field,
+                    hint="give a new file name",
+                )
+            )
         if not force and not (ours and _starts_with(p, ours)):
-            raise InputError(Problem("the file exists and stepwise did not write it; not replaced", file=fname,
-                                     field=field, hint="give a new file name, or --force to replace it"))
+            raise InputError(
+                Problem(
+                    "the file exists and stepwise did not write it; not replaced",
+                    file=fname,
+                    field=field,
+                    hint="give a new file name, or --force to replace it",
+                )
+            )
     parent = p.parent
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{p.name[:200]}.", suffix=".tmp", dir=parent)
     except OSError as exc:
-        raise InputError(Problem(f"cannot write: {exc.strerror or exc}", file=fname, field=field,
-                                 hint="give a path in a directory you can write")) from None
+        raise InputError(
+            Problem(
+                f"cannot write: {exc.strerror or exc}",
+                file=fname,
+                field=field,
+                hint="give a path in a directory you can write",
+            )
+        ) from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -163,8 +238,14 @@ def write_output(path: "os.PathLike[str] | str", data: bytes, *, field: str | No
         os.replace(tmp, p)  # replaces the name: a link planted meanwhile is replaced, not followed
     except OSError as exc:
         _unlink(tmp)
-        raise InputError(Problem(f"cannot write: {exc.strerror or exc}", file=fname, field=field,
-                                 hint="check the disk space and that the directory is writable")) from None
+        raise InputError(
+            Problem(
+                f"cannot write: {exc.strerror or exc}",
+                file=fname,
+                field=field,
+                hint="check the disk space and that the directory is writable",
+            )
+        ) from None
     except BaseException:
         _unlink(tmp)
         raise

@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 MASK = "****"
-_SECRET = re.compile(r"pass(word|wd|phrase)?|secret|token|(^|_)key($|_)|private|credential|auth|cookie|cert",
-                     re.IGNORECASE)
+_SECRET = re.compile(
+    r"pass(word|wd|phrase)?|secret|token|(^|_)key($|_)|private|credential|auth|cookie|cert",
+    re.IGNORECASE,
+)
 
 
 def is_secret_key(name: str) -> bool:

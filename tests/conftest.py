@@ -30,6 +30,7 @@ LANES = 2
 
 def lanes(items: list[pytest.Item]) -> list[list[pytest.Item]]:
     """The e2e tests in LANES lanes of about equal total time, longest first in each."""
+
     def seconds(it: pytest.Item) -> int:
         return E2E_SECONDS.get(getattr(it, "originalname", it.name), DEFAULT_SECONDS)
 

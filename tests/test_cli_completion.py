@@ -11,8 +11,15 @@ MAIN = [sys.executable, "-c", "from stepwise.cli.main import main; main()"]
 
 
 def test_completion_script_and_command_completion():
-    r = subprocess.run([*MAIN, "--show-completion", "bash"], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [*MAIN, "--show-completion", "bash"], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0 and "_stepwise_completion()" in r.stdout and "complete " in r.stdout
-    env = {**os.environ, "_STEPWISE_COMPLETE": "complete_bash", "COMP_WORDS": "stepwise pl", "COMP_CWORD": "1"}
+    env = {
+        **os.environ,
+        "_STEPWISE_COMPLETE": "complete_bash",
+        "COMP_WORDS": "stepwise pl",
+        "COMP_CWORD": "1",
+    }
     r = subprocess.run(MAIN, capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0 and r.stdout.split() == ["plan"], (r.stdout, r.stderr)

@@ -19,8 +19,17 @@ def test_bad_input_under_json_is_a_json_error():
 
 
 def test_a_refused_plan_under_json_names_the_field():
-    r = cli("plan", "system-upgrade", "-d", EXAMPLES / "composed.yaml", "--tags", "system_upgrade_run",
-            "--limit", "Compute", "--json")
+    r = cli(
+        "plan",
+        "system-upgrade",
+        "-d",
+        EXAMPLES / "composed.yaml",
+        "--tags",
+        "system_upgrade_run",
+        "--limit",
+        "Compute",
+        "--json",
+    )
     assert r.code == 3
     error = json.loads(r.out)["error"]
     assert error["kind"] == "refused" and error["problems"][0]["field"] == "--limit"
@@ -36,12 +45,34 @@ def test_export_report_and_import_print_what_they_wrote_as_json(tmp_path):
     r = cli("export", "update", "-d", EXAMPLES / "classic.yaml", "-o", tmp_path / "pb", "--json")
     assert r.code == 0, r.text
     doc = json.loads(r.out)
-    assert doc["wrote"] == str(tmp_path / "pb") and str(tmp_path / "pb" / "site.yml") in doc["files"]
+    assert (
+        doc["wrote"] == str(tmp_path / "pb") and str(tmp_path / "pb" / "site.yml") in doc["files"]
+    )
     assert doc["units"] > 0
-    r = cli("report", "-d", EXAMPLES / "classic.yaml", "--plan", "update", "-o", tmp_path / "r.html", "--json")
+    r = cli(
+        "report",
+        "-d",
+        EXAMPLES / "classic.yaml",
+        "--plan",
+        "update",
+        "-o",
+        tmp_path / "r.html",
+        "--json",
+    )
     assert r.code == 0, r.text
-    assert json.loads(r.out) == {"wrote": str(tmp_path / "r.html"), "bytes": (tmp_path / "r.html").stat().st_size}
-    r = cli("import", "tripleo", "-r", fixtures / "roles_data_classic.yaml", "-o", tmp_path / "d.yaml", "--json")
+    assert json.loads(r.out) == {
+        "wrote": str(tmp_path / "r.html"),
+        "bytes": (tmp_path / "r.html").stat().st_size,
+    }
+    r = cli(
+        "import",
+        "tripleo",
+        "-r",
+        fixtures / "roles_data_classic.yaml",
+        "-o",
+        tmp_path / "d.yaml",
+        "--json",
+    )
     assert r.code == 0, r.text
     doc = json.loads(r.out)
     assert doc["wrote"] == str(tmp_path / "d.yaml") and doc["roles"] >= 2 and doc["nodes"] > 0

@@ -14,8 +14,12 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 def _piped_to_head(*args: str) -> tuple[int, str]:
     """Run stepwise with stdout into a pipe whose reader takes one line and closes it."""
     read, write = os.pipe()
-    proc = subprocess.Popen([sys.executable, "-c", "from stepwise.cli.main import main; main()", *args], stdout=write,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from stepwise.cli.main import main; main()", *args],
+        stdout=write,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     os.close(write)
     with os.fdopen(read) as reader:
         reader.readline()
@@ -41,13 +45,40 @@ def test_bad_input_keeps_its_exit_code_when_piped():
 
 def test_output_into_a_pipe_is_not_wrapped():
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    r = subprocess.run([sys.executable, "-c", "from stepwise.cli.main import main; main()", "plan", "update",
-                        "-d", str(EXAMPLES / "classic.yaml")], capture_output=True, text=True, env=env, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from stepwise.cli.main import main; main()",
+            "plan",
+            "update",
+            "-d",
+            str(EXAMPLES / "classic.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     # at rich's default 80 columns this heading would be cut over three lines
-    assert any("controlplane: one visit per node" in line and "before the next part starts" in line
-               for line in r.stdout.splitlines())
-    wrapped = subprocess.run([sys.executable, "-c", "from stepwise.cli.main import main; main()", "plan", "update",
-                              "-d", str(EXAMPLES / "classic.yaml")], capture_output=True, text=True,
-                             env={**env, "COLUMNS": "80"}, timeout=120)
+    assert any(
+        "controlplane: one visit per node" in line and "before the next part starts" in line
+        for line in r.stdout.splitlines()
+    )
+    wrapped = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from stepwise.cli.main import main; main()",
+            "plan",
+            "update",
+            "-d",
+            str(EXAMPLES / "classic.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        env={**env, "COLUMNS": "80"},
+        timeout=120,
+    )
     assert max(len(line) for line in wrapped.stdout.splitlines()) <= 80  # $COLUMNS still decides

@@ -31,9 +31,23 @@ def test_plan_json_contract():
     r = run("plan", "update", "-d", CLASSIC, "--json")
     assert r.exit_code == 0, r.output
     data = json.loads(r.stdout)
-    assert data["workflow"] == "update" and data["estimate"]["duration_s"] >= data["estimate"]["lower_bound_s"] > 0
+    assert (
+        data["workflow"] == "update"
+        and data["estimate"]["duration_s"] >= data["estimate"]["lower_bound_s"] > 0
+    )
     unit = data["units"][3]
-    assert {"id", "after", "step", "nodes", "services", "stops", "starts", "start_s", "end_s", "why"} <= set(unit)
+    assert {
+        "id",
+        "after",
+        "step",
+        "nodes",
+        "services",
+        "stops",
+        "starts",
+        "start_s",
+        "end_s",
+        "why",
+    } <= set(unit)
 
 
 def test_plan_tree_shows_windows_and_why():
@@ -43,20 +57,47 @@ def test_plan_tree_shows_windows_and_why():
     assert r.exit_code == 0, r.output
     windows = r.stdout.split("Downtime windows", 1)[1]
     assert "heat_api" in windows and "nova_api" not in windows and "keystone" not in windows
-    assert "why:" in r.stdout and "prepare" in r.stdout and "converge" in r.stdout and "contract" in r.stdout
+    assert (
+        "why:" in r.stdout
+        and "prepare" in r.stdout
+        and "converge" in r.stdout
+        and "contract" in r.stdout
+    )
     r = run("plan", "upgrade", "-d", CLASSIC)
     assert r.exit_code == 0 and "No downtime window" in r.stdout
 
 
-@pytest.mark.parametrize("args, message, code", [
-    (("plan", "system-upgrade", "-d", COMPOSED, "--tags", "system_upgrade_prepare"),
-     "refuses to run without --limit", 2),
-    (("plan", "system-upgrade", "-d", COMPOSED, "--tags", "system_upgrade_run", "--limit", "Compute"),
-     "covers the whole role Compute", 3),
-    (("plan", "update", "-d", CLASSIC, "--limit", "controler-0"), "did you mean controller-0", 2),
-    (("plan", "upgrades", "-d", CLASSIC), "unknown workflow", 2),
-    (("plan", "update", "-d", "/nonexistent/deployment.yaml"), "file not found", 2),
-])
+@pytest.mark.parametrize(
+    "args, message, code",
+    [
+        (
+            ("plan", "system-upgrade", "-d", COMPOSED, "--tags", "system_upgrade_prepare"),
+            "refuses to run without --limit",
+            2,
+        ),
+        (
+            (
+                "plan",
+                "system-upgrade",
+                "-d",
+                COMPOSED,
+                "--tags",
+                "system_upgrade_run",
+                "--limit",
+                "Compute",
+            ),
+            "covers the whole role Compute",
+            3,
+        ),
+        (
+            ("plan", "update", "-d", CLASSIC, "--limit", "controler-0"),
+            "did you mean controller-0",
+            2,
+        ),
+        (("plan", "upgrades", "-d", CLASSIC), "unknown workflow", 2),
+        (("plan", "update", "-d", "/nonexistent/deployment.yaml"), "file not found", 2),
+    ],
+)
 def test_bad_input_is_a_clear_error_not_a_traceback(args, message, code):
     """Bad input (a missing or wrong option, a missing file) exits 2; a plan that would break a
     safety rule exits 3."""
@@ -68,7 +109,9 @@ def test_bad_input_is_a_clear_error_not_a_traceback(args, message, code):
 
 def test_unknown_service_names_file_line_and_field(tmp_path):
     dep = tmp_path / "d.yaml"
-    dep.write_text("name: x\nroles:\n  - name: A\n    services: [keystone, novaa_api]\n    nodes: [{name: a-0}]\n")
+    dep.write_text(
+        "name: x\nroles:\n  - name: A\n    services: [keystone, novaa_api]\n    nodes: [{name: a-0}]\n"
+    )
     r = run("validate", "-d", str(dep))
     assert r.exit_code == 2
     assert f"{dep}:4: roles[0].services[1]: unknown service 'novaa_api'" in r.stderr
@@ -82,16 +125,26 @@ def test_help_answers():
 
 def test_the_management_node_upgrade_has_one_name_in_every_command():
     for name in ("management-upgrade", "undercloud-upgrade"):
-        r = run("plan", name, "-d", str(Path(__file__).resolve().parent.parent / "examples" / "undercloud.yaml"))
+        r = run(
+            "plan",
+            name,
+            "-d",
+            str(Path(__file__).resolve().parent.parent / "examples" / "undercloud.yaml"),
+        )
         assert r.exit_code == 0, r.output
         assert r.stdout.startswith("management-upgrade of undercloud:")
     r = run("plan", "management-upgrade", "-d", CLASSIC)
     assert r.exit_code == 2 and "no management node" in r.stderr
 
 
-@pytest.mark.parametrize("tag, assumed", [("system_upgrade_prepare", "'repos' of database-0"),
-                                          ("system_upgrade_run", "'prepared' of database-0"),
-                                          ("system_upgrade_transfer_data", "'new os' of database-0")])
+@pytest.mark.parametrize(
+    "tag, assumed",
+    [
+        ("system_upgrade_prepare", "'repos' of database-0"),
+        ("system_upgrade_run", "'prepared' of database-0"),
+        ("system_upgrade_transfer_data", "'new os' of database-0"),
+    ],
+)
 def test_each_seed_step_is_previewable_on_a_fresh_cloud(tag, assumed):
     """`stepwise plan` shows one step of the OS upgrade before the window: what earlier commands
     do is assumed, and said, with the earliest command still to run (a run still refuses)."""
@@ -99,5 +152,7 @@ def test_each_seed_step_is_previewable_on_a_fresh_cloud(tag, assumed):
     assert r.exit_code == 0, r.output
     assert f"preview: assumes {assumed}" in r.stdout and "done by earlier commands" in r.stdout
     assert "stepwise upgrade prepare -d" in r.stdout
-    r = run("plan", "system-upgrade", "-d", COMPOSED, "--tags", tag, "--limit", "database-0", "--json")
+    r = run(
+        "plan", "system-upgrade", "-d", COMPOSED, "--tags", tag, "--limit", "database-0", "--json"
+    )
     assert json.loads(r.stdout)["params"]["assumed"][0]["needs"] == assumed

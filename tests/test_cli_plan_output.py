@@ -50,7 +50,9 @@ def stdlib_document(plan) -> object:
 
 
 @pytest.mark.parametrize("workflow", ["update", "upgrade"])
-@pytest.mark.parametrize("example", [p for p in EXAMPLES if p.stem != "undercloud"], ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "example", [p for p in EXAMPLES if p.stem != "undercloud"], ids=lambda p: p.stem
+)
 def test_plan_json_is_the_same_document_as_before(example: Path, workflow: str, tmp_path: Path):
     r = run("plan", workflow, "-d", str(example), "--json", "--store", no_store(tmp_path))
     assert r.exit_code == 0, r.output
@@ -60,10 +62,14 @@ def test_plan_json_is_the_same_document_as_before(example: Path, workflow: str, 
 
 def test_undercloud_plan_json_is_the_same_document_as_before(tmp_path: Path):
     example = ROOT / "examples" / "undercloud.yaml"
-    r = run("plan", "undercloud-upgrade", "-d", str(example), "--json", "--store", no_store(tmp_path))
+    r = run(
+        "plan", "undercloud-upgrade", "-d", str(example), "--json", "--store", no_store(tmp_path)
+    )
     assert r.exit_code == 0, r.output
     dep = load_deployment(example)
-    assert json.loads(r.stdout_bytes) == stdlib_document(verify_plan(make_plan("undercloud-upgrade", dep), dep))
+    assert json.loads(r.stdout_bytes) == stdlib_document(
+        verify_plan(make_plan("undercloud-upgrade", dep), dep)
+    )
 
 
 def test_an_open_window_has_no_end_in_json():
@@ -73,8 +79,11 @@ def test_an_open_window_has_no_end_in_json():
     c.run("upgrade run", tags="system_upgrade_prepare", limit=FIRST)
     c.run("external-upgrade run", tags="system_upgrade_prepare", limit=FIRST)
     c.run("upgrade run", tags="system_upgrade_run", limit=FIRST)
-    plan = c.run("external-upgrade run", tags="system_upgrade_transfer_data",
-                 limit="ControllerOpenstack,Database,Messaging")
+    plan = c.run(
+        "external-upgrade run",
+        tags="system_upgrade_transfer_data",
+        limit="ControllerOpenstack,Database,Messaging",
+    )
     assert any(math.isinf(w.end_s) for w in plan.windows)
     written = plan.to_json_bytes()
     assert json.loads(written) == stdlib_document(plan)
@@ -115,7 +124,14 @@ def test_a_level_of_ten_to_forty_batches_shows_its_first_ones_and_names_expand(t
 
 
 def test_plan_imports_neither_the_run_layer_nor_its_libraries(tmp_path: Path):
-    args = ["plan", "upgrade", "-d", str(ROOT / "examples" / "classic.yaml"), "--store", no_store(tmp_path)]
+    args = [
+        "plan",
+        "upgrade",
+        "-d",
+        str(ROOT / "examples" / "classic.yaml"),
+        "--store",
+        no_store(tmp_path),
+    ]
     code = (
         "import sys\n"
         "from typer.testing import CliRunner\n"
@@ -129,7 +145,9 @@ def test_plan_imports_neither_the_run_layer_nor_its_libraries(tmp_path: Path):
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy\n"
         "             or m.startswith('stepwise.run') and m not in light))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    )
     assert out.stdout.strip() == "[]", out.stdout
 
 
@@ -138,8 +156,18 @@ def test_plan_html_says_what_it_wrote(tmp_path: Path):
     r = run("plan", "update", "-d", str(ROOT / "examples" / "classic.yaml"), "--html", str(out))
     assert r.exit_code == 0, r.output
     assert out.is_file() and f"wrote {out} (" in r.stdout
-    r = run("plan", "update", "-d", str(ROOT / "examples" / "classic.yaml"), "--html", str(out), "--json")
-    assert r.exit_code == 0 and json.loads(r.stdout)["workflow"] == "update"  # stdout stays the plan
+    r = run(
+        "plan",
+        "update",
+        "-d",
+        str(ROOT / "examples" / "classic.yaml"),
+        "--html",
+        str(out),
+        "--json",
+    )
+    assert (
+        r.exit_code == 0 and json.loads(r.stdout)["workflow"] == "update"
+    )  # stdout stays the plan
 
 
 def test_exported_plays_and_files_say_what_they_do(tmp_path: Path):
@@ -150,13 +178,19 @@ def test_exported_plays_and_files_say_what_they_do(tmp_path: Path):
     assert r.exit_code == 0, r.output
     files = sorted(p.name for p in (out / "units").iterdir())
     assert "0003-u4-stop-Controller_1.yml" in files
-    (play,) = yaml.safe_load((out / "units" / "0003-u4-stop-Controller_1.yml").read_text().replace("!unsafe", ""))
-    assert play["name"].startswith("Unit u4: stop of ") and play["name"].endswith(" on controller-0")
+    (play,) = yaml.safe_load(
+        (out / "units" / "0003-u4-stop-Controller_1.yml").read_text().replace("!unsafe", "")
+    )
+    assert play["name"].startswith("Unit u4: stop of ") and play["name"].endswith(
+        " on controller-0"
+    )
     tasks = [t for b in play["tasks"] for t in b.get("block", [b])]
     assert tasks and all(t["name"][0].isupper() for t in tasks)
 
 
-def test_the_os_upgrade_parts_are_named_by_the_seed_steps_alike_in_tree_json_and_report(tmp_path: Path):
+def test_the_os_upgrade_parts_are_named_by_the_seed_steps_alike_in_tree_json_and_report(
+    tmp_path: Path,
+):
     from stepwise.observe.report import model as report_model
     from stepwise.plan.sections import parts
 
@@ -172,11 +206,17 @@ def test_the_os_upgrade_parts_are_named_by_the_seed_steps_alike_in_tree_json_and
     top = [line[4:].strip() for line in tree.splitlines() if line.startswith(("├── ", "└── "))]
     assert top == names
     assert f"{len(ids)} units (+{len(gates)} level gates)" in tree.splitlines()[0]
-    doc = json.loads(run("plan", "system-upgrade", "-d", str(ROOT / "examples" / "composed.yaml"), "--json").output)
+    doc = json.loads(
+        run(
+            "plan", "system-upgrade", "-d", str(ROOT / "examples" / "composed.yaml"), "--json"
+        ).output
+    )
     assert [p["name"] for p in doc["parts"]] == names
     section = report_model.plan_section(plan, dep)
     assert [label for _, label, starts in section.boundaries if starts] == names
     # an upgrade's parts are its stages, in the same three places
     classic = load_deployment(ROOT / "examples" / "classic.yaml")
     up = verify_plan(make_plan("upgrade", classic), classic)
-    assert [p.name for p in parts(up)][0] == "prepare" and [p.name for p in parts(up)][-1] == "converge"
+    assert [p.name for p in parts(up)][0] == "prepare" and [p.name for p in parts(up)][
+        -1
+    ] == "converge"

@@ -17,13 +17,27 @@ def test_a_filled_template_plans_exactly_what_it_says(tmp_path):
     r = cli("facts", "template", "-d", CLASSIC, "-o", out)
     assert r.code == 0 and "8 node(s)" in r.out, r.text
     doc = yaml.safe_load(out.read_text())
-    assert set(doc["nodes"]) == {"controller-0", "controller-1", "controller-2", "compute-0", "compute-1",
-                                 "ceph-0", "ceph-1", "ceph-2"}
-    assert doc["nodes"]["compute-0"]["packages"]["openstack-nova-compute"] == {"installed": None, "available": None}
+    assert set(doc["nodes"]) == {
+        "controller-0",
+        "controller-1",
+        "controller-2",
+        "compute-0",
+        "compute-1",
+        "ceph-0",
+        "ceph-1",
+        "ceph-2",
+    }
+    assert doc["nodes"]["compute-0"]["packages"]["openstack-nova-compute"] == {
+        "installed": None,
+        "available": None,
+    }
     # as written: nothing changes
     plan = cli("plan", "update", "-d", CLASSIC, "--facts", out, "--json")
     assert plan.code == 0 and not json.loads(plan.out)["units"]
-    doc["nodes"]["compute-1"]["packages"]["openstack-nova-compute"] = {"installed": "1.0.0", "available": "1.1.0"}
+    doc["nodes"]["compute-1"]["packages"]["openstack-nova-compute"] = {
+        "installed": "1.0.0",
+        "available": "1.1.0",
+    }
     out.write_text(yaml.safe_dump(doc))
     plan = json.loads(cli("plan", "update", "-d", CLASSIC, "--facts", out, "--json").out)
     assert {n for u in plan["units"] for n in u["nodes"]} == {"compute-1"}
@@ -37,9 +51,11 @@ def test_the_template_is_not_written_over_a_file_of_someone_else(tmp_path):
 
 
 def test_wrong_shapes_say_the_shape_expected(tmp_path):
-    cases = {"nodes: [a, b]\n": "nodes: wrong shape: expected a mapping of node name",
-             "defaults:\n  packages:\n    nova: 1.0\n": "defaults.packages.nova: wrong shape: expected {installed: VERSION",
-             "defaults:\n  os: 9\n": "defaults.os: wrong shape: expected {major: 8, target: 9}"}
+    cases = {
+        "nodes: [a, b]\n": "nodes: wrong shape: expected a mapping of node name",
+        "defaults:\n  packages:\n    nova: 1.0\n": "defaults.packages.nova: wrong shape: expected {installed: VERSION",
+        "defaults:\n  os: 9\n": "defaults.os: wrong shape: expected {major: 8, target: 9}",
+    }
     for text, said in cases.items():
         f = tmp_path / "f.yaml"
         f.write_text(text)
@@ -49,4 +65,8 @@ def test_wrong_shapes_say_the_shape_expected(tmp_path):
 
 def test_a_deployment_given_as_facts_is_recognised():
     r = cli("plan", "update", "-d", CLASSIC, "--facts", CLASSIC)
-    assert r.code == 2 and "this is a deployment file, not facts" in r.err and "unknown key" not in r.err
+    assert (
+        r.code == 2
+        and "this is a deployment file, not facts" in r.err
+        and "unknown key" not in r.err
+    )

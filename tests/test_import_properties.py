@@ -17,8 +17,18 @@ from stepwise.verify import verify_plan
 
 CATALOG = load_catalog()
 ALIASES = sorted(CATALOG.aliases)
-ROLE_NAMES = ["Controller", "ControllerOpenstack", "Database", "Messaging", "Networker", "Compute", "ComputeHCI",
-              "CephStorage", "ObjectStorage", "Telemetry"]
+ROLE_NAMES = [
+    "Controller",
+    "ControllerOpenstack",
+    "Database",
+    "Messaging",
+    "Networker",
+    "Compute",
+    "ComputeHCI",
+    "CephStorage",
+    "ObjectStorage",
+    "Telemetry",
+]
 THT_TAGS = ["primary", "controller", "compute", "ceph", "storage", "external_bridge"]
 
 
@@ -30,13 +40,18 @@ def roles_files(draw):
     names = draw(st.lists(st.sampled_from(ROLE_NAMES), min_size=1, max_size=4, unique=True))
     roles = []
     for name in names:
-        role = {"name": name, "description": f"{name} role",
-                # 3+ nodes: a quorum cluster or a min_available rule holds on any of them
-                "CountDefault": draw(st.integers(3, 4)),
-                "tags": draw(st.lists(st.sampled_from(THT_TAGS), max_size=2, unique=True)),
-                "networks": {"InternalApi": {"subnet": "internal_api_subnet"}},
-                "update_serial": draw(st.integers(1, 25)),
-                "ServicesDefault": draw(st.lists(st.sampled_from(ALIASES), min_size=1, max_size=40, unique=True))}
+        role = {
+            "name": name,
+            "description": f"{name} role",
+            # 3+ nodes: a quorum cluster or a min_available rule holds on any of them
+            "CountDefault": draw(st.integers(3, 4)),
+            "tags": draw(st.lists(st.sampled_from(THT_TAGS), max_size=2, unique=True)),
+            "networks": {"InternalApi": {"subnet": "internal_api_subnet"}},
+            "update_serial": draw(st.integers(1, 25)),
+            "ServicesDefault": draw(
+                st.lists(st.sampled_from(ALIASES), min_size=1, max_size=40, unique=True)
+            ),
+        }
         if draw(st.booleans()):
             role["HostnameFormatDefault"] = f"%stackname%-{name.lower()}-%index%"
         roles.append(role)
@@ -44,7 +59,9 @@ def roles_files(draw):
 
 
 # derandomized: the same examples every run (as tests/plan/test_properties.py)
-@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(roles_files())
 def test_random_tht_roles_files_import_and_plan_safely(roles):
     with tempfile.TemporaryDirectory() as tmp:
@@ -55,7 +72,9 @@ def test_random_tht_roles_files_import_and_plan_safely(roles):
     for role, spec in zip(dep.roles, roles):
         assert set(role.declared) == {CATALOG.resolve(n) for n in spec["ServicesDefault"]}
         assert all(CATALOG[s].has_runtime for s in role.services)
-        assert len(role.nodes) == spec["CountDefault"] and role.update_serial == spec["update_serial"]
+        assert (
+            len(role.nodes) == spec["CountDefault"] and role.update_serial == spec["update_serial"]
+        )
     running = {s for r in dep.roles for s in r.services}
     for workflow in ("update", "upgrade", "system-upgrade"):
         try:

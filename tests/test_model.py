@@ -16,10 +16,29 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 
 REQUIRED_SERVICES = {
-    "haproxy", "galera", "rabbitmq", "pacemaker", "memcached", "keystone", "glance_api", "nova_api",
-    "nova_conductor", "nova_scheduler", "nova_compute", "neutron_server", "neutron_ovs_agent",
-    "neutron_l3_agent", "openvswitch", "cinder_api", "cinder_scheduler", "cinder_volume", "ceph_mon", "ceph_osd",
+    "haproxy",
+    "galera",
+    "rabbitmq",
+    "pacemaker",
+    "memcached",
+    "keystone",
+    "glance_api",
+    "nova_api",
+    "nova_conductor",
+    "nova_scheduler",
+    "nova_compute",
+    "neutron_server",
+    "neutron_ovs_agent",
+    "neutron_l3_agent",
+    "openvswitch",
+    "cinder_api",
+    "cinder_scheduler",
+    "cinder_volume",
+    "ceph_mon",
+    "ceph_osd",
 }
+
+
 def _documented_commands() -> set[str]:
     """The first column of docs/node-commands.md's command list: the only commands a built-in
     catalog task may call (`*-manage` style entries are patterns)."""
@@ -36,11 +55,25 @@ NODE_COMMANDS = _documented_commands()
 #: the lab's own diagnostics and stepwise's lab-only helpers: never a catalog command
 LAB_ONLY = {"healthcheck", "mysql-upgrade-dump", "mysql-upgrade-restore", "upgrade-transfer-data"}
 #: docs/catalog.md: the only Jinja variables a task may use.
-JINJA_VARS = {"inventory_hostname", "stepwise_node_address", "stepwise_bootstrap_node", "system_upgrade_source",
-              "target_release"}
+JINJA_VARS = {
+    "inventory_hostname",
+    "stepwise_node_address",
+    "stepwise_bootstrap_node",
+    "system_upgrade_source",
+    "target_release",
+}
 #: plain shell helpers a `shell` task may combine the node commands with (they touch no paths)
 SHELL_HELPERS = {"set", "test", "awk", "echo", "sleep"} & NODE_COMMANDS
-TASK_KEYWORDS = {"name", "register", "changed_when", "failed_when", "when", "until", "retries", "delay"}
+TASK_KEYWORDS = {
+    "name",
+    "register",
+    "changed_when",
+    "failed_when",
+    "when",
+    "until",
+    "retries",
+    "delay",
+}
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +88,7 @@ def write(path: Path, text: str) -> Path:
 
 
 # ------------------------------------------------------------------------------ built-in catalog
+
 
 def test_builtin_catalog_has_the_reference_services(catalog):
     assert REQUIRED_SERVICES <= set(catalog.services)
@@ -73,20 +107,23 @@ def test_examples_catalog_symlink_is_the_builtin_catalog():
     assert link.resolve() == BUILTIN_CATALOG.resolve()
 
 
-@pytest.mark.parametrize("name,plane,rolling,cluster,rpc,rule", [
-    ("galera", "infra", True, "galera", None, ("quorum", "majority")),
-    ("rabbitmq", "infra", True, "rabbitmq", None, ("quorum", "majority")),
-    ("pacemaker", "infra", True, "pacemaker", None, ("quorum", "majority")),
-    ("ceph_mon", "infra", True, "ceph-mon", None, ("quorum", "majority")),
-    ("ceph_osd", "data", True, "ceph-osd", None, ("max_unavailable", 1)),
-    ("nova_compute", "data", True, None, "nova", ("max_unavailable", 0.10)),
-    ("nova_api", "control", True, None, "nova", ("min_available", 1)),
-    ("nova_conductor", "control", True, None, "nova", ("min_available", 1)),
-    ("keystone", "control", True, None, None, ("min_available", 1)),
-    ("neutron_server", "control", True, None, "neutron", ("min_available", 1)),
-    ("cinder_api", "control", True, None, "cinder", ("min_available", 1)),
-    ("openvswitch", "infra", True, None, None, None),
-])
+@pytest.mark.parametrize(
+    "name,plane,rolling,cluster,rpc,rule",
+    [
+        ("galera", "infra", True, "galera", None, ("quorum", "majority")),
+        ("rabbitmq", "infra", True, "rabbitmq", None, ("quorum", "majority")),
+        ("pacemaker", "infra", True, "pacemaker", None, ("quorum", "majority")),
+        ("ceph_mon", "infra", True, "ceph-mon", None, ("quorum", "majority")),
+        ("ceph_osd", "data", True, "ceph-osd", None, ("max_unavailable", 1)),
+        ("nova_compute", "data", True, None, "nova", ("max_unavailable", 0.10)),
+        ("nova_api", "control", True, None, "nova", ("min_available", 1)),
+        ("nova_conductor", "control", True, None, "nova", ("min_available", 1)),
+        ("keystone", "control", True, None, None, ("min_available", 1)),
+        ("neutron_server", "control", True, None, "neutron", ("min_available", 1)),
+        ("cinder_api", "control", True, None, "cinder", ("min_available", 1)),
+        ("openvswitch", "infra", True, None, None, None),
+    ],
+)
 def test_reference_service_semantics(catalog, name, plane, rolling, cluster, rpc, rule):
     svc = catalog[name]
     assert (svc.plane, svc.rolling, svc.cluster, svc.rpc) == (plane, rolling, cluster, rpc)
@@ -101,14 +138,24 @@ def test_reference_dependencies_follow_the_real_upgrade_order(catalog):
     assert "ceph_mon" in catalog["ceph_osd"].depends_on
     assert "neutron_server" in catalog["neutron_ovs_agent"].depends_on
     assert "galera" in catalog["keystone"].depends_on
-    for api in ("glance_api", "nova_api", "nova_conductor", "nova_scheduler", "neutron_server", "cinder_api"):
+    for api in (
+        "glance_api",
+        "nova_api",
+        "nova_conductor",
+        "nova_scheduler",
+        "neutron_server",
+        "cinder_api",
+    ):
         assert "keystone" in catalog[api].depends_on, api
     assert find_cycle({s.name: s.depends_on for s in catalog}) is None
     # no service depends on a data-plane service except data-plane ones of the same project
     for svc in catalog:
         for dep in svc.depends_on:
             if catalog[dep].plane == "data":
-                assert svc.plane == "data" and dep.split("_")[0] == svc.name.split("_")[0], (svc.name, dep)
+                assert svc.plane == "data" and dep.split("_")[0] == svc.name.split("_")[0], (
+                    svc.name,
+                    dep,
+                )
 
 
 def _all_tasks(svc):
@@ -149,16 +196,28 @@ def test_every_task_is_a_named_command_calling_the_node_vocabulary(catalog):
     seen = 0
     for svc in catalog:
         if svc.health.get("command"):
-            assert _commands(svc.health["command"], shell=True)[0] in NODE_COMMANDS, (svc.name, svc.health)
+            assert _commands(svc.health["command"], shell=True)[0] in NODE_COMMANDS, (
+                svc.name,
+                svc.health,
+            )
         for where, task in _all_tasks(svc):
             seen += 1
             modules = [k for k in task if k.startswith("ansible.builtin.")]
-            assert modules in (["ansible.builtin.command"], ["ansible.builtin.shell"]), (svc.name, where, task)
+            assert modules in (["ansible.builtin.command"], ["ansible.builtin.shell"]), (
+                svc.name,
+                where,
+                task,
+            )
             assert set(task) - set(modules) <= TASK_KEYWORDS, (svc.name, where, task)
             assert isinstance(task.get("name"), str) and task["name"], (svc.name, where)
             cmd = task[modules[0]]
             for word in _commands(cmd, shell=modules[0].endswith("shell")):
-                assert word in NODE_COMMANDS or word.endswith(("-manage", "-status")), (svc.name, where, cmd, word)
+                assert word in NODE_COMMANDS or word.endswith(("-manage", "-status")), (
+                    svc.name,
+                    where,
+                    cmd,
+                    word,
+                )
             for text in (str(cmd), task["name"], str(task.get("when", ""))):
                 for var in re.findall(r"{{\s*([A-Za-z_][A-Za-z0-9_]*)", text):
                     assert var in JINJA_VARS, (svc.name, where, var)
@@ -179,26 +238,47 @@ def test_every_service_stops_updates_configures_and_starts_itself(catalog):
             continue
         for wf in ("update", "upgrade"):
             steps = svc.steps(wf)
-            assert [t["ansible.builtin.command"] for t in steps["stop"] if "systemctl" in str(t)] in \
-                ([f"systemctl stop {svc.unit}"], []), (svc.name, wf)
+            assert [
+                t["ansible.builtin.command"] for t in steps["stop"] if "systemctl" in str(t)
+            ] in ([f"systemctl stop {svc.unit}"], []), (svc.name, wf)
             for step in ("stop", "packages", "config", "start"):
                 assert steps.get(step), (svc.name, wf, step)
-            cmds = " ".join(next(v for k, v in t.items() if k.startswith("ansible.")) for t in steps["packages"])
-            assert cmds.startswith("dnf -y update ") and cmds.split()[3:] == list(svc.packages), (svc.name, wf)
-            assert [t.get("ansible.builtin.command") for t in steps["config"]] == ["os-apply-config"], (svc.name, wf)
+            cmds = " ".join(
+                next(v for k, v in t.items() if k.startswith("ansible.")) for t in steps["packages"]
+            )
+            assert cmds.startswith("dnf -y update ") and cmds.split()[3:] == list(svc.packages), (
+                svc.name,
+                wf,
+            )
+            assert [t.get("ansible.builtin.command") for t in steps["config"]] == [
+                "os-apply-config"
+            ], (svc.name, wf)
         assert svc.health, svc.name  # stepwise adds the health check to every verify step
-        assert svc.system_upgrade["prepare"][-1]["ansible.builtin.command"] in (f"systemctl stop {svc.unit}",
-                                                                                "pcs cluster stop")
+        assert svc.system_upgrade["prepare"][-1]["ansible.builtin.command"] in (
+            f"systemctl stop {svc.unit}",
+            "pcs cluster stop",
+        )
 
 
 def test_configuration_only_services_have_nothing_to_run(catalog):
     # `runtime: none` entries (timezone, kernel settings, backend configuration): no packages,
     # tasks, rules or health check, so the planner has nothing to stop or start there
     none = [s for s in catalog if not s.has_runtime]
-    assert {"timezone", "kernel", "sshd", "tuned", "ca_certs", "cinder_backends"} <= {s.name for s in none}
+    assert {"timezone", "kernel", "sshd", "tuned", "ca_certs", "cinder_backends"} <= {
+        s.name for s in none
+    }
     for svc in none:
-        assert not (svc.packages or svc.tasks or svc.converge or svc.system_upgrade or svc.health
-                    or svc.availability or svc.depends_on or svc.cluster or svc.rpc), svc.name
+        assert not (
+            svc.packages
+            or svc.tasks
+            or svc.converge
+            or svc.system_upgrade
+            or svc.health
+            or svc.availability
+            or svc.depends_on
+            or svc.cluster
+            or svc.rpc
+        ), svc.name
         assert svc.aliases, svc.name  # each stands for a THT service
 
 
@@ -221,22 +301,33 @@ def test_rpc_services_pin_before_and_unpin_after(catalog):
         (pin,) = steps["pin"]
         script = pin["ansible.builtin.shell"]["cmd"]
         # a pipe into awk: bash with pipefail, so a failing dnf fails the task
-        assert script.startswith("set -eo pipefail\n") and pin["ansible.builtin.shell"]["executable"] == "/bin/bash"
+        assert (
+            script.startswith("set -eo pipefail\n")
+            and pin["ansible.builtin.shell"]["executable"] == "/bin/bash"
+        )
         assert f'crudini --set {conf} upgrade_levels {svc.rpc} "R$major"' in script, svc.name
         assert f"dnf list installed {svc.packages[0]}" in script
         assert [t["ansible.builtin.command"] for t in steps["unpin"]] == [
-            f"crudini --del {conf} upgrade_levels {svc.rpc}", f"systemctl reload {svc.unit}"]
+            f"crudini --del {conf} upgrade_levels {svc.rpc}",
+            f"systemctl reload {svc.unit}",
+        ]
     for svc in catalog:
         if not svc.rpc:
-            assert not svc.has_step("upgrade", "pin") and not svc.has_step("upgrade", "unpin"), svc.name
+            assert not svc.has_step("upgrade", "pin") and not svc.has_step("upgrade", "unpin"), (
+                svc.name
+            )
 
 
 def test_schema_owners_expand_once_on_the_bootstrap_node_and_contract_in_converge(catalog):
     # upstream's rolling upgrades: expand (in the bootstrap node's visit), online data
     # migrations and contract (converge); heat and ironic stay offline (a window)
-    expand = {"keystone": "keystone-manage db_sync --expand", "glance_api": "glance-manage db expand",
-              "nova_conductor": "nova-manage db sync", "neutron_server": "neutron-db-manage upgrade --expand",
-              "cinder_api": "cinder-manage db sync"}
+    expand = {
+        "keystone": "keystone-manage db_sync --expand",
+        "glance_api": "glance-manage db expand",
+        "nova_conductor": "nova-manage db sync",
+        "neutron_server": "neutron-db-manage upgrade --expand",
+        "cinder_api": "cinder-manage db sync",
+    }
     for name, cmd in expand.items():
         assert catalog[name].schema == "expand_contract" and catalog[name].rolling
         (task,) = catalog[name].steps("upgrade")["migrate"]
@@ -253,10 +344,14 @@ def test_schema_owners_expand_once_on_the_bootstrap_node_and_contract_in_converg
 
 def test_galera_transfers_data_once_to_the_new_os_node(catalog):
     (task,) = catalog["galera"].system_upgrade["transfer_data"]
-    assert task["ansible.builtin.command"] == \
-        "rsync -a --delete {{ system_upgrade_source }}:/var/lib/mysql/ /var/lib/mysql/"
+    assert (
+        task["ansible.builtin.command"]
+        == "rsync -a --delete {{ system_upgrade_source }}:/var/lib/mysql/ /var/lib/mysql/"
+    )
     # the new major opens the copied datadir; its system tables follow before it serves again
-    rejoin = [t.get("ansible.builtin.command") for t in catalog["galera"].steps("upgrade")["rejoin"]]
+    rejoin = [
+        t.get("ansible.builtin.command") for t in catalog["galera"].steps("upgrade")["rejoin"]
+    ]
     assert "mariadb-upgrade" in rejoin
     assert [s.name for s in catalog if "transfer_data" in s.system_upgrade] == ["galera"]
     assert "mariadb-dump " in str(catalog["galera"].steps("upgrade")["backup"])
@@ -295,13 +390,27 @@ def test_api_health_checks_use_distinct_ports(catalog):
 
 # ------------------------------------------------------------------------------ examples
 
-@pytest.mark.parametrize("fname,roles,nodes", [
-    ("classic.yaml", {"Controller": 3, "Compute": 2, "CephStorage": 3}, 8),
-    ("composed.yaml", {"ControllerOpenstack": 3, "Database": 3, "Messaging": 3, "Networker": 2, "Compute": 2,
-                       "CephStorage": 3}, 16),
-    ("hci.yaml", {"Controller": 3, "ComputeHCI": 3}, 6),
-    ("undercloud.yaml", {"Undercloud": 1}, 1),
-])
+
+@pytest.mark.parametrize(
+    "fname,roles,nodes",
+    [
+        ("classic.yaml", {"Controller": 3, "Compute": 2, "CephStorage": 3}, 8),
+        (
+            "composed.yaml",
+            {
+                "ControllerOpenstack": 3,
+                "Database": 3,
+                "Messaging": 3,
+                "Networker": 2,
+                "Compute": 2,
+                "CephStorage": 3,
+            },
+            16,
+        ),
+        ("hci.yaml", {"Controller": 3, "ComputeHCI": 3}, 6),
+        ("undercloud.yaml", {"Undercloud": 1}, 1),
+    ],
+)
 def test_examples_load(fname, roles, nodes, catalog):
     dep = load_deployment(EXAMPLES / fname, catalog)
     assert {r.name: len(r.nodes) for r in dep.roles} == roles
@@ -316,12 +425,25 @@ def test_classic_example(catalog):
     dep = load_deployment(EXAMPLES / "classic.yaml", catalog)
     ctl = dep.role_by_name["Controller"]
     assert ctl.is_controlplane and not ctl.is_management
-    assert {"galera", "rabbitmq", "pacemaker", "haproxy", "keystone", "ceph_mon", "nova_api"} <= set(ctl.services)
+    assert {
+        "galera",
+        "rabbitmq",
+        "pacemaker",
+        "haproxy",
+        "keystone",
+        "ceph_mon",
+        "nova_api",
+    } <= set(ctl.services)
     assert [n.name for n in dep.role_by_name["Compute"].nodes] == ["compute-0", "compute-1"]
     assert [n.address for n in dep.role_by_name["Compute"].nodes] == ["127.0.2.10", "127.0.2.11"]
     assert [n.name for n in dep.instances["ceph_osd"]] == ["ceph-0", "ceph-1", "ceph-2"]
-    assert [n.name for n in dep.instances["neutron_ovs_agent"]] == \
-        ["controller-0", "controller-1", "controller-2", "compute-0", "compute-1"]
+    assert [n.name for n in dep.instances["neutron_ovs_agent"]] == [
+        "controller-0",
+        "controller-1",
+        "controller-2",
+        "compute-0",
+        "compute-1",
+    ]
     assert dep.bootstrap_node("galera").name == "controller-0"
     assert dep.bootstrap_node("nova_compute").name == "compute-0"
     assert dep.bootstrap_node("heat_api") is None  # in the catalog, not placed
@@ -332,10 +454,22 @@ def test_classic_example(catalog):
 
 def test_composed_example_matches_the_seed_layout(catalog):
     dep = load_deployment(EXAMPLES / "composed.yaml", catalog)
-    assert [r.name for r in dep.roles] == ["ControllerOpenstack", "Database", "Messaging", "Networker", "Compute",
-                                           "CephStorage"]
-    assert [r.name for r in dep.roles if r.is_controlplane] == ["ControllerOpenstack", "Database", "Messaging"]
-    assert {"controller-openstack-0", "database-0", "messaging-0", "novacompute-0"} <= set(dep.node_by_name)
+    assert [r.name for r in dep.roles] == [
+        "ControllerOpenstack",
+        "Database",
+        "Messaging",
+        "Networker",
+        "Compute",
+        "CephStorage",
+    ]
+    assert [r.name for r in dep.roles if r.is_controlplane] == [
+        "ControllerOpenstack",
+        "Database",
+        "Messaging",
+    ]
+    assert {"controller-openstack-0", "database-0", "messaging-0", "novacompute-0"} <= set(
+        dep.node_by_name
+    )
     assert len(dep.instances["pacemaker"]) == 9
     assert [n.name for n in dep.instances["galera"]] == ["database-0", "database-1", "database-2"]
     assert dep.role_by_name["ControllerOpenstack"].bootstrap_node.name == "controller-openstack-0"
@@ -357,7 +491,9 @@ def test_undercloud_example_is_a_management_node(catalog):
     assert role.nodes[0].vars == {"ansible_user": "stack"}
     assert role.tool_packages == ("python3-tripleoclient", "stepwise-content")
     # quorum services on the single management node are fine: its upgrade stops everything anyway
-    assert {"galera", "rabbitmq", "keystone", "ironic_api", "ironic_conductor"} <= set(role.services)
+    assert {"galera", "rabbitmq", "keystone", "ironic_api", "ironic_conductor"} <= set(
+        role.services
+    )
 
 
 def test_examples_without_catalog_key_use_the_builtin_one_and_with_it_that_directory(tmp_path):
@@ -366,7 +502,9 @@ def test_examples_without_catalog_key_use_the_builtin_one_and_with_it_that_direc
     dep = load_deployment(EXAMPLES / "hci.yaml")
     assert dep.catalog.path == str(BUILTIN_CATALOG)
     (tmp_path / "catalog").symlink_to(EXAMPLES / "catalog")
-    variant = write(tmp_path / "hci.yaml", "catalog: catalog\n" + text)  # relative to the deployment file
+    variant = write(
+        tmp_path / "hci.yaml", "catalog: catalog\n" + text
+    )  # relative to the deployment file
     dep2 = load_deployment(variant)
     assert dep2.catalog.path == str(tmp_path / "catalog")
     assert set(dep2.catalog.services) == set(dep.catalog.services)
@@ -374,13 +512,17 @@ def test_examples_without_catalog_key_use_the_builtin_one_and_with_it_that_direc
 
 # ------------------------------------------------------------------------------ facts
 
+
 def test_minor_update_facts_change_only_nova_and_the_compute_kernel(catalog):
     dep = load_deployment(EXAMPLES / "classic.yaml", catalog)
     facts = load_facts(EXAMPLES / "facts" / "minor-update.yaml", dep)
     cat = catalog
     assert facts.changed_packages("compute-0") == ("kernel", "openstack-nova-compute")
-    assert facts.changed_packages("controller-2") == ("openstack-nova-api", "openstack-nova-conductor",
-                                                      "openstack-nova-scheduler")
+    assert facts.changed_packages("controller-2") == (
+        "openstack-nova-api",
+        "openstack-nova-conductor",
+        "openstack-nova-scheduler",
+    )
     assert facts.changed_packages("ceph-1") == ()
     assert facts.changes("controller-0", cat["nova_api"].packages)
     assert not facts.changes("controller-0", cat["galera"].packages)
@@ -414,7 +556,9 @@ def test_os_upgrade_facts_have_one_new_os_node_per_sensitive_role(catalog):
 
 def test_facts_defaults_and_overrides(tmp_path, catalog):
     dep = load_deployment(EXAMPLES / "classic.yaml", catalog)
-    f = write(tmp_path / "facts.yaml", """\
+    f = write(
+        tmp_path / "facts.yaml",
+        """\
 defaults:
   os: {major: 8, target: 9}
   packages:
@@ -424,9 +568,12 @@ nodes:
     os: {major: 9}
     packages:
       openvswitch: {installed: 1.1.0, available: 1.1.0}
-""")
+""",
+    )
     facts = load_facts(f, dep)
-    assert facts.changes("compute-0", ("openvswitch",)) and not facts.changes("compute-1", ("openvswitch",))
+    assert facts.changes("compute-0", ("openvswitch",)) and not facts.changes(
+        "compute-1", ("openvswitch",)
+    )
     assert (facts.of("compute-1").os_major, facts.of("compute-1").os_target) == (9, 9)
     assert (facts.of("compute-0").os_major, facts.of("compute-0").os_target) == (8, 9)
     assert not facts.changes("compute-0", ("kernel",))  # not mentioned: no update known
@@ -434,30 +581,36 @@ nodes:
 
 # ------------------------------------------------------------------------------ semantics
 
-@pytest.mark.parametrize("rule,value,total,down", [
-    ("max_unavailable", 0.10, 5, 1),     # 10% of 5 rounds down to 0, but at least 1
-    ("max_unavailable", 0.10, 25, 2),
-    ("max_unavailable", 0.10, 200, 20),
-    ("max_unavailable", 0.5, 3, 1),
-    ("max_unavailable", 1.0, 4, 4),
-    ("max_unavailable", 2, 1, 1),
-    ("max_unavailable", 0.10, 0, 0),
-    ("min_available", 2, 3, 1),
-    ("min_available", 2, 2, 0),
-    ("min_available", 1, 3, 2),
-    ("quorum", "majority", 1, 0),
-    ("quorum", "majority", 2, 0),
-    ("quorum", "majority", 3, 1),
-    ("quorum", "majority", 4, 1),
-    ("quorum", "majority", 5, 2),
-    ("quorum", "majority", 9, 4),
-])
+
+@pytest.mark.parametrize(
+    "rule,value,total,down",
+    [
+        ("max_unavailable", 0.10, 5, 1),  # 10% of 5 rounds down to 0, but at least 1
+        ("max_unavailable", 0.10, 25, 2),
+        ("max_unavailable", 0.10, 200, 20),
+        ("max_unavailable", 0.5, 3, 1),
+        ("max_unavailable", 1.0, 4, 4),
+        ("max_unavailable", 2, 1, 1),
+        ("max_unavailable", 0.10, 0, 0),
+        ("min_available", 2, 3, 1),
+        ("min_available", 2, 2, 0),
+        ("min_available", 1, 3, 2),
+        ("quorum", "majority", 1, 0),
+        ("quorum", "majority", 2, 0),
+        ("quorum", "majority", 3, 1),
+        ("quorum", "majority", 4, 1),
+        ("quorum", "majority", 5, 2),
+        ("quorum", "majority", 9, 4),
+    ],
+)
 def test_allowed_down(rule, value, total, down):
     assert Availability(rule, value).allowed_down(total) == down
 
 
 def test_pre_and_post_land_at_the_start_of_stop_and_the_end_of_start(tmp_path):
-    write(tmp_path / "cat" / "svc.yaml", """\
+    write(
+        tmp_path / "cat" / "svc.yaml",
+        """\
 name: svc
 plane: control
 update:
@@ -466,7 +619,8 @@ update:
   start: [{name: start-task, ansible.builtin.command: systemctl start svc}]
   post: [{name: post-task, ansible.builtin.command: healthcheck svc}]
   verify: []
-""")
+""",
+    )
     svc = load_catalog(tmp_path / "cat")["svc"]
     steps = svc.steps("update")
     assert [t["name"] for t in steps["stop"]] == ["pre-task", "stop-task"]
@@ -481,13 +635,17 @@ def test_durations_override_defaults_and_shared_steps_take_the_maximum(catalog):
     assert osd.seconds("verify") == 120 and osd.seconds("stop") == DEFAULT_STEP_SECONDS["stop"]
     assert compute.seconds("leave") == 120
     assert node_step_seconds([osd, compute], "leave") == osd.seconds("leave") + 120
-    assert node_step_seconds([osd, compute], "run") == max(osd.seconds("run"), compute.seconds("run"))
+    assert node_step_seconds([osd, compute], "run") == max(
+        osd.seconds("run"), compute.seconds("run")
+    )
     assert node_step_seconds([], "reboot") == DEFAULT_STEP_SECONDS["reboot"]
     assert node_step_seconds([], "stop") == 0.0
 
 
 def test_counted_nodes_expand_from_index_zero_or_start(tmp_path, catalog):
-    f = write(tmp_path / "d.yaml", """\
+    f = write(
+        tmp_path / "d.yaml",
+        """\
 name: cloud
 roles:
   - name: A
@@ -498,11 +656,16 @@ roles:
     nodes: {count: 2, name: "b-{index}", start: 5}
   - name: Empty
     nodes: {count: 0, name: "e-{index}"}
-""")
+""",
+    )
     dep = load_deployment(f, catalog)
     assert [(n.name, n.address, n.index, n.role) for n in dep.nodes] == [
-        ("a-0", "10.0.0.0", 0, "A"), ("a-1", "10.0.0.1", 1, "A"), ("a-2", "10.0.0.2", 2, "A"),
-        ("b-5", None, 3, "B"), ("b-6", None, 4, "B")]
+        ("a-0", "10.0.0.0", 0, "A"),
+        ("a-1", "10.0.0.1", 1, "A"),
+        ("a-2", "10.0.0.2", 2, "A"),
+        ("b-5", None, 3, "B"),
+        ("b-6", None, 4, "B"),
+    ]
     assert dep.nodes[1].vars == {"rack": "r1"}
     assert dep.role_by_name["B"].bootstrap_node.name == "b-6"
     assert dep.role_by_name["Empty"].bootstrap_node is None

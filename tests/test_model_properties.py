@@ -14,7 +14,9 @@ from stepwise.errors import InputError
 from stepwise.model import Availability, load_catalog, load_deployment
 from stepwise.model.catalog import find_cycle
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 SERVICES = ["db", "api", "agent", "cache"]
 
 
@@ -40,7 +42,9 @@ def deployments(draw):
     for ri, rname in enumerate(role_names):
         role = {"name": rname}
         if draw(st.booleans()):
-            role["tags"] = draw(st.lists(st.sampled_from(["controlplane", "management", "storage"]), unique=True))
+            role["tags"] = draw(
+                st.lists(st.sampled_from(["controlplane", "management", "storage"]), unique=True)
+            )
         if draw(st.booleans()):
             role["update_serial"] = draw(st.integers(1, 50))
         role["services"] = draw(st.lists(st.sampled_from(SERVICES), unique=True, max_size=4))
@@ -120,7 +124,17 @@ def test_valid_deployments_round_trip(catalog, doc, flow):
 
 ALLOWED = {
     "top": ["name", "description", "catalog", "vars", "reboot_packages", "roles", "lab"],
-    "role": ["name", "description", "tags", "update_serial", "services", "nodes", "bootstrap", "vars", "tool_packages"],
+    "role": [
+        "name",
+        "description",
+        "tags",
+        "update_serial",
+        "services",
+        "nodes",
+        "bootstrap",
+        "vars",
+        "tool_packages",
+    ],
     "node": ["name", "address", "vars"],
     "count": ["count", "name", "address", "start", "vars"],
 }
@@ -140,7 +154,7 @@ def emit(doc):
             lines.append("    nodes:")
             lines.append(f"      count: {spec['count']}")
             spots.append((len(lines), 6, f"roles[{ri}].nodes.", "count"))
-            lines.append(f"      name: \"{spec['name']}\"")
+            lines.append(f'      name: "{spec["name"]}"')
         else:
             lines.append("    nodes:" + ("" if spec else " []"))
             for ni, node in enumerate(spec):
@@ -165,16 +179,25 @@ def test_an_unknown_key_is_reported_at_its_line_with_the_allowed_keys(catalog, d
         with pytest.raises(InputError) as info:
             load_deployment(f, catalog)
     (p,) = info.value.problems
-    assert (p.file, p.line, p.field, p.message) == (str(f), at + 1, prefix + key, f"unknown key '{key}'")
+    assert (p.file, p.line, p.field, p.message) == (
+        str(f),
+        at + 1,
+        prefix + key,
+        f"unknown key '{key}'",
+    )
     assert p.hint == "remove it or use one of: " + ", ".join(ALLOWED[kind])
 
 
 # ------------------------------------------------------------------------------ cycles
 
-graphs = st.integers(1, 7).flatmap(lambda n: st.dictionaries(
-    st.sampled_from([f"s{i}" for i in range(n)]),
-    st.lists(st.sampled_from([f"s{i}" for i in range(n)]), unique=True, max_size=3),
-    min_size=n, max_size=n))
+graphs = st.integers(1, 7).flatmap(
+    lambda n: st.dictionaries(
+        st.sampled_from([f"s{i}" for i in range(n)]),
+        st.lists(st.sampled_from([f"s{i}" for i in range(n)]), unique=True, max_size=3),
+        min_size=n,
+        max_size=n,
+    )
+)
 
 
 def has_cycle(graph) -> bool:
@@ -220,7 +243,9 @@ def test_catalog_reports_a_dependency_cycle_iff_one_exists(graph):
         cat = Path(d)
         for name, deps in graph.items():
             body = "".join(f"  - {x}\n" for x in deps)
-            (cat / f"{name}.yaml").write_text(f"name: {name}\nplane: control\ndepends_on:{'' if deps else ' []'}\n{body}")
+            (cat / f"{name}.yaml").write_text(
+                f"name: {name}\nplane: control\ndepends_on:{'' if deps else ' []'}\n{body}"
+            )
         if not has_cycle(graph):
             assert set(load_catalog(cat).services) == set(graph)
             return
@@ -235,6 +260,7 @@ def test_catalog_reports_a_dependency_cycle_iff_one_exists(graph):
 
 
 # ------------------------------------------------------------------------------ availability
+
 
 @settings(max_examples=100, deadline=None)
 @given(percent=st.integers(1, 100), total=st.integers(1, 20000))
@@ -252,8 +278,8 @@ def test_quorum_keeps_a_strict_majority_and_allows_no_more(total):
     down = Availability("quorum", "majority").allowed_down(total)
     assert down >= 0
     if total:
-        assert (total - down) * 2 > total              # a majority stays up
-        assert (total - down - 1) * 2 <= total         # one more down would lose it
+        assert (total - down) * 2 > total  # a majority stays up
+        assert (total - down - 1) * 2 <= total  # one more down would lose it
     assert down == total - (total // 2 + 1) if total else down == 0
 
 

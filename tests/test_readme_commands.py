@@ -21,8 +21,18 @@ README = ROOT / "README.md"
 #: commands that run on their own (the first word after `stepwise`)
 SELF_CONTAINED = {"validate", "plan", "catalog", "export"}
 #: what needs a lab, real hosts, a run in the store or the reader's own files
-NEEDS_MORE = {"lab", "demo", "discover", "update", "upgrade", "external-upgrade", "management-upgrade", "status",
-              "history", "import"}
+NEEDS_MORE = {
+    "lab",
+    "demo",
+    "discover",
+    "update",
+    "upgrade",
+    "external-upgrade",
+    "management-upgrade",
+    "status",
+    "history",
+    "import",
+}
 
 
 def _blocks(text: str) -> list[list[str]]:
@@ -56,16 +66,29 @@ def _commands() -> tuple[list[list[str]], list[tuple[list[str], list[str]]], lis
                 i += 1
                 continue
             # optional parts of a synopsis (`[--json]`) are left out
-            words = shlex.split(re.sub(r"\[[^]]*\]", "", line.removeprefix("$ ")), comments=True)[1:]
+            words = shlex.split(re.sub(r"\[[^]]*\]", "", line.removeprefix("$ ")), comments=True)[
+                1:
+            ]
             if session:
                 shown = []
-                while i + 1 < len(joined) and joined[i + 1].strip() and not joined[i + 1].startswith(("$", "stepwise ")):
+                while (
+                    i + 1 < len(joined)
+                    and joined[i + 1].strip()
+                    and not joined[i + 1].startswith(("$", "stepwise "))
+                ):
                     i += 1
                     shown.append(joined[i].strip())
                 sessions.append((words, shown))
-            elif any(w.endswith((".yaml", ".yml", ".ini")) and not (ROOT / w).exists() for w in words):
+            elif any(
+                w.endswith((".yaml", ".yml", ".ini")) and not (ROOT / w).exists() for w in words
+            ):
                 skipped.append(words)  # the reader's own files (what an import wrote)
-            elif words and words[0] in SELF_CONTAINED or words[:1] == ["report"] and "--plan" in words:
+            elif (
+                words
+                and words[0] in SELF_CONTAINED
+                or words[:1] == ["report"]
+                and "--plan" in words
+            ):
                 plain.append(words)
             else:
                 skipped.append(words)
@@ -93,7 +116,11 @@ def test_readme_has_the_commands_this_test_runs():
     assert len(PLAIN) >= 10, PLAIN
     assert SESSIONS, "README shows no terminal session"
     # everything left out is a kind of command that needs more than the project's files
-    yours = [w for w in SKIPPED if any(x.endswith((".yaml", ".yml", ".ini")) and not (ROOT / x).exists() for x in w)]
+    yours = [
+        w
+        for w in SKIPPED
+        if any(x.endswith((".yaml", ".yml", ".ini")) and not (ROOT / x).exists() for x in w)
+    ]
     assert all(w[0] in NEEDS_MORE | {"report"} for w in SKIPPED if w not in yours), SKIPPED
 
 
@@ -111,8 +138,9 @@ def test_readme_command_runs(words: list[str], tmp_path: Path, monkeypatch: pyte
 
 
 @pytest.mark.parametrize("words,shown", SESSIONS, ids=[" ".join(w)[:70] for w, _ in SESSIONS])
-def test_readme_session_prints_what_readme_shows(words: list[str], shown: list[str], tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch):
+def test_readme_session_prints_what_readme_shows(
+    words: list[str], shown: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     r = _run(words, tmp_path, monkeypatch)
     if r.exception and not isinstance(r.exception, SystemExit):
         raise r.exception

@@ -7,8 +7,8 @@ time); otherwise a line when each venv starts and ends, so a CI log stays short.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -27,12 +27,22 @@ def build_bar(console: Console) -> Iterator[Callable[[int, int, str], None]]:
                 started[name] = time.monotonic()
                 console.print(Text(f"building venv {name} ({total} packages)", style="dim"))
             elif what.endswith(": ready"):
-                console.print(Text(f"venv {name} built in {time.monotonic() - started[name]:.0f}s", style="dim"))
+                console.print(
+                    Text(
+                        f"venv {name} built in {time.monotonic() - started[name]:.0f}s", style="dim"
+                    )
+                )
 
         yield lines
         return
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   console=console, transient=False)
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )
     tasks: dict[str, int] = {}
 
     def update(done: int, total: int, what: str) -> None:

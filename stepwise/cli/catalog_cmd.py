@@ -3,29 +3,47 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 from stepwise.cli.common import console, print_json, reported
 from stepwise.cli.main import app
 
-catalog_app = typer.Typer(help="The service catalog: what each service is and the names it answers to.",
-                          no_args_is_help=True)
+catalog_app = typer.Typer(
+    help="The service catalog: what each service is and the names it answers to.",
+    no_args_is_help=True,
+)
 app.add_typer(catalog_app, name="catalog")
 
 
 @catalog_app.command("list")
-def list_services(catalog: Optional[Path] = typer.Option(None, "--catalog", "-c", metavar="DIR",
-                                                         help="A catalog directory (default: the built-in one)."),
-                  json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def list_services(
+    catalog: Path | None = typer.Option(
+        None,
+        "--catalog",
+        "-c",
+        metavar="DIR",
+        help="A catalog directory (default: the built-in one).",
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
     """List every service: name, plane, whether it has a runtime, and its aliases."""
     from stepwise.model import load_catalog
 
     with reported():
         cat = load_catalog(catalog)
-        rows = [{"name": s.name, "plane": s.plane, "runtime": s.has_runtime, "aliases": list(s.aliases),
-                 "packages": list(s.packages), "cluster": s.cluster, "source": s.source} for s in cat]
+        rows = [
+            {
+                "name": s.name,
+                "plane": s.plane,
+                "runtime": s.has_runtime,
+                "aliases": list(s.aliases),
+                "packages": list(s.packages),
+                "cluster": s.cluster,
+                "source": s.source,
+            }
+            for s in cat
+        ]
         if json_out:
             print_json({"catalog": cat.path, "services": rows})
             return
@@ -34,8 +52,16 @@ def list_services(catalog: Optional[Path] = typer.Option(None, "--catalog", "-c"
         # one line per service, never wrapped: aliases stay whole for grep and copy-paste
         console.print(Text(f"{len(rows)} services in {cat.path}"), soft_wrap=True)
         width = max(len(r["name"]) for r in rows)
-        console.print(Text(f"{'service':<{width}}  {'plane':<7}  {'runtime':<7}  aliases", style="bold"), soft_wrap=True)
+        console.print(
+            Text(f"{'service':<{width}}  {'plane':<7}  {'runtime':<7}  aliases", style="bold"),
+            soft_wrap=True,
+        )
         for r in rows:
             # data as Text: a catalog's names and aliases never become markup
-            console.print(Text(f"{r['name']:<{width}}  {r['plane']:<7}  {'yes' if r['runtime'] else 'none':<7}  "
-                               + ", ".join(r["aliases"])), soft_wrap=True)
+            console.print(
+                Text(
+                    f"{r['name']:<{width}}  {r['plane']:<7}  {'yes' if r['runtime'] else 'none':<7}  "
+                    + ", ".join(r["aliases"])
+                ),
+                soft_wrap=True,
+            )

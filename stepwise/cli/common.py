@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import os
 import json
+import os
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, BinaryIO, Callable, Iterator
+from typing import Any, BinaryIO
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
 from stepwise.errors import StepwiseError
-
 
 
 def _width(stream: Any) -> int | None:
@@ -61,8 +61,15 @@ def reported() -> Iterator[None]:
             kind = "refused"
         if _json_asked():
             # a script asked for JSON: it gets the error as JSON too (stdout, where it reads)
-            print_json({"error": {"kind": kind, "exit_code": exc.exit_code,
-                                  "problems": [dataclasses.asdict(p) for p in exc.problems]}})
+            print_json(
+                {
+                    "error": {
+                        "kind": kind,
+                        "exit_code": exc.exit_code,
+                        "problems": [dataclasses.asdict(p) for p in exc.problems],
+                    }
+                }
+            )
         for p in exc.problems:
             # the problem quotes data (a --limit, a key, a task's stderr): printed as text
             err_console.print(Text.assemble((f"{kind}:", "bold red"), " ", str(p)), soft_wrap=True)
@@ -77,7 +84,7 @@ def _json_asked() -> bool:
     from stepwise.cli import safety
 
     argv = safety.current_argv if safety.current_argv is not None else sys.argv[1:]
-    options = argv[:argv.index("--")] if "--" in argv else argv
+    options = argv[: argv.index("--")] if "--" in argv else argv
     return "--json" in options
 
 

@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import tempfile
 import time
+from datetime import UTC
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Optional
+from typing import Any
 
 import typer
+from rich.text import Text
 
 from stepwise.cli.common import console, err_console, print_json, reported
 from stepwise.cli.main import app
-from rich.text import Text
-
 from stepwise.errors import StepwiseError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "openstack.yaml"
@@ -25,25 +25,45 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "openstack.yaml"
 MAX_FAILURES_SHOWN = 30
 
 
-def _failures_with_units(records: list[dict[str, Any]], units: list[Any], t0: float) -> list[dict[str, Any]]:
+def _failures_with_units(
+    records: list[dict[str, Any]], units: list[Any], t0: float
+) -> list[dict[str, Any]]:
     """Each failed probe call (seconds into the phase, target, error) with the units that were
     running at that moment: what the operator needs to tell which step broke a call."""
-    from datetime import timezone
 
     def epoch(d: Any) -> float | None:
-        return d.replace(tzinfo=timezone.utc).timestamp() if d is not None else None
+        return d.replace(tzinfo=UTC).timestamp() if d is not None else None
 
-    spans = [(epoch(u.started_at), epoch(u.ended_at), f"{u.step} {','.join(u.services)} on {','.join(u.nodes)}")
-             for u in units if u.started_at is not None]
+    spans = [
+        (
+            epoch(u.started_at),
+            epoch(u.ended_at),
+            f"{u.step} {','.join(u.services)} on {','.join(u.nodes)}",
+        )
+        for u in units
+        if u.started_at is not None
+    ]
     out = []
     for r in sorted((r for r in records if not r["ok"]), key=lambda r: r["t"])[:MAX_FAILURES_SHOWN]:
-        during = [label for start, end, label in spans if start <= r["t"] + 0.5 and (end is None or r["t"] - 0.5 <= end)]
-        out.append({"t_s": round(r["t"] - t0, 1), "target": r["target"], "detail": r.get("detail", ""),
-                    "during": during})
+        during = [
+            label
+            for start, end, label in spans
+            if start <= r["t"] + 0.5 and (end is None or r["t"] - 0.5 <= end)
+        ]
+        out.append(
+            {
+                "t_s": round(r["t"] - t0, 1),
+                "target": r["target"],
+                "detail": r.get("detail", ""),
+                "during": during,
+            }
+        )
     return out
 
 
-def _phase(title: str, workflow: str, dep, store, lab_dir: Path, facts, json_out: bool, **kw: Any) -> dict[str, Any]:
+def _phase(
+    title: str, workflow: str, dep, store, lab_dir: Path, facts, json_out: bool, **kw: Any
+) -> dict[str, Any]:
     import stepwise.lab as lab
     from stepwise.lab.nodes import Lab
     from stepwise.lab.probe import Probe
@@ -62,40 +82,89 @@ def _phase(title: str, workflow: str, dep, store, lab_dir: Path, facts, json_out
     observer = None
     if not json_out:
         from stepwise.cli.progress import LineProgress, LiveProgress
-        observer = LiveProgress(console, title) if console.is_terminal else LineProgress(err_console, title)
+
+        observer = (
+            LiveProgress(console, title)
+            if console.is_terminal
+            else LineProgress(err_console, title)
+        )
     conn = Connector.from_inventory(lab.inventory(lab_dir), "lab", (lab.ansible_plugin_dir(),))
     t0 = time.time()
     with Probe(Lab(lab_dir)) as probe:
-        result = run_plan(RunRequest(store, dep, workflow, selection, facts, variables=extra, plan=plan,
-                                     options=EngineOptions(connector=conn, extra_vars=extra), observer=observer,
-                                     command=f"stepwise demo ({title})"))
+        result = run_plan(
+            RunRequest(
+                store,
+                dep,
+                workflow,
+                selection,
+                facts,
+                variables=extra,
+                plan=plan,
+                options=EngineOptions(connector=conn, extra_vars=extra),
+                observer=observer,
+                command=f"stepwise demo ({title})",
+            )
+        )
         summary = probe.stop()
     from stepwise.lab.probe import per_second
+
     # the probe's measurements stay with the run: its report needs no lab
     store.add_probe_samples(result.run_id, per_second(probe.records))
     failed = {k: v for k, v in summary["targets"].items() if v["failed"]}
     windows = [w.to_json() for w in plan.windows]
     from stepwise.observe.windows import outside_windows, window_intervals
+
     unannounced = outside_windows(probe.records, window_intervals(plan, store, result.run_id))
-    client = {k: {"requests": v["requests"], "failed": v["failed"]} for k, v in summary["targets"].items()
-              if k.startswith("client:")}
+    client = {
+        k: {"requests": v["requests"], "failed": v["failed"]}
+        for k, v in summary["targets"].items()
+        if k.startswith("client:")
+    }
     from stepwise.observe.status import schema_seconds
+
     migration_s = schema_seconds(store.units(result.run_id))
     failures = _failures_with_units(probe.records, store.units(result.run_id), t0)
-    out = {"phase": title, "run": result.run_id, "status": result.status, "message": result.message, "units": len(plan.units),
-           "elapsed_s": round(time.time() - t0, 1), "planned_windows": windows,
-           "migration_s": round(migration_s, 1),
-           "probe": {"requests": summary["total"]["requests"], "failed": summary["total"]["failed"],
-                     "targets_with_failures": failed, "failed_outside_windows": unannounced, "client": client,
-                     "failures": failures}}
+    out = {
+        "phase": title,
+        "run": result.run_id,
+        "status": result.status,
+        "message": result.message,
+        "units": len(plan.units),
+        "elapsed_s": round(time.time() - t0, 1),
+        "planned_windows": windows,
+        "migration_s": round(migration_s, 1),
+        "probe": {
+            "requests": summary["total"]["requests"],
+            "failed": summary["total"]["failed"],
+            "targets_with_failures": failed,
+            "failed_outside_windows": unannounced,
+            "client": client,
+            "failures": failures,
+        },
+    }
     if not json_out:
         colour = "green" if result.ok and not failed else ("yellow" if result.ok else "red")
-        console.print(Text(f"{title}: {result.status} in {out['elapsed_s']}s, {len(plan.units)} units; probe: "
-                           f"{summary['total']['requests']} requests, {summary['total']['failed']} failed"
-                           + (f", {sum(unannounced.values())} outside the announced windows" if failed else "")
-                           + "".join(f"\n   {k}: {v['failed']} failed, down {v['downtime_s']}s" for k, v in failed.items())
-                           + ("".join(f"\n   planned window: {w['service']} {w['end_s'] - w['start_s']:.0f}s ({w['why']})"
-                                      for w in windows) if failed else ""), style=colour), soft_wrap=True)
+        console.print(
+            Text(
+                f"{title}: {result.status} in {out['elapsed_s']}s, {len(plan.units)} units; probe: "
+                f"{summary['total']['requests']} requests, {summary['total']['failed']} failed"
+                + (f", {sum(unannounced.values())} outside the announced windows" if failed else "")
+                + "".join(
+                    f"\n   {k}: {v['failed']} failed, down {v['downtime_s']}s"
+                    for k, v in failed.items()
+                )
+                + (
+                    "".join(
+                        f"\n   planned window: {w['service']} {w['end_s'] - w['start_s']:.0f}s ({w['why']})"
+                        for w in windows
+                    )
+                    if failed
+                    else ""
+                ),
+                style=colour,
+            ),
+            soft_wrap=True,
+        )
     if not result.ok:
         raise StepwiseError(f"{title} failed: {result.message}")
     return out
@@ -119,8 +188,14 @@ def agreement(store, dep, lab_dir: Path) -> dict[str, Any]:
             checked += 1
             real = installed[pkgs[0]]["version"]
             if rows.get((node.name, svc)) != real:
-                mismatches.append({"node": node.name, "service": svc, "stepwise": rows.get((node.name, svc)),
-                                   "lab": real})
+                mismatches.append(
+                    {
+                        "node": node.name,
+                        "service": svc,
+                        "stepwise": rows.get((node.name, svc)),
+                        "lab": real,
+                    }
+                )
     return {"checked": checked, "mismatches": mismatches}
 
 
@@ -130,23 +205,40 @@ def kernels(lab_dir: Path) -> dict[str, dict[str, str | None]]:
     from stepwise.lab.nodes import Lab
 
     lab = Lab(lab_dir)
-    return {n: {"installed": S.installed(lab, n).get("kernel", {}).get("version"),
-                "running": (lab.read_state(n, "kernel.json", {}) or {}).get("running")} for n in lab.nodes()}
+    return {
+        n: {
+            "installed": S.installed(lab, n).get("kernel", {}).get("version"),
+            "running": (lab.read_state(n, "kernel.json", {}) or {}).get("running"),
+        }
+        for n in lab.nodes()
+    }
 
 
-def _after_phase(report: dict[str, Any], workflow: str, before: dict[str, dict[str, str | None]], lab_dir: Path,
-                 json_out: bool) -> None:
+def _after_phase(
+    report: dict[str, Any],
+    workflow: str,
+    before: dict[str, dict[str, str | None]],
+    lab_dir: Path,
+    json_out: bool,
+) -> None:
     """After the minor update: which nodes rebooted into the new kernel."""
     if workflow != "update":
         return
     after = kernels(lab_dir)
-    report["kernels"] = {n: {"before": before[n]["running"], "installed": k["installed"],
-                             "running": k["running"]} for n, k in after.items()}
+    report["kernels"] = {
+        n: {"before": before[n]["running"], "installed": k["installed"], "running": k["running"]}
+        for n, k in after.items()
+    }
     if not json_out:
         changed = sorted(n for n, k in report["kernels"].items() if k["before"] != k["running"])
-        console.print(Text(f"kernel: {len(changed)} of {len(after)} nodes rebooted into the new "
-                           f"kernel ({', '.join(sorted({after[n]['running'] or '?' for n in changed}))})"
-                           + (f": {', '.join(changed)}" if changed else ""), style="dim"))
+        console.print(
+            Text(
+                f"kernel: {len(changed)} of {len(after)} nodes rebooted into the new "
+                f"kernel ({', '.join(sorted({after[n]['running'] or '?' for n in changed}))})"
+                + (f": {', '.join(changed)}" if changed else ""),
+                style="dim",
+            )
+        )
 
 
 def _openstack_before(lab_dir: Path, report: dict[str, Any], say) -> dict[str, Any] | None:
@@ -159,16 +251,22 @@ def _openstack_before(lab_dir: Path, report: dict[str, Any], say) -> dict[str, A
     from stepwise.lab.openstack import checks
 
     seeded = checks.seed(lab)
-    report["openstack"] = {"series": lab.spec["openstack"]["series"], "services": lab.spec["openstack"]["services"],
-                           "seeded": sorted(k for k in seeded if k != "image_md5"),
-                           "schemas_before": checks.schemas(lab)}
-    say(f"real OpenStack {lab.spec['openstack']['series']}: seeded a project, a resource provider and an image "
-        "to find again after the upgrade")
+    report["openstack"] = {
+        "series": lab.spec["openstack"]["series"],
+        "services": lab.spec["openstack"]["services"],
+        "seeded": sorted(k for k in seeded if k != "image_md5"),
+        "schemas_before": checks.schemas(lab),
+    }
+    say(
+        f"real OpenStack {lab.spec['openstack']['series']}: seeded a project, a resource provider and an image "
+        "to find again after the upgrade"
+    )
     return seeded
 
 
-def _openstack_after(lab_dir: Path, seeded: dict[str, Any] | None, report: dict[str, Any], work: Path,
-                     json_out: bool) -> None:
+def _openstack_after(
+    lab_dir: Path, seeded: dict[str, Any] | None, report: dict[str, Any], work: Path, json_out: bool
+) -> None:
     """Schemas at the new code's head, the seed resources kept, tempest's verdict."""
     if seeded is None:
         return
@@ -191,20 +289,46 @@ def _openstack_after(lab_dir: Path, seeded: dict[str, Any] | None, report: dict[
         return
     for svc, sc in os_report["schemas"].items():
         before = os_report["schemas_before"].get(svc, {}).get("version")
-        moved = f"{before} -> {sc['version']}" if before != sc["version"] else f"{sc['version']} (unchanged)"
-        console.print(Text(f"{svc}: schema {moved}, {'at the head of' if sc['at_head'] else 'BEHIND'} "
-                           f"{sc['code']}", style="green" if sc["at_head"] else "red"), soft_wrap=True)
+        moved = (
+            f"{before} -> {sc['version']}"
+            if before != sc["version"]
+            else f"{sc['version']} (unchanged)"
+        )
+        console.print(
+            Text(
+                f"{svc}: schema {moved}, {'at the head of' if sc['at_head'] else 'BEHIND'} "
+                f"{sc['code']}",
+                style="green" if sc["at_head"] else "red",
+            ),
+            soft_wrap=True,
+        )
     for target, c in sorted(client.items()):
-        console.print(Text(f"openstack client, {target}: {c['calls']} calls, {c['failed']} failed",
-                           style="green" if not c["failed"] else "red"), soft_wrap=True)
+        console.print(
+            Text(
+                f"openstack client, {target}: {c['calls']} calls, {c['failed']} failed",
+                style="green" if not c["failed"] else "red",
+            ),
+            soft_wrap=True,
+        )
     kept = os_report["seed"]
-    console.print(Text(f"seeded resources: {kept['checked'] - len(kept['missing'])} of {kept['checked']} kept"
-                       + "".join(f"\n   missing: {m}" for m in kept["missing"]),
-                       style="green" if kept["kept"] else "red"), soft_wrap=True)
+    console.print(
+        Text(
+            f"seeded resources: {kept['checked'] - len(kept['missing'])} of {kept['checked']} kept"
+            + "".join(f"\n   missing: {m}" for m in kept["missing"]),
+            style="green" if kept["kept"] else "red",
+        ),
+        soft_wrap=True,
+    )
     t = os_report["tempest"]
-    console.print(Text(f"tempest: {t['run']} tests, {t['passed']} passed, {t['failed']} failed, {t['skipped']} "
-                       f"skipped in {t['seconds']:.0f}s" + "".join(f"\n   failed: {f}" for f in t["failures"][:10]),
-                       style="green" if t["run"] and not t["failed"] else "red"), soft_wrap=True)
+    console.print(
+        Text(
+            f"tempest: {t['run']} tests, {t['passed']} passed, {t['failed']} failed, {t['skipped']} "
+            f"skipped in {t['seconds']:.0f}s"
+            + "".join(f"\n   failed: {f}" for f in t["failures"][:10]),
+            style="green" if t["run"] and not t["failed"] else "red",
+        ),
+        soft_wrap=True,
+    )
 
 
 def _write_report(store, dep, path: Path, report: dict[str, Any], json_out: bool) -> None:
@@ -222,32 +346,50 @@ def _write_report(store, dep, path: Path, report: dict[str, Any], json_out: bool
         return
     report["report"] = str(path.resolve())
     if not json_out:
-        console.print(Text(f"report: {path.resolve()} ({size / 1024:.0f} KiB): open it in a browser"), soft_wrap=True)
+        console.print(
+            Text(f"report: {path.resolve()} ({size / 1024:.0f} KiB): open it in a browser"),
+            soft_wrap=True,
+        )
 
 
 @app.command()
-def demo(deployment: Path = typer.Option(EXAMPLE, "--deployment", "-d", help="Deployment to bring up in the lab."),
-         lab_dir: Optional[Path] = typer.Option(None, "--lab-dir", help="Where the lab lives (default: a temp dir)."),
-         target_release: str = typer.Option("R2", "--target-release", help="Release of the major upgrade."),
-         keep: bool = typer.Option(False, "--keep", help="Leave the lab up at the end."),
-         json_out: bool = typer.Option(False, "--json", help="Print a JSON report."),
-         report_path: Path = typer.Option(Path("stepwise-demo-report.html"), "--report", metavar="FILE",
-                                          help="Where to write the HTML report of the demo's runs.")) -> None:
+def demo(
+    deployment: Path = typer.Option(
+        EXAMPLE, "--deployment", "-d", help="Deployment to bring up in the lab."
+    ),
+    lab_dir: Path | None = typer.Option(
+        None, "--lab-dir", help="Where the lab lives (default: a temp dir)."
+    ),
+    target_release: str = typer.Option(
+        "R2", "--target-release", help="Release of the major upgrade."
+    ),
+    keep: bool = typer.Option(False, "--keep", help="Leave the lab up at the end."),
+    json_out: bool = typer.Option(False, "--json", help="Print a JSON report."),
+    report_path: Path = typer.Option(
+        Path("stepwise-demo-report.html"),
+        "--report",
+        metavar="FILE",
+        help="Where to write the HTML report of the demo's runs.",
+    ),
+) -> None:
     """Lab up, plan, minor update, major upgrade (prepare, control plane, data plane, converge),
     probe summary, lab down."""
     import stepwise.lab as lab
     from stepwise.model import NO_FACTS, load_deployment
     from stepwise.plan import make_plan
-    from stepwise.run.discover import discover
+    from stepwise.run.discover import discover, stored_facts
     from stepwise.run.store import open_store
-    from stepwise.run.discover import stored_facts
 
     with reported():
         dep = load_deployment(deployment)
         if not report_path.resolve().parent.is_dir():  # said now, not after a quarter of an hour
             from stepwise.errors import InputError, Problem
-            raise InputError(Problem("the report's directory does not exist", file=str(report_path),
-                                     field="--report"))
+
+            raise InputError(
+                Problem(
+                    "the report's directory does not exist", file=str(report_path), field="--report"
+                )
+            )
         work = Path(tempfile.mkdtemp(prefix="stepwise-demo-"))
         lab_dir = lab_dir or work / "lab"
         say = (lambda m: None) if json_out else (lambda m: console.print(Text(m, style="dim")))
@@ -259,27 +401,48 @@ def demo(deployment: Path = typer.Option(EXAMPLE, "--deployment", "-d", help="De
         try:
             store = open_store(f"sqlite:///{work / (dep.name + '.sqlite')}")
             from stepwise.run.inventory import Connector
-            conn = Connector.from_inventory(lab.inventory(lab_dir), "lab", (lab.ansible_plugin_dir(),))
+
+            conn = Connector.from_inventory(
+                lab.inventory(lab_dir), "lab", (lab.ansible_plugin_dir(),)
+            )
             discover(dep, store, connector=conn)
             facts = stored_facts(dep, store)
             p = make_plan("update", dep, facts)
             if not json_out:
-                console.print(Text(f"plan: minor update of {dep.name}: {len(p.units)} units, estimated "
-                              f"{p.duration_s / 60:.0f} min on real hardware, planned API downtime: "
-                              f"{'none' if not p.windows else ', '.join(w.service for w in p.windows)}"))
+                console.print(
+                    Text(
+                        f"plan: minor update of {dep.name}: {len(p.units)} units, estimated "
+                        f"{p.duration_s / 60:.0f} min on real hardware, planned API downtime: "
+                        f"{'none' if not p.windows else ', '.join(w.service for w in p.windows)}"
+                    )
+                )
             phases = [("minor update", "update", facts, {})]
             ev = {"extra_vars": {"target_release": target_release}}
-            phases += [("upgrade prepare", "upgrade", NO_FACTS, {"stage": "prepare", **ev}),
-                       ("upgrade run (control plane)", "upgrade", NO_FACTS, {"stage": "run", "plane": "control", **ev}),
-                       ("upgrade run (data plane)", "upgrade", NO_FACTS, {"stage": "run", "plane": "data", **ev}),
-                       ("upgrade converge", "upgrade", NO_FACTS, {"stage": "converge", **ev})]
+            phases += [
+                ("upgrade prepare", "upgrade", NO_FACTS, {"stage": "prepare", **ev}),
+                (
+                    "upgrade run (control plane)",
+                    "upgrade",
+                    NO_FACTS,
+                    {"stage": "run", "plane": "control", **ev},
+                ),
+                (
+                    "upgrade run (data plane)",
+                    "upgrade",
+                    NO_FACTS,
+                    {"stage": "run", "plane": "data", **ev},
+                ),
+                ("upgrade converge", "upgrade", NO_FACTS, {"stage": "converge", **ev}),
+            ]
             if not any(dep.catalog[s].plane == "data" for s in dep.instances):
                 phases = [ph for ph in phases if ph[0] != "upgrade run (data plane)"]
             seeded = _openstack_before(lab_dir, report, say)
             before = kernels(lab_dir)
             try:
                 for title, wf, fx, kw in phases:
-                    report["phases"].append(_phase(title, wf, dep, store, lab_dir, fx, json_out, **dict(kw)))
+                    report["phases"].append(
+                        _phase(title, wf, dep, store, lab_dir, fx, json_out, **dict(kw))
+                    )
                     _after_phase(report, wf, before, lab_dir, json_out)
             finally:
                 # written whatever happened: a failed demo is when the report helps most
@@ -289,12 +452,15 @@ def demo(deployment: Path = typer.Option(EXAMPLE, "--deployment", "-d", help="De
             report["status_agrees_with_lab"] = agreement(store, dep, lab_dir)
             if not json_out:
                 a = report["status_agrees_with_lab"]
-                console.print(f"status vs lab: {a['checked']} node/service versions checked, "
-                              f"{len(a['mismatches'])} mismatch(es)")
+                console.print(
+                    f"status vs lab: {a['checked']} node/service versions checked, "
+                    f"{len(a['mismatches'])} mismatch(es)"
+                )
         finally:
             if not keep:
                 lab.down(lab_dir, quiet=True)
                 import shutil
+
                 shutil.rmtree(work, ignore_errors=True)
                 say("lab down")
         if json_out:

@@ -10,8 +10,10 @@ from stepwise.cli.common import console, print_json, reported
 from stepwise.cli.main import app
 from stepwise.cli.options import DEP
 
-facts_app = typer.Typer(help="Facts files: installed and available versions per node (docs/facts.md).",
-                        no_args_is_help=True)
+facts_app = typer.Typer(
+    help="Facts files: installed and available versions per node (docs/facts.md).",
+    no_args_is_help=True,
+)
 app.add_typer(facts_app, name="facts")
 
 #: the first line of a template stepwise wrote (such a file is replaced without --force)
@@ -19,11 +21,14 @@ HEADER = "# stepwise facts template"
 
 
 @facts_app.command("template")
-def template_cmd(deployment: Path = DEP,
-                 output: str = typer.Option(..., "--output", "-o", metavar="FILE",
-                                            help="The facts file to write ('-': stdout)."),
-                 force: bool = typer.Option(False, "--force", help="Replace a file stepwise did not write."),
-                 json_out: bool = typer.Option(False, "--json", help="Print what was written as JSON.")) -> None:
+def template_cmd(
+    deployment: Path = DEP,
+    output: str = typer.Option(
+        ..., "--output", "-o", metavar="FILE", help="The facts file to write ('-': stdout)."
+    ),
+    force: bool = typer.Option(False, "--force", help="Replace a file stepwise did not write."),
+    json_out: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
+) -> None:
     """Write a facts skeleton for a deployment: every node with the packages of its services,
     versions left empty to fill in (`installed`, `available`), the OS major and target."""
     import yaml
@@ -38,19 +43,34 @@ def template_cmd(deployment: Path = DEP,
         doc = facts_template(dep)
         # node and package names are data: serialised by the YAML library, never put in the
         # comment (a constant header)
-        text = (f"{HEADER}: fill in the versions (a package whose available version differs from the\n"
-                "# installed one changes); `stepwise plan ... --facts FILE` reads it. Format: docs/facts.md\n"
-                + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120))
+        text = (
+            f"{HEADER}: fill in the versions (a package whose available version differs from the\n"
+            "# installed one changes); `stepwise plan ... --facts FILE` reads it. Format: docs/facts.md\n"
+            + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120)
+        )
         if output == "-":
             if json_out:
-                raise InputError(Problem("--json prints what was written: give a file with -o FILE", field="--json"))
+                raise InputError(
+                    Problem(
+                        "--json prints what was written: give a file with -o FILE", field="--json"
+                    )
+                )
             typer.echo(text, nl=False)
             return
-        write_output(output, text.encode("utf-8"), field="--output", force=force, ours=HEADER.encode("utf-8"),
-                     mode=0o644)
+        write_output(
+            output,
+            text.encode("utf-8"),
+            field="--output",
+            force=force,
+            ours=HEADER.encode("utf-8"),
+            mode=0o644,
+        )
         packages = sum(len(n["packages"]) for n in doc["nodes"].values())
         if json_out:
             print_json({"wrote": output, "nodes": len(doc["nodes"]), "packages": packages})
         else:
-            console.print(f"wrote {output}: {len(doc['nodes'])} node(s), {packages} package entries to fill in",
-                          markup=False, soft_wrap=True)
+            console.print(
+                f"wrote {output}: {len(doc['nodes'])} node(s), {packages} package entries to fill in",
+                markup=False,
+                soft_wrap=True,
+            )

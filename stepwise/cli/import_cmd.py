@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, List, Optional
+from typing import TYPE_CHECKING
 
 import typer
 from rich.text import Text
@@ -16,17 +16,25 @@ from stepwise.errors import InputError, Problem
 if TYPE_CHECKING:
     from stepwise.model.importing import Imported
 
-import_app = typer.Typer(help="Turn a cloud as it is (a TripleO roles file, an Ansible inventory) into a deployment.",
-                         no_args_is_help=True)
+import_app = typer.Typer(
+    help="Turn a cloud as it is (a TripleO roles file, an Ansible inventory) into a deployment.",
+    no_args_is_help=True,
+)
 app.add_typer(import_app, name="import")
 
-OUT_OPT = typer.Option(..., "--output", "-o", metavar="PATH", help="The deployment YAML to write ('-': stdout).")
-FORCE_OPT = typer.Option(False, "--force", help="Replace an existing file that `stepwise import` did not write.")
+OUT_OPT = typer.Option(
+    ..., "--output", "-o", metavar="PATH", help="The deployment YAML to write ('-': stdout)."
+)
+FORCE_OPT = typer.Option(
+    False, "--force", help="Replace an existing file that `stepwise import` did not write."
+)
 JSON_OPT = typer.Option(False, "--json", help="Print what was written as JSON (needs -o FILE).")
-CATALOG_OPT = typer.Option(None, "--catalog", "-c", metavar="DIR", help="A catalog directory (default: the built-in one).")
+CATALOG_OPT = typer.Option(
+    None, "--catalog", "-c", metavar="DIR", help="A catalog directory (default: the built-in one)."
+)
 
 
-def _pairs(values: List[str] | None, option: str) -> dict[str, str]:
+def _pairs(values: list[str] | None, option: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for v in values or ():
         key, sep, value = v.partition("=")
@@ -50,49 +58,92 @@ def _catalog_ref(catalog: Path | None, output: str) -> str | None:
 HEADER = "# Imported by `stepwise import` (the source is in `description`); check it, then keep it with the cloud.\n"
 
 
-def _write(result: "Imported", output: str, force: bool = False, json_out: bool = False) -> None:
+def _write(result: Imported, output: str, force: bool = False, json_out: bool = False) -> None:
     import yaml
 
     from stepwise.paths import write_output
 
     if json_out and output == "-":
-        raise InputError(Problem("--json prints what was written: give the deployment a file with -o FILE",
-                                 field="--json"))
+        raise InputError(
+            Problem(
+                "--json prints what was written: give the deployment a file with -o FILE",
+                field="--json",
+            )
+        )
 
     # everything from data is serialised by the YAML library, never formatted into the text
     text = HEADER + yaml.safe_dump(result.doc, sort_keys=False, default_flow_style=None, width=120)
     if output == "-":
         typer.echo(text, nl=False)
     else:
-        write_output(output, text.encode("utf-8"), field="--output", force=force, ours=HEADER.encode("utf-8"),
-                     mode=0o644)
+        write_output(
+            output,
+            text.encode("utf-8"),
+            field="--output",
+            force=force,
+            ours=HEADER.encode("utf-8"),
+            mode=0o644,
+        )
     dep = result.deployment
     if json_out:
-        print_json({"wrote": output, "roles": len(dep.roles), "nodes": len(dep.nodes),
-                    "services": len({s for r in dep.roles for s in r.declared}),
-                    "with_runtime": len(dep.instances), "notes": list(result.notes)})
+        print_json(
+            {
+                "wrote": output,
+                "roles": len(dep.roles),
+                "nodes": len(dep.nodes),
+                "services": len({s for r in dep.roles for s in r.declared}),
+                "with_runtime": len(dep.instances),
+                "notes": list(result.notes),
+            }
+        )
         return
     for note in result.notes:
         err_console.print(Text("note: " + note), soft_wrap=True)
     if output != "-":
-        console.print(Text(f"wrote {output}: {len(dep.roles)} role(s), {len(dep.nodes)} node(s), "
-                           f"{len({s for r in dep.roles for s in r.declared})} service(s) "
-                           f"({len(dep.instances)} with a runtime)"), soft_wrap=True)
+        console.print(
+            Text(
+                f"wrote {output}: {len(dep.roles)} role(s), {len(dep.nodes)} node(s), "
+                f"{len({s for r in dep.roles for s in r.declared})} service(s) "
+                f"({len(dep.instances)} with a runtime)"
+            ),
+            soft_wrap=True,
+        )
 
 
 @import_app.command("tripleo")
 def import_tripleo_cmd(
-    roles_data: Path = typer.Option(..., "--roles-data", "-r", metavar="PATH",
-                                    help="tripleo-heat-templates roles file (roles_data.yaml)."),
-    inventory: Optional[Path] = typer.Option(None, "--inventory", "-i", metavar="PATH",
-                                             help="tripleo-ansible-inventory.yaml of the stack: real hosts and addresses."),
-    stack: str = typer.Option("overcloud", "--stack", help="Stack name (%stackname% of the host name formats)."),
-    count: Optional[List[str]] = typer.Option(None, "--count", metavar="ROLE=N",
-                                              help="Nodes of a role without inventory (default: its CountDefault)."),
-    environment: Optional[List[Path]] = typer.Option(None, "--environment", "-e", metavar="PATH",
-                                                     help="THT environment file(s), as given to `overcloud deploy -e`: "
-                                                          "services their resource_registry maps to OS::Heat::None are left out."),
-    catalog: Optional[Path] = CATALOG_OPT,
+    roles_data: Path = typer.Option(
+        ...,
+        "--roles-data",
+        "-r",
+        metavar="PATH",
+        help="tripleo-heat-templates roles file (roles_data.yaml).",
+    ),
+    inventory: Path | None = typer.Option(
+        None,
+        "--inventory",
+        "-i",
+        metavar="PATH",
+        help="tripleo-ansible-inventory.yaml of the stack: real hosts and addresses.",
+    ),
+    stack: str = typer.Option(
+        "overcloud", "--stack", help="Stack name (%stackname% of the host name formats)."
+    ),
+    count: list[str] | None = typer.Option(
+        None,
+        "--count",
+        metavar="ROLE=N",
+        help="Nodes of a role without inventory (default: its CountDefault).",
+    ),
+    environment: list[Path] | None = typer.Option(
+        None,
+        "--environment",
+        "-e",
+        metavar="PATH",
+        help="THT environment file(s), as given to `overcloud deploy -e`: "
+        "services their resource_registry maps to OS::Heat::None are left out.",
+    ),
+    catalog: Path | None = CATALOG_OPT,
     output: str = OUT_OPT,
     force: bool = FORCE_OPT,
     json_out: bool = JSON_OPT,
@@ -106,23 +157,41 @@ def import_tripleo_cmd(
         counts: dict[str, int] = {}
         for role, n in _pairs(count, "--count").items():
             if not n.isdigit():
-                raise InputError(Problem(f"--count {role}={n}: not a number of nodes", field="--count"))
+                raise InputError(
+                    Problem(f"--count {role}={n}: not a number of nodes", field="--count")
+                )
             counts[role] = int(n)
-        result = import_tripleo(roles_data, load_catalog(catalog), stack=stack, inventory=inventory, counts=counts,
-                                catalog_ref=_catalog_ref(catalog, output), environments=list(environment or ()))
+        result = import_tripleo(
+            roles_data,
+            load_catalog(catalog),
+            stack=stack,
+            inventory=inventory,
+            counts=counts,
+            catalog_ref=_catalog_ref(catalog, output),
+            environments=list(environment or ()),
+        )
         _write(result, output, force, json_out)
 
 
 @import_app.command("inventory")
 def import_inventory_cmd(
-    inventory: Path = typer.Argument(..., metavar="INVENTORY", help="An Ansible inventory (INI or YAML); groups are roles."),
+    inventory: Path = typer.Argument(
+        ..., metavar="INVENTORY", help="An Ansible inventory (INI or YAML); groups are roles."
+    ),
     name: str = typer.Option("cloud", "--name", help="Name of the deployment."),
-    services: Optional[List[str]] = typer.Option(None, "--services", metavar="GROUP=a,b",
-                                                 help="Services of a group (else its var stepwise_services)."),
-    controlplane: Optional[List[str]] = typer.Option(None, "--controlplane", metavar="GROUP",
-                                                     help="A group updated as control plane (default: groups "
-                                                          "without data-plane services)."),
-    catalog: Optional[Path] = CATALOG_OPT,
+    services: list[str] | None = typer.Option(
+        None,
+        "--services",
+        metavar="GROUP=a,b",
+        help="Services of a group (else its var stepwise_services).",
+    ),
+    controlplane: list[str] | None = typer.Option(
+        None,
+        "--controlplane",
+        metavar="GROUP",
+        help="A group updated as control plane (default: groups without data-plane services).",
+    ),
+    catalog: Path | None = CATALOG_OPT,
     output: str = OUT_OPT,
     force: bool = FORCE_OPT,
     json_out: bool = JSON_OPT,
@@ -132,7 +201,16 @@ def import_inventory_cmd(
     from stepwise.model.importing import import_inventory
 
     with reported():
-        by_group = {g: [s.strip() for s in v.split(",") if s.strip()] for g, v in _pairs(services, "--services").items()}
-        result = import_inventory(inventory, load_catalog(catalog), name=name, services=by_group,
-                                  controlplane=list(controlplane or ()), catalog_ref=_catalog_ref(catalog, output))
+        by_group = {
+            g: [s.strip() for s in v.split(",") if s.strip()]
+            for g, v in _pairs(services, "--services").items()
+        }
+        result = import_inventory(
+            inventory,
+            load_catalog(catalog),
+            name=name,
+            services=by_group,
+            controlplane=list(controlplane or ()),
+            catalog_ref=_catalog_ref(catalog, output),
+        )
         _write(result, output, force, json_out)

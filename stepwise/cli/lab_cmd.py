@@ -4,25 +4,37 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 from stepwise.cli.common import console, print_json, reported
-from stepwise.cli.safety import esc
 from stepwise.cli.main import app
+from stepwise.cli.safety import esc
 
-lab = typer.Typer(help="A real cloud on this machine (loopback nodes, real MariaDB and HAProxy) to test, "
-                       "demo and rehearse upgrades on.", no_args_is_help=True)
+lab = typer.Typer(
+    help="A real cloud on this machine (loopback nodes, real MariaDB and HAProxy) to test, "
+    "demo and rehearse upgrades on.",
+    no_args_is_help=True,
+)
 app.add_typer(lab, name="lab")
 
-DirOpt = typer.Option(None, "--dir", help="Lab state directory (default: the only lab under ~/.local/state/stepwise/labs).")
+DirOpt = typer.Option(
+    None,
+    "--dir",
+    help="Lab state directory (default: the only lab under ~/.local/state/stepwise/labs).",
+)
 
 
 @lab.command("up")
-def up_cmd(deployment: Path = typer.Option(..., "--deployment", "-d", help="Deployment YAML file."),
-           directory: Optional[Path] = typer.Option(None, "--dir", help="Lab state directory (default: per deployment name)."),
-           workloads: int = typer.Option(1, "--workloads", min=0, max=20, help="Workloads (instances) per compute.")) -> None:
+def up_cmd(
+    deployment: Path = typer.Option(..., "--deployment", "-d", help="Deployment YAML file."),
+    directory: Path | None = typer.Option(
+        None, "--dir", help="Lab state directory (default: per deployment name)."
+    ),
+    workloads: int = typer.Option(
+        1, "--workloads", min=0, max=20, help="Workloads (instances) per compute."
+    ),
+) -> None:
     """Bring up every node of the deployment: addresses, state, processes; wait until healthy."""
     from stepwise.lab.control import up
 
@@ -31,14 +43,21 @@ def up_cmd(deployment: Path = typer.Option(..., "--deployment", "-d", help="Depl
         from stepwise.cli.buildbar import build_bar
 
         with build_bar(console) as build:
-            lab_ = up(deployment, directory, workloads, build=build,
-                      progress=lambda m: console.print(f"[dim]{time.monotonic() - t0:5.1f}s[/] {esc(m)}"))
+            lab_ = up(
+                deployment,
+                directory,
+                workloads,
+                build=build,
+                progress=lambda m: console.print(f"[dim]{time.monotonic() - t0:5.1f}s[/] {esc(m)}"),
+            )
         console.print(f"lab dir: {lab_.dir}", markup=False)
 
 
 @lab.command("down")
-def down_cmd(directory: Optional[Path] = DirOpt,
-             purge: bool = typer.Option(False, "--purge", help="Also delete the lab's state directory.")) -> None:
+def down_cmd(
+    directory: Path | None = DirOpt,
+    purge: bool = typer.Option(False, "--purge", help="Also delete the lab's state directory."),
+) -> None:
     """End every process of the lab (also what a crashed supervisor left behind)."""
     import shutil
 
@@ -53,7 +72,9 @@ def down_cmd(directory: Optional[Path] = DirOpt,
 
 
 @lab.command("status")
-def status_cmd(directory: Optional[Path] = DirOpt, as_json: bool = typer.Option(False, "--json")) -> None:
+def status_cmd(
+    directory: Path | None = DirOpt, as_json: bool = typer.Option(False, "--json")
+) -> None:
     """Nodes, address, OS major, services with version and state; workloads; cluster quorum."""
     from stepwise.lab.control import find_lab, status
 
@@ -62,38 +83,62 @@ def status_cmd(directory: Optional[Path] = DirOpt, as_json: bool = typer.Option(
         if as_json:
             print_json(st)
             return
-        console.print(esc(f"lab {st['lab']}  VIP {st['vip']}  {st['dir']}")
-                      + ("" if st["supervisor"] else "  [red](supervisor not running)[/]"))
+        console.print(
+            esc(f"lab {st['lab']}  VIP {st['vip']}  {st['dir']}")
+            + ("" if st["supervisor"] else "  [red](supervisor not running)[/]")
+        )
         for c in st["components"]:
-            console.print(f"  [{'green' if c['kind'] == 'real' else 'yellow'}]{esc(c['kind']):<8}[/] "
-                          + esc(f"{c['name']}: {c['detail']}"))
+            console.print(
+                f"  [{'green' if c['kind'] == 'real' else 'yellow'}]{esc(c['kind']):<8}[/] "
+                + esc(f"{c['name']}: {c['detail']}")
+            )
         for n in st["nodes"]:
-            console.print(f"[bold]{esc(n['name'])}[/] " + esc(f"{n['address']} {n['role']} OS {n['os_major']} "
-                          f"{n['release']} kernel {n['kernel']}") + (" [red]DOWN[/]" if n["down"] else ""))
+            console.print(
+                f"[bold]{esc(n['name'])}[/] "
+                + esc(
+                    f"{n['address']} {n['role']} OS {n['os_major']} "
+                    f"{n['release']} kernel {n['kernel']}"
+                )
+                + (" [red]DOWN[/]" if n["down"] else "")
+            )
             for s in n["services"]:
                 color = "green" if s["healthy"] else "red"
-                console.print(esc(f"    {s['name']:<22} {s['version'] or '-':<10} {s['kind']:<8} ")
-                              + f"[{color}]{esc(s['state'])}[/]" + (esc(f"  {s['runs']}") if s["kind"] == "real" else "")
-                              + ("" if s["healthy"] else esc(f"  {s['health']}"))
-                              + (f"  restarts {s['restarts']}" if s["restarts"] else ""))
+                console.print(
+                    esc(f"    {s['name']:<22} {s['version'] or '-':<10} {s['kind']:<8} ")
+                    + f"[{color}]{esc(s['state'])}[/]"
+                    + (esc(f"  {s['runs']}") if s["kind"] == "real" else "")
+                    + ("" if s["healthy"] else esc(f"  {s['health']}"))
+                    + (f"  restarts {s['restarts']}" if s["restarts"] else "")
+                )
         for w in st["workloads"]:
-            console.print(esc(f"  workload {w['name']} on {w['host']} {w['address']} ")
-                          + f"[{'green' if w['healthy'] else 'red'}]{esc(w['state'])}[/]")
+            console.print(
+                esc(f"  workload {w['name']} on {w['host']} {w['address']} ")
+                + f"[{'green' if w['healthy'] else 'red'}]{esc(w['state'])}[/]"
+            )
         for c, q in st["quorum"].items():
             console.print(f"  cluster {c}: {q}", markup=False)
         db = st.get("database") or {}
         if db:
-            console.print(f"  database {db['service']}: real Galera cluster ({db['software']}), {db['status']}, "
-                          f"{db['cluster_size']} member(s): "
-                          + ", ".join(f"{n} {m['state']}" for n, m in db["members"].items()), markup=False)
+            console.print(
+                f"  database {db['service']}: real Galera cluster ({db['software']}), {db['status']}, "
+                f"{db['cluster_size']} member(s): "
+                + ", ".join(f"{n} {m['state']}" for n, m in db["members"].items()),
+                markup=False,
+            )
 
 
 @lab.command("probe")
-def probe_cmd(directory: Optional[Path] = DirOpt,
-              duration: float = typer.Option(10.0, "--duration", min=0.5, max=3600, help="Seconds to probe."),
-              rate: float = typer.Option(5.0, "--rate", min=0.1, max=50, help="Rounds of requests per second."),
-              out: Optional[Path] = typer.Option(None, "--out", help="Append every outcome as JSON lines here."),
-              as_json: bool = typer.Option(False, "--json")) -> None:
+def probe_cmd(
+    directory: Path | None = DirOpt,
+    duration: float = typer.Option(10.0, "--duration", min=0.5, max=3600, help="Seconds to probe."),
+    rate: float = typer.Option(
+        5.0, "--rate", min=0.1, max=50, help="Rounds of requests per second."
+    ),
+    out: Path | None = typer.Option(
+        None, "--out", help="Append every outcome as JSON lines here."
+    ),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
     """Send real requests through every VIP and to every workload; summarise downtime."""
     from stepwise.lab.control import find_lab
     from stepwise.lab.probe import Probe
@@ -112,18 +157,23 @@ def probe_cmd(directory: Optional[Path] = DirOpt,
             return
         for name, s in summary["targets"].items():
             color = "green" if not s["failed"] else "red"
-            console.print(esc(f"{name:<28} ") + f"[{color}]{s['failed']:>5} failed[/] of {s['requests']:<6} "
-                          f"downtime {s['downtime_s']:.2f}s" + (esc(f"  ({s['first_error']})") if s["first_error"] else ""))
+            console.print(
+                esc(f"{name:<28} ") + f"[{color}]{s['failed']:>5} failed[/] of {s['requests']:<6} "
+                f"downtime {s['downtime_s']:.2f}s"
+                + (esc(f"  ({s['first_error']})") if s["first_error"] else "")
+            )
         t = summary["total"]
         console.print(f"total: {t['failed']} failed of {t['requests']}")
 
 
 @lab.command("fault")
-def fault_cmd(kind: str = typer.Argument(..., help="crash | recover | hang-stop | slow | disk-full | clear"),
-              node: str = typer.Argument(..., help="Node name."),
-              target: Optional[str] = typer.Argument(None, help="Service (hang-stop) or command (slow)."),
-              seconds: float = typer.Option(5.0, "--seconds", min=0, max=600, help="Delay for 'slow'."),
-              directory: Optional[Path] = DirOpt) -> None:
+def fault_cmd(
+    kind: str = typer.Argument(..., help="crash | recover | hang-stop | slow | disk-full | clear"),
+    node: str = typer.Argument(..., help="Node name."),
+    target: str | None = typer.Argument(None, help="Service (hang-stop) or command (slow)."),
+    seconds: float = typer.Option(5.0, "--seconds", min=0, max=600, help="Delay for 'slow'."),
+    directory: Path | None = DirOpt,
+) -> None:
     """Inject a fault: crash a node, make a service hang on stop, slow a command, fill a disk."""
     from stepwise.lab.control import find_lab
     from stepwise.lab.faults import inject
@@ -133,9 +183,13 @@ def fault_cmd(kind: str = typer.Argument(..., help="crash | recover | hang-stop 
 
 
 @lab.command("exec")
-def exec_cmd(node: str = typer.Argument(..., help="Node name."),
-             command: list[str] = typer.Argument(..., help="Command to run on the node, e.g. dnf list installed"),
-             directory: Optional[Path] = DirOpt) -> None:
+def exec_cmd(
+    node: str = typer.Argument(..., help="Node name."),
+    command: list[str] = typer.Argument(
+        ..., help="Command to run on the node, e.g. dnf list installed"
+    ),
+    directory: Path | None = DirOpt,
+) -> None:
     """Run one node command on a lab node, as an Ansible task would."""
     import subprocess
 
@@ -145,8 +199,10 @@ def exec_cmd(node: str = typer.Argument(..., help="Node name."),
     with reported():
         lab_ = find_lab(directory)
         if node not in lab_.spec["nodes"]:
-            raise InputError(Problem(f"unknown node '{node}'", hint=f"nodes: {', '.join(lab_.nodes())}"))
-        rc = subprocess.run(command, env=lab_.node_env(node), cwd=str(lab_.node_root(node))).returncode
+            raise InputError(
+                Problem(f"unknown node '{node}'", hint=f"nodes: {', '.join(lab_.nodes())}")
+            )
+        rc = subprocess.run(
+            command, env=lab_.node_env(node), cwd=str(lab_.node_root(node))
+        ).returncode
         raise typer.Exit(rc)
-
-

@@ -25,19 +25,30 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                       help="Show the version and exit.")) -> None:
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Show the version and exit."
+    ),
+) -> None:
     """stepwise: rolling updates, major upgrades, OS upgrades and management-node upgrades."""
 
 
 def _register() -> None:
     # Each command family lives in its own module; importing registers it on `app`.
-    from stepwise.cli import plan_cmd  # noqa: F401
     import importlib
 
-    for mod in ("stepwise.cli.catalog_cmd", "stepwise.cli.import_cmd", "stepwise.cli.lab_cmd", "stepwise.cli.run_cmd",
-                "stepwise.cli.observe_cmd", "stepwise.cli.export_cmd", "stepwise.cli.report_cmd",
-                "stepwise.cli.facts_cmd"):
+    from stepwise.cli import plan_cmd  # noqa: F401
+
+    for mod in (
+        "stepwise.cli.catalog_cmd",
+        "stepwise.cli.import_cmd",
+        "stepwise.cli.lab_cmd",
+        "stepwise.cli.run_cmd",
+        "stepwise.cli.observe_cmd",
+        "stepwise.cli.export_cmd",
+        "stepwise.cli.report_cmd",
+        "stepwise.cli.facts_cmd",
+    ):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as exc:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.table import Table
@@ -16,7 +15,7 @@ from stepwise.model import load_deployment
 
 
 @app.command()
-def status(deployment: Path = DEP, store: Optional[str] = STORE, json_out: bool = JSON) -> None:
+def status(deployment: Path = DEP, store: str | None = STORE, json_out: bool = JSON) -> None:
     """Per node and service: version and state; the current run and where it is."""
     from stepwise.observe.status import status as do_status
     from stepwise.run.resume import lock_path_for
@@ -34,13 +33,25 @@ def status(deployment: Path = DEP, store: Optional[str] = STORE, json_out: bool 
             return
         run = data["run"]
         if run:
-            line = Text(f"run {run['id']} ({run['workflow']} "
-                        + " ".join(f"{k}={v}" for k, v in run["params"].items() if k in ("stage", "plane", "limit", "tags"))
-                        + "): ")
+            line = Text(
+                f"run {run['id']} ({run['workflow']} "
+                + " ".join(
+                    f"{k}={v}"
+                    for k, v in run["params"].items()
+                    if k in ("stage", "plane", "limit", "tags")
+                )
+                + "): "
+            )
             line.append(run["status"], style="bold")
-            line.append(f", {run['units'].get('done', 0)}/{run['units']['total']} units done"
-                        + (f", now {', '.join(run['current'])}" if run["current"] and run["status"] == "running" else "")
-                        + (f"; {run['message']}" if run["message"] else ""))
+            line.append(
+                f", {run['units'].get('done', 0)}/{run['units']['total']} units done"
+                + (
+                    f", now {', '.join(run['current'])}"
+                    if run["current"] and run["status"] == "running"
+                    else ""
+                )
+                + (f"; {run['message']}" if run["message"] else "")
+            )
             console.print(line, soft_wrap=True)
         else:
             console.print("no run recorded for this cloud yet", markup=False)
@@ -48,18 +59,27 @@ def status(deployment: Path = DEP, store: Optional[str] = STORE, json_out: bool 
         for node, info in data["nodes"].items():
             first = True
             for svc, s in info["services"].items():
-                t.add_row(Text(node if first else ""), Text(str((info["os"] or {}).get("major", "")) if first else ""),
-                          Text(svc), Text(s["version"] or "?"), Text(s["state"]))
+                t.add_row(
+                    Text(node if first else ""),
+                    Text(str((info["os"] or {}).get("major", "")) if first else ""),
+                    Text(svc),
+                    Text(s["version"] or "?"),
+                    Text(s["state"]),
+                )
                 first = False
         console.print(t)
 
 
 @app.command()
-def history(deployment: Path = DEP, store: Optional[str] = STORE,
-            run: Optional[int] = typer.Option(None, "--run", help="Show one run's units and failures.", min=1,
-                                              max=2**62),
-            limit: int = typer.Option(20, "--last", help="How many runs to list.", min=1, max=10000),
-            json_out: bool = JSON) -> None:
+def history(
+    deployment: Path = DEP,
+    store: str | None = STORE,
+    run: int | None = typer.Option(
+        None, "--run", help="Show one run's units and failures.", min=1, max=2**62
+    ),
+    limit: int = typer.Option(20, "--last", help="How many runs to list.", min=1, max=10000),
+    json_out: bool = JSON,
+) -> None:
     """The runs on this cloud, or one run's units, attempts and failures."""
     from stepwise.errors import InputError, Problem
     from stepwise.observe.status import history as do_history
@@ -71,7 +91,12 @@ def history(deployment: Path = DEP, store: Optional[str] = STORE,
         st = existing_store(dep, store)
         if st is None:
             if run is not None:
-                raise InputError(Problem(f"no run {run} for cloud {dep.name}: nothing was recorded yet", field="--run"))
+                raise InputError(
+                    Problem(
+                        f"no run {run} for cloud {dep.name}: nothing was recorded yet",
+                        field="--run",
+                    )
+                )
             data = {"cloud": dep.name, "runs": []}
         else:
             data = do_history(st, dep.name, run, limit, lock_path_for(dep, dep.name))
@@ -80,14 +105,25 @@ def history(deployment: Path = DEP, store: Optional[str] = STORE,
             return
         if run is None:
             for r in data["runs"]:
-                console.print(f"{r['id']:>4} {r['started_at']} {r['workflow']:<18} {r['status']:<11} "
-                              f"{r['units'].get('done', 0)}/{r['units']['total']} units  {r['command']}",
-                              markup=False, soft_wrap=True)
+                console.print(
+                    f"{r['id']:>4} {r['started_at']} {r['workflow']:<18} {r['status']:<11} "
+                    f"{r['units'].get('done', 0)}/{r['units']['total']} units  {r['command']}",
+                    markup=False,
+                    soft_wrap=True,
+                )
             if not data["runs"]:
                 console.print("no run recorded for this cloud yet", markup=False)
             return
         for u in data["units"]:
-            console.print(f"{u['state']:<11} x{u['attempts']} {u['id']:<6} {u['step']:<28} {','.join(u['nodes'][:4])}"
-                          + (f"  {u['message']}" if u["message"] else ""), markup=False, soft_wrap=True)
+            console.print(
+                f"{u['state']:<11} x{u['attempts']} {u['id']:<6} {u['step']:<28} {','.join(u['nodes'][:4])}"
+                + (f"  {u['message']}" if u["message"] else ""),
+                markup=False,
+                soft_wrap=True,
+            )
         for f in data["failures"]:
-            console.print(f"FAILED {f['host']}: {f['task']} ({f['unit']}): {f['message']}", markup=False, soft_wrap=True)
+            console.print(
+                f"FAILED {f['host']}: {f['task']} ({f['unit']}): {f['message']}",
+                markup=False,
+                soft_wrap=True,
+            )

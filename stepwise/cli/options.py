@@ -18,32 +18,84 @@ from stepwise.model import NO_FACTS, Deployment, Facts, load_facts
 from stepwise.paths import is_directory, read_input
 
 DEP = typer.Option(..., "--deployment", "-d", help="The deployment YAML.", metavar="PATH")
-LIMIT = typer.Option(None, "--limit", "-l", help="Ansible-style: nodes, roles, globs, '!x', '&x', comma-separated.")
-TAGS = typer.Option(None, "--tags", "-t", help="Run only units with these tags or steps (comma-separated, repeatable).")
+LIMIT = typer.Option(
+    None, "--limit", "-l", help="Ansible-style: nodes, roles, globs, '!x', '&x', comma-separated."
+)
+TAGS = typer.Option(
+    None,
+    "--tags",
+    "-t",
+    help="Run only units with these tags or steps (comma-separated, repeatable).",
+)
 SKIP = typer.Option(None, "--skip-tags", help="Skip units with these tags or steps.")
-EXTRA = typer.Option(None, "--extra-vars", "-e", help="key=value, JSON, or @file (repeatable), as ansible-playbook. "
-                     "Values of keys that look secret (password, token, key, ...) are never stored or shown.")
+EXTRA = typer.Option(
+    None,
+    "--extra-vars",
+    "-e",
+    help="key=value, JSON, or @file (repeatable), as ansible-playbook. "
+    "Values of keys that look secret (password, token, key, ...) are never stored or shown.",
+)
 YES = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
-JSON = typer.Option(False, "--json", help="Print a JSON result (for scripts) instead of live progress.")
-STORE = typer.Option(None, "--store", help="State store URL (default: .stepwise/<cloud>.sqlite next to the "
-                     "deployment; or $STEPWISE_STORE). PostgreSQL: postgresql+psycopg://user:pw@host/db")
+JSON = typer.Option(
+    False, "--json", help="Print a JSON result (for scripts) instead of live progress."
+)
+STORE = typer.Option(
+    None,
+    "--store",
+    help="State store URL (default: .stepwise/<cloud>.sqlite next to the "
+    "deployment; or $STEPWISE_STORE). PostgreSQL: postgresql+psycopg://user:pw@host/db",
+)
 FACTS = typer.Option(None, "--facts", help="Facts file; default: what `stepwise discover` stored.")
-LAB = typer.Option(None, "--lab", help="Run against a lab directory (its connection and inventory); "
-                   "default for a deployment whose lab is up: none (SSH).", metavar="DIR")
-INV = typer.Option(None, "--inventory", "-i", help="Inventory (YAML/JSON) whose host vars override the deployment's "
-                   "(e.g. SSH user, key, port).", metavar="PATH")
-FRESH = typer.Option(False, "--fresh", help="Start a new run instead of continuing an unfinished one.")
-RERUN = typer.Option(None, "--rerun", help="Run this completed unit again (repeatable; never a once-only unit).")
-FORKS = typer.Option(50, "--forks", help="Parallel hosts per unit, as Ansible's --forks.", min=1, max=1000)
-PARALLEL = typer.Option(8, "--max-parallel-units", help="Units running at the same time at most (1: one after another).",
-                        min=1, max=256)
-MAXFAIL = typer.Option(0, "--max-fail-percentage", help="Failed hosts tolerated (%) before the run stops; "
-                       "0: the first failure stops it.", min=0, max=100)
-KEEP = typer.Option(False, "--keep-artifacts", help="Keep the rendered playbooks and Ansible artifacts.")
+LAB = typer.Option(
+    None,
+    "--lab",
+    help="Run against a lab directory (its connection and inventory); "
+    "default for a deployment whose lab is up: none (SSH).",
+    metavar="DIR",
+)
+INV = typer.Option(
+    None,
+    "--inventory",
+    "-i",
+    help="Inventory (YAML/JSON) whose host vars override the deployment's "
+    "(e.g. SSH user, key, port).",
+    metavar="PATH",
+)
+FRESH = typer.Option(
+    False, "--fresh", help="Start a new run instead of continuing an unfinished one."
+)
+RERUN = typer.Option(
+    None, "--rerun", help="Run this completed unit again (repeatable; never a once-only unit)."
+)
+FORKS = typer.Option(
+    50, "--forks", help="Parallel hosts per unit, as Ansible's --forks.", min=1, max=1000
+)
+PARALLEL = typer.Option(
+    8,
+    "--max-parallel-units",
+    help="Units running at the same time at most (1: one after another).",
+    min=1,
+    max=256,
+)
+MAXFAIL = typer.Option(
+    0,
+    "--max-fail-percentage",
+    help="Failed hosts tolerated (%) before the run stops; 0: the first failure stops it.",
+    min=0,
+    max=100,
+)
+KEEP = typer.Option(
+    False, "--keep-artifacts", help="Keep the rendered playbooks and Ansible artifacts."
+)
 
 
-SECRET = typer.Option(None, "--secret", help="KEY=@FILE or KEY=env:VARIABLE (repeatable): a variable for the "
-                      "tasks whose value is never stored, logged or shown, whatever its name.", metavar="KEY=SOURCE")
+SECRET = typer.Option(
+    None,
+    "--secret",
+    help="KEY=@FILE or KEY=env:VARIABLE (repeatable): a variable for the "
+    "tasks whose value is never stored, logged or shown, whatever its name.",
+    metavar="KEY=SOURCE",
+)
 
 #: an Ansible variable name (anything else fails on the node, halfway through a run)
 _VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,199}$")
@@ -68,8 +120,13 @@ def _load_extra_file(v: str) -> dict[str, Any]:
     from stepwise.model.yamlsrc import load_yaml, to_plain
 
     if not v[1:]:
-        raise InputError(Problem("extra-vars file not found: (no path after @)", field="-e",
-                                 hint="give -e @path/to/vars.yml"))
+        raise InputError(
+            Problem(
+                "extra-vars file not found: (no path after @)",
+                field="-e",
+                hint="give -e @path/to/vars.yml",
+            )
+        )
     path = Path(v[1:])
     data = to_plain(load_yaml(path, field="-e"))
     if not isinstance(data, dict):
@@ -98,12 +155,22 @@ def parse_extra_vars(values: list[str] | None) -> dict[str, Any]:
             try:
                 pairs = shlex.split(v)
             except ValueError as exc:
-                raise InputError(Problem(f"-e cannot be split into key=value pairs: {exc}", field="-e",
-                                         hint="quote values with spaces: -e 'key=\"a b\"'")) from None
+                raise InputError(
+                    Problem(
+                        f"-e cannot be split into key=value pairs: {exc}",
+                        field="-e",
+                        hint="quote values with spaces: -e 'key=\"a b\"'",
+                    )
+                ) from None
             for pair in pairs:
                 if "=" not in pair:
-                    raise InputError(Problem(f"-e '{pair}' is not key=value", field="-e",
-                                             hint="use -e key=value, -e '{\"key\": 1}' or -e @vars.yml"))
+                    raise InputError(
+                        Problem(
+                            f"-e '{pair}' is not key=value",
+                            field="-e",
+                            hint="use -e key=value, -e '{\"key\": 1}' or -e @vars.yml",
+                        )
+                    )
                 k, val = pair.split("=", 1)
                 out[k] = val
     return _checked_vars(out)
@@ -114,15 +181,31 @@ def _checked_vars(out: dict[str, Any]) -> dict[str, Any]:
 
     for k in out:
         if not _VAR_RE.fullmatch(str(k)):
-            raise InputError(Problem(f"-e '{k}' is not a variable name", field="-e",
-                                     hint="letters, digits and '_', not starting with a digit"))
+            raise InputError(
+                Problem(
+                    f"-e '{k}' is not a variable name",
+                    field="-e",
+                    hint="letters, digits and '_', not starting with a digit",
+                )
+            )
     if len(json.dumps(out, default=str)) > MAX_STRING:
-        raise InputError(Problem(f"-e values are larger than {MAX_STRING:,} characters", field="-e"))
+        raise InputError(
+            Problem(f"-e values are larger than {MAX_STRING:,} characters", field="-e")
+        )
     rel = out.get("target_release")
     if rel is not None:
-        if isinstance(rel, bool) or not isinstance(rel, (str, int)) or not _RELEASE_RE.fullmatch(str(rel)):
-            raise InputError(Problem(f"target_release '{rel}' is not a release name", field="-e",
-                                     hint="letters, digits, '.', '_', '+', '-' (e.g. -e target_release=R2)"))
+        if (
+            isinstance(rel, bool)
+            or not isinstance(rel, (str, int))
+            or not _RELEASE_RE.fullmatch(str(rel))
+        ):
+            raise InputError(
+                Problem(
+                    f"target_release '{rel}' is not a release name",
+                    field="-e",
+                    hint="letters, digits, '.', '_', '+', '-' (e.g. -e target_release=R2)",
+                )
+            )
         out["target_release"] = str(rel)
     for k in ("system_upgrade_mode", "system_upgrade_nodes"):
         if k in out and not isinstance(out[k], str):
@@ -136,13 +219,26 @@ def parse_secrets(values: list[str] | None) -> dict[str, str]:
     out: dict[str, str] = {}
     for v in values or []:
         k, eq, src = v.partition("=")
-        if not eq or not _VAR_RE.fullmatch(k) or not (src.startswith("@") or src.startswith("env:")):
-            raise InputError(Problem(f"--secret '{k if eq else '...'}=...' is not KEY=@FILE or KEY=env:NAME",
-                                     field="--secret", hint="e.g. --secret db_password=@/run/secrets/db"))
+        if (
+            not eq
+            or not _VAR_RE.fullmatch(k)
+            or not (src.startswith("@") or src.startswith("env:"))
+        ):
+            raise InputError(
+                Problem(
+                    f"--secret '{k if eq else '...'}=...' is not KEY=@FILE or KEY=env:NAME",
+                    field="--secret",
+                    hint="e.g. --secret db_password=@/run/secrets/db",
+                )
+            )
         if src.startswith("env:"):
             if src[4:] not in os.environ:
-                raise InputError(Problem(f"--secret {k}: environment variable '{src[4:]}' is not set",
-                                         field="--secret"))
+                raise InputError(
+                    Problem(
+                        f"--secret {k}: environment variable '{src[4:]}' is not set",
+                        field="--secret",
+                    )
+                )
             # taken out of the environment: Ansible's processes (and ansible-runner's record of
             # their environment) never see it
             out[k] = os.environ.pop(src[4:])
@@ -152,14 +248,18 @@ def parse_secrets(values: list[str] | None) -> dict[str, str]:
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
-            raise InputError(Problem(f"--secret {k}: the file is not UTF-8 text", file=str(path),
-                                     field="--secret")) from None
+            raise InputError(
+                Problem(
+                    f"--secret {k}: the file is not UTF-8 text", file=str(path), field="--secret"
+                )
+            ) from None
         out[k] = text[:-1] if text.endswith("\n") else text
     return out
 
 
 def open_cloud_store(deployment: Deployment, url: str | None):
     from stepwise.run.store import default_store_url, open_store
+
     return open_store(default_store_url(deployment.path, deployment.name, url))
 
 
@@ -173,17 +273,32 @@ def connector(lab: Path | None, inventory_file: Path | None):
         try:
             import stepwise.lab as labmod
         except ImportError:
-            raise InputError(Problem("this stepwise has no lab (stepwise.lab is missing)", field="--lab")) from None
+            raise InputError(
+                Problem("this stepwise has no lab (stepwise.lab is missing)", field="--lab")
+            ) from None
         if not is_directory(lab, "--lab") or not (lab / "lab.json").is_file():
-            raise InputError(Problem(f"no lab in {lab}", field="--lab",
-                                     hint="bring one up with `stepwise lab up -d DEPLOYMENT`"))
-        found = Connector.from_inventory(labmod.inventory(lab), "lab", (labmod.ansible_plugin_dir(),))
+            raise InputError(
+                Problem(
+                    f"no lab in {lab}",
+                    field="--lab",
+                    hint="bring one up with `stepwise lab up -d DEPLOYMENT`",
+                )
+            )
+        found = Connector.from_inventory(
+            labmod.inventory(lab), "lab", (labmod.ansible_plugin_dir(),)
+        )
     if inventory_file is not None:
         from stepwise.model.yamlsrc import load_yaml, to_plain
+
         data = to_plain(load_yaml(inventory_file, field="--inventory")) or {}
         if not isinstance(data, dict):
-            raise InputError(Problem("an inventory must be a mapping (groups, hosts, vars)", file=str(inventory_file),
-                                     field="--inventory"))
+            raise InputError(
+                Problem(
+                    "an inventory must be a mapping (groups, hosts, vars)",
+                    file=str(inventory_file),
+                    field="--inventory",
+                )
+            )
         given = Connector.from_inventory(data, "inventory")
         found = found.merged(given) if found else given
     return found
@@ -204,7 +319,10 @@ def facts_for(deployment: Deployment, facts_file: Path | None, store, workflow=N
     packages = workflow in (None, Workflow.UPDATE, Workflow.UNDERCLOUD_UPGRADE)
     if workflow is Workflow.UPGRADE:
         return NO_FACTS.with_progress(progress)
-    from stepwise.run.discover import stored_facts  # the run layer only when there is a store to read
+    from stepwise.run.discover import (
+        stored_facts,
+    )  # the run layer only when there is a store to read
+
     return stored_facts(deployment, store, packages=packages)
 
 
@@ -212,18 +330,25 @@ def command_line() -> str:
     """The command as typed, with the values of secret-looking -e keys masked."""
     from stepwise.cli import safety
     from stepwise.secrets import mask_argv
+
     argv = safety.current_argv if safety.current_argv is not None else sys.argv[1:]
     return "stepwise " + " ".join(shlex.quote(a) for a in mask_argv(argv))
 
 
 def confirm(yes: bool):
     """A confirm callback for run_plan: --yes, or a terminal to ask on."""
+
     def ask(what: str) -> None:
         if yes:
             return
         if not sys.stdin.isatty():
-            raise InputError(Problem(f"{what}: needs confirmation and there is no terminal to ask on",
-                                     hint="add --yes to confirm"))
+            raise InputError(
+                Problem(
+                    f"{what}: needs confirmation and there is no terminal to ask on",
+                    hint="add --yes to confirm",
+                )
+            )
         if not typer.confirm(f"{what}. Continue?", default=False):
             raise InputError(Problem("not confirmed: nothing was run"))
+
     return ask

@@ -9,7 +9,7 @@ planning, not its imports (see docs/architecture.md, "Start-up and output at sca
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, List, Optional
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -21,65 +21,135 @@ if TYPE_CHECKING:
     from stepwise.model import Deployment
     from stepwise.run.store.store import Store
 
-DEPLOYMENT_OPT = typer.Option(..., "--deployment", "-d", help="The deployment YAML (roles, nodes, services).",
-                              metavar="PATH")
+DEPLOYMENT_OPT = typer.Option(
+    ..., "--deployment", "-d", help="The deployment YAML (roles, nodes, services).", metavar="PATH"
+)
 
 
 @app.command()
-def validate(deployment: Path = DEPLOYMENT_OPT,
-             json_out: bool = typer.Option(False, "--json", help="Print a JSON summary.")) -> None:
+def validate(
+    deployment: Path = DEPLOYMENT_OPT,
+    json_out: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+) -> None:
     """Check a deployment and its catalog; report every problem with file, line and field."""
     from stepwise.model import load_deployment
 
     with reported():
         dep = load_deployment(deployment)
         summary = {
-            "deployment": dep.name, "catalog": dep.catalog.path, "services": len(dep.catalog),
+            "deployment": dep.name,
+            "catalog": dep.catalog.path,
+            "services": len(dep.catalog),
             # services: what runs (and is planned); configuration_only: listed with runtime: none
-            "roles": [{"name": r.name, "nodes": len(r.nodes), "services": list(r.services), "update_serial": r.update_serial,
-                       "tags": list(r.tags), "configuration_only": [s for s in r.declared if s not in r.services]}
-                      for r in dep.roles],
-            "nodes": len(dep.nodes), "valid": True,
+            "roles": [
+                {
+                    "name": r.name,
+                    "nodes": len(r.nodes),
+                    "services": list(r.services),
+                    "update_serial": r.update_serial,
+                    "tags": list(r.tags),
+                    "configuration_only": [s for s in r.declared if s not in r.services],
+                }
+                for r in dep.roles
+            ],
+            "nodes": len(dep.nodes),
+            "valid": True,
         }
         if json_out:
             print_json(summary)
             return
-        console.print("[green]valid[/]: " + esc(f"{dep.name}: {len(dep.roles)} role(s), {len(dep.nodes)} node(s), "
-                      f"{len(dep.instances)} placed service(s) of {len(dep.catalog)} in {dep.catalog.path}"))
+        console.print(
+            "[green]valid[/]: "
+            + esc(
+                f"{dep.name}: {len(dep.roles)} role(s), {len(dep.nodes)} node(s), "
+                f"{len(dep.instances)} placed service(s) of {len(dep.catalog)} in {dep.catalog.path}"
+            )
+        )
         for r in dep.roles:  # data: printed as text, brackets included
-            console.print(f"  {r.name}: {len(r.nodes)} node(s), update_serial {r.update_serial}"
-                          f"{' [' + ', '.join(r.tags) + ']' if r.tags else ''}: {', '.join(r.services)}"
-                          + (f" (+{len(r.declared) - len(r.services)} configuration-only)"
-                             if len(r.declared) > len(r.services) else ""), markup=False)
+            console.print(
+                f"  {r.name}: {len(r.nodes)} node(s), update_serial {r.update_serial}"
+                f"{' [' + ', '.join(r.tags) + ']' if r.tags else ''}: {', '.join(r.services)}"
+                + (
+                    f" (+{len(r.declared) - len(r.services)} configuration-only)"
+                    if len(r.declared) > len(r.services)
+                    else ""
+                ),
+                markup=False,
+            )
 
 
 @app.command()
 def plan(
-    workflow: str = typer.Argument(..., metavar="WORKFLOW",
-                                   help="update | upgrade | system-upgrade | management-upgrade"),
+    workflow: str = typer.Argument(
+        ..., metavar="WORKFLOW", help="update | upgrade | system-upgrade | management-upgrade"
+    ),
     deployment: Path = DEPLOYMENT_OPT,
-    limit: Optional[str] = typer.Option(None, "--limit", "-l", help="Nodes or roles, Ansible-style: "
-                                        "controller-0,Compute,'compute-*','!compute-3'. Required for system-upgrade."),
-    facts: Optional[Path] = typer.Option(None, "--facts", help="Installed/available versions per node (YAML/JSON); "
-                                         "without it every service's packages are taken to change."),
-    stage: Optional[str] = typer.Option(None, "--stage", help="upgrade only: prepare | run | converge."),
-    plane: Optional[str] = typer.Option(None, "--plane", help="control | data: only that part of the rollout."),
-    tags: Optional[List[str]] = typer.Option(None, "--tags", "-t", help="Only units with these tags or steps, as the "
-                                             "run commands take them (system_upgrade_prepare, ...)."),
-    skip_tags: Optional[List[str]] = typer.Option(None, "--skip-tags", help="Leave out units with these tags."),
-    store: Optional[str] = typer.Option(None, "--store", help="State store whose facts and progress the plan "
-                                        "starts from (default: the cloud's, if it exists)."),
-    extra_vars: Optional[List[str]] = typer.Option(None, "--extra-vars", "-e", help="As the run commands take "
-                                                   "them: -e system_upgrade_mode=in-place previews the management "
-                                                   "node's upgrade with its OS upgrade."),
-    json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON (the documented contract)."),
-    html: Optional[Path] = typer.Option(None, "--html", metavar="FILE", help="Also write the plan's report: one "
-                                        "self-contained HTML file (timeline, availability, the why of each batch)."),
-    expand: bool = typer.Option(False, "--expand", help="Show every batch (a level with many batches is "
-                                "otherwise folded into one line per role)."),
+    limit: str | None = typer.Option(
+        None,
+        "--limit",
+        "-l",
+        help="Nodes or roles, Ansible-style: "
+        "controller-0,Compute,'compute-*','!compute-3'. Required for system-upgrade.",
+    ),
+    facts: Path | None = typer.Option(
+        None,
+        "--facts",
+        help="Installed/available versions per node (YAML/JSON); "
+        "without it every service's packages are taken to change.",
+    ),
+    stage: str | None = typer.Option(
+        None, "--stage", help="upgrade only: prepare | run | converge."
+    ),
+    plane: str | None = typer.Option(
+        None, "--plane", help="control | data: only that part of the rollout."
+    ),
+    tags: list[str] | None = typer.Option(
+        None,
+        "--tags",
+        "-t",
+        help="Only units with these tags or steps, as the "
+        "run commands take them (system_upgrade_prepare, ...).",
+    ),
+    skip_tags: list[str] | None = typer.Option(
+        None, "--skip-tags", help="Leave out units with these tags."
+    ),
+    store: str | None = typer.Option(
+        None,
+        "--store",
+        help="State store whose facts and progress the plan "
+        "starts from (default: the cloud's, if it exists).",
+    ),
+    extra_vars: list[str] | None = typer.Option(
+        None,
+        "--extra-vars",
+        "-e",
+        help="As the run commands take "
+        "them: -e system_upgrade_mode=in-place previews the management "
+        "node's upgrade with its OS upgrade.",
+    ),
+    json_out: bool = typer.Option(
+        False, "--json", help="Print the plan as JSON (the documented contract)."
+    ),
+    html: Path | None = typer.Option(
+        None,
+        "--html",
+        metavar="FILE",
+        help="Also write the plan's report: one "
+        "self-contained HTML file (timeline, availability, the why of each batch).",
+    ),
+    expand: bool = typer.Option(
+        False,
+        "--expand",
+        help="Show every batch (a level with many batches is "
+        "otherwise folded into one line per role).",
+    ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every batch and unit."),
-    force: bool = typer.Option(False, "--force", help="With --html: replace an existing file stepwise did not "
-                               "write (a report it wrote is replaced anyway)."),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="With --html: replace an existing file stepwise did not "
+        "write (a report it wrote is replaced anyway).",
+    ),
 ) -> None:
     """Show what a workflow will do, in what order, how long it takes and where the downtime is.
 
@@ -97,9 +167,20 @@ def plan(
         wf = parse_workflow(workflow)
         fx = facts_for(dep, facts, _existing_store(dep, store), wf)
         ev = parse_extra_vars(extra_vars)
+
         def planned(preview: bool):
-            return make_plan(wf, dep, fx, limit, stage=stage, plane=plane, tags=tags or (),
-                             skip_tags=skip_tags or (), variables=ev, preview=preview)
+            return make_plan(
+                wf,
+                dep,
+                fx,
+                limit,
+                stage=stage,
+                plane=plane,
+                tags=tags or (),
+                skip_tags=skip_tags or (),
+                variables=ev,
+                preview=preview,
+            )
 
         preview = planned(True)
         try:
@@ -115,8 +196,9 @@ def plan(
 
             size = write_plan_html(p, dep, html, "--html", force=force)
             # under --json stdout is the plan: the note goes where a script does not parse
-            (err_console if json_out else console).print(f"wrote {html} ({size / 1024:.0f} KiB)", markup=False,
-                                                         soft_wrap=True)
+            (err_console if json_out else console).print(
+                f"wrote {html} ({size / 1024:.0f} KiB)", markup=False, soft_wrap=True
+            )
         if json_out:
             write_stdout(p.write_json)
             return
@@ -125,7 +207,7 @@ def plan(
         render_plan(p, console, verbose=verbose, expand=expand)
 
 
-def _existing_store(dep: "Deployment", url: str | None) -> "Store | None":
+def _existing_store(dep: Deployment, url: str | None) -> Store | None:
     """The cloud's store if one exists; SQLAlchemy is imported only then."""
     from stepwise.run.store.location import existing_store_url
 

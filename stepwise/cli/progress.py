@@ -28,10 +28,15 @@ def fmt_duration(seconds: float | None) -> str:
 
 def describe(unit: Unit, most: int = 3) -> str:
     """`Compute#2 packages on compute-0, compute-1 [nova_compute, openvswitch]`."""
-    nodes = ", ".join(unit.nodes[:most]) + (f" (+{len(unit.nodes) - most})" if len(unit.nodes) > most else "")
+    nodes = ", ".join(unit.nodes[:most]) + (
+        f" (+{len(unit.nodes) - most})" if len(unit.nodes) > most else ""
+    )
     services = ", ".join(unit.services[:4]) + (", ..." if len(unit.services) > 4 else "")
-    return (f"{unit.batch + ' ' if unit.batch else ''}{unit.step}"
-            + (f" on {nodes}" if nodes else "") + (f" [{services}]" if services else ""))
+    return (
+        f"{unit.batch + ' ' if unit.batch else ''}{unit.step}"
+        + (f" on {nodes}" if nodes else "")
+        + (f" [{services}]" if services else "")
+    )
 
 
 class _Counts(Observer):
@@ -78,7 +83,9 @@ class LiveProgress(_Counts):
 
     def run_started(self, run_id: int, units: list[Unit], todo: list[Unit], resumed: bool) -> None:
         super().run_started(run_id, units, todo, resumed)
-        self.live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
+        self.live = Live(
+            self._render(), console=self.console, refresh_per_second=4, transient=False
+        )
         self.live.start()
 
     def unit_started(self, unit: Unit) -> None:
@@ -109,18 +116,37 @@ class LiveProgress(_Counts):
     def _render(self) -> Any:
         elapsed = self.estimator.elapsed_s() if self.estimator else 0.0
         head = Table.grid(padding=(0, 1))
-        head.add_row(Text(f"{self.title} run {self.run_id}" + (" (resumed)" if self.resumed else ""), style="bold"),
-                     Text(f"elapsed {fmt_duration(elapsed)}  remaining ~{self.eta()}"))
-        head.add_row("progress", ProgressBar(total=max(self.total, 1), completed=self.done, width=50))
-        head.add_row("units", Text(f"{self.done}/{self.total} done" + (f", {self.reused} from before" if self.reused else "")
-                                   + (f", {self.failed} failed" if self.failed else "")
-                                   + f", {len(self.running)} running"))
+        head.add_row(
+            Text(
+                f"{self.title} run {self.run_id}" + (" (resumed)" if self.resumed else ""),
+                style="bold",
+            ),
+            Text(f"elapsed {fmt_duration(elapsed)}  remaining ~{self.eta()}"),
+        )
+        head.add_row(
+            "progress", ProgressBar(total=max(self.total, 1), completed=self.done, width=50)
+        )
+        head.add_row(
+            "units",
+            Text(
+                f"{self.done}/{self.total} done"
+                + (f", {self.reused} from before" if self.reused else "")
+                + (f", {self.failed} failed" if self.failed else "")
+                + f", {len(self.running)} running"
+            ),
+        )
         head.add_row("tasks", Text(" ".join(f"{k} {v}" for k, v in self.tasks.items() if v) or "-"))
         running = Table("unit", "batch", "step", "nodes", "services", box=None, header_style="dim")
         for u in list(self.running.values())[:12]:
-            running.add_row(Text(u.id), Text(u.batch or "-"), Text(str(u.step)),
-                            Text(", ".join(u.nodes[:4]) + (f" +{len(u.nodes) - 4}" if len(u.nodes) > 4 else "")),
-                            Text(", ".join(u.services[:4]) + (" ..." if len(u.services) > 4 else "")))
+            running.add_row(
+                Text(u.id),
+                Text(u.batch or "-"),
+                Text(str(u.step)),
+                Text(
+                    ", ".join(u.nodes[:4]) + (f" +{len(u.nodes) - 4}" if len(u.nodes) > 4 else "")
+                ),
+                Text(", ".join(u.services[:4]) + (" ..." if len(u.services) > 4 else "")),
+            )
         parts: list[Any] = [head, running]
         if self.last:
             parts.append(Text(self.last[-200:], style="red"))
@@ -141,7 +167,9 @@ class LineProgress(_Counts):
 
     def run_started(self, run_id: int, units: list[Unit], todo: list[Unit], resumed: bool) -> None:
         super().run_started(run_id, units, todo, resumed)
-        self._line(f"{self.title}: run {run_id}{' resumed' if resumed else ''}: {len(todo)} of {len(units)} units to run")
+        self._line(
+            f"{self.title}: run {run_id}{' resumed' if resumed else ''}: {len(todo)} of {len(units)} units to run"
+        )
 
     def unit_started(self, unit: Unit) -> None:
         super().unit_started(unit)
@@ -152,5 +180,7 @@ class LineProgress(_Counts):
         super().unit_finished(unit, state, message)
         if unit.is_barrier and state == "done":
             return
-        self._line(f"{self.done}/{self.total} {state} {unit.id} {describe(unit)}, ETA {self.eta()}"
-                   + (f": {message}" if message and state != "done" else ""))
+        self._line(
+            f"{self.done}/{self.total} {state} {unit.id} {describe(unit)}, ETA {self.eta()}"
+            + (f": {message}" if message and state != "done" else "")
+        )

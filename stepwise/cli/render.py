@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Callable
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.markup import escape
@@ -37,8 +37,14 @@ FOLD_AT = 40
 SHORT_LEVEL = 10
 
 
-def render_plan(plan: Plan, console: Console, *, most_batches: int = 4, verbose: bool = False,
-                expand: bool = False) -> None:
+def render_plan(
+    plan: Plan,
+    console: Console,
+    *,
+    most_batches: int = 4,
+    verbose: bool = False,
+    expand: bool = False,
+) -> None:
     """Print the plan as a tree (stages > segments > batches > steps) and its windows.
 
     A segment shows all its batches when it has fewer than SHORT_LEVEL, else its first
@@ -46,35 +52,45 @@ def render_plan(plan: Plan, console: Console, *, most_batches: int = 4, verbose:
     n_nodes = len({n for u in plan.units for n in u.nodes})
     # data (names, reasons) is escaped wherever it meets markup: brackets print as they are
     # the bound is of the procedure from its start: no measure of a preview of one later step
-    ratio = (f", {plan.duration_s / plan.lower_bound_s:.2f}x the lower bound {hms(plan.lower_bound_s)}"
-             if plan.lower_bound_s and not plan.params.get("assumed") else "")
+    ratio = (
+        f", {plan.duration_s / plan.lower_bound_s:.2f}x the lower bound {hms(plan.lower_bound_s)}"
+        if plan.lower_bound_s and not plan.params.get("assumed")
+        else ""
+    )
     from stepwise.plan import workflow_label
 
-    title = (f"[bold]{escape(workflow_label(plan.workflow))}[/] of [bold]{escape(plan.deployment)}[/]: {unit_count(plan)} on {n_nodes} node(s), "
-             f"estimated [bold]{hms(plan.duration_s)}[/]{ratio}")
+    title = (
+        f"[bold]{escape(workflow_label(plan.workflow))}[/] of [bold]{escape(plan.deployment)}[/]: {unit_count(plan)} on {n_nodes} node(s), "
+        f"estimated [bold]{hms(plan.duration_s)}[/]{ratio}"
+    )
     if not plan.units:
         console.print(title)
         console.print("Nothing to do: no package of any service changes on the selected nodes.")
         return
     assumed = plan.params.get("assumed") or ()
-    by_command: "OrderedDict[str, list[str]]" = OrderedDict()
+    by_command: OrderedDict[str, list[str]] = OrderedDict()
     for a in assumed:
         by_command.setdefault(a["command"], []).append(a["needs"])
     for command, needs in by_command.items():
         # a preview of one step of a multi-command procedure: what earlier commands would do
         shown = ", ".join(needs[:6]) + (f" and {len(needs) - 6} more" if len(needs) > 6 else "")
-        console.print(f"[yellow]preview[/]: assumes {escape(shown)} done by earlier commands "
-                      f"(the earliest still to run: [bold]{escape(command)}[/])", soft_wrap=True)
+        console.print(
+            f"[yellow]preview[/]: assumes {escape(shown)} done by earlier commands "
+            f"(the earliest still to run: [bold]{escape(command)}[/])",
+            soft_wrap=True,
+        )
     root = Tree(title)
-    stage_nodes: "OrderedDict[str, Tree]" = OrderedDict()
+    stage_nodes: OrderedDict[str, Tree] = OrderedDict()
     for part in parts(plan):
         units = list(part.units)
         if part.name not in stage_nodes:
             stage_nodes[part.name] = root.add(f"[bold cyan]{escape(part.name)}[/]")
         start = min(u.start_s for u in units)
         end = max(u.end_s for u in units)
-        seg = stage_nodes[part.name].add(f"{escape(part.heading)}  [dim]{hms(start)} → {hms(end)}[/]")
-        batches: "OrderedDict[str, list[Unit]]" = OrderedDict()
+        seg = stage_nodes[part.name].add(
+            f"{escape(part.heading)}  [dim]{hms(start)} → {hms(end)}[/]"
+        )
+        batches: OrderedDict[str, list[Unit]] = OrderedDict()
         for u in units:
             batches.setdefault(u.batch or u.id, []).append(u)
         if len(batches) >= FOLD_AT and not (expand or verbose):
@@ -86,8 +102,10 @@ def render_plan(plan: Plan, console: Console, *, most_batches: int = 4, verbose:
             if cut and shown >= most_batches:
                 rest = list(batches.values())[shown:]
                 nodes = {n for us in rest for u in us for n in u.nodes}
-                seg.add(f"[dim]… {len(rest)} more batch(es) on {len(nodes)} node(s), until "
-                        f"{hms(max(u.end_s for us in rest for u in us))} (--expand shows all)[/]")
+                seg.add(
+                    f"[dim]… {len(rest)} more batch(es) on {len(nodes)} node(s), until "
+                    f"{hms(max(u.end_s for us in rest for u in us))} (--expand shows all)[/]"
+                )
                 break
             shown += 1
             _add_batch(seg, key, bunits, verbose)
@@ -95,9 +113,11 @@ def render_plan(plan: Plan, console: Console, *, most_batches: int = 4, verbose:
     if plan.windows:
         console.print("[bold]Downtime windows[/] (every instance of the service down):")
         for w in plan.windows:
-            console.print(f"  [yellow]{escape(w.service)}[/] {hms(w.start_s)} → {hms(w.end_s)} "
-                          f"({hms(w.end_s - w.start_s) if w.end_s != float('inf') else 'until the plan ends'}): "
-                          f"{escape(w.why)}")
+            console.print(
+                f"  [yellow]{escape(w.service)}[/] {hms(w.start_s)} → {hms(w.end_s)} "
+                f"({hms(w.end_s - w.start_s) if w.end_s != float('inf') else 'until the plan ends'}): "
+                f"{escape(w.why)}"
+            )
     else:
         console.print("[green]No downtime window[/]: every service keeps serving throughout.")
 
@@ -114,11 +134,13 @@ def _span(lo: float, hi: float, fmt: Callable[[float], str] = str) -> str:
     return fmt(lo) if lo == hi else f"{fmt(lo)}-{fmt(hi)}"
 
 
-def _add_folded(seg: Tree, batches: "OrderedDict[str, list[Unit]]") -> None:
+def _add_folded(seg: Tree, batches: OrderedDict[str, list[Unit]]) -> None:
     """One line per role for its rolling batches (at the place of its first batch), the other
     units as usual: a level of hundreds of batches stays one screen."""
-    per_role: "OrderedDict[str, list[list[Unit]]]" = OrderedDict()
-    entries: list[tuple[str, str, list[Unit]]] = []  # (kind, key, units) in order of first appearance
+    per_role: OrderedDict[str, list[list[Unit]]] = OrderedDict()
+    entries: list[
+        tuple[str, str, list[Unit]]
+    ] = []  # (kind, key, units) in order of first appearance
     for key, bunits in batches.items():
         role = _role_of_batch(key, bunits)
         if role is None:
@@ -137,11 +159,13 @@ def _add_folded(seg: Tree, batches: "OrderedDict[str, list[Unit]]") -> None:
         lengths = [us[-1].end_s - us[0].start_s for us in groups]
         down = sorted({s for us in groups for s in us[0].stops})
         steps = {" → ".join(str(u.step) for u in us) for us in groups}
-        node = seg.add(f"[bold]{key}[/]: {len(groups)} batches of {_span(min(sizes), max(sizes))} node(s) "
-                       f"({sum(sizes)} in all), {_span(min(lengths), max(lengths), hms)} each, "
-                       f"[dim]{hms(min(us[0].start_s for us in groups))} → {hms(max(us[-1].end_s for us in groups))}[/]"
-                       + (f"  down: {', '.join(down[:6])}{' …' if len(down) > 6 else ''}" if down else "")
-                       + "  [dim](--expand shows all)[/]")
+        node = seg.add(
+            f"[bold]{key}[/]: {len(groups)} batches of {_span(min(sizes), max(sizes))} node(s) "
+            f"({sum(sizes)} in all), {_span(min(lengths), max(lengths), hms)} each, "
+            f"[dim]{hms(min(us[0].start_s for us in groups))} → {hms(max(us[-1].end_s for us in groups))}[/]"
+            + (f"  down: {', '.join(down[:6])}{' …' if len(down) > 6 else ''}" if down else "")
+            + "  [dim](--expand shows all)[/]"
+        )
         if len(steps) == 1:
             node.add(f"[dim]{steps.pop()}[/]")
         node.add(f"[dim]why: {groups[0][0].why}[/]")
@@ -151,19 +175,31 @@ def _add_batch(seg: Tree, key: str, units: list[Unit], verbose: bool) -> None:
     first = units[0]
     start, end = first.start_s, units[-1].end_s
     if len(units) == 1 and not first.batch:
-        node = seg.add(f"[magenta]{escape(str(first.step))}[/] {escape(_nodes(first.nodes))} "
-                       f"{escape('[' + ', '.join(first.services[:5]) + (', …' if len(first.services) > 5 else '') + ']') if first.services else ''} "
-                       f"[dim]{hms(start)} → {hms(end)} {escape(first.id)}[/]"
-                       + ("" if first.idempotent else " [red](runs once)[/]"))
+        node = seg.add(
+            f"[magenta]{escape(str(first.step))}[/] {escape(_nodes(first.nodes))} "
+            f"{escape('[' + ', '.join(first.services[:5]) + (', …' if len(first.services) > 5 else '') + ']') if first.services else ''} "
+            f"[dim]{hms(start)} → {hms(end)} {escape(first.id)}[/]"
+            + ("" if first.idempotent else " [red](runs once)[/]")
+        )
         node.add(f"[dim]why: {escape(first.why)}[/]")
         return
     nodes = list(dict.fromkeys(n for u in units for n in u.nodes))
     down = sorted(first.stops)
     label = key if first.batch else first.id
-    node = seg.add(f"[bold]{escape(label)}[/] {escape(_nodes(nodes))} [dim]{hms(start)} → {hms(end)}[/]"
-                   + (escape(f"  down: {', '.join(down[:6])}{' …' if len(down) > 6 else ''}") if down else ""))
-    node.add("[dim]" + escape(" → ".join(f"{u.step}" for u in units) + f"  ({units[0].id}..{units[-1].id})") + "[/]")
+    node = seg.add(
+        f"[bold]{escape(label)}[/] {escape(_nodes(nodes))} [dim]{hms(start)} → {hms(end)}[/]"
+        + (escape(f"  down: {', '.join(down[:6])}{' …' if len(down) > 6 else ''}") if down else "")
+    )
+    node.add(
+        "[dim]"
+        + escape(" → ".join(f"{u.step}" for u in units) + f"  ({units[0].id}..{units[-1].id})")
+        + "[/]"
+    )
     node.add(f"[dim]why: {escape(first.why)}[/]")
     if verbose:
         for u in units:
-            node.add(escape(f"{u.id} {u.step} {_nodes(u.nodes)} [{', '.join(u.services)}] {hms(u.start_s)} → {hms(u.end_s)}"))
+            node.add(
+                escape(
+                    f"{u.id} {u.step} {_nodes(u.nodes)} [{', '.join(u.services)}] {hms(u.start_s)} → {hms(u.end_s)}"
+                )
+            )

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, List, Optional
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -17,12 +18,23 @@ if TYPE_CHECKING:
     from stepwise.run.store.store import Store
 
 
-def write_plan_html(plan: "Plan", dep: "Deployment", out: Path, option: str = "--output", force: bool = False) -> int:
+def write_plan_html(
+    plan: Plan, dep: Deployment, out: Path, option: str = "--output", force: bool = False
+) -> int:
     """`stepwise plan --html` and `report --plan`: the report of a plan that has not run."""
     from stepwise.observe.report import plan_section, write_report
 
-    return _write(out, lambda: write_report(out, f"stepwise plan: {plan.workflow} of {dep.name}",
-                                            [plan_section(plan, dep)], field=option, force=force), option)
+    return _write(
+        out,
+        lambda: write_report(
+            out,
+            f"stepwise plan: {plan.workflow} of {dep.name}",
+            [plan_section(plan, dep)],
+            field=option,
+            force=force,
+        ),
+        option,
+    )
 
 
 def _write(out: Path, do: Callable[[], int], option: str = "--output") -> int:
@@ -32,24 +44,50 @@ def _write(out: Path, do: Callable[[], int], option: str = "--output") -> int:
     try:
         return do()
     except OSError as exc:
-        raise InputError(Problem(f"cannot write the report: {exc.strerror or exc}", file=str(out),
-                                 field=option, hint="give a path in a directory you can write")) from None
+        raise InputError(
+            Problem(
+                f"cannot write the report: {exc.strerror or exc}",
+                file=str(out),
+                field=option,
+                hint="give a path in a directory you can write",
+            )
+        ) from None
 
 
 @app.command()
-def report(deployment: Path = DEP, store: Optional[str] = STORE,
-           run: Optional[List[int]] = typer.Option(None, "--run", help="A run to report (repeatable; default: "
-                                                   "the latest run).", min=1, max=2**62),
-           plan: Optional[str] = typer.Option(None, "--plan", metavar="WORKFLOW", help="Report a plan that has not "
-                                              "run instead: update | upgrade | system-upgrade | management-upgrade."),
-           limit: Optional[str] = LIMIT, facts: Optional[Path] = FACTS,
-           stage: Optional[str] = typer.Option(None, "--stage", help="With --plan: upgrade stage."),
-           plane: Optional[str] = typer.Option(None, "--plane", help="With --plan: control | data."),
-           extra_vars: Optional[List[str]] = EXTRA,
-           output: Path = typer.Option(..., "--output", "-o", help="The HTML file to write.", metavar="FILE"),
-           force: bool = typer.Option(False, "--force", help="Replace an existing file stepwise did not write "
-                                      "(a report it wrote is replaced anyway)."),
-           json_out: bool = typer.Option(False, "--json", help="Print what was written as JSON.")) -> None:
+def report(
+    deployment: Path = DEP,
+    store: str | None = STORE,
+    run: list[int] | None = typer.Option(
+        None,
+        "--run",
+        help="A run to report (repeatable; default: the latest run).",
+        min=1,
+        max=2**62,
+    ),
+    plan: str | None = typer.Option(
+        None,
+        "--plan",
+        metavar="WORKFLOW",
+        help="Report a plan that has not "
+        "run instead: update | upgrade | system-upgrade | management-upgrade.",
+    ),
+    limit: str | None = LIMIT,
+    facts: Path | None = FACTS,
+    stage: str | None = typer.Option(None, "--stage", help="With --plan: upgrade stage."),
+    plane: str | None = typer.Option(None, "--plane", help="With --plan: control | data."),
+    extra_vars: list[str] | None = EXTRA,
+    output: Path = typer.Option(
+        ..., "--output", "-o", help="The HTML file to write.", metavar="FILE"
+    ),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Replace an existing file stepwise did not write "
+        "(a report it wrote is replaced anyway).",
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
+) -> None:
     """Write one self-contained HTML report (timeline, availability, summary) of runs or a plan.
 
     It opens in any browser with no network: scripts and styles are inline, nothing is fetched."""
@@ -68,21 +106,41 @@ def report(deployment: Path = DEP, store: Optional[str] = STORE,
 
             wf = parse_workflow(plan)
             fx = facts_for(dep, facts, existing_store(dep, store), wf)
-            p = verify_plan(make_plan(wf, dep, fx, limit, stage=stage, plane=plane,
-                                      variables=parse_extra_vars(extra_vars)), dep)
+            p = verify_plan(
+                make_plan(
+                    wf,
+                    dep,
+                    fx,
+                    limit,
+                    stage=stage,
+                    plane=plane,
+                    variables=parse_extra_vars(extra_vars),
+                ),
+                dep,
+            )
             size = write_plan_html(p, dep, output, force=force)
         else:
             st = existing_store(dep, store)
             runs = st.runs(dep.name, limit=1) if st is not None else []
             if st is None or not runs:
-                raise InputError(Problem(f"no run recorded for cloud {dep.name} yet", field="--run",
-                                         hint="report a plan with --plan WORKFLOW"))
+                raise InputError(
+                    Problem(
+                        f"no run recorded for cloud {dep.name} yet",
+                        field="--run",
+                        hint="report a plan with --plan WORKFLOW",
+                    )
+                )
             ids = list(run or [runs[0].id])
             for i in ids:
                 r = st.run(i)
                 if r is None or r.cloud != dep.name:
-                    raise InputError(Problem(f"no run {i} for cloud {dep.name}", field="--run",
-                                             hint="see `stepwise history` for the run ids"))
+                    raise InputError(
+                        Problem(
+                            f"no run {i} for cloud {dep.name}",
+                            field="--run",
+                            hint="see `stepwise history` for the run ids",
+                        )
+                    )
             size = write_runs_html(st, dep, ids, output, force=force)
         if json_out:
             print_json({"wrote": str(output), "bytes": size})
@@ -90,11 +148,23 @@ def report(deployment: Path = DEP, store: Optional[str] = STORE,
             console.print(f"wrote {output} ({size / 1024:.0f} KiB)", markup=False, soft_wrap=True)
 
 
-def write_runs_html(store: "Store", dep: "Deployment", run_ids: list[int], out: Path, title: str | None = None,
-                    force: bool = False) -> int:
+def write_runs_html(
+    store: Store,
+    dep: Deployment,
+    run_ids: list[int],
+    out: Path,
+    title: str | None = None,
+    force: bool = False,
+) -> int:
     """The report of stored runs (the demo writes its own runs' report with it)."""
     from stepwise.observe.report import run_section_from_store, write_report
 
-    return _write(out, lambda: write_report(out, title or f"stepwise report: {dep.name}, run "
-                                            + ", ".join(map(str, run_ids)),
-                                            [run_section_from_store(store, i, dep) for i in run_ids], force=force))
+    return _write(
+        out,
+        lambda: write_report(
+            out,
+            title or f"stepwise report: {dep.name}, run " + ", ".join(map(str, run_ids)),
+            [run_section_from_store(store, i, dep) for i in run_ids],
+            force=force,
+        ),
+    )

@@ -16,8 +16,9 @@ import stat
 import sys
 import tempfile
 import traceback
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from rich.markup import escape
 
@@ -47,9 +48,11 @@ def write_crash_log(exc: BaseException, argv: Sequence[str]) -> Path | None:
     from stepwise.secrets import Redactor, argv_secrets, known_secrets, mask_argv
 
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    text = ("stepwise crashed (this is a bug in stepwise)\n"
-            f"command: stepwise {' '.join(mask_argv(list(argv)))}\n\n"
-            + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    text = (
+        "stepwise crashed (this is a bug in stepwise)\n"
+        f"command: stepwise {' '.join(mask_argv(list(argv)))}\n\n"
+        + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    )
     # the log is what the operator is asked to send: a secret the traceback quotes (an
     # exception's message, a value in a repr) is masked there as on the command line
     text = Redactor(argv_secrets(list(argv)) + known_secrets())(text)
@@ -123,7 +126,10 @@ def guarded(invoke: Callable[[], Any], argv: Sequence[str]) -> int:
     except Exception as exc:  # noqa: BLE001 - the one place where any exception is a reported bug
         log = write_crash_log(exc, argv)
         where = f"details in {log}" if log else "no log could be written"
-        print(f"internal error: stepwise hit a bug ({type(exc).__name__}); nothing more was done. {where}; "
-              "please report it with that file", file=sys.stderr)
+        print(
+            f"internal error: stepwise hit a bug ({type(exc).__name__}); nothing more was done. {where}; "
+            "please report it with that file",
+            file=sys.stderr,
+        )
         return EXIT_BUG
     return 0

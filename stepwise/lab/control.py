@@ -11,9 +11,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from stepwise.errors import InputError, Problem, StepwiseError
 from stepwise.lab import haproxy, mariadb
@@ -22,18 +23,43 @@ from stepwise.lab.nodes import ENV_LAB, MAX_LABS, Lab, pid_alive, pid_belongs_to
 from stepwise.lab.spec import build_spec
 
 Progress = Callable[[str], None]
-NODE_COMMANDS = ("dnf", "yum", "tripleo-repos", "systemctl", "crudini", "os-apply-config", "pcs", "ceph", "nova",
-                 "leapp", "reboot", "reprovision", "rsync", "healthcheck",
-                 "socat", "mariadb", "mysql", "mariadb-dump", "mysqldump",
-                 "mariadb-upgrade", "mysql_upgrade")
+NODE_COMMANDS = (
+    "dnf",
+    "yum",
+    "tripleo-repos",
+    "systemctl",
+    "crudini",
+    "os-apply-config",
+    "pcs",
+    "ceph",
+    "nova",
+    "leapp",
+    "reboot",
+    "reprovision",
+    "rsync",
+    "healthcheck",
+    "socat",
+    "mariadb",
+    "mysql",
+    "mariadb-dump",
+    "mysqldump",
+    "mariadb-upgrade",
+    "mysql_upgrade",
+)
 
 
 def labs_home() -> Path:
-    return Path(os.environ.get("STEPWISE_LAB_HOME") or Path.home() / ".local" / "state" / "stepwise" / "labs")
+    return Path(
+        os.environ.get("STEPWISE_LAB_HOME")
+        or Path.home() / ".local" / "state" / "stepwise" / "labs"
+    )
 
 
 def registry() -> Path:
-    d = Path(os.environ.get("STEPWISE_LAB_REGISTRY") or Path(tempfile.gettempdir()) / f"stepwise-labs-{os.getuid()}")
+    d = Path(
+        os.environ.get("STEPWISE_LAB_REGISTRY")
+        or Path(tempfile.gettempdir()) / f"stepwise-labs-{os.getuid()}"
+    )
     d.mkdir(parents=True, exist_ok=True)
     return d
 
@@ -58,7 +84,9 @@ def claim_index(lab_dir: Path) -> int:
             # and the process that claimed it is gone: a lab still coming up in another
             # process has no lab.json or supervisor yet, and two labs on one index collide.
             if not (claimer and pid_alive(claimer)) and (
-                    not (owner / "lab.json").exists() or not (Lab(owner).supervisor_alive() or lab_pids(Lab(owner)))):
+                not (owner / "lab.json").exists()
+                or not (Lab(owner).supervisor_alive() or lab_pids(Lab(owner)))
+            ):
                 entry.unlink(missing_ok=True)
         except FileNotFoundError:
             pass
@@ -69,7 +97,11 @@ def claim_index(lab_dir: Path) -> int:
         os.write(fd, f"{lab_dir}\n{os.getpid()}\n".encode())
         os.close(fd)
         return i
-    raise StepwiseError(Problem(f"all {MAX_LABS} lab slots are in use", hint="take a lab down with 'stepwise lab down'"))
+    raise StepwiseError(
+        Problem(
+            f"all {MAX_LABS} lab slots are in use", hint="take a lab down with 'stepwise lab down'"
+        )
+    )
 
 
 def release_index(lab_dir: Path) -> None:
@@ -116,7 +148,9 @@ def prepare_nodes(lab: Lab) -> None:
             S.render_config(lab, node, s)
         lab.write_state(node, "units.json", {"enabled": sorted(lab.node(node)["services"])})
         if db and db in lab.node(node)["services"]:
-            mariadb.init_datadir(lab.node_root(node), mariadb.installed_format(S.installed(lab, node)))
+            mariadb.init_datadir(
+                lab.node_root(node), mariadb.installed_format(S.installed(lab, node))
+            )
     S.save_workloads(lab, S.workloads(lab))
     haproxy.write_config(lab.spec, lab.dir)
     for node in lab.nodes():
@@ -133,9 +167,15 @@ def start_supervisor(lab: Lab) -> int:
     env[ENV_LAB] = str(lab.dir)
     lab.log_dir.mkdir(parents=True, exist_ok=True)
     with open(lab.log_dir / "supervisor.log", "ab") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "stepwise.lab.supervisor", str(lab.dir)], env=env,
-                                stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
-                                start_new_session=True, cwd=str(lab.dir))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "stepwise.lab.supervisor", str(lab.dir)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=str(lab.dir),
+        )
     write_json(lab.run_dir / "supervisor.json", {"pid": proc.pid})
     lab.supervisor_pid_file.write_text(str(proc.pid))
     for _ in range(200):
@@ -144,11 +184,19 @@ def start_supervisor(lab: Lab) -> int:
         if proc.poll() is not None:
             break
         time.sleep(0.05)
-    raise StepwiseError(Problem("the lab supervisor did not start", file=str(lab.log_dir / "supervisor.log")))
+    raise StepwiseError(
+        Problem("the lab supervisor did not start", file=str(lab.log_dir / "supervisor.log"))
+    )
 
 
-def up(deployment: str | Path, lab_dir: str | Path | None = None, workloads_per_compute: int = 1,
-       progress: Progress = lambda _m: None, timeout: float = 60.0, build: Any = None) -> Lab:
+def up(
+    deployment: str | Path,
+    lab_dir: str | Path | None = None,
+    workloads_per_compute: int = 1,
+    progress: Progress = lambda _m: None,
+    timeout: float = 60.0,
+    build: Any = None,
+) -> Lab:
     """Bring up every node of a deployment on this machine; returns when all is healthy.
 
     `build(done, total, what)` follows the one-time build of real OpenStack venvs (none when
@@ -161,12 +209,19 @@ def up(deployment: str | Path, lab_dir: str | Path | None = None, workloads_per_
         try:
             tool()
         except RuntimeError as exc:
-            raise StepwiseError(Problem(str(exc), hint="apt-get install -y mariadb-server mariadb-client galera-4 "
-                                                       "mariadb-backup socat haproxy")) from None
+            raise StepwiseError(
+                Problem(
+                    str(exc),
+                    hint="apt-get install -y mariadb-server mariadb-client galera-4 "
+                    "mariadb-backup socat haproxy",
+                )
+            ) from None
     directory = Path(lab_dir or labs_home() / dep.name).resolve()
     lab = Lab(directory)
     if lab.exists() and lab.supervisor_alive():
-        raise InputError(Problem(f"a lab is already up in {directory}", hint="run 'stepwise lab down' first"))
+        raise InputError(
+            Problem(f"a lab is already up in {directory}", hint="run 'stepwise lab down' first")
+        )
     if directory.exists():
         down(directory, quiet=True)
         shutil.rmtree(directory)
@@ -177,7 +232,9 @@ def up(deployment: str | Path, lab_dir: str | Path | None = None, workloads_per_
         spec["reboot_packages"] = list(dep.reboot_packages)
         write_json(lab.spec_file, spec)
         write_bin(lab)
-        progress(f"lab {dep.name}: {len(spec['nodes'])} nodes on 127.{100 + index}.0.0/16 in {directory}")
+        progress(
+            f"lab {dep.name}: {len(spec['nodes'])} nodes on 127.{100 + index}.0.0/16 in {directory}"
+        )
         if spec.get("openstack"):
             prepare_openstack(lab, progress, build)
         prepare_nodes(lab)
@@ -199,13 +256,20 @@ def prepare_openstack(lab: Lab, progress: Progress, build: Any = None) -> None:
     missing = [n for n in bootstrap.venvs_needed(series) if not venvs.is_built(n)]
     t0 = time.monotonic()
     if missing:
-        progress(f"building the real OpenStack venvs once for this machine: {', '.join(missing)} "
-                 f"(cached in {venvs.cache_root()})")
+        progress(
+            f"building the real OpenStack venvs once for this machine: {', '.join(missing)} "
+            f"(cached in {venvs.cache_root()})"
+        )
     try:
         bootstrap.prepare(lab, build)
     except venvs.VenvError as exc:
-        raise StepwiseError(Problem(str(exc), hint="check that PyPI is reachable, then run 'stepwise lab up' "
-                                                   "again (what was built is kept)")) from None
+        raise StepwiseError(
+            Problem(
+                str(exc),
+                hint="check that PyPI is reachable, then run 'stepwise lab up' "
+                "again (what was built is kept)",
+            )
+        ) from None
     if missing:
         progress(f"venvs built in {time.monotonic() - t0:.1f}s")
     progress(f"real OpenStack {series}: {', '.join(lab.spec['openstack']['services'])}")
@@ -240,7 +304,9 @@ def boot_all(lab: Lab, progress: Progress) -> None:
     wl = S.workloads(lab)
     for vm, st in wl.items():
         lab.call("start", node=st["host"], unit=vm, wait=False)
-    progress(f"services started on {len(nodes)} node(s), {len(wl)} workload(s), VIP {lab.spec['vip']}")
+    progress(
+        f"services started on {len(nodes)} node(s), {len(wl)} workload(s), VIP {lab.spec['vip']}"
+    )
 
 
 def wait_db_vip(lab: Lab, timeout: float = 15.0) -> None:
@@ -259,13 +325,23 @@ def wait_healthy(lab: Lab, timeout: float, progress: Progress) -> None:
     bad: list[str] = []
     while time.monotonic() < deadline:
         st = status(lab)
-        bad = [f"{n['name']}/{s['name']}: {s['health']}" for n in st["nodes"] for s in n["services"] if not s["healthy"]]
+        bad = [
+            f"{n['name']}/{s['name']}: {s['health']}"
+            for n in st["nodes"]
+            for s in n["services"]
+            if not s["healthy"]
+        ]
         bad += [f"{w['name']}: {w['state']}" for w in st["workloads"] if not w["healthy"]]
         if not bad:
             return
         time.sleep(0.3)
-    raise StepwiseError(Problem("lab did not become healthy: " + "; ".join(bad[:8]),
-                                file=str(lab.log_dir), hint="see the per-node logs in the lab's log directory"))
+    raise StepwiseError(
+        Problem(
+            "lab did not become healthy: " + "; ".join(bad[:8]),
+            file=str(lab.log_dir),
+            hint="see the per-node logs in the lab's log directory",
+        )
+    )
 
 
 def find_lab(lab_dir: str | Path | None) -> Lab:
@@ -275,7 +351,12 @@ def find_lab(lab_dir: str | Path | None) -> Lab:
     if lab_dir:
         lab = Lab(lab_dir)
         if not lab.exists():
-            raise InputError(Problem(f"no lab in {lab.dir}", hint="bring one up with 'stepwise lab up --deployment FILE'"))
+            raise InputError(
+                Problem(
+                    f"no lab in {lab.dir}",
+                    hint="bring one up with 'stepwise lab up --deployment FILE'",
+                )
+            )
         return lab
     found = [Lab(p.parent) for p in sorted(labs_home().glob("*/lab.json"))]
     running = [lab for lab in found if lab.supervisor_alive()]
@@ -284,12 +365,21 @@ def find_lab(lab_dir: str | Path | None) -> Lab:
     if not running and len(found) == 1:
         return found[0]
     if not found:
-        raise InputError(Problem(f"no lab under {labs_home()}",
-                                 hint="bring one up with 'stepwise lab up --deployment FILE'"))
+        raise InputError(
+            Problem(
+                f"no lab under {labs_home()}",
+                hint="bring one up with 'stepwise lab up --deployment FILE'",
+            )
+        )
     which = running or found
     listed = ", ".join(str(lab.dir) for lab in which[:10]) + (", ..." if len(which) > 10 else "")
-    raise InputError(Problem(f"{len(which)} labs {'run' if running else 'exist, none running,'} under "
-                             f"{labs_home()}: {listed}", hint="name the lab directory with --dir"))
+    raise InputError(
+        Problem(
+            f"{len(which)} labs {'run' if running else 'exist, none running,'} under "
+            f"{labs_home()}: {listed}",
+            hint="name the lab directory with --dir",
+        )
+    )
 
 
 def lab_pids(lab: Lab) -> list[int]:
@@ -357,8 +447,12 @@ def status(lab: Lab) -> dict[str, Any]:
     def check(key: tuple[str, str]) -> None:
         checks[key] = http_health(lab, key[0], key[1], timeout=1.5)
 
-    keys = [(n, s) for n in lab.nodes() for s in lab.node(n)["services"]
-            if states.get((n, s), {}).get("state") == "active"]
+    keys = [
+        (n, s)
+        for n in lab.nodes()
+        for s in lab.node(n)["services"]
+        if states.get((n, s), {}).get("state") == "active"
+    ]
     threads = [threading.Thread(target=check, args=(k,)) for k in keys]
     for t in threads:
         t.start()
@@ -375,20 +469,55 @@ def status(lab: Lab) -> dict[str, Any]:
             except ValueError:
                 reason = detail
             kind, runs = service_kind(lab, n, s, H.read_unit(lab, n, s))
-            svcs.append({"name": s, "version": S.service_version(lab, n, s), "state": u.get("state", "inactive"),
-                         "kind": kind, "runs": runs,
-                         "restarts": u.get("restarts", 0), "healthy": ok, "health": reason})
-        nodes.append({"name": n, "address": lab.node(n)["address"], "role": lab.node(n)["role"],
-                      "os_major": lab.os_major(n), "release": S.release(lab, n),
-                      "kernel": (lab.read_state(n, "kernel.json", {}) or {}).get("running"),
-                      "down": n in sup.get("down", []), "services": svcs})
+            svcs.append(
+                {
+                    "name": s,
+                    "version": S.service_version(lab, n, s),
+                    "state": u.get("state", "inactive"),
+                    "kind": kind,
+                    "runs": runs,
+                    "restarts": u.get("restarts", 0),
+                    "healthy": ok,
+                    "health": reason,
+                }
+            )
+        nodes.append(
+            {
+                "name": n,
+                "address": lab.node(n)["address"],
+                "role": lab.node(n)["role"],
+                "os_major": lab.os_major(n),
+                "release": S.release(lab, n),
+                "kernel": (lab.read_state(n, "kernel.json", {}) or {}).get("running"),
+                "down": n in sup.get("down", []),
+                "services": svcs,
+            }
+        )
     wls = []
     for vm, st in S.workloads(lab).items():
         w = lab.spec["workloads"][vm]
-        alive = st["state"] == "running" and states.get((st["host"], vm), {}).get("state") == "active"
-        wls.append({"name": vm, "host": st["host"], "address": f"{w['address']}:{w['port']}",
-                    "state": st["state"] if alive or st["state"] != "running" else "down", "healthy": alive})
-    return {"lab": lab.spec["name"], "dir": str(lab.dir), "vip": lab.spec["vip"], "components": components(lab),
-            "supervisor": bool(sup["units"]) or lab.supervisor_alive(), "nodes": nodes, "workloads": wls,
-            "quorum": {s: H.quorum(lab, s)[1] for s, v in lab.spec["services"].items() if v.get("cluster")},
-            "database": mariadb.galera_status(lab)}
+        alive = (
+            st["state"] == "running" and states.get((st["host"], vm), {}).get("state") == "active"
+        )
+        wls.append(
+            {
+                "name": vm,
+                "host": st["host"],
+                "address": f"{w['address']}:{w['port']}",
+                "state": st["state"] if alive or st["state"] != "running" else "down",
+                "healthy": alive,
+            }
+        )
+    return {
+        "lab": lab.spec["name"],
+        "dir": str(lab.dir),
+        "vip": lab.spec["vip"],
+        "components": components(lab),
+        "supervisor": bool(sup["units"]) or lab.supervisor_alive(),
+        "nodes": nodes,
+        "workloads": wls,
+        "quorum": {
+            s: H.quorum(lab, s)[1] for s, v in lab.spec["services"].items() if v.get("cluster")
+        },
+        "database": mariadb.galera_status(lab),
+    }

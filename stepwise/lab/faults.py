@@ -36,7 +36,11 @@ def inject(lab: Lab, kind: str, node: str, target: str | None = None, seconds: f
         f: dict[str, Any] = lab.read_state(node, "faults.json", {}) or {}
         if kind == "hang-stop":
             if not target or target not in lab.node(node)["services"]:
-                raise InputError(Problem(f"hang-stop needs a service of {node}: {', '.join(lab.node(node)['services'])}"))
+                raise InputError(
+                    Problem(
+                        f"hang-stop needs a service of {node}: {', '.join(lab.node(node)['services'])}"
+                    )
+                )
             f["hang_stop"] = sorted(set(f.get("hang_stop", [])) | {target})
             msg = f"{target} on {node} will ignore stop requests"
         elif kind == "slow":

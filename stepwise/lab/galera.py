@@ -23,8 +23,9 @@ import re
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from stepwise.lab.nodes import Lab, file_lock
 
@@ -43,7 +44,11 @@ AVAILABLE_WHEN_DONOR = True
 #: the rejoin step report the rest).
 JOIN_WAIT = 12.0
 BOOTSTRAP_WAIT = 30.0
-PROVIDERS = ("/usr/lib/galera/libgalera_smm.so", "/usr/lib/libgalera_smm.so", "/usr/lib64/galera-4/libgalera_smm.so")
+PROVIDERS = (
+    "/usr/lib/galera/libgalera_smm.so",
+    "/usr/lib/libgalera_smm.so",
+    "/usr/lib64/galera-4/libgalera_smm.so",
+)
 
 
 class StartError(RuntimeError):
@@ -65,12 +70,17 @@ def cluster_name(lab: Lab) -> str:
 def wsrep_cnf(name: str, node: str, address: str, members: list[str]) -> str:
     """The Galera part of a member's my.cnf (appended after its [mysqld] options)."""
     gcomm = ",".join(f"{a}:{GCOMM_PORT}" for a in members)
-    opts = ";".join([f"gmcast.listen_addr=tcp://{address}:{GCOMM_PORT}", f"ist.recv_addr={address}:{IST_PORT}",
-                     # the default 128M ring buffer would be most of a member's memory
-                     "gcache.size=16M",
-                     # join messages resent every 0.2 s, not 1 s: on loopback a member is in
-                     # the group's view a second sooner (lab up joins two members)
-                     "evs.join_retrans_period=PT0.2S"])
+    opts = ";".join(
+        [
+            f"gmcast.listen_addr=tcp://{address}:{GCOMM_PORT}",
+            f"ist.recv_addr={address}:{IST_PORT}",
+            # the default 128M ring buffer would be most of a member's memory
+            "gcache.size=16M",
+            # join messages resent every 0.2 s, not 1 s: on loopback a member is in
+            # the group's view a second sooner (lab up joins two members)
+            "evs.join_retrans_period=PT0.2S",
+        ]
+    )
     return f"""binlog_format=ROW
 innodb_autoinc_lock_mode=2
 wsrep_on=ON
@@ -92,8 +102,12 @@ sst-log-archive=0
 
 def member_cnf(lab: Lab, node: str, service: str) -> str:
     svc = lab.service(service)
-    return wsrep_cnf(cluster_name(lab), node, lab.node(node)["address"],
-                     [lab.node(n)["address"] for n in svc["instances"]])
+    return wsrep_cnf(
+        cluster_name(lab),
+        node,
+        lab.node(node)["address"],
+        [lab.node(n)["address"] for n in svc["instances"]],
+    )
 
 
 # --- the local server's state --------------------------------------------------------------
@@ -103,8 +117,14 @@ def local_status(root: Path, timeout: float = 1.0) -> dict[str, str]:
 
     from stepwise.lab.mariadb import socket_path
 
-    conn = pymysql.connect(unix_socket=str(socket_path(root)), user="root", password="", connect_timeout=timeout,
-                           read_timeout=timeout, write_timeout=timeout)
+    conn = pymysql.connect(
+        unix_socket=str(socket_path(root)),
+        user="root",
+        password="",
+        connect_timeout=timeout,
+        read_timeout=timeout,
+        write_timeout=timeout,
+    )
     try:
         with conn.cursor() as cur:
             cur.execute("SHOW GLOBAL STATUS LIKE 'wsrep\\_%'")
@@ -154,7 +174,11 @@ def gcomm_listening(address: str) -> bool:
 
 
 def running_members(lab: Lab, service: str, but: str | None = None) -> list[str]:
-    return [n for n in lab.service(service)["instances"] if n != but and gcomm_listening(lab.node(n)["address"])]
+    return [
+        n
+        for n in lab.service(service)["instances"]
+        if n != but and gcomm_listening(lab.node(n)["address"])
+    ]
 
 
 # --- position: grastate.dat and recovery ---------------------------------------------------
@@ -168,7 +192,9 @@ def grastate(root: Path) -> dict[str, str]:
         text = (datadir(root) / "grastate.dat").read_text()
     except FileNotFoundError:
         return {}
-    return {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in text.splitlines()) if v}
+    return {
+        k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in text.splitlines()) if v
+    }
 
 
 def allow_bootstrap(root: Path) -> None:
@@ -176,14 +202,20 @@ def allow_bootstrap(root: Path) -> None:
     it chooses (Galera refuses a bootstrap from a member that was not the last to leave)."""
     path = datadir(root) / "grastate.dat"
     if path.exists():
-        path.write_text(re.sub(r"(?m)^safe_to_bootstrap:.*$", "safe_to_bootstrap: 1", path.read_text()))
+        path.write_text(
+            re.sub(r"(?m)^safe_to_bootstrap:.*$", "safe_to_bootstrap: 1", path.read_text())
+        )
 
 
 def recover_position(command: list[str]) -> str | None:
     """After a crash (seqno -1): the last committed position from InnoDB, as galera_recovery
     finds it for systemd (`mariadbd --wsrep-recover`), to start from (then IST suffices)."""
-    r = subprocess.run(command + ["--wsrep-recover", "--disable-log-error"], capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run(
+        command + ["--wsrep-recover", "--disable-log-error"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     m = re.search(r"WSREP: Recovered position: *(\S+)", r.stderr + r.stdout)
     return m.group(1) if m and not m.group(1).endswith(":-1") else None
 
@@ -198,8 +230,13 @@ def start_lock(lab: Lab) -> Any:
     return file_lock(lab.run_dir / "galera-start.lock")
 
 
-def start(lab: Lab, node: str, service: str, want_format: str,
-          on_spawn: Callable[[subprocess.Popen], None] = lambda _p: None) -> subprocess.Popen:
+def start(
+    lab: Lab,
+    node: str,
+    service: str,
+    want_format: str,
+    on_spawn: Callable[[subprocess.Popen], None] = lambda _p: None,
+) -> subprocess.Popen:
     """Start this node's member: bootstrap when no other member runs, else join (IST/SST).
 
     Returns the running mariadbd (also given to `on_spawn` as soon as it exists, so a stop
@@ -218,19 +255,25 @@ def start(lab: Lab, node: str, service: str, want_format: str,
             # (OS 9) members cannot form one cluster. The joiner refuses, as it fails there.
             other = sorted({lab.os_major(p) for p in peers} - {lab.os_major(node)})
             if other:
-                raise StartError(f"galera cannot form a cluster: members on OS {lab.os_major(node)} and OS "
-                                 f"{', '.join(map(str, other))} cannot talk to each other "
-                                 f"(running: {', '.join(peers)})")
+                raise StartError(
+                    f"galera cannot form a cluster: members on OS {lab.os_major(node)} and OS "
+                    f"{', '.join(map(str, other))} cannot talk to each other "
+                    f"(running: {', '.join(peers)})"
+                )
         if have != want_format:
             if peers:
                 # joining a running cluster: the state transfer (SST) replaces whatever the datadir held
                 mariadb.init_datadir(root, want_format)
             elif have is not None and _major(have) > _major(want_format):
-                raise StartError(f"mariadbd {want_format}: datadir was written by MariaDB {have}, a newer major: "
-                                 "a downgrade in place is not supported; restore a dump taken before the upgrade")
+                raise StartError(
+                    f"mariadbd {want_format}: datadir was written by MariaDB {have}, a newer major: "
+                    "a downgrade in place is not supported; restore a dump taken before the upgrade"
+                )
             # an older major's datadir opens (as MariaDB's in-place upgrade does); mariadb-upgrade
             # then brings its system tables, and the format marker, to this server's major
-        mariadb.write_cnf(root, lab.node(node)["address"], svc["db_port"], galera=member_cnf(lab, node, service))
+        mariadb.write_cnf(
+            root, lab.node(node)["address"], svc["db_port"], galera=member_cnf(lab, node, service)
+        )
         cmd = mariadb.server_command(root)
         if grastate(root).get("seqno") == "-1":
             pos = recover_position(cmd)
@@ -290,10 +333,14 @@ def _wait(child: subprocess.Popen, root: Path, timeout: float) -> tuple[bool, st
 def versions() -> str:
     """'MariaDB 10.11.x + galera-4 26.4.x' as installed on this machine."""
     out = []
-    for cmd, pat, label in ((["mariadbd", "--version"], r"Ver (\d+\.\d+\.\d+)", "MariaDB"),
-                            (["dpkg-query", "-W", "-f=${Version}", "galera-4"], r"(\d+\.\d+\.\d+)", "galera-4")):
+    for cmd, pat, label in (
+        (["mariadbd", "--version"], r"Ver (\d+\.\d+\.\d+)", "MariaDB"),
+        (["dpkg-query", "-W", "-f=${Version}", "galera-4"], r"(\d+\.\d+\.\d+)", "galera-4"),
+    ):
         try:
-            m = re.search(pat, subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout)
+            m = re.search(
+                pat, subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout
+            )
         except (OSError, subprocess.SubprocessError):
             m = None
         out.append(f"{label} {m.group(1) if m else '?'}")
@@ -314,9 +361,14 @@ def quorum(lab: Lab, service: str) -> tuple[bool, str]:
             continue
         seen.append(n)
         if st.get("wsrep_cluster_status") == "Primary":
-            return True, f"primary component of {st.get('wsrep_cluster_size')} member(s) ({n}: " \
-                         f"{st.get('wsrep_local_state_comment')})"
-    return False, "no primary component" + (f" (non-primary: {', '.join(seen)})" if seen else ": no member running")
+            return (
+                True,
+                f"primary component of {st.get('wsrep_cluster_size')} member(s) ({n}: "
+                f"{st.get('wsrep_local_state_comment')})",
+            )
+    return False, "no primary component" + (
+        f" (non-primary: {', '.join(seen)})" if seen else ": no member running"
+    )
 
 
 def galera_status(lab: Lab) -> dict[str, Any]:
@@ -335,11 +387,18 @@ def galera_status(lab: Lab) -> dict[str, Any]:
                 st = local_status(lab.node_root(n), timeout=0.5)
             except Exception:  # noqa: BLE001
                 st = {}
-        members[n] = {"state": st.get("wsrep_local_state_comment", "down" if not st else "?"),
-                      "cluster_status": st.get("wsrep_cluster_status", "-"),
-                      "cluster_size": st.get("wsrep_cluster_size", "0")}
+        members[n] = {
+            "state": st.get("wsrep_local_state_comment", "down" if not st else "?"),
+            "cluster_status": st.get("wsrep_cluster_status", "-"),
+            "cluster_size": st.get("wsrep_cluster_size", "0"),
+        }
     primary = [m for m in members.values() if m["cluster_status"] == "Primary"]
-    return {"service": service, "real": True, "software": versions(), "sst_method": SST_METHOD,
-            "status": "Primary" if primary else "non-Primary",
-            "cluster_size": max((int(m["cluster_size"]) for m in primary), default=0),
-            "members": members}
+    return {
+        "service": service,
+        "real": True,
+        "software": versions(),
+        "sst_method": SST_METHOD,
+        "status": "Primary" if primary else "non-Primary",
+        "cluster_size": max((int(m["cluster_size"]) for m in primary), default=0),
+        "members": members,
+    }

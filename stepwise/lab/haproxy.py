@@ -23,7 +23,9 @@ NODE_STATS_SOCKET = "/var/lib/haproxy/stats"
 
 
 def binary() -> str:
-    path = shutil.which("haproxy") or ("/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None)
+    path = shutil.which("haproxy") or (
+        "/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None
+    )
     if not path:
         raise RuntimeError("'haproxy' not found: install the Debian package haproxy")
     return path
@@ -56,8 +58,10 @@ def render(spec: dict[str, Any], lab_dir: Path) -> str:
             out += ["    mode tcp", "    option httpchk GET /"]
             for i, n in enumerate(svc["instances"]):
                 addr = spec["nodes"][n]["address"]
-                out.append(f"    server {n} {addr}:{svc['db_port']} {CHECK} port {svc['port']}"
-                           + (" backup" if i else ""))
+                out.append(
+                    f"    server {n} {addr}:{svc['db_port']} {CHECK} port {svc['port']}"
+                    + (" backup" if i else "")
+                )
         else:
             out.append(f"    option httpchk GET {svc['health_path']}")
             # uWSGI closes every connection after its response without saying so (no

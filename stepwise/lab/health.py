@@ -51,7 +51,10 @@ def quorum(lab: Lab, service: str) -> tuple[bool, str]:
     if svc.get("os_bound"):
         majors = {lab.os_major(n) for n in running}
         if len(majors) > 1:
-            return False, f"cluster cannot form: members on OS majors {sorted(majors)} cannot talk to each other"
+            return (
+                False,
+                f"cluster cannot form: members on OS majors {sorted(majors)} cannot talk to each other",
+            )
     expected = [n for n in members if n in running or not left(lab, n, service)]
     if not running:
         return False, "no member running"
@@ -75,7 +78,10 @@ def rpc_state(lab: Lab, group: str) -> tuple[bool, str]:
     oldest = min(p[2] for p in peers)
     bad = [f"{s}@{n}" for n, s, _, send in peers if send > oldest]
     if bad:
-        return False, f"RPC {group}: {', '.join(bad)} send version {max(p[3] for p in peers)} to peers running {oldest} (not pinned)"
+        return (
+            False,
+            f"RPC {group}: {', '.join(bad)} send version {max(p[3] for p in peers)} to peers running {oldest} (not pinned)",
+        )
     return True, f"RPC {group}: ok"
 
 
@@ -91,14 +97,18 @@ def schema_version(lab: Lab, project: str, ttl: float = 0.5) -> int | None:
     from stepwise.lab import mariadb
 
     try:
-        v = mariadb.get_schema(lab.spec["vip"], lab.spec["vips"][lab.spec["db_service"]]["port"], project)
+        v = mariadb.get_schema(
+            lab.spec["vip"], lab.spec["vips"][lab.spec["db_service"]]["port"], project
+        )
     except Exception:  # noqa: BLE001 - any DB error means "unreachable" to the service
         v = None
     _schema_cache[project] = (now, v)
     return v
 
 
-def service_health(lab: Lab, node: str, service: str, major: int, rpc_send: int | None) -> tuple[bool, str]:
+def service_health(
+    lab: Lab, node: str, service: str, major: int, rpc_send: int | None
+) -> tuple[bool, str]:
     """Health of `service` on `node` running code of release `major`."""
     svc = lab.service(service)
     if svc.get("schema"):
@@ -114,7 +124,10 @@ def service_health(lab: Lab, node: str, service: str, major: int, rpc_send: int 
 
             contracted = schema_version(lab, contract_key(svc["project"]))
             if contracted is not None and contracted > major:
-                return False, f"database schema contracted to {contracted}: code {major} no longer runs on it"
+                return (
+                    False,
+                    f"database schema contracted to {contracted}: code {major} no longer runs on it",
+                )
     if svc.get("cluster"):
         ok, why = quorum(lab, service)
         if not ok:

@@ -38,16 +38,34 @@ def service_kind(lab: Any, node: str, service: str, unit: dict[str, Any] | None)
 
 def components(lab: Any) -> list[dict[str, str]]:
     """The lab-wide parts: the VIP and the database, and which services run real code."""
-    out = [{"name": "VIP", "kind": REAL, "detail": f"HAProxy on {lab.spec['vip']} (Debian's haproxy)"}]
+    out = [
+        {"name": "VIP", "kind": REAL, "detail": f"HAProxy on {lab.spec['vip']} (Debian's haproxy)"}
+    ]
     db = lab.spec.get("db_service")
     if db:
         from stepwise.lab.galera import versions
 
-        out.append({"name": db, "kind": REAL, "detail": f"a Galera cluster ({versions()}, Debian's packages)"})
-    real = (lab.spec.get("openstack") or {})
+        out.append(
+            {
+                "name": db,
+                "kind": REAL,
+                "detail": f"a Galera cluster ({versions()}, Debian's packages)",
+            }
+        )
+    real = lab.spec.get("openstack") or {}
     for s in real.get("services", []):
-        out.append({"name": s, "kind": REAL, "detail": f"OpenStack {real['series']} code from PyPI under uWSGI"})
-    others = sorted(s for s, v in lab.spec["services"].items() if not v.get("real") and not v.get("db"))
+        out.append(
+            {
+                "name": s,
+                "kind": REAL,
+                "detail": f"OpenStack {real['series']} code from PyPI under uWSGI",
+            }
+        )
+    others = sorted(
+        s for s, v in lab.spec["services"].items() if not v.get("real") and not v.get("db")
+    )
     if others:
-        out.append({"name": ", ".join(others), "kind": STAND_IN, "detail": "the lab's Python stand-ins"})
+        out.append(
+            {"name": ", ".join(others), "kind": STAND_IN, "detail": "the lab's Python stand-ins"}
+        )
     return out

@@ -39,7 +39,9 @@ def binaries() -> dict[str, str]:
         # the system's programs, never the lab's node commands of the same name on a node's PATH
         path = shutil.which(name, path=SYSTEM_PATH)
         if not path:
-            raise RuntimeError(f"'{name}' not found: install the Debian packages mariadb-server and mariadb-client")
+            raise RuntimeError(
+                f"'{name}' not found: install the Debian packages mariadb-server and mariadb-client"
+            )
         out[name] = path
     return out
 
@@ -52,7 +54,9 @@ def check_installed() -> None:
     galera.provider()
     for name, pkg in (("mariabackup", "mariadb-backup"), ("socat", "socat")):
         if not shutil.which(name):
-            raise RuntimeError(f"'{name}' not found (Galera's state transfers use it): install the Debian package {pkg}")
+            raise RuntimeError(
+                f"'{name}' not found (Galera's state transfers use it): install the Debian package {pkg}"
+            )
 
 
 def socket_path(root: Path, name: str = "mysqld") -> Path:
@@ -69,7 +73,9 @@ def socket_path(root: Path, name: str = "mysqld") -> Path:
     return short / (hashlib.sha1(f"{root}/{name}".encode()).hexdigest()[:16] + ".sock")
 
 
-def my_cnf(root: Path, address: str | None, port: int, galera: str = "", name: str = "mysqld") -> str:
+def my_cnf(
+    root: Path, address: str | None, port: int, galera: str = "", name: str = "mysqld"
+) -> str:
     """A server's my.cnf: tiny buffers; `galera` is the member's wsrep part (galera.wsrep_cnf),
     empty for a server without replication (the template, dump and restore); no address
     means no network (Unix socket only)."""
@@ -99,7 +105,9 @@ thread_cache_size=4
 """
 
 
-def write_cnf(root: Path, address: str | None, port: int, galera: str = "", name: str = "mysqld") -> Path:
+def write_cnf(
+    root: Path, address: str | None, port: int, galera: str = "", name: str = "mysqld"
+) -> Path:
     """Write the server's my.cnf (`etc/NAME.cnf`) and the directories it names."""
     path = root / "etc" / ("my.cnf" if name == "mysqld" else f"{name}.cnf")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -111,7 +119,11 @@ def write_cnf(root: Path, address: str | None, port: int, galera: str = "", name
 
 def server_command(root: Path, cnf: Path | None = None) -> list[str]:
     # Running as root needs --user=root; as anyone else mariadbd keeps its own user anyway.
-    return [binaries()["mariadbd"], f"--defaults-file={cnf or root / 'etc' / 'my.cnf'}", f"--user={getpass.getuser()}"]
+    return [
+        binaries()["mariadbd"],
+        f"--defaults-file={cnf or root / 'etc' / 'my.cnf'}",
+        f"--user={getpass.getuser()}",
+    ]
 
 
 def template_dir() -> Path:
@@ -124,12 +136,16 @@ def _sql(sock: Path, sql: str, proc: subprocess.Popen, timeout: float = 30.0) ->
     err = b""
     while time.monotonic() < deadline and proc.poll() is None:
         if sock.exists():
-            r = subprocess.run([binaries()["mariadb"], "-S", str(sock), "-uroot", "-e", sql], capture_output=True)
+            r = subprocess.run(
+                [binaries()["mariadb"], "-S", str(sock), "-uroot", "-e", sql], capture_output=True
+            )
             if r.returncode == 0:
                 return
             err = r.stderr
         time.sleep(0.05)
-    raise RuntimeError(f"could not initialise the MariaDB template datadir: {err.decode(errors='replace')[:300]}")
+    raise RuntimeError(
+        f"could not initialise the MariaDB template datadir: {err.decode(errors='replace')[:300]}"
+    )
 
 
 def ensure_template() -> Path:
@@ -150,35 +166,62 @@ def ensure_template() -> Path:
     (root / "var" / "lib").mkdir(parents=True)
     cnf = write_cnf(root, None, 0)
     b = binaries()
-    subprocess.run([b["mariadb-install-db"], f"--defaults-file={cnf}", f"--user={getpass.getuser()}",
-                    "--skip-test-db", "--auth-root-authentication-method=normal"],
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            b["mariadb-install-db"],
+            f"--defaults-file={cnf}",
+            f"--user={getpass.getuser()}",
+            "--skip-test-db",
+            "--auth-root-authentication-method=normal",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     sock = socket_path(root)
-    proc = subprocess.Popen(server_command(root), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        server_command(root), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         # Real services (keystone, placement, glance) create their databases and users with it.
-        _sql(sock, f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'; "
-                   f"GRANT ALL PRIVILEGES ON *.* TO '{USER}'@'%' WITH GRANT OPTION;", proc)
+        _sql(
+            sock,
+            f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'; "
+            f"GRANT ALL PRIVILEGES ON *.* TO '{USER}'@'%' WITH GRANT OPTION;",
+            proc,
+        )
     finally:
         proc.terminate()
         proc.wait(60)
     # A one-member cluster on a private port (tcp://127.0.0.1:0: any free one) writes the tables.
     one = galera.wsrep_cnf("stepwise-template", "template", "127.0.0.1", ["127.0.0.1"])
-    one = one.replace(f"127.0.0.1:{galera.GCOMM_PORT}", "127.0.0.1:0").replace(f"127.0.0.1:{galera.IST_PORT}", "127.0.0.1:0")
+    one = one.replace(f"127.0.0.1:{galera.GCOMM_PORT}", "127.0.0.1:0").replace(
+        f"127.0.0.1:{galera.IST_PORT}", "127.0.0.1:0"
+    )
     write_cnf(root, None, 0, galera=one)
-    proc = subprocess.Popen(server_command(root) + ["--wsrep-new-cluster"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        server_command(root) + ["--wsrep-new-cluster"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
-        _sql(sock, f"CREATE DATABASE {META_DB}; CREATE TABLE {META_DB}.schema_versions "
-                   "(project VARCHAR(64) PRIMARY KEY, version INT NOT NULL, online INT NOT NULL DEFAULT 0);"
-                   f"CREATE TABLE {META_DB}.data (k VARCHAR(128) PRIMARY KEY, v TEXT);", proc)
+        _sql(
+            sock,
+            f"CREATE DATABASE {META_DB}; CREATE TABLE {META_DB}.schema_versions "
+            "(project VARCHAR(64) PRIMARY KEY, version INT NOT NULL, online INT NOT NULL DEFAULT 0);"
+            f"CREATE TABLE {META_DB}.data (k VARCHAR(128) PRIMARY KEY, v TEXT);",
+            proc,
+        )
     finally:
         proc.terminate()
         proc.wait(60)
     seed = root / "var" / "lib" / "mysql"
     if "seqno:   -1" in (seed / "grastate.dat").read_text():
         raise RuntimeError("the MariaDB template's Galera member did not shut down cleanly")
-    for f in ("galera.cache", "gvwstate.dat"):  # a ring buffer each member makes its own; no view to restore
+    for f in (
+        "galera.cache",
+        "gvwstate.dat",
+    ):  # a ring buffer each member makes its own; no view to restore
         (seed / f).unlink(missing_ok=True)
     os.replace(seed, work / "galera")
     shutil.rmtree(work / "var", ignore_errors=True)
@@ -221,8 +264,17 @@ def data_format(root: Path) -> str | None:
 def connect(host: str, port: int, timeout: float = 1.0):
     import pymysql
 
-    return pymysql.connect(host=host, port=port, user=USER, password=PASSWORD, database=META_DB,
-                           connect_timeout=timeout, read_timeout=timeout, write_timeout=timeout, autocommit=True)
+    return pymysql.connect(
+        host=host,
+        port=port,
+        user=USER,
+        password=PASSWORD,
+        database=META_DB,
+        connect_timeout=timeout,
+        read_timeout=timeout,
+        write_timeout=timeout,
+        autocommit=True,
+    )
 
 
 def get_schema(host: str, port: int, project: str) -> int | None:
@@ -255,7 +307,7 @@ def installed_format(packages: dict) -> str:
     return "10.3"
 
 
-def galera_status(lab: "Lab") -> dict:
+def galera_status(lab: Lab) -> dict:
     """The database service as it really is: a Galera cluster of real MariaDB + galera-4
     members, its size, status and each member's state (see galera.galera_status)."""
     from stepwise.lab import galera

@@ -12,7 +12,7 @@ import os
 import sys
 import time
 import urllib.request
-from typing import Callable
+from collections.abc import Callable
 
 from stepwise.lab import repos as R
 from stepwise.lab import services as S
@@ -34,6 +34,7 @@ def command(*names: str):
         for n in names:
             COMMANDS[n] = fn
         return fn
+
     return deco
 
 
@@ -91,7 +92,9 @@ def dnf(lab: Lab, node: str, args: list[str]) -> int:
         best = R.latest(repos, enabled, p)
         if best is None:
             if verb == "install" or names:
-                return err(f"Error: Unable to find a match: {p} (enabled repositories: {', '.join(enabled)})")
+                return err(
+                    f"Error: Unable to find a match: {p} (enabled repositories: {', '.join(enabled)})"
+                )
             continue
         if p not in pkgs and verb != "install":
             return err(f"Package {p} is not installed")
@@ -101,8 +104,10 @@ def dnf(lab: Lab, node: str, args: list[str]) -> int:
         out("Dependencies resolved.\nNothing to do.\nComplete!")
         return 0
     if disk_full(lab, node):
-        return err("Error: Transaction test error:\n  installing package needs more space on the / filesystem "
-                   "[Errno 28] No space left on device")
+        return err(
+            "Error: Transaction test error:\n  installing package needs more space on the / filesystem "
+            "[Errno 28] No space left on device"
+        )
     for p, (v, r) in sorted(changes.items()):
         out(f"{'Upgrading' if p in pkgs else 'Installing'}: {p} {v} {r}")
     if "--downloadonly" in flags:
@@ -123,7 +128,9 @@ def dnf(lab: Lab, node: str, args: list[str]) -> int:
         if res.get("restarted") is False:
             continue
         if not res.get("ok"):
-            err(f"warning: %postun({svc}) scriptlet failed: restart of {svc}.service failed: {res.get('message')}")
+            err(
+                f"warning: %postun({svc}) scriptlet failed: restart of {svc}.service failed: {res.get('message')}"
+            )
     if any(p in changes for p in lab.spec.get("reboot_packages", ["kernel", "kernel-core"])):
         out("A reboot is required to run the new kernel.")
     out("Complete!")
@@ -180,7 +187,9 @@ def unit_state(lab: Lab, node: str, unit: str) -> str:
 def systemctl(lab: Lab, node: str, args: list[str]) -> int:
     words = [a for a in args if not a.startswith("-")]
     if len(words) < 2:
-        return err("usage: systemctl start|stop|restart|reload|kill|status|is-active|is-enabled|enable|disable UNIT")
+        return err(
+            "usage: systemctl start|stop|restart|reload|kill|status|is-active|is-enabled|enable|disable UNIT"
+        )
     verb = words[0]
     rc = 0
     for name in words[1:]:
@@ -191,7 +200,9 @@ def systemctl(lab: Lab, node: str, args: list[str]) -> int:
             rc = 5 if verb not in ("is-active", "is-enabled") else 4
             continue
         if verb in ("start", "restart") and not S.service_version(lab, node, unit):
-            err(f"Failed to {verb} {shown}.service: Unit {shown}.service not found (package not installed).")
+            err(
+                f"Failed to {verb} {shown}.service: Unit {shown}.service not found (package not installed)."
+            )
             rc = 5
             continue
         if verb in ("start", "stop", "restart", "kill", "reload"):
@@ -201,8 +212,10 @@ def systemctl(lab: Lab, node: str, args: list[str]) -> int:
                 pass
             if not res.get("ok"):
                 rc = 1
-                err(f"Job for {shown}.service failed: {res.get('message')}\n"
-                    f"See \"systemctl status {shown}.service\" for details.")
+                err(
+                    f"Job for {shown}.service failed: {res.get('message')}\n"
+                    f'See "systemctl status {shown}.service" for details.'
+                )
         elif verb in ("enable", "disable"):
             with lab.node_lock(node):
                 S.set_enabled(lab, node, unit, verb == "enable")
@@ -215,13 +228,15 @@ def systemctl(lab: Lab, node: str, args: list[str]) -> int:
             rc = rc or (0 if on else 1)
         elif verb in ("is-active", "status"):
             state = unit_state(lab, node, unit)
-            healthy, detail = (http_health(lab, node, unit) if state == "active" else (False, state))
+            healthy, detail = http_health(lab, node, unit) if state == "active" else (False, state)
             active = state if state != "active" else ("active" if healthy else "active (unhealthy)")
             if verb == "is-active":
                 out(active.split(" ")[0] if healthy or state != "active" else "failed")
             else:
-                out(f"* {shown}.service\n   Loaded: loaded (enabled: {unit in S.units_enabled(lab, node)})\n"
-                    f"   Active: {active}\n  Version: {S.service_version(lab, node, unit)}\n   Health: {detail}")
+                out(
+                    f"* {shown}.service\n   Loaded: loaded (enabled: {unit in S.units_enabled(lab, node)})\n"
+                    f"   Active: {active}\n  Version: {S.service_version(lab, node, unit)}\n   Health: {detail}"
+                )
             rc = rc or (0 if healthy else 3)
         else:
             return err(f"Unknown command verb {verb}.")
@@ -251,7 +266,7 @@ def crudini(lab: Lab, node: str, args: list[str]) -> int:
         if not rest:
             if not is_default and not cp.has_section(section):
                 return err(f"Section not found: {section}")
-            for k in (cp.defaults() if is_default else cp[section]):
+            for k in cp.defaults() if is_default else cp[section]:
                 out(k)
             return 0
         if not cp.has_option(section, rest[0]) and not (is_default and rest[0] in cp.defaults()):
@@ -303,8 +318,14 @@ def socat(lab: Lab, node: str, args: list[str]) -> int:
     real = shutil.which("socat", path="/usr/bin:/bin")
     if not real:
         return err("socat: not installed on this machine (Debian package socat)")
-    mapped = [re.sub(r"^((?i:unix-connect|unix-client|unix):)(/.*)$",
-                     lambda m: m.group(1) + str(lab.node_path(node, m.group(2))), a) for a in args]
+    mapped = [
+        re.sub(
+            r"^((?i:unix-connect|unix-client|unix):)(/.*)$",
+            lambda m: m.group(1) + str(lab.node_path(node, m.group(2))),
+            a,
+        )
+        for a in args
+    ]
     os.execv(real, [real, *mapped])
     return 1
 
@@ -320,8 +341,13 @@ def _schema_action(words: list[str], args: list[str]) -> str | None:
     if "--migrate" in flags or words[:2] in (["db", "online_data_migrations"], ["db", "migrate"]):
         return "migrate"
     # barbican says `db upgrade`, designate `database sync`, octavia/mistral `upgrade head`
-    if words[:2] in (["db", "sync"], ["db", "expand"], ["upgrade", "heads"], ["db", "upgrade"], ["database", "sync"]) \
-            or words[:1] in (["db_sync"], ["upgrade"]):
+    if words[:2] in (
+        ["db", "sync"],
+        ["db", "expand"],
+        ["upgrade", "heads"],
+        ["db", "upgrade"],
+        ["database", "sync"],
+    ) or words[:1] in (["db_sync"], ["upgrade"]):
         return "expand"
     return None
 
@@ -330,19 +356,24 @@ def manage(lab: Lab, node: str, project: str, args: list[str]) -> int:
     words = [a for a in args if not a.startswith("-")]
     if project not in lab.spec["projects"]:
         return err(f"{project}-manage: no database for project {project} in this cloud")
-    versions = [R.major(S.service_version(lab, node, s)) for s in lab.node(node)["services"]
-                if lab.service(s)["project"] == project and S.service_version(lab, node, s)]
+    versions = [
+        R.major(S.service_version(lab, node, s))
+        for s in lab.node(node)["services"]
+        if lab.service(s)["project"] == project and S.service_version(lab, node, s)
+    ]
     if not versions:
         return err(f"{project}-manage: command not found ({project} is not installed on {node})")
     code = max(versions)
     try:
         cur = S.get_schema(lab, project)
         if cur is None:
-            return err("(pymysql.err.OperationalError) (2003, \"Can't connect to MySQL server\")")
+            return err('(pymysql.err.OperationalError) (2003, "Can\'t connect to MySQL server")')
         action = _schema_action(words, args)
         if action == "expand":
             if code < cur[0]:
-                return err(f"database schema {cur[0]} is newer than this code ({code}): downgrade is not supported")
+                return err(
+                    f"database schema {cur[0]} is newer than this code ({code}): downgrade is not supported"
+                )
             S.set_schema(lab, project, code)
             out(f"{project} database schema at version {code}")
         elif action == "migrate":
@@ -352,11 +383,15 @@ def manage(lab: Lab, node: str, project: str, args: list[str]) -> int:
             if code < cur[0]:
                 return err(f"{project}: this code ({code}) cannot contract schema {cur[0]}")
             S.set_schema(lab, S.contract_key(project), cur[0])
-            out(f"{project} database schema {cur[0]} contracted: code older than {cur[0]} can no longer use it")
+            out(
+                f"{project} database schema {cur[0]} contracted: code older than {cur[0]} can no longer use it"
+            )
         elif words[:2] in (["db", "version"], ["current"]):
             out(str(cur[0]))
         else:
-            return err(f"usage: {project}-manage db sync|expand|migrate|contract|online_data_migrations|version")
+            return err(
+                f"usage: {project}-manage db sync|expand|migrate|contract|online_data_migrations|version"
+            )
     except Exception as exc:  # noqa: BLE001 - report DB errors the way the tool would
         return err(f"{project}-manage: database error: {exc}")
     return 0
@@ -367,18 +402,24 @@ def status_check(lab: Lab, node: str, project: str, args: list[str]) -> int:
     while the project's database answers (a stand-in has nothing else to check)."""
     if [a for a in args if not a.startswith("-")][:2] != ["upgrade", "check"]:
         return err(f"usage: {project}-status upgrade check")
-    if not any(lab.service(s)["project"] == project and S.service_version(lab, node, s)
-               for s in lab.node(node)["services"]):
+    if not any(
+        lab.service(s)["project"] == project and S.service_version(lab, node, s)
+        for s in lab.node(node)["services"]
+    ):
         return err(f"{project}-status: command not found ({project} is not installed on {node})")
     if project in lab.spec["projects"] and S.get_schema(lab, project) is None:
-        out("+----------------------------------+\n| Check: Database                  |\n"
+        out(
+            "+----------------------------------+\n| Check: Database                  |\n"
             "| Result: Failure                  |\n| Details: cannot connect          |\n"
-            "+----------------------------------+")
+            "+----------------------------------+"
+        )
         return 2
-    out("+----------------------------------+\n| Upgrade Check Results            |\n"
+    out(
+        "+----------------------------------+\n| Upgrade Check Results            |\n"
         "+----------------------------------+\n| Check: Database                  |\n"
         "| Result: Success                  |\n| Details: None                    |\n"
-        "+----------------------------------+")
+        "+----------------------------------+"
+    )
     return 0
 
 

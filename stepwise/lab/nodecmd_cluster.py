@@ -11,6 +11,7 @@ from stepwise.lab import services as S
 from stepwise.lab.nodecmd import command, disk_full, err, out
 from stepwise.lab.nodes import Lab
 
+
 def cluster_service(lab: Lab, kinds: tuple[str, ...]) -> str | None:
     return next((n for n, s in lab.spec["services"].items() if s.get("cluster") in kinds), None)
 
@@ -26,9 +27,15 @@ def pcs(lab: Lab, node: str, args: list[str]) -> int:
     if words[:1] == ["status"]:
         ok, why = H.quorum(lab, svc)
         running = [n for n in lab.service(svc)["instances"] if H.read_unit(lab, n, svc)]
-        standby = [n for n in running if (lab.read_state(n, "cluster.json", {}) or {}).get(svc, {}).get("standby")]
-        out(f"Cluster: {svc}\n  {why}\n  Online: [ {' '.join(n for n in running if n not in standby)} ]\n"
-            f"  Standby: [ {' '.join(standby)} ]")
+        standby = [
+            n
+            for n in running
+            if (lab.read_state(n, "cluster.json", {}) or {}).get(svc, {}).get("standby")
+        ]
+        out(
+            f"Cluster: {svc}\n  {why}\n  Online: [ {' '.join(n for n in running if n not in standby)} ]\n"
+            f"  Standby: [ {' '.join(standby)} ]"
+        )
         if node not in running:
             return err("Error: cluster is not currently running on this node")
         return 0 if ok else 1
@@ -36,7 +43,9 @@ def pcs(lab: Lab, node: str, args: list[str]) -> int:
         rc = 0
         for n in targets:
             res = lab.call(words[1], node=n, unit=svc)
-            out(f"{n}: {'Stopping' if words[1] == 'stop' else 'Starting'} Cluster... {res.get('message')}")
+            out(
+                f"{n}: {'Stopping' if words[1] == 'stop' else 'Starting'} Cluster... {res.get('message')}"
+            )
             rc = rc or (0 if res.get("ok") else 1)
         return rc
     if words[:1] == ["node"] and words[1:2] in (["standby"], ["unstandby"]):
@@ -55,7 +64,9 @@ def pcs(lab: Lab, node: str, args: list[str]) -> int:
 
         haproxy.set_node_state(lab, target, "maint" if on else "ready")
         return 0
-    return err("usage: pcs status | pcs cluster stop|start [--all] | pcs node standby|unstandby [NODE]")
+    return err(
+        "usage: pcs status | pcs cluster stop|start [--all] | pcs node standby|unstandby [NODE]"
+    )
 
 
 # --- ceph ------------------------------------------------------------------------------
@@ -101,7 +112,9 @@ def ceph(lab: Lab, node: str, args: list[str]) -> int:
             lab.write_state(target, "cluster.json", st)
         out(f"{'removing' if args[1] == 'remove' else 'adding'} mon.{target}")
         return 0
-    return err("usage: ceph osd set|unset noout | ceph mon stat | ceph health | ceph mon remove|add NODE")
+    return err(
+        "usage: ceph osd set|unset noout | ceph mon stat | ceph health | ceph mon remove|add NODE"
+    )
 
 
 # --- nova (workloads) ------------------------------------------------------------------
@@ -167,8 +180,10 @@ def leapp(lab: Lab, node: str, args: list[str]) -> int:
         return err("leapp: command not found (package leapp is not installed)")
     rel = S.release(lab, node)
     if f"openstack-{rel}-el{target}" not in lab.spec["repos"]:
-        return err(f"Inhibitor: enabled OpenStack release {rel} has no repositories for OS {target}; "
-                   "switch the node to the next release (tripleo-repos) first")
+        return err(
+            f"Inhibitor: enabled OpenStack release {rel} has no repositories for OS {target}; "
+            "switch the node to the next release (tripleo-repos) first"
+        )
     if disk_full(lab, node):
         return err("Inhibitor: not enough space on / to download the upgrade packages")
     lab.write_state(node, "leapp.json", {"target": target, "release": rel})
@@ -227,7 +242,9 @@ def reprovision(lab: Lab, node: str, args: list[str]) -> int:
     target = cur + 1
     if target not in R.OS_MAJORS:
         return err(f"no image for OS {target}")
-    release = next((r for r in reversed(R.RELEASES) if f"openstack-{r}-el{target}" in lab.spec["repos"]), None)
+    release = next(
+        (r for r in reversed(R.RELEASES) if f"openstack-{r}-el{target}" in lab.spec["repos"]), None
+    )
     if release is None:
         return err(f"no OpenStack release is built for OS {target}")
     lab.call("poweroff", node=node)
@@ -253,7 +270,9 @@ def reprovision(lab: Lab, node: str, args: list[str]) -> int:
         lab.write_state(node, "kernel.json", {"running": pkgs.get("kernel", {}).get("version")})
         S.write_os_release(lab, node, target)
     lab.call("boot", node=node, units=[], timeout=120)
-    out(f"{node} reprovisioned with the OS {target} image ({release}); nothing runs, nothing was kept")
+    out(
+        f"{node} reprovisioned with the OS {target} image ({release}); nothing runs, nothing was kept"
+    )
     return 0
 
 
@@ -298,7 +317,9 @@ def rsync(lab: Lab, node: str, args: list[str]) -> int:
         try:
             here, host, path = _map_operand(lab, node, a)
         except LookupError as exc:
-            err(f"{exc}\nrsync: connection unexpectedly closed (0 bytes received so far) [Receiver]")
+            err(
+                f"{exc}\nrsync: connection unexpectedly closed (0 bytes received so far) [Receiver]"
+            )
             return 255
         mapped.append(here)
         operands.append((host, path))
@@ -322,13 +343,18 @@ def mariadb_upgrade(lab: Lab, node: str, args: list[str]) -> int:
     from stepwise.lab import mariadb
 
     real = mariadb.binaries()["mariadb-upgrade"]
-    defaults = [] if any(a.startswith(("-S", "--socket")) for a in args) else \
-        [f"--socket={mariadb.socket_path(lab.node_root(node))}"]
+    defaults = (
+        []
+        if any(a.startswith(("-S", "--socket")) for a in args)
+        else [f"--socket={mariadb.socket_path(lab.node_root(node))}"]
+    )
     if not any(a.startswith(("-u", "--user")) for a in args):
         defaults.append("--user=root")
     r = subprocess.run([real, *defaults, *args], check=False)
     if r.returncode == 0:
-        mariadb.set_data_format(lab.node_root(node), mariadb.installed_format(S.installed(lab, node)))
+        mariadb.set_data_format(
+            lab.node_root(node), mariadb.installed_format(S.installed(lab, node))
+        )
     return r.returncode
 
 
@@ -341,9 +367,17 @@ def _mariadb_tool(lab: Lab, node: str, tool: str, args: list[str]) -> int:
     from stepwise.lab import mariadb
 
     real = mariadb.binaries()[tool]
-    mapped = [f"--result-file={lab.node_path(node, a.split('=', 1)[1])}"
-              if a.startswith("--result-file=/") else a for a in args]
-    if tool == "mariadb-dump" and disk_full(lab, node) and any(a.startswith("--result-file=") for a in args):
+    mapped = [
+        f"--result-file={lab.node_path(node, a.split('=', 1)[1])}"
+        if a.startswith("--result-file=/")
+        else a
+        for a in args
+    ]
+    if (
+        tool == "mariadb-dump"
+        and disk_full(lab, node)
+        and any(a.startswith("--result-file=") for a in args)
+    ):
         return err("mariadb-dump: Got errno 28 on write")
     defaults = []
     if not any(a.startswith(("-S", "--socket")) for a in args):

@@ -8,12 +8,13 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import threading
 import os
 import socket
+import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 ENV_LAB = "STEPWISE_LAB_DIR"
 ENV_NODE = "STEPWISE_LAB_NODE"

@@ -44,7 +44,9 @@ def targets(lab: Lab) -> list[Target]:
         if svc["db"]:
             out.append(Target(f"vip:{name}", "mysql", vip["address"], vip["port"]))
         else:
-            out.append(Target(f"vip:{name}", "http", vip["address"], vip["port"], svc["health_path"]))
+            out.append(
+                Target(f"vip:{name}", "http", vip["address"], vip["port"], svc["health_path"])
+            )
     for vm, w in lab.spec["workloads"].items():
         out.append(Target(f"workload:{vm}", "http", w["address"], w["port"]))
     for t in out:
@@ -88,7 +90,10 @@ def per_second(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     acc: dict[tuple[str, int], dict[str, Any]] = {}
     for r in records:
         key = (r["target"], int(r["t"]))
-        a = acc.setdefault(key, {"target": r["target"], "t": float(key[1]), "requests": 0, "failed": 0, "max_ms": 0.0})
+        a = acc.setdefault(
+            key,
+            {"target": r["target"], "t": float(key[1]), "requests": 0, "failed": 0, "max_ms": 0.0},
+        )
         a["requests"] += 1
         a["failed"] += 0 if r["ok"] else 1
         a["max_ms"] = max(a["max_ms"], float(r.get("ms") or 0.0))
@@ -129,11 +134,20 @@ class Probe:
             if client is not None:
                 client.start()
             nxt = time.monotonic()
-            while not self._stop.is_set() and time.time() - self.t0 < self.max_seconds \
-                    and len(self.records) + len(self.targets) <= MAX_REQUESTS:
+            while (
+                not self._stop.is_set()
+                and time.time() - self.t0 < self.max_seconds
+                and len(self.records) + len(self.targets) <= MAX_REQUESTS
+            ):
                 now = time.time()
                 for t, (ok, detail, ms) in zip(self.targets, pool.map(timed_request, self.targets)):
-                    rec = {"t": round(now, 3), "target": t.name, "ok": ok, "detail": detail, "ms": ms}
+                    rec = {
+                        "t": round(now, 3),
+                        "target": t.name,
+                        "ok": ok,
+                        "detail": detail,
+                        "ms": ms,
+                    }
                     self.records.append(rec)
                     if fh:
                         fh.write(json.dumps(rec) + "\n")
@@ -155,7 +169,7 @@ class Probe:
                 fh.write(json.dumps(rec) + "\n")
         client.out.unlink(missing_ok=True)
 
-    def start(self) -> "Probe":
+    def start(self) -> Probe:
         self._thread = threading.Thread(target=self.run, daemon=True)
         self._thread.start()
         return self
@@ -166,7 +180,7 @@ class Probe:
             self._thread.join(60)  # the client probe may take its grace time to clean up
         return summarize(self.records)
 
-    def __enter__(self) -> "Probe":
+    def __enter__(self) -> Probe:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -195,13 +209,24 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
             down += tail
             longest = max(longest, tail)
         failed = [r for r in recs if not r["ok"]]
-        out[name] = {"requests": len(recs), "failed": len(failed), "downtime_s": round(down, 2),
-                     "longest_outage_s": round(longest, 2),
-                     "first_error": failed[0]["detail"] if failed else None}
-    total = {"requests": sum(v["requests"] for v in out.values()), "failed": sum(v["failed"] for v in out.values())}
+        out[name] = {
+            "requests": len(recs),
+            "failed": len(failed),
+            "downtime_s": round(down, 2),
+            "longest_outage_s": round(longest, 2),
+            "first_error": failed[0]["detail"] if failed else None,
+        }
+    total = {
+        "requests": sum(v["requests"] for v in out.values()),
+        "failed": sum(v["failed"] for v in out.values()),
+    }
     return {"targets": out, "total": total}
 
 
 def failed(summary: dict[str, Any], prefix: str = "") -> dict[str, int]:
     """Targets (optionally only those starting with `prefix`) that had failed requests."""
-    return {k: v["failed"] for k, v in summary["targets"].items() if k.startswith(prefix) and v["failed"]}
+    return {
+        k: v["failed"]
+        for k, v in summary["targets"].items()
+        if k.startswith(prefix) and v["failed"]
+    }

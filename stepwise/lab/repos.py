@@ -8,7 +8,7 @@ corosync, mariadb, ...) come from the OS repositories, whose versions follow the
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 RELEASES = ("R1", "R2")
 OS_MAJORS = (8, 9)
@@ -74,12 +74,19 @@ def build_repos(packages: Iterable[str]) -> dict[str, dict[str, str]]:
 def enabled_repos(repos: dict[str, dict[str, str]], release: str, os_major: int) -> list[str]:
     """Repositories a node on `os_major` with OpenStack `release` enabled can use."""
     out = [r for r in repos if r.startswith(f"os{os_major}-")]
-    out += [r for r in repos if r.startswith(f"openstack-{release}-") and r.endswith(f"-el{os_major}")
-            or r == f"openstack-{release}-el{os_major}"]
+    out += [
+        r
+        for r in repos
+        if r.startswith(f"openstack-{release}-")
+        and r.endswith(f"-el{os_major}")
+        or r == f"openstack-{release}-el{os_major}"
+    ]
     return sorted(set(out))
 
 
-def latest(repos: dict[str, dict[str, str]], enabled: Iterable[str], package: str) -> tuple[str, str] | None:
+def latest(
+    repos: dict[str, dict[str, str]], enabled: Iterable[str], package: str
+) -> tuple[str, str] | None:
     """(version, repo) of the newest `package` in the enabled repositories, or None."""
     best: tuple[str, str] | None = None
     for r in enabled:
@@ -89,7 +96,9 @@ def latest(repos: dict[str, dict[str, str]], enabled: Iterable[str], package: st
     return best
 
 
-def base_version(repos: dict[str, dict[str, str]], package: str, release: str, os_major: int) -> tuple[str, str] | None:
+def base_version(
+    repos: dict[str, dict[str, str]], package: str, release: str, os_major: int
+) -> tuple[str, str] | None:
     """The version a fresh install gets: the release's (or OS's) base repository, no updates."""
     for r in (f"openstack-{release}-el{os_major}", f"os{os_major}-baseos"):
         if package in repos.get(r, {}):

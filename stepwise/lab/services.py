@@ -44,7 +44,9 @@ def install_initial(lab: Lab, node: str) -> None:
 def write_os_release(lab: Lab, node: str, major: int) -> None:
     path = lab.node_root(node) / "etc" / "os-release"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f'NAME="Lab Linux"\nVERSION_ID="{major}"\nID="lablinux"\nPRETTY_NAME="Lab Linux {major}"\n')
+    path.write_text(
+        f'NAME="Lab Linux"\nVERSION_ID="{major}"\nID="lablinux"\nPRETTY_NAME="Lab Linux {major}"\n'
+    )
 
 
 def service_version(lab: Lab, node: str, service: str) -> str | None:
@@ -55,7 +57,9 @@ def service_version(lab: Lab, node: str, service: str) -> str | None:
 
 
 def services_of_packages(lab: Lab, node: str, packages: list[str]) -> list[str]:
-    return [s for s in lab.node(node)["services"] if set(lab.service(s)["packages"]) & set(packages)]
+    return [
+        s for s in lab.node(node)["services"] if set(lab.service(s)["packages"]) & set(packages)
+    ]
 
 
 def render_config(lab: Lab, node: str, service: str) -> None:
@@ -77,9 +81,13 @@ def render_config(lab: Lab, node: str, service: str) -> None:
     cp["DEFAULT"] = {"config_for": R.release_of(version) or "", "host": node}
     if svc.get("schema"):
         vip = lab.spec["vips"][lab.spec["db_service"]]
-        cp["database"] = {"connection": f"mysql+pymysql://stepwise@{vip['address']}:{vip['port']}/{svc['project']}"}
+        cp["database"] = {
+            "connection": f"mysql+pymysql://stepwise@{vip['address']}:{vip['port']}/{svc['project']}"
+        }
     if svc.get("rpc"):
-        cp["upgrade_levels"] = dict(old["upgrade_levels"]) if old.has_section("upgrade_levels") else {}
+        cp["upgrade_levels"] = (
+            dict(old["upgrade_levels"]) if old.has_section("upgrade_levels") else {}
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as fh:
         cp.write(fh)
@@ -101,7 +109,11 @@ def db_members(lab: Lab) -> list[tuple[str, int]]:
 
     name = lab.spec["db_service"]
     svc = lab.service(name)
-    return [(lab.node(n)["address"], svc["db_port"]) for n in svc["instances"] if read_unit(lab, n, name)]
+    return [
+        (lab.node(n)["address"], svc["db_port"])
+        for n in svc["instances"]
+        if read_unit(lab, n, name)
+    ]
 
 
 def _on_a_member(lab: Lab, sql: str, args: tuple) -> list[tuple]:
@@ -123,8 +135,11 @@ def _on_a_member(lab: Lab, sql: str, args: tuple) -> list[tuple]:
 
 def set_schema(lab: Lab, project: str, version: int, online: int | None = None) -> None:
     """Write a project's schema version (once: Galera replicates it to every member)."""
-    sql = "INSERT INTO schema_versions (project, version, online) VALUES (%s,%s,%s) " \
-          "ON DUPLICATE KEY UPDATE version=VALUES(version)" + (", online=VALUES(online)" if online is not None else "")
+    sql = (
+        "INSERT INTO schema_versions (project, version, online) VALUES (%s,%s,%s) "
+        "ON DUPLICATE KEY UPDATE version=VALUES(version)"
+        + (", online=VALUES(online)" if online is not None else "")
+    )
     _on_a_member(lab, sql, (project, version, online or 0))
 
 
@@ -137,7 +152,9 @@ def contract_key(project: str) -> str:
 def get_schema(lab: Lab, project: str) -> tuple[int, int] | None:
     """(version, online) of a project's schema, or None when no database server answers."""
     try:
-        rows = _on_a_member(lab, "SELECT version, online FROM schema_versions WHERE project=%s", (project,))
+        rows = _on_a_member(
+            lab, "SELECT version, online FROM schema_versions WHERE project=%s", (project,)
+        )
     except RuntimeError:
         return None
     return (int(rows[0][0]), int(rows[0][1])) if rows else (0, 0)
@@ -147,7 +164,9 @@ def workloads(lab: Lab) -> dict[str, Any]:
     """Where each workload runs now ({vm: {host, state}}), initially its home compute."""
     data = lab.read_state("_lab", "workloads.json", None)
     if data is None:
-        data = {vm: {"host": w["home"], "state": "running"} for vm, w in lab.spec["workloads"].items()}
+        data = {
+            vm: {"host": w["home"], "state": "running"} for vm, w in lab.spec["workloads"].items()
+        }
     return data
 
 

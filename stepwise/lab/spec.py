@@ -61,19 +61,30 @@ def _real_openstack(dep: Deployment, services: dict[str, Any]) -> dict[str, Any]
     if not series:
         return None
     if series not in RL.SERIES:
-        raise InputError(Problem(f"lab.openstack: the lab has no real OpenStack code for series {series!r}",
-                                 file=dep.path, field="lab.openstack",
-                                 hint=f"use one of {', '.join(RL.series_names())}, or remove it for stand-ins"))
+        raise InputError(
+            Problem(
+                f"lab.openstack: the lab has no real OpenStack code for series {series!r}",
+                file=dep.path,
+                field="lab.openstack",
+                hint=f"use one of {', '.join(RL.series_names())}, or remove it for stand-ins",
+            )
+        )
     placed = [s for s in RL.SERVICES if s in services]
     for name in placed:
         # a real uWSGI finishes its requests before it exits: on 2 busy cores that can take
         # longer than the stand-ins' 3 s (systemd's own default is 90 s)
-        services[name].update(real=True, schema=False, health_path=RL.SERVICES[name].health_path,
-                              stop_timeout=REAL_STOP_TIMEOUT)
+        services[name].update(
+            real=True,
+            schema=False,
+            health_path=RL.SERVICES[name].health_path,
+            stop_timeout=REAL_STOP_TIMEOUT,
+        )
     return {"series": series, "services": placed, "cloud": dep.name}
 
 
-def build_spec(dep: Deployment, lab_dir: str, index: int, workloads_per_compute: int = 1) -> dict[str, Any]:
+def build_spec(
+    dep: Deployment, lab_dir: str, index: int, workloads_per_compute: int = 1
+) -> dict[str, Any]:
     """The whole `lab.json` of a new lab for `dep`."""
     cat = dep.catalog
     placed = [s for s in dep.instances]
@@ -124,33 +135,55 @@ def build_spec(dep: Deployment, lab_dir: str, index: int, workloads_per_compute:
     real = _real_openstack(dep, services)
     needs_db = [n for n, s in services.items() if s["schema"] or s.get("real")]
     if needs_db and db_service is None:
-        raise InputError(Problem(f"services {', '.join(needs_db)} own a DB schema but no database service "
-                                 "(cluster: galera) is placed", file=dep.path,
-                                 hint="place the galera service on a role; the lab runs a real MariaDB for it"))
+        raise InputError(
+            Problem(
+                f"services {', '.join(needs_db)} own a DB schema but no database service "
+                "(cluster: galera) is placed",
+                file=dep.path,
+                hint="place the galera service on a role; the lab runs a real MariaDB for it",
+            )
+        )
     # the hypervisor agent hosts the workloads; an imported Compute role lists others with
     # "compute" in their name first (ceilometer_agent_compute)
-    compute = "nova_compute" if services.get("nova_compute", {}).get("plane") == "data" else \
-        next((n for n, s in services.items() if s["plane"] == "data" and "compute" in n), None)
+    compute = (
+        "nova_compute"
+        if services.get("nova_compute", {}).get("plane") == "data"
+        else next((n for n, s in services.items() if s["plane"] == "data" and "compute" in n), None)
+    )
     if compute:
         services[compute]["workloads"] = True
     nodes = {}
     for n in dep.nodes:
-        nodes[n.name] = {"address": node_address(index, n.index), "role": n.role, "index": n.index,
-                         "services": list(dep.services_on(n)),
-                         # the management node's tool and content: packages of their own
-                         "tool_packages": list(dep.role_of(n.name).tool_packages)}
+        nodes[n.name] = {
+            "address": node_address(index, n.index),
+            "role": n.role,
+            "index": n.index,
+            "services": list(dep.services_on(n)),
+            # the management node's tool and content: packages of their own
+            "tool_packages": list(dep.role_of(n.name).tool_packages),
+        }
     workloads = {}
     if compute:
         k = 0
         for host in services[compute]["instances"]:
             for _ in range(workloads_per_compute):
-                workloads[f"vm-{k}"] = {"address": workload_address(index, k), "port": WORKLOAD_PORT, "home": host}
+                workloads[f"vm-{k}"] = {
+                    "address": workload_address(index, k),
+                    "port": WORKLOAD_PORT,
+                    "home": host,
+                }
                 k += 1
     vip = vip_address(index)
-    vips = {name: {"address": vip, "port": s["db_port"] if s["db"] else s["port"]}
-            for name, s in services.items() if s["http"] or s["db"]}
-    all_packages = sorted({p for s in services.values() for p in s["packages"]} | set(R.BASE_PACKAGES)
-                          | {p for n in nodes.values() for p in n["tool_packages"]})
+    vips = {
+        name: {"address": vip, "port": s["db_port"] if s["db"] else s["port"]}
+        for name, s in services.items()
+        if s["http"] or s["db"]
+    }
+    all_packages = sorted(
+        {p for s in services.values() for p in s["packages"]}
+        | set(R.BASE_PACKAGES)
+        | {p for n in nodes.values() for p in n["tool_packages"]}
+    )
     return {
         "name": dep.name,
         "dir": lab_dir,

@@ -68,7 +68,14 @@ class Supervisor:
     def command(self, node: str, unit: str) -> list[str]:
         if node == LAB_NODE:
             return ["haproxy", "-db", "-f", str(self.lab.dir / "haproxy" / "haproxy.cfg")]
-        return [self.lab.spec["python"], "-m", "stepwise.lab.svcproc", str(self.lab.dir), node, unit]
+        return [
+            self.lab.spec["python"],
+            "-m",
+            "stepwise.lab.svcproc",
+            str(self.lab.dir),
+            node,
+            unit,
+        ]
 
     def spawn(self, p: Proc) -> None:
         log = self.lab.log_dir / p.node / f"{p.unit}.log"
@@ -78,17 +85,26 @@ class Supervisor:
             fh.write(f"--- start {time.strftime('%H:%M:%S')}\n".encode())
             fh.flush()
             # Own session: a node crash kills the unit's whole group (mariadbd under its wrapper).
-            p.popen = subprocess.Popen(self.command(p.node, p.unit), stdin=subprocess.DEVNULL, stdout=fh,
-                                       stderr=subprocess.STDOUT, env=env, cwd=str(self.lab.dir),
-                                       start_new_session=True)
+            p.popen = subprocess.Popen(
+                self.command(p.node, p.unit),
+                stdin=subprocess.DEVNULL,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=str(self.lab.dir),
+                start_new_session=True,
+            )
         p.stop_failed = False
         p.last_exit = None
         self.record_pids()
 
     def record_pids(self) -> None:
         with self.lock:
-            pids = {str(p.popen.pid): {"node": p.node, "unit": p.unit}
-                    for p in self.procs.values() if p.popen is not None and p.popen.poll() is None}
+            pids = {
+                str(p.popen.pid): {"node": p.node, "unit": p.unit}
+                for p in self.procs.values()
+                if p.popen is not None and p.popen.poll() is None
+            }
         write_json(self.lab.pids_file, pids)
 
     def wait_ready(self, p: Proc, timeout: float) -> tuple[bool, str]:
@@ -149,8 +165,11 @@ class Supervisor:
                 p.popen.wait(self.stop_timeout(unit))  # type: ignore[union-attr]
             except subprocess.TimeoutExpired:
                 p.stop_failed = True
-                return {"ok": False, "message": f"Job for {unit}.service failed because a timeout was exceeded "
-                                                 "(the process is still running)"}
+                return {
+                    "ok": False,
+                    "message": f"Job for {unit}.service failed because a timeout was exceeded "
+                    "(the process is still running)",
+                }
             self.exited(p)
         return {"ok": True, "message": "stopped"}
 
@@ -242,9 +261,21 @@ class Supervisor:
     def status(self) -> dict[str, Any]:
         with self.lock:
             items = list(self.procs.values())
-        return {"ok": True, "down": sorted(self.down), "units": [
-            {"node": p.node, "unit": p.unit, "state": p.state(), "pid": p.popen.pid if p.alive else None,
-             "restarts": p.restarts, "wanted": p.wanted} for p in items]}
+        return {
+            "ok": True,
+            "down": sorted(self.down),
+            "units": [
+                {
+                    "node": p.node,
+                    "unit": p.unit,
+                    "state": p.state(),
+                    "pid": p.popen.pid if p.alive else None,
+                    "restarts": p.restarts,
+                    "wanted": p.wanted,
+                }
+                for p in items
+            ],
+        }
 
     def shutdown(self) -> dict[str, Any]:
         with self.lock:
@@ -287,8 +318,13 @@ class Supervisor:
                         self.exited(p)
                         if p.wanted:
                             p.restart_at = now + RESTART_SEC
-                    if p.wanted and not p.alive and p.restart_at is not None and now >= p.restart_at \
-                            and p.node not in self.down:
+                    if (
+                        p.wanted
+                        and not p.alive
+                        and p.restart_at is not None
+                        and now >= p.restart_at
+                        and p.node not in self.down
+                    ):
                         p.restarts += 1
                         p.restart_at = None
                         p.last_exit = None
@@ -376,7 +412,9 @@ def serve(lab_dir: str) -> None:
     lab.supervisor_pid_file.write_text(str(os.getpid()))
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=sup.shutdown).start())
     threading.Thread(target=sup.monitor, daemon=True).start()
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True
+    ).start()
     sup.quit.wait()
     time.sleep(0.2)  # let the shutdown answer reach its caller
     server.server_close()

@@ -13,11 +13,11 @@ from __future__ import annotations
 import configparser
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
-import shutil
 import threading
 import time
 import urllib.error
@@ -100,8 +100,16 @@ class Unit:
         self.stopping = False
 
     def publish(self, **extra) -> None:
-        data = {"pid": os.getpid(), "node": self.node, "unit": self.name, "version": self.version,
-                "major": self.major, "rpc_send": self.rpc_send, "ready": True, "since": time.time()}
+        data = {
+            "pid": os.getpid(),
+            "node": self.node,
+            "unit": self.name,
+            "version": self.version,
+            "major": self.major,
+            "rpc_send": self.rpc_send,
+            "ready": True,
+            "since": time.time(),
+        }
         data.update(extra)
         write_json(self.lab.unit_file(self.node, self.name), data)
 
@@ -130,7 +138,9 @@ class Unit:
         svc = self.lab.service(self.name)
         self.rpc_send = None
         if svc.get("rpc"):
-            pin = read_config(self.lab, self.node, self.name).get("upgrade_levels", svc["rpc"], fallback="")
+            pin = read_config(self.lab, self.node, self.name).get(
+                "upgrade_levels", svc["rpc"], fallback=""
+            )
             pin = pin.strip()
             if pin and pin != "auto":
                 self.rpc_send = min(self.major, R.major(pin.lstrip("Rr")))
@@ -140,8 +150,15 @@ def make_handler(unit: Unit):
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server API
             ok, why = unit.health()
-            body = json.dumps({"node": unit.node, "service": unit.name, "version": unit.version,
-                               "ok": ok, "reason": why}).encode()
+            body = json.dumps(
+                {
+                    "node": unit.node,
+                    "service": unit.name,
+                    "version": unit.version,
+                    "ok": ok,
+                    "reason": why,
+                }
+            ).encode()
             self.send_response(200 if ok else 503)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -170,15 +187,19 @@ def start_service(unit: Unit) -> tuple[str, int, bool]:
     cfg = read_config(lab, node, name)
     want = cfg.get("DEFAULT", "config_for", fallback="")
     if not svc["db"] and want != f"R{R.major(unit.version)}" and main not in R.SYSTEM_PACKAGES:
-        fail(f"{name} {unit.version}: configuration is for '{want or 'nothing'}', not R{R.major(unit.version)}: "
-             "unknown options / missing required options (apply the configuration of the new version)")
+        fail(
+            f"{name} {unit.version}: configuration is for '{want or 'nothing'}', not R{R.major(unit.version)}: "
+            "unknown options / missing required options (apply the configuration of the new version)"
+        )
     if svc.get("schema"):
         v = H.schema_version(lab, svc["project"], ttl=0)
         if v is None:
             fail(f"{name}: cannot reach the database")
         if v < unit.major:
-            fail(f"{name} {unit.version}: database schema version {v} is older than this code "
-                 f"({unit.major}); run '{svc['project']}-manage db sync'")
+            fail(
+                f"{name} {unit.version}: database schema version {v} is older than this code "
+                f"({unit.major}); run '{svc['project']}-manage db sync'"
+            )
     unit.read_pin()
     addr = lab.node(node)["address"]
     return addr, svc["port"], False
@@ -194,8 +215,13 @@ def start_db(unit: Unit) -> tuple[str, int, bool]:
     unit.version = pkgs.get(svc["packages"][0], {}).get("version", "") if svc["packages"] else ""
     unit.major = 1
     try:
-        unit.child = galera.start(lab, node, name, mariadb.installed_format(pkgs),
-                                  on_spawn=lambda child: setattr(unit, "child", child))
+        unit.child = galera.start(
+            lab,
+            node,
+            name,
+            mariadb.installed_format(pkgs),
+            on_spawn=lambda child: setattr(unit, "child", child),
+        )
     except galera.StartError as exc:
         fail(str(exc))
     return lab.node(node)["address"], svc["port"], False
@@ -225,19 +251,27 @@ def start_real(unit: Unit) -> None:
         fail(f"{name} {unit.version}: no real OpenStack code stands for this version")
     have = C.rendered_for(lab, node, name)
     if have != release.lock:
-        fail(f"{name} {RL.version_of(release, name)}: configuration is for '{have or 'nothing'}', not "
-             f"{release.lock}: apply the configuration of the new version")
+        fail(
+            f"{name} {RL.version_of(release, name)}: configuration is for '{have or 'nothing'}', not "
+            f"{release.lock}: apply the configuration of the new version"
+        )
     uwsgi = shutil.which("uwsgi") or "/usr/bin/uwsgi"
     if not os.path.exists(uwsgi):
         fail("uwsgi not found: install the Debian packages uwsgi-core and uwsgi-plugin-python3")
-    unit.child = subprocess.Popen([uwsgi, "--ini", str(C.paths(lab, node, name)["uwsgi"])],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=False)
+    unit.child = subprocess.Popen(
+        [uwsgi, "--ini", str(C.paths(lab, node, name)["uwsgi"])],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=False,
+    )
     addr = lab.node(node)["address"]
     url = f"http://{addr}:{svc['port']}{svc['health_path']}"
     deadline = time.monotonic() + 90
     while True:
         if unit.child.poll() is not None:
-            fail(f"{name}: uwsgi exited ({unit.child.returncode}); see {C.paths(lab, node, name)['log']}")
+            fail(
+                f"{name}: uwsgi exited ({unit.child.returncode}); see {C.paths(lab, node, name)['log']}"
+            )
         try:
             with urllib.request.urlopen(url, timeout=2) as r:
                 if r.status < 500:
@@ -251,8 +285,11 @@ def start_real(unit: Unit) -> None:
             unit.child.kill()
             fail(f"{name}: did not answer {url} within 90s")
         time.sleep(0.2)
-    unit.publish(real=True, code=f"{RL.SERVICES[name].project} {RL.version_of(release, name)}",
-                 release=release.label)
+    unit.publish(
+        real=True,
+        code=f"{RL.SERVICES[name].project} {RL.version_of(release, name)}",
+        release=release.label,
+    )
 
 
 def start_workload(unit: Unit) -> tuple[str, int, bool]:
@@ -283,7 +320,9 @@ def main(argv: list[str]) -> None:
                 st.setdefault(name, {})["left"] = True
                 lab.write_state(node, "cluster.json", st)
         if served:
-            served[0].drain()  # the main thread is in serve_forever's select: it never returns there
+            served[
+                0
+            ].drain()  # the main thread is in serve_forever's select: it never returns there
         stop_child_and_exit()
 
     def stop_child_and_exit() -> None:
@@ -329,10 +368,12 @@ def main(argv: list[str]) -> None:
                 lab.write_state(node, "cluster.json", st)
     unit.publish()
     if unit.child is not None:
+
         def watch() -> None:
             unit.child.wait()
             if not unit.stopping:
                 os._exit(1)
+
         threading.Thread(target=watch, daemon=True).start()
     served.append(server)
     server.serve_forever(poll_interval=0.5)

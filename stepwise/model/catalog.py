@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from stepwise.errors import InputError, Problem
 from stepwise.model.checks import validate
@@ -69,13 +70,17 @@ class Service:
     rpc: str | None = None
     health: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     #: workflow ("update" | "upgrade") -> step -> tasks (aliases already resolved)
-    tasks: Mapping[str, Mapping[str, tuple[dict[str, Any], ...]]] = field(default_factory=lambda: MappingProxyType({}))
+    tasks: Mapping[str, Mapping[str, tuple[dict[str, Any], ...]]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
     converge: tuple[dict[str, Any], ...] = ()
     #: "expand_contract", "offline", or "" (not declared: `rolling` alone decides)
     schema: str = ""
     #: the contract of an expand_contract schema: once, after no old code runs
     contract: tuple[dict[str, Any], ...] = ()
-    system_upgrade: Mapping[str, tuple[dict[str, Any], ...]] = field(default_factory=lambda: MappingProxyType({}))
+    system_upgrade: Mapping[str, tuple[dict[str, Any], ...]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
     durations: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     source: str = "<builtin>"
     line: int | None = None
@@ -95,10 +100,12 @@ class Service:
 
 #: Clusters that lose service below a majority: with 3+ members and no explicit rule they get
 #: `quorum: majority` (a service author forgetting the rule must not let a plan break quorum).
-QUORUM_CLUSTERS = frozenset({"pacemaker", "galera", "rabbitmq", "ceph-mon", "corosync", "etcd", "ovn-dbs"})
+QUORUM_CLUSTERS = frozenset(
+    {"pacemaker", "galera", "rabbitmq", "ceph-mon", "corosync", "etcd", "ovn-dbs"}
+)
 
 
-def effective_rule(service: "Service", total: int) -> Availability | None:
+def effective_rule(service: Service, total: int) -> Availability | None:
     """The availability rule stepwise enforces for `service` with `total` instances."""
     if service.availability is not None:
         return service.availability
@@ -107,13 +114,13 @@ def effective_rule(service: "Service", total: int) -> Availability | None:
     return None
 
 
-def allowance(service: "Service", total: int) -> int | None:
+def allowance(service: Service, total: int) -> int | None:
     """Instances that may be down at once (None: no rule); never below 1, so work can proceed."""
     rule = effective_rule(service, total)
     return None if rule is None else max(1, rule.allowed_down(total))
 
 
-def node_step_seconds(services: "list[Service] | tuple[Service, ...]", step: str) -> float:
+def node_step_seconds(services: list[Service] | tuple[Service, ...], step: str) -> float:
     """Estimated time of `step` on one node for these services (tasks run one after another,
     except one-transaction steps like `packages` and `reboot`)."""
     if not services:
@@ -186,8 +193,9 @@ def _workflow_tasks(spec: WorkflowTasksSpec | None) -> Mapping[str, tuple[dict[s
     return MappingProxyType({k: tuple(v) for k, v in out.items()})
 
 
-def service_from_spec(spec: ServiceSpec, source: str, line: int | None = None,
-                      lines: Mapping[str, int] | None = None) -> Service:
+def service_from_spec(
+    spec: ServiceSpec, source: str, line: int | None = None, lines: Mapping[str, int] | None = None
+) -> Service:
     """Build the frozen Service value from a validated spec."""
     tasks = {}
     for wf in ("update", "upgrade"):
@@ -224,7 +232,9 @@ def service_from_spec(spec: ServiceSpec, source: str, line: int | None = None,
         mixed_os=spec.mixed_os,
         external=spec.external,
         rpc=spec.rpc,
-        health=MappingProxyType({k: v for k, v in (spec.health.model_dump() if spec.health else {}).items() if v}),
+        health=MappingProxyType(
+            {k: v for k, v in (spec.health.model_dump() if spec.health else {}).items() if v}
+        ),
         tasks=MappingProxyType(tasks),
         converge=converge,
         schema=schema.strategy if schema is not None else "",
@@ -244,11 +254,18 @@ def load_catalog(path: Path | str | None = None) -> Catalog:
     """
     directory = checked_path(path, "--catalog") if path is not None else BUILTIN_CATALOG
     if not is_directory(directory):
-        raise InputError(Problem("catalog directory not found", file=str(directory),
-                                 hint="set 'catalog:' in the deployment to a directory of service files, or leave it out for the built-in catalog"))
+        raise InputError(
+            Problem(
+                "catalog directory not found",
+                file=str(directory),
+                hint="set 'catalog:' in the deployment to a directory of service files, or leave it out for the built-in catalog",
+            )
+        )
     files = sorted(list(directory.glob("*.yaml")) + list(directory.glob("*.yml")))
     if not files:
-        raise InputError(Problem("catalog directory has no service files (*.yaml)", file=str(directory)))
+        raise InputError(
+            Problem("catalog directory has no service files (*.yaml)", file=str(directory))
+        )
     problems: list[Problem] = []
     services: dict[str, Service] = {}
     for f in files:
@@ -261,17 +278,27 @@ def load_catalog(path: Path | str | None = None) -> Catalog:
             problems.extend(exc.problems)
             continue
         if spec.name in services:
-            problems.append(Problem(f"service '{spec.name}' is defined twice (also in {services[spec.name].source})",
-                                    file=str(f), line=line_of(doc, ["name"]), field="name",
-                                    hint="keep one file per service"))
+            problems.append(
+                Problem(
+                    f"service '{spec.name}' is defined twice (also in {services[spec.name].source})",
+                    file=str(f),
+                    line=line_of(doc, ["name"]),
+                    field="name",
+                    hint="keep one file per service",
+                )
+            )
             continue
-        services[spec.name] = service_from_spec(spec, str(f), line_of(doc, ["name"]), _field_lines(doc, spec))
+        services[spec.name] = service_from_spec(
+            spec, str(f), line_of(doc, ["name"]), _field_lines(doc, spec)
+        )
     if problems:
         raise InputError(problems)
     aliases, alias_problems = _alias_table(services)
     if alias_problems:
         raise InputError(alias_problems)
-    catalog = Catalog(MappingProxyType(dict(sorted(services.items()))), str(directory), MappingProxyType(aliases))
+    catalog = Catalog(
+        MappingProxyType(dict(sorted(services.items()))), str(directory), MappingProxyType(aliases)
+    )
     problems.extend(check_catalog(catalog))
     if problems:
         raise InputError(problems)
@@ -289,12 +316,25 @@ def _alias_table(services: Mapping[str, Service]) -> tuple[dict[str, str], list[
             if alias == svc.name:
                 continue
             if alias in services:
-                problems.append(Problem(f"alias '{alias}' is the name of another service", file=svc.source,
-                                        line=line, field="aliases", hint=f"remove '{alias}' from the aliases"))
+                problems.append(
+                    Problem(
+                        f"alias '{alias}' is the name of another service",
+                        file=svc.source,
+                        line=line,
+                        field="aliases",
+                        hint=f"remove '{alias}' from the aliases",
+                    )
+                )
             elif table.get(alias, svc.name) != svc.name:
-                problems.append(Problem(f"alias '{alias}' is also an alias of service '{table[alias]}'",
-                                        file=svc.source, line=line, field="aliases",
-                                        hint="an alias names one service; keep it in one file"))
+                problems.append(
+                    Problem(
+                        f"alias '{alias}' is also an alias of service '{table[alias]}'",
+                        file=svc.source,
+                        line=line,
+                        field="aliases",
+                        hint="an alias names one service; keep it in one file",
+                    )
+                )
             else:
                 table[alias] = svc.name
     return dict(sorted(table.items())), problems
@@ -302,7 +342,7 @@ def _alias_table(services: Mapping[str, Service]) -> tuple[dict[str, str], list[
 
 def _field_lines(doc: Any, spec: ServiceSpec) -> dict[str, int]:
     lines: dict[str, int] = {}
-    for key in (doc.keys() if hasattr(doc, "keys") else ()):
+    for key in doc.keys() if hasattr(doc, "keys") else ():
         ln = line_of(doc, [key])
         if ln is not None:
             lines[str(key)] = ln
@@ -321,19 +361,46 @@ def check_catalog(catalog: Catalog) -> list[Problem]:
             where = f"depends_on[{i}]"
             line = svc.lines.get(where, svc.lines.get("depends_on", svc.line))
             if dep not in catalog:
-                problems.append(Problem(f"depends_on names unknown service '{dep}'", file=svc.source, line=line,
-                                        field=where, hint=_did_you_mean(dep, catalog.services)))
+                problems.append(
+                    Problem(
+                        f"depends_on names unknown service '{dep}'",
+                        file=svc.source,
+                        line=line,
+                        field=where,
+                        hint=_did_you_mean(dep, catalog.services),
+                    )
+                )
             elif dep == svc.name:
-                problems.append(Problem("a service cannot depend on itself", file=svc.source, line=line, field=where,
-                                        hint=f"remove '{dep}' from depends_on"))
+                problems.append(
+                    Problem(
+                        "a service cannot depend on itself",
+                        file=svc.source,
+                        line=line,
+                        field=where,
+                        hint=f"remove '{dep}' from depends_on",
+                    )
+                )
             elif not catalog[dep].has_runtime:
-                problems.append(Problem(f"depends_on names '{dep}', which has 'runtime: none' (nothing to wait for)",
-                                        file=svc.source, line=line, field=where, hint=f"remove '{dep}' from depends_on"))
+                problems.append(
+                    Problem(
+                        f"depends_on names '{dep}', which has 'runtime: none' (nothing to wait for)",
+                        file=svc.source,
+                        line=line,
+                        field=where,
+                        hint=f"remove '{dep}' from depends_on",
+                    )
+                )
             elif dep in catalog and catalog[dep].plane == "data" and svc.plane != "data":
-                problems.append(Problem(
-                    f"{svc.plane}-plane service '{svc.name}' depends_on data-plane service '{dep}', but the control "
-                    f"plane is upgraded first", file=svc.source, line=line, field=where,
-                    hint=f"remove '{dep}' from depends_on, or make '{svc.name}' a data-plane service"))
+                problems.append(
+                    Problem(
+                        f"{svc.plane}-plane service '{svc.name}' depends_on data-plane service '{dep}', but the control "
+                        f"plane is upgraded first",
+                        file=svc.source,
+                        line=line,
+                        field=where,
+                        hint=f"remove '{dep}' from depends_on, or make '{svc.name}' a data-plane service",
+                    )
+                )
     if problems:
         return problems
     cycle = find_cycle({s.name: s.depends_on for s in catalog})
@@ -341,9 +408,15 @@ def check_catalog(catalog: Catalog) -> list[Problem]:
         first = catalog[cycle[0]]
         i = first.depends_on.index(cycle[1])
         where = f"depends_on[{i}]"
-        problems.append(Problem("dependency cycle: " + " -> ".join(cycle), file=first.source,
-                                line=first.lines.get(where, first.lines.get("depends_on", first.line)), field=where,
-                                hint="remove one of these depends_on entries; upgrade order must be a chain, not a loop"))
+        problems.append(
+            Problem(
+                "dependency cycle: " + " -> ".join(cycle),
+                file=first.source,
+                line=first.lines.get(where, first.lines.get("depends_on", first.line)),
+                field=where,
+                hint="remove one of these depends_on entries; upgrade order must be a chain, not a loop",
+            )
+        )
     return problems
 
 
@@ -366,7 +439,7 @@ def find_cycle(graph: Mapping[str, tuple[str, ...] | list[str]]) -> list[str] | 
                 if nxt not in color:
                     continue
                 if color[nxt] == GREY:
-                    return path[path.index(nxt):] + [nxt]
+                    return path[path.index(nxt) :] + [nxt]
                 if color[nxt] == WHITE:
                     color[nxt] = GREY
                     stack.append((nxt, 0))
@@ -378,7 +451,7 @@ def find_cycle(graph: Mapping[str, tuple[str, ...] | list[str]]) -> list[str] | 
     return None
 
 
-def _did_you_mean(name: str, known: "Mapping[str, Any] | list[str]") -> str:
+def _did_you_mean(name: str, known: Mapping[str, Any] | list[str]) -> str:
     import difflib
 
     close = difflib.get_close_matches(name, list(known), n=3)

@@ -83,7 +83,13 @@ def _clean_loc(loc: tuple, data: Any = None) -> tuple:
 def validate(model: type[M], data: Any, doc: Any, filename: str) -> M:
     """Validate `data` against `model`; on failure raise InputError with one Problem per fault."""
     if data is None:
-        raise InputError(Problem("the file is empty", file=filename, hint=f"write a {model.__name__.removesuffix('Spec').lower()} mapping"))
+        raise InputError(
+            Problem(
+                "the file is empty",
+                file=filename,
+                hint=f"write a {model.__name__.removesuffix('Spec').lower()} mapping",
+            )
+        )
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -99,6 +105,13 @@ def validate(model: type[M], data: Any, doc: Any, filename: str) -> M:
             if key in seen:
                 continue
             seen.add(key)
-            problems.append(Problem(msg, file=filename, line=line_of(doc, loc), field=field_name(loc) or None,
-                                    hint=_hint(err, model, loc, raw_loc)))
+            problems.append(
+                Problem(
+                    msg,
+                    file=filename,
+                    line=line_of(doc, loc),
+                    field=field_name(loc) or None,
+                    hint=_hint(err, model, loc, raw_loc),
+                )
+            )
         raise InputError(problems) from None

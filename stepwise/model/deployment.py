@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from stepwise.errors import InputError, Problem
 from stepwise.model.catalog import Catalog, Service, _did_you_mean, load_catalog
@@ -127,10 +128,20 @@ def _expand_nodes(role_spec, role_index: int, start_index: int) -> list[Node]:
         for i in range(spec.count):
             idx = spec.start + i
             address = spec.address.format(index=idx) if spec.address else None
-            nodes.append(Node(spec.name.format(index=idx), role_spec.name, address, start_index + i, shared))
+            nodes.append(
+                Node(spec.name.format(index=idx), role_spec.name, address, start_index + i, shared)
+            )
     else:
         for i, n in enumerate(spec):
-            nodes.append(Node(n.name, role_spec.name, n.address, start_index + i, MappingProxyType(dict(n.vars))))
+            nodes.append(
+                Node(
+                    n.name,
+                    role_spec.name,
+                    n.address,
+                    start_index + i,
+                    MappingProxyType(dict(n.vars)),
+                )
+            )
     return nodes
 
 
@@ -152,17 +163,31 @@ def load_deployment(path: Path | str, catalog: Catalog | None = None) -> Deploym
             try:
                 cat_dir = checked_path(cat_dir)
             except InputError as exc:
-                raise InputError(Problem(exc.problems[0].message, file=fname, line=line_of(doc, ["catalog"]),
-                                         field="catalog")) from None
+                raise InputError(
+                    Problem(
+                        exc.problems[0].message,
+                        file=fname,
+                        line=line_of(doc, ["catalog"]),
+                        field="catalog",
+                    )
+                ) from None
             if not is_directory(cat_dir):
-                raise InputError(Problem(f"catalog directory '{spec.catalog}' not found (looked in {cat_dir})",
-                                         file=fname, line=line_of(doc, ["catalog"]), field="catalog",
-                                         hint="give a directory relative to the deployment file, or remove 'catalog' to use the built-in catalog"))
+                raise InputError(
+                    Problem(
+                        f"catalog directory '{spec.catalog}' not found (looked in {cat_dir})",
+                        file=fname,
+                        line=line_of(doc, ["catalog"]),
+                        field="catalog",
+                        hint="give a directory relative to the deployment file, or remove 'catalog' to use the built-in catalog",
+                    )
+                )
         catalog = load_catalog(cat_dir)
     return build_deployment(spec, catalog, doc, fname)
 
 
-def build_deployment(spec: DeploymentSpec, catalog: Catalog, doc: Any = None, fname: str = "<memory>") -> Deployment:
+def build_deployment(
+    spec: DeploymentSpec, catalog: Catalog, doc: Any = None, fname: str = "<memory>"
+) -> Deployment:
     """Turn a validated spec into a Deployment, checking references across the whole cloud."""
     problems: list[Problem] = []
     roles: list[Role] = []
@@ -172,9 +197,15 @@ def build_deployment(spec: DeploymentSpec, catalog: Catalog, doc: Any = None, fn
     for ri, rs in enumerate(spec.roles):
         where = ["roles", ri]
         if rs.name in seen_roles:
-            problems.append(Problem(f"role '{rs.name}' is defined twice (also roles[{seen_roles[rs.name]}])",
-                                    file=fname, line=line_of(doc, where + ["name"]), field=f"roles[{ri}].name",
-                                    hint="give each role a unique name"))
+            problems.append(
+                Problem(
+                    f"role '{rs.name}' is defined twice (also roles[{seen_roles[rs.name]}])",
+                    file=fname,
+                    line=line_of(doc, where + ["name"]),
+                    field=f"roles[{ri}].name",
+                    hint="give each role a unique name",
+                )
+            )
         seen_roles.setdefault(rs.name, ri)
         # a service may be named by an alias (OS::TripleO::Services::Keystone): the canonical
         # name is what the rest of stepwise sees
@@ -182,38 +213,79 @@ def build_deployment(spec: DeploymentSpec, catalog: Catalog, doc: Any = None, fn
         for si, s in enumerate(rs.services):
             canonical = catalog.resolve(s)
             if canonical is None:
-                problems.append(Problem(f"unknown service '{s}'", file=fname, line=line_of(doc, where + ["services", si]),
-                                        field=f"roles[{ri}].services[{si}]",
-                                        hint=f"{_did_you_mean(s, catalog.known_names())} (catalog: {catalog.path})"))
+                problems.append(
+                    Problem(
+                        f"unknown service '{s}'",
+                        file=fname,
+                        line=line_of(doc, where + ["services", si]),
+                        field=f"roles[{ri}].services[{si}]",
+                        hint=f"{_did_you_mean(s, catalog.known_names())} (catalog: {catalog.path})",
+                    )
+                )
             else:
                 declared.append(canonical)
         dupes = {s for s in declared if declared.count(s) > 1}
         for s in sorted(dupes):
-            problems.append(Problem(f"service '{s}' is listed twice", file=fname,
-                                    line=line_of(doc, where + ["services"]),
-                                    field=f"roles[{ri}].services",
-                                    hint="list each service once per role (by its name or one of its aliases)"))
+            problems.append(
+                Problem(
+                    f"service '{s}' is listed twice",
+                    file=fname,
+                    line=line_of(doc, where + ["services"]),
+                    field=f"roles[{ri}].services",
+                    hint="list each service once per role (by its name or one of its aliases)",
+                )
+            )
         nodes = _expand_nodes(rs, ri, next_index)
         next_index += len(nodes)
         for ni, n in enumerate(nodes):
             if n.name in seen_nodes:
                 nloc = where + ["nodes", ni] if isinstance(rs.nodes, list) else where + ["nodes"]
-                problems.append(Problem(f"duplicate node '{n.name}' (also in role {seen_nodes[n.name]})",
-                                        file=fname, line=line_of(doc, nloc), field=f"roles[{ri}].nodes",
-                                        hint="node names must be unique across the deployment"))
+                problems.append(
+                    Problem(
+                        f"duplicate node '{n.name}' (also in role {seen_nodes[n.name]})",
+                        file=fname,
+                        line=line_of(doc, nloc),
+                        field=f"roles[{ri}].nodes",
+                        hint="node names must be unique across the deployment",
+                    )
+                )
             else:
                 seen_nodes[n.name] = rs.name
         if rs.bootstrap and rs.bootstrap not in {n.name for n in nodes}:
-            problems.append(Problem(f"bootstrap node '{rs.bootstrap}' is not a node of role {rs.name}",
-                                    file=fname, line=line_of(doc, where + ["bootstrap"]), field=f"roles[{ri}].bootstrap",
-                                    hint="name one of the role's nodes, or remove 'bootstrap' to use the first node"))
+            problems.append(
+                Problem(
+                    f"bootstrap node '{rs.bootstrap}' is not a node of role {rs.name}",
+                    file=fname,
+                    line=line_of(doc, where + ["bootstrap"]),
+                    field=f"roles[{ri}].bootstrap",
+                    hint="name one of the role's nodes, or remove 'bootstrap' to use the first node",
+                )
+            )
         running = tuple(s for s in declared if catalog[s].has_runtime)
-        roles.append(Role(rs.name, tuple(rs.tags), rs.update_serial, running, tuple(nodes), rs.bootstrap,
-                          MappingProxyType(dict(rs.vars)), tuple(rs.tool_packages), tuple(declared)))
+        roles.append(
+            Role(
+                rs.name,
+                tuple(rs.tags),
+                rs.update_serial,
+                running,
+                tuple(nodes),
+                rs.bootstrap,
+                MappingProxyType(dict(rs.vars)),
+                tuple(rs.tool_packages),
+                tuple(declared),
+            )
+        )
     if problems:
         raise InputError(problems)
-    dep = Deployment(spec.name, tuple(roles), catalog, fname, MappingProxyType(dict(spec.vars)), tuple(spec.reboot_packages),
-                     MappingProxyType(spec.lab.model_dump(exclude_none=True)))
+    dep = Deployment(
+        spec.name,
+        tuple(roles),
+        catalog,
+        fname,
+        MappingProxyType(dict(spec.vars)),
+        tuple(spec.reboot_packages),
+        MappingProxyType(spec.lab.model_dump(exclude_none=True)),
+    )
     problems.extend(check_availability(dep, doc, fname))
     if problems:
         raise InputError(problems)
@@ -228,7 +300,9 @@ def check_availability(dep: Deployment, doc: Any = None, fname: str = "<memory>"
     """
     problems: list[Problem] = []
     for name in dep.instances:
-        nodes = [n for r in dep.roles if name in r.services and not r.is_management for n in r.nodes]
+        nodes = [
+            n for r in dep.roles if name in r.services and not r.is_management for n in r.nodes
+        ]
         svc = dep.catalog[name]
         rule = svc.availability
         if rule is None or not nodes:
@@ -236,13 +310,29 @@ def check_availability(dep: Deployment, doc: Any = None, fname: str = "<memory>"
         if rule.allowed_down(len(nodes)) < 1:
             # Point at where the operator placed it (the first role listing it); the rule's own
             # file is named in the message (it is often the built-in catalog, not to be edited).
-            ri, si = next((ri, r.declared.index(name)) for ri, r in enumerate(dep.roles)
-                          if name in r.services and not r.is_management and r.nodes)
-            rule_at = svc.source + (f":{svc.lines.get('availability', svc.line)}" if svc.lines.get("availability", svc.line) else "")
-            problems.append(Problem(
-                f"availability rule '{rule.describe()}' of service '{name}' (from {rule_at}) cannot hold with "
-                f"{len(nodes)} instance(s): no instance could ever be taken down to update it",
-                file=fname, line=line_of(doc, ["roles", ri, "services", si]), field=f"roles[{ri}].services[{si}]",
-                hint=f"place '{name}' on more nodes or relax its availability rule"
-                     + (" (a majority quorum needs at least 3 instances)" if rule.rule == "quorum" else "")))
+            ri, si = next(
+                (ri, r.declared.index(name))
+                for ri, r in enumerate(dep.roles)
+                if name in r.services and not r.is_management and r.nodes
+            )
+            rule_at = svc.source + (
+                f":{svc.lines.get('availability', svc.line)}"
+                if svc.lines.get("availability", svc.line)
+                else ""
+            )
+            problems.append(
+                Problem(
+                    f"availability rule '{rule.describe()}' of service '{name}' (from {rule_at}) cannot hold with "
+                    f"{len(nodes)} instance(s): no instance could ever be taken down to update it",
+                    file=fname,
+                    line=line_of(doc, ["roles", ri, "services", si]),
+                    field=f"roles[{ri}].services[{si}]",
+                    hint=f"place '{name}' on more nodes or relax its availability rule"
+                    + (
+                        " (a majority quorum needs at least 3 instances)"
+                        if rule.rule == "quorum"
+                        else ""
+                    ),
+                )
+            )
     return problems

@@ -6,10 +6,10 @@ current OS, and the target to be the next OS major.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
 
 from stepwise.errors import InputError, Problem
 from stepwise.model.checks import validate
@@ -49,10 +49,10 @@ class Facts:
     #: the nodes' OS majors are known (from discover, a run, or the facts file), not defaults
     os_known: bool = False
 
-    def with_progress(self, progress: "frozenset[str] | set[str]") -> "Facts":
+    def with_progress(self, progress: frozenset[str] | set[str]) -> Facts:
         return Facts(self.nodes, self.known, self.source, frozenset(progress), self.os_known)
 
-    def without_packages(self) -> "Facts":
+    def without_packages(self) -> Facts:
         """The same facts, but every package taken to change (a major upgrade)."""
         return Facts(self.nodes, False, self.source, self.progress, self.os_known)
 
@@ -80,9 +80,9 @@ NO_FACTS = Facts(MappingProxyType({}), known=False)
 #: the shape expected where a facts file has another one (by the last part of the field path)
 SHAPES = {
     "nodes": "a mapping of node name to that node's facts, e.g. nodes: {compute-0: {os: {major: 8}, "
-             "packages: {openstack-nova-compute: {installed: 1.0.0, available: 1.1.0}}}}",
+    "packages: {openstack-nova-compute: {installed: 1.0.0, available: 1.1.0}}}}",
     "defaults": "the facts every node shares: {os: {major: 8, target: 9}, packages: {PACKAGE: "
-                "{installed: VERSION, available: VERSION}}}",
+    "{installed: VERSION, available: VERSION}}}",
     "packages": "a mapping of package name to {installed: VERSION, available: VERSION}",
     "package": "{installed: VERSION, available: VERSION} (either may be left out)",
     "os": "{major: 8, target: 9} (the OS major version installed, and the one an OS upgrade goes to)",
@@ -94,7 +94,9 @@ def _shape_of(field: str | None) -> str | None:
     parts = (field or "").split(".")
     if len(parts) >= 2 and parts[-2] == "packages":
         return SHAPES["package"]
-    return SHAPES.get(parts[-1]) or (SHAPES["defaults"] if len(parts) == 2 and parts[0] == "nodes" else None)
+    return SHAPES.get(parts[-1]) or (
+        SHAPES["defaults"] if len(parts) == 2 and parts[0] == "nodes" else None
+    )
 
 
 def _with_shape(problem: Problem) -> Problem:
@@ -103,7 +105,9 @@ def _with_shape(problem: Problem) -> Problem:
     if shape is None or "unknown key" in problem.message:
         return problem
     said = "wrong shape" if problem.message.startswith("Input should be") else problem.message
-    return replace(problem, message=f"{said}: expected {shape}", hint=problem.hint or "see docs/facts.md")
+    return replace(
+        problem, message=f"{said}: expected {shape}", hint=problem.hint or "see docs/facts.md"
+    )
 
 
 def load_facts(path: Path | str, deployment: Deployment) -> Facts:
@@ -113,9 +117,15 @@ def load_facts(path: Path | str, deployment: Deployment) -> Facts:
     doc = load_yaml(path)
     data = to_plain(doc)
     if isinstance(data, dict) and "roles" in data and not {"defaults", "nodes"} & set(data):
-        raise InputError(Problem("this is a deployment file, not facts", file=str(path), field="--facts",
-                                 hint="give it with -d; facts come from `stepwise discover`, or write them from "
-                                      "`stepwise facts template -d DEPLOYMENT -o facts.yaml` (docs/facts.md)"))
+        raise InputError(
+            Problem(
+                "this is a deployment file, not facts",
+                file=str(path),
+                field="--facts",
+                hint="give it with -d; facts come from `stepwise discover`, or write them from "
+                "`stepwise facts template -d DEPLOYMENT -o facts.yaml` (docs/facts.md)",
+            )
+        )
     try:
         spec = validate(FactsSpec, data, doc, str(path))
     except InputError as exc:
@@ -123,15 +133,27 @@ def load_facts(path: Path | str, deployment: Deployment) -> Facts:
     return build_facts(spec, deployment, doc, str(path))
 
 
-def build_facts(spec: FactsSpec, deployment: Deployment, doc=None, fname: str = "<memory>") -> Facts:
+def build_facts(
+    spec: FactsSpec, deployment: Deployment, doc=None, fname: str = "<memory>"
+) -> Facts:
     problems = []
     for name in spec.nodes:
         if name not in deployment.node_by_name:
-            problems.append(Problem(f"unknown node '{name}'", file=fname, line=line_of(doc, ["nodes", name]),
-                                    field=f"nodes.{name}", hint="facts may only name nodes of the deployment"))
+            problems.append(
+                Problem(
+                    f"unknown node '{name}'",
+                    file=fname,
+                    line=line_of(doc, ["nodes", name]),
+                    field=f"nodes.{name}",
+                    hint="facts may only name nodes of the deployment",
+                )
+            )
     if problems:
         raise InputError(problems)
-    default_pk = {k: PackageFact(v.installed, v.available) for k, v in (spec.defaults.packages.items() if spec.defaults else [])}
+    default_pk = {
+        k: PackageFact(v.installed, v.available)
+        for k, v in (spec.defaults.packages.items() if spec.defaults else [])
+    }
     default_os = spec.defaults.os if spec.defaults and spec.defaults.os else None
     out: dict[str, NodeFacts] = {}
     for node in deployment.nodes:
@@ -142,11 +164,16 @@ def build_facts(spec: FactsSpec, deployment: Deployment, doc=None, fname: str = 
             pk.update({k: PackageFact(v.installed, v.available) for k, v in nf.packages.items()})
             if nf.os is not None:
                 os_spec = nf.os
-        major = (os_spec.major if os_spec and os_spec.major is not None else DEFAULT_OS_MAJOR)
-        target = (os_spec.target if os_spec and os_spec.target is not None else (default_os.target if default_os and default_os.target else major + 1))
+        major = os_spec.major if os_spec and os_spec.major is not None else DEFAULT_OS_MAJOR
+        target = (
+            os_spec.target
+            if os_spec and os_spec.target is not None
+            else (default_os.target if default_os and default_os.target else major + 1)
+        )
         out[node.name] = NodeFacts(MappingProxyType(pk), major, target)
     os_known = bool(default_os and default_os.major is not None) or any(
-        nf.os is not None and nf.os.major is not None for nf in spec.nodes.values())
+        nf.os is not None and nf.os.major is not None for nf in spec.nodes.values()
+    )
     return Facts(MappingProxyType(out), True, fname, frozenset(spec.progress), os_known=os_known)
 
 
@@ -154,11 +181,23 @@ def facts_to_dict(facts: Facts) -> dict | None:
     """Facts in the facts-file shape (FactsSpec), e.g. to record what a run was planned from;
     None when nothing was known."""
     if not facts.known and not facts.os_known:
-        return {"nodes": {}, "progress": sorted(facts.progress), "known": False} if facts.progress else None
+        return (
+            {"nodes": {}, "progress": sorted(facts.progress), "known": False}
+            if facts.progress
+            else None
+        )
     nodes = {}
     for name, nf in facts.nodes.items():
-        entry: dict = {"packages": {p: {k: v for k, v in (("installed", f.installed), ("available", f.available))
-                                        if v is not None} for p, f in nf.packages.items()}}
+        entry: dict = {
+            "packages": {
+                p: {
+                    k: v
+                    for k, v in (("installed", f.installed), ("available", f.available))
+                    if v is not None
+                }
+                for p, f in nf.packages.items()
+            }
+        }
         if facts.os_known:
             entry["os"] = {"major": nf.os_major, "target": nf.os_target}
         nodes[name] = entry
@@ -168,11 +207,19 @@ def facts_to_dict(facts: Facts) -> dict | None:
 def facts_from_dict(data: dict, deployment: Deployment, source: str = "<recorded>") -> Facts:
     """Facts from the facts-file shape (a recorded snapshot, or what discover stored)."""
     if not isinstance(data, dict):
-        raise InputError(Problem("the facts are not a mapping", file=source, hint="the store was changed outside stepwise"))
+        raise InputError(
+            Problem(
+                "the facts are not a mapping",
+                file=source,
+                hint="the store was changed outside stepwise",
+            )
+        )
     data = dict(data)
     raw = data.pop("progress", None) or []
     if not isinstance(raw, list) or not all(isinstance(p, str) and len(p) <= 300 for p in raw):
-        raise InputError(Problem("progress is not a list of milestones", file=source, field="progress"))
+        raise InputError(
+            Problem("progress is not a list of milestones", file=source, field="progress")
+        )
     progress = frozenset(raw)
     known = data.pop("known", True)
     if not known and not data.get("nodes"):
@@ -187,6 +234,13 @@ def facts_template(deployment: Deployment) -> dict:
     packages of the services it runs, their versions left empty (docs/facts.md)."""
     nodes: dict[str, dict] = {}
     for node in deployment.nodes:
-        packages = sorted({p for s in deployment.services_on(node) for p in deployment.catalog[s].packages})
-        nodes[node.name] = {"packages": {p: {"installed": None, "available": None} for p in packages}}
-    return {"defaults": {"os": {"major": DEFAULT_OS_MAJOR, "target": DEFAULT_OS_MAJOR + 1}}, "nodes": nodes}
+        packages = sorted(
+            {p for s in deployment.services_on(node) for p in deployment.catalog[s].packages}
+        )
+        nodes[node.name] = {
+            "packages": {p: {"installed": None, "available": None} for p in packages}
+        }
+    return {
+        "defaults": {"os": {"major": DEFAULT_OS_MAJOR, "target": DEFAULT_OS_MAJOR + 1}},
+        "nodes": nodes,
+    }

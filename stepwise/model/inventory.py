@@ -60,12 +60,20 @@ def load_inventory(path: Path | str) -> Inventory:
     raw = read_input(path, field="--inventory", limit=limits.MAX_FILE_BYTES, what="inventory file")
     if raw.startswith(b"#!"):
         # a dynamic inventory script: stepwise never runs it
-        raise InputError(Problem("a dynamic inventory script is not read", file=fname, line=1,
-                                 hint="run it once (`ansible-inventory -i SCRIPT --list -y > inv.yaml`) and import the YAML"))
+        raise InputError(
+            Problem(
+                "a dynamic inventory script is not read",
+                file=fname,
+                line=1,
+                hint="run it once (`ansible-inventory -i SCRIPT --list -y > inv.yaml`) and import the YAML",
+            )
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(Problem(f"not UTF-8 text (byte {exc.start})", file=fname, hint="save the file as UTF-8")) from None
+        raise InputError(
+            Problem(f"not UTF-8 text (byte {exc.start})", file=fname, hint="save the file as UTF-8")
+        ) from None
     if _looks_like_ini(text):
         return _parse_ini(text, fname)
     return _parse_yaml(parse_yaml(text, fname), fname)
@@ -93,8 +101,14 @@ def _parse_ini(text: str, fname: str) -> Inventory:
         if s.startswith("["):
             m = re.fullmatch(r"\[([^\]:]+)(?::(vars|children))?\]", s)
             if not m or not _GROUP_NAME.fullmatch(m.group(1)):
-                problems.append(Problem(f"'{s}' is not a group header", file=fname, line=ln,
-                                        hint="write [group], [group:vars] or [group:children]"))
+                problems.append(
+                    Problem(
+                        f"'{s}' is not a group header",
+                        file=fname,
+                        line=ln,
+                        hint="write [group], [group:vars] or [group:children]",
+                    )
+                )
                 section, kind = "", "skip"
                 continue
             section, kind = m.group(1), m.group(2) or "hosts"
@@ -106,7 +120,9 @@ def _parse_ini(text: str, fname: str) -> Inventory:
         if kind == "vars":
             key, sep, value = s.partition("=")
             if not sep or not key.strip():
-                problems.append(Problem(f"'{s}' is not key=value", file=fname, line=ln, field=f"{section}:vars"))
+                problems.append(
+                    Problem(f"'{s}' is not key=value", file=fname, line=ln, field=f"{section}:vars")
+                )
                 continue
             group.vars[key.strip()] = value.strip().strip("'\"")
         elif kind == "children":
@@ -117,7 +133,9 @@ def _parse_ini(text: str, fname: str) -> Inventory:
             for pair in pairs:
                 key, sep, value = pair.partition("=")
                 if not sep:
-                    problems.append(Problem(f"'{pair}' is not key=value", file=fname, line=ln, field=name))
+                    problems.append(
+                        Problem(f"'{pair}' is not key=value", file=fname, line=ln, field=name)
+                    )
                     continue
                 hvars[key] = value.strip("'\"")
             try:
@@ -142,8 +160,14 @@ class _TooMany(Exception):
 
 
 def _too_many(fname: str, line: int | None) -> InputError:
-    return InputError(Problem(f"the inventory names more than {limits.MAX_NODES:,} hosts in all", file=fname,
-                              line=line, hint="import the cloud in parts, or check the host ranges"))
+    return InputError(
+        Problem(
+            f"the inventory names more than {limits.MAX_NODES:,} hosts in all",
+            file=fname,
+            line=line,
+            hint="import the cloud in parts, or check the host ranges",
+        )
+    )
 
 
 def _expand_range(name: str, budget: int = limits.MAX_NODES) -> list[str]:
@@ -167,8 +191,13 @@ def _expand_range(name: str, budget: int = limits.MAX_NODES) -> list[str]:
 
 def _parse_yaml(doc: Any, fname: str) -> Inventory:
     if not isinstance(doc, dict):
-        raise InputError(Problem("an inventory must be a mapping of groups (all:, Controller:, ...)", file=fname,
-                                 line=getattr(doc, "line", None) or 1))
+        raise InputError(
+            Problem(
+                "an inventory must be a mapping of groups (all:, Controller:, ...)",
+                file=fname,
+                line=getattr(doc, "line", None) or 1,
+            )
+        )
     groups: dict[str, Group] = {}
     problems: list[Problem] = []
     count = [0]  # hosts read, every group together (children repeat them: each counts)
@@ -182,20 +211,38 @@ def _parse_yaml(doc: Any, fname: str) -> Inventory:
         if body is None:
             return
         if not isinstance(body, dict):
-            problems.append(Problem("a group must be a mapping (hosts:, vars:, children:)", file=fname, line=line,
-                                    field=name))
+            problems.append(
+                Problem(
+                    "a group must be a mapping (hosts:, vars:, children:)",
+                    file=fname,
+                    line=line,
+                    field=name,
+                )
+            )
             return
         for key in body:
             if key not in ("hosts", "vars", "children"):
-                problems.append(Problem(f"unknown key '{key}' in group {name}", file=fname,
-                                        line=line_of(doc, trail + [key]), field=name,
-                                        hint="a group has hosts:, vars: and children:"))
+                problems.append(
+                    Problem(
+                        f"unknown key '{key}' in group {name}",
+                        file=fname,
+                        line=line_of(doc, trail + [key]),
+                        field=name,
+                        hint="a group has hosts:, vars: and children:",
+                    )
+                )
         hosts = body.get("hosts") or {}
         if isinstance(hosts, list):  # older tripleo-ansible-inventory: hosts as a list of names
             hosts = {h: None for h in hosts}
         if not isinstance(hosts, dict):
-            problems.append(Problem("hosts: must be a mapping of host names", file=fname,
-                                    line=line_of(doc, trail + ["hosts"]), field=f"{name}.hosts"))
+            problems.append(
+                Problem(
+                    "hosts: must be a mapping of host names",
+                    file=fname,
+                    line=line_of(doc, trail + ["hosts"]),
+                    field=f"{name}.hosts",
+                )
+            )
             hosts = {}
         for host, hvars in hosts.items():
             hline = line_of(doc, trail + ["hosts", host])
@@ -203,7 +250,9 @@ def _parse_yaml(doc: Any, fname: str) -> Inventory:
             if count[0] > limits.MAX_NODES:
                 raise _too_many(fname, hline)
             if hvars is not None and not isinstance(hvars, dict):
-                problems.append(Problem(f"vars of host '{host}' must be a mapping", file=fname, line=hline))
+                problems.append(
+                    Problem(f"vars of host '{host}' must be a mapping", file=fname, line=hline)
+                )
                 continue
             address = (hvars or {}).get("ansible_host")
             group.hosts.append(Host(str(host), None if address is None else str(address), hline))
@@ -211,13 +260,20 @@ def _parse_yaml(doc: Any, fname: str) -> Inventory:
         if isinstance(gvars, dict):
             group.vars.update(gvars)
         else:
-            problems.append(Problem("vars: must be a mapping", file=fname, line=line_of(doc, trail + ["vars"])))
+            problems.append(
+                Problem("vars: must be a mapping", file=fname, line=line_of(doc, trail + ["vars"]))
+            )
         children = body.get("children") or {}
         if isinstance(children, list):
             children = {c: None for c in children}
         if not isinstance(children, dict):
-            problems.append(Problem("children: must be a mapping of groups", file=fname,
-                                    line=line_of(doc, trail + ["children"])))
+            problems.append(
+                Problem(
+                    "children: must be a mapping of groups",
+                    file=fname,
+                    line=line_of(doc, trail + ["children"]),
+                )
+            )
             return
         for child, cbody in children.items():
             group.children.append(str(child))

@@ -12,7 +12,8 @@ one never reaches the recursive constructor (100,000 `[` crash libyaml's compose
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import yaml
 
@@ -47,14 +48,19 @@ def _problem(message: str, filename: str, mark: Any = None, hint: str | None = N
 def check_text_size(text: str | bytes, filename: str) -> None:
     """Refuse a file larger than MAX_FILE_BYTES before parsing it."""
     if len(text) > MAX_FILE_BYTES:
-        raise InputError(Problem(f"the file is too large ({len(text):,} bytes; at most {MAX_FILE_BYTES:,})",
-                                 file=filename, hint="split it, or check that this is the file you meant"))
+        raise InputError(
+            Problem(
+                f"the file is too large ({len(text):,} bytes; at most {MAX_FILE_BYTES:,})",
+                file=filename,
+                hint="split it, or check that this is the file you meant",
+            )
+        )
 
 
 def check_yaml_events(text: str, filename: str, loader: type = yaml.SafeLoader) -> None:
     """Walk the YAML event stream and refuse documents over the depth, expanded-size or string
     limits. Syntax errors are left to the real parse, which reports them with their line."""
-    sizes: dict[str, int] = {}      # anchor -> expanded node count of the anchored node
+    sizes: dict[str, int] = {}  # anchor -> expanded node count of the anchored node
     stack: list[tuple[str | None, int]] = []  # open collections: (anchor, expanded count at start)
     total = 0
     events: Iterable[yaml.Event] = yaml.parse(text, Loader=loader)
@@ -65,24 +71,34 @@ def check_yaml_events(text: str, filename: str, loader: type = yaml.SafeLoader) 
             elif isinstance(ev, yaml.ScalarEvent):
                 total += 1
                 if len(ev.value) > MAX_STRING:
-                    raise _problem(f"a string of {len(ev.value):,} characters (at most {MAX_STRING:,})",
-                                   filename, ev.start_mark)
+                    raise _problem(
+                        f"a string of {len(ev.value):,} characters (at most {MAX_STRING:,})",
+                        filename,
+                        ev.start_mark,
+                    )
                 if ev.anchor:
                     sizes[ev.anchor] = 1
             elif isinstance(ev, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 total += 1
                 stack.append((ev.anchor, total))
                 if len(stack) > MAX_DEPTH:
-                    raise _problem(f"nested more than {MAX_DEPTH} levels deep", filename, ev.start_mark,
-                                   hint="flatten the structure; no stepwise input needs this depth")
+                    raise _problem(
+                        f"nested more than {MAX_DEPTH} levels deep",
+                        filename,
+                        ev.start_mark,
+                        hint="flatten the structure; no stepwise input needs this depth",
+                    )
             elif isinstance(ev, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 anchor, start = stack.pop()
                 if anchor:
                     sizes[anchor] = total - start + 1
             if total > MAX_YAML_NODES:
-                raise _problem(f"the document expands to more than {MAX_YAML_NODES:,} values (aliases included)",
-                               filename, getattr(ev, "start_mark", None),
-                               hint="write the values out instead of multiplying them through anchors and aliases")
+                raise _problem(
+                    f"the document expands to more than {MAX_YAML_NODES:,} values (aliases included)",
+                    filename,
+                    getattr(ev, "start_mark", None),
+                    hint="write the values out instead of multiplying them through anchors and aliases",
+                )
     except yaml.YAMLError:
         return  # the parse that follows reports it, with its line
 
@@ -94,8 +110,14 @@ def check_finite(value: Any, where: str, filename: str | None = None) -> None:
     while stack:
         v = stack.pop()
         if isinstance(v, float) and not math.isfinite(v):
-            raise InputError(Problem(f"'{v}' is not a finite number", file=filename, field=where,
-                                     hint="give a finite number"))
+            raise InputError(
+                Problem(
+                    f"'{v}' is not a finite number",
+                    file=filename,
+                    field=where,
+                    hint="give a finite number",
+                )
+            )
         if isinstance(v, dict):
             stack.extend(v.values())
         elif isinstance(v, list):

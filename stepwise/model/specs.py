@@ -7,13 +7,32 @@ values the planner uses, and check what needs the whole picture (references, cyc
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from stepwise.model.limits import MAX_INDEX, MAX_NODES, MAX_STEP_SECONDS
-from stepwise.model.steps import NODE_STEPS, SYSTEM_UPGRADE_STEPS, UPGRADE_EXTRA_STEPS, DEFAULT_STEP_SECONDS
-from stepwise.model.values import Address, PackageName, ShortText, check_address, check_index_template
+from stepwise.model.steps import (
+    DEFAULT_STEP_SECONDS,
+    NODE_STEPS,
+    SYSTEM_UPGRADE_STEPS,
+    UPGRADE_EXTRA_STEPS,
+)
+from stepwise.model.values import (
+    Address,
+    PackageName,
+    ShortText,
+    check_address,
+    check_index_template,
+)
 
 NAME_RE = r"^[A-Za-z_][A-Za-z0-9_.\-]*$"
 #: an alias may be a TripleO resource name such as OS::TripleO::Services::Keystone (':' allowed)
@@ -27,11 +46,13 @@ Task = dict[str, Any]
 
 class Strict(BaseModel):
     # allow_inf_nan: a duration or count of .inf/.nan is no number (and JSON cannot carry it)
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True, allow_inf_nan=False)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, str_strip_whitespace=True, allow_inf_nan=False
+    )
 
 
 class AvailabilitySpec(Strict):
-    max_unavailable: Union[int, str, None] = None
+    max_unavailable: int | str | None = None
     min_available: int | None = None
     quorum: Literal["majority"] | None = None
 
@@ -40,7 +61,9 @@ class AvailabilitySpec(Strict):
     def _no_bool(cls, v: Any) -> Any:
         # YAML `true` would otherwise pass as the number 1
         if isinstance(v, bool):
-            raise ValueError(f"'{str(v).lower()}' is not a number of instances (or, for max_unavailable, a percentage like \"10%\")")
+            raise ValueError(
+                f"'{str(v).lower()}' is not a number of instances (or, for max_unavailable, a percentage like \"10%\")"
+            )
         return v
 
     @field_validator("max_unavailable")
@@ -49,14 +72,16 @@ class AvailabilitySpec(Strict):
         if v is None:
             return v
         if isinstance(v, bool):
-            raise ValueError("must be a number of instances or a percentage like \"10%\"")
+            raise ValueError('must be a number of instances or a percentage like "10%"')
         if isinstance(v, int):
             if v < 0:
                 raise ValueError("must not be negative")
             return v
         m = PERCENT_RE.fullmatch(v)
         if not m or not (0 < float(m.group(1)) <= 100):
-            raise ValueError(f"'{v}' is not a number of instances or a percentage between 0% and 100% (e.g. \"10%\")")
+            raise ValueError(
+                f"'{v}' is not a number of instances or a percentage between 0% and 100% (e.g. \"10%\")"
+            )
         return v
 
     @field_validator("min_available")
@@ -67,8 +92,12 @@ class AvailabilitySpec(Strict):
         return v
 
     @model_validator(mode="after")
-    def _one_rule(self) -> "AvailabilitySpec":
-        given = [k for k in ("max_unavailable", "min_available", "quorum") if getattr(self, k) is not None]
+    def _one_rule(self) -> AvailabilitySpec:
+        given = [
+            k
+            for k in ("max_unavailable", "min_available", "quorum")
+            if getattr(self, k) is not None
+        ]
         if len(given) != 1:
             raise ValueError("give exactly one of max_unavailable, min_available, quorum")
         return self
@@ -100,7 +129,9 @@ class WorkflowTasksSpec(Strict):
     pin: list[Task] = Field(default_factory=list)
     unpin: list[Task] = Field(default_factory=list)
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False
+    )
 
 
 class SystemUpgradeSpec(Strict):
@@ -126,11 +157,15 @@ class SchemaSpec(Strict):
     contract: list[Task] = Field(default_factory=list)
 
     @model_validator(mode="after")
-    def _tasks_fit(self) -> "SchemaSpec":
+    def _tasks_fit(self) -> SchemaSpec:
         if self.strategy == "offline" and (self.expand or self.contract):
-            raise ValueError("an offline schema has no expand or contract tasks: put the sync in 'migrate'")
+            raise ValueError(
+                "an offline schema has no expand or contract tasks: put the sync in 'migrate'"
+            )
         if self.strategy == "expand_contract" and not self.expand:
-            raise ValueError("expand_contract needs 'expand' tasks (the schema sync that old code survives)")
+            raise ValueError(
+                "expand_contract needs 'expand' tasks (the schema sync that old code survives)"
+            )
         return self
 
 
@@ -138,7 +173,9 @@ class ServiceSpec(Strict):
     name: str = Field(pattern=NAME_RE)
     description: str | None = None
     #: other names a deployment may use for this service (TripleO's OS::TripleO::Services::*)
-    aliases: list[Annotated[str, Field(pattern=ALIAS_RE, max_length=200)]] = Field(default_factory=list)
+    aliases: list[Annotated[str, Field(pattern=ALIAS_RE, max_length=200)]] = Field(
+        default_factory=list
+    )
     #: "none": configuration only (timezone, kernel settings): nothing runs that an update or
     #: upgrade stops or restarts, so the planner never visits it
     runtime: Literal["service", "none"] = "service"
@@ -166,26 +203,46 @@ class ServiceSpec(Strict):
     durations: dict[str, float] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _nothing_to_run(self) -> "ServiceSpec":
+    def _nothing_to_run(self) -> ServiceSpec:
         # a runtime-none service has nothing to stop: any task, package or rule would be a
         # promise the planner does not keep (it never visits such a service)
         if self.runtime == "none":
-            given = [k for k in ("packages", "depends_on", "availability", "cluster", "rpc", "health", "update",
-                                 "upgrade", "converge", "schema_", "system_upgrade")
-                     if getattr(self, k) not in (None, [], {})]
+            given = [
+                k
+                for k in (
+                    "packages",
+                    "depends_on",
+                    "availability",
+                    "cluster",
+                    "rpc",
+                    "health",
+                    "update",
+                    "upgrade",
+                    "converge",
+                    "schema_",
+                    "system_upgrade",
+                )
+                if getattr(self, k) not in (None, [], {})
+            ]
             if given:
                 names = ", ".join(g.rstrip("_") for g in given)
-                raise ValueError(f"a 'runtime: none' service has nothing to stop or change; remove: {names}")
+                raise ValueError(
+                    f"a 'runtime: none' service has nothing to stop or change; remove: {names}"
+                )
         return self
 
     @model_validator(mode="after")
-    def _schema_and_rolling(self) -> "ServiceSpec":
+    def _schema_and_rolling(self) -> ServiceSpec:
         if self.schema_ is not None:
             if self.schema_.strategy == "expand_contract" and not self.rolling:
-                raise ValueError("schema: expand_contract rolls node by node; remove 'rolling: false'")
+                raise ValueError(
+                    "schema: expand_contract rolls node by node; remove 'rolling: false'"
+                )
             if self.upgrade is not None and self.upgrade.migrate:
-                raise ValueError("with 'schema:', the migration tasks go in schema.expand/migrate, "
-                                 "not in upgrade.migrate")
+                raise ValueError(
+                    "with 'schema:', the migration tasks go in schema.expand/migrate, "
+                    "not in upgrade.migrate"
+                )
         return self
 
     @field_validator("durations")
@@ -193,11 +250,15 @@ class ServiceSpec(Strict):
     def _known_steps(cls, v: dict[str, float]) -> dict[str, float]:
         for step, seconds in v.items():
             if step not in DEFAULT_STEP_SECONDS:
-                raise ValueError(f"unknown step '{step}'; steps are: {', '.join(DEFAULT_STEP_SECONDS)}")
+                raise ValueError(
+                    f"unknown step '{step}'; steps are: {', '.join(DEFAULT_STEP_SECONDS)}"
+                )
             if seconds < 0:
                 raise ValueError(f"duration of '{step}' must not be negative")
             if seconds > MAX_STEP_SECONDS:
-                raise ValueError(f"duration of '{step}' is more than a week ({MAX_STEP_SECONDS:,} seconds)")
+                raise ValueError(
+                    f"duration of '{step}' is more than a week ({MAX_STEP_SECONDS:,} seconds)"
+                )
         return v
 
 
@@ -222,8 +283,10 @@ class NodeCountSpec(Strict):
         check_index_template(v)
         example = _format_index(v)
         if not re.fullmatch(NAME_RE, example):
-            raise ValueError(f"'{v}' gives node names like '{example}', which is not a valid name "
-                             "(letters, digits, '_', '.', '-'; not starting with a digit or '-')")
+            raise ValueError(
+                f"'{v}' gives node names like '{example}', which is not a valid name "
+                "(letters, digits, '_', '.', '-'; not starting with a digit or '-')"
+            )
         return v
 
     @field_validator("address")
@@ -235,7 +298,7 @@ class NodeCountSpec(Strict):
         return v
 
     @model_validator(mode="after")
-    def _every_address(self) -> "NodeCountSpec":
+    def _every_address(self) -> NodeCountSpec:
         # each node's address, not only the first: '10.0.0.2{index}' breaks at index 6
         # (the names cannot: '{index}' adds digits only, and the name was checked above)
         if self.address is not None:
@@ -249,7 +312,9 @@ def _format_index(template: str, index: int = 0) -> str:
     try:
         return template.format(index=index)
     except (KeyError, IndexError, ValueError, AttributeError):
-        raise ValueError(f"'{template}': only '{{index}}' may appear in braces (write '{{{{' for a literal '{{')") from None
+        raise ValueError(
+            f"'{template}': only '{{index}}' may appear in braces (write '{{{{' for a literal '{{')"
+        ) from None
 
 
 def _nodes_form(v: Any) -> str | None:
@@ -263,9 +328,12 @@ def _nodes_form(v: Any) -> str | None:
 #: A role's nodes: a list of nodes, or {count, name: "x-{index}"}. Discriminated by shape so an
 #: error is reported once, for the form the author used (the tags are dropped from locations).
 NodesField = Annotated[
-    Union[Annotated[list[NodeSpec], Tag("(list)")], Annotated[NodeCountSpec, Tag("(count)")]],
-    Discriminator(_nodes_form, custom_error_type="nodes_form",
-                  custom_error_message='must be a list of nodes or {count: N, name: "node-{index}"}'),
+    Annotated[list[NodeSpec], Tag("(list)")] | Annotated[NodeCountSpec, Tag("(count)")],
+    Discriminator(
+        _nodes_form,
+        custom_error_type="nodes_form",
+        custom_error_message='must be a list of nodes or {count: N, name: "node-{index}"}',
+    ),
 ]
 #: Union tags as they appear in error locations -> the model valid there.
 UNION_TAGS: dict[str, type[BaseModel]] = {"(list)": NodeSpec, "(count)": NodeCountSpec}
@@ -303,10 +371,15 @@ class DeploymentSpec(Strict):
     lab: LabSpec = Field(default_factory=LabSpec)
 
     @model_validator(mode="after")
-    def _bounded(self) -> "DeploymentSpec":
-        total = sum(r.nodes.count if isinstance(r.nodes, NodeCountSpec) else len(r.nodes) for r in self.roles)
+    def _bounded(self) -> DeploymentSpec:
+        total = sum(
+            r.nodes.count if isinstance(r.nodes, NodeCountSpec) else len(r.nodes)
+            for r in self.roles
+        )
         if total > MAX_NODES:
-            raise ValueError(f"{total:,} nodes: stepwise plans at most {MAX_NODES:,} nodes per deployment")
+            raise ValueError(
+                f"{total:,} nodes: stepwise plans at most {MAX_NODES:,} nodes per deployment"
+            )
         return self
 
 

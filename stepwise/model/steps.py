@@ -19,7 +19,13 @@ the end of `start` (the DESIGN contract's names).
 
 from __future__ import annotations
 
-from stepwise.model.vocab import NODE_STEPS, STEP_ALIASES, SYSTEM_UPGRADE_KEYS, UPGRADE_EXTRA_KEYS, Section
+from stepwise.model.vocab import (
+    NODE_STEPS,
+    STEP_ALIASES,
+    SYSTEM_UPGRADE_KEYS,
+    UPGRADE_EXTRA_KEYS,
+    Section,
+)
 
 #: Deployment-wide operations a service may add tasks to in the `upgrade:` section.
 UPGRADE_EXTRA_STEPS: tuple[str, ...] = UPGRADE_EXTRA_KEYS
@@ -29,8 +35,15 @@ SYSTEM_UPGRADE_STEPS: tuple[str, ...] = SYSTEM_UPGRADE_KEYS
 
 WORKFLOW_SECTIONS: tuple[str, ...] = (Section.UPDATE, Section.UPGRADE)
 
-__all__ = ["NODE_STEPS", "STEP_ALIASES", "UPGRADE_EXTRA_STEPS", "SYSTEM_UPGRADE_STEPS", "WORKFLOW_SECTIONS",
-           "DEFAULT_STEP_SECONDS", "SHARED_STEPS"]
+__all__ = [
+    "NODE_STEPS",
+    "STEP_ALIASES",
+    "UPGRADE_EXTRA_STEPS",
+    "SYSTEM_UPGRADE_STEPS",
+    "WORKFLOW_SECTIONS",
+    "DEFAULT_STEP_SECONDS",
+    "SHARED_STEPS",
+]
 
 #: Default estimate (seconds) of one service's share of a step on one node. Overridable per
 #: service with `durations:`. `packages` and `reboot` are one transaction per node, so a

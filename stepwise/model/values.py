@@ -35,8 +35,10 @@ def check_address(value: str) -> str:
     except ValueError:
         pass
     if _DOTTED_NUMBERS.fullmatch(text) or not _HOSTNAME.fullmatch(text):
-        raise ValueError(f"'{value}' is not an IP address or a host name "
-                         "(letters, digits, '-' and '.'; IPv4 octets 0-255)")
+        raise ValueError(
+            f"'{value}' is not an IP address or a host name "
+            "(letters, digits, '-' and '.'; IPv4 octets 0-255)"
+        )
     return text
 
 
@@ -47,11 +49,17 @@ def check_index_template(template: str) -> str:
     """A counted-node template may hold only the bare field '{index}' (no format spec, no
     conversion, no other field); '{{' and '}}' are literal braces."""
     try:
-        fields = [(f, spec, conv) for _text, f, spec, conv in string.Formatter().parse(template) if f is not None]
+        fields = [
+            (f, spec, conv)
+            for _text, f, spec, conv in string.Formatter().parse(template)
+            if f is not None
+        ]
     except ValueError:
         fields = [("?", "", None)]
     for f, spec, conv in fields:
         if f != "index" or spec or conv:
-            raise ValueError(f"'{template}': only '{{index}}' may appear in braces, without a format "
-                             "(write '{{' for a literal '{')")
+            raise ValueError(
+                f"'{template}': only '{{index}}' may appear in braces, without a format "
+                "(write '{{' for a literal '{')"
+            )
     return template

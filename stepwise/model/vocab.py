@@ -9,10 +9,10 @@ store: `Step.PACKAGES == "packages"`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Mapping
 
 
 class Workflow(StrEnum):
@@ -24,7 +24,7 @@ class Workflow(StrEnum):
     UNDERCLOUD_UPGRADE = "undercloud-upgrade"
 
     @property
-    def task_section(self) -> "Section":
+    def task_section(self) -> Section:
         """Which section of a service file its node steps take their tasks from."""
         return Section.UPDATE if self is Workflow.UPDATE else Section.UPGRADE
 
@@ -43,7 +43,7 @@ class Section(StrEnum):
     UPDATE = "update"
     UPGRADE = "upgrade"
     CONVERGE = "converge"
-    CONTRACT = "contract"   # schema.contract of an expand_contract service
+    CONTRACT = "contract"  # schema.contract of an expand_contract service
     SYSTEM_UPGRADE = "system_upgrade"
 
 
@@ -63,8 +63,9 @@ class Stage(StrEnum):
 
 
 #: Stages whose operations the seed runs with `external-upgrade run`.
-EXTERNAL_STAGES: frozenset[Stage] = frozenset({Stage.SYSTEM_UPGRADE_TRANSFER_DATA, Stage.ONLINE_UPGRADE,
-                                               Stage.SYSTEM_UPGRADE_CLEANUP})
+EXTERNAL_STAGES: frozenset[Stage] = frozenset(
+    {Stage.SYSTEM_UPGRADE_TRANSFER_DATA, Stage.ONLINE_UPGRADE, Stage.SYSTEM_UPGRADE_CLEANUP}
+)
 
 #: The stages of the major upgrade, in order (`upgrade prepare|run|converge`).
 UPGRADE_STAGES: tuple[Stage, ...] = (Stage.PREPARE, Stage.RUN, Stage.CONVERGE)
@@ -84,8 +85,10 @@ class Phase(StrEnum):
 class UpgradeMode(StrEnum):
     """How a node gets its new operating system."""
 
-    IN_PLACE = "in-place"          # leapp-style: prepare downloads, the reboot upgrades
-    REPROVISION = "reprovision"    # the node is wiped and installed from the new image; its data is restored
+    IN_PLACE = "in-place"  # leapp-style: prepare downloads, the reboot upgrades
+    REPROVISION = (
+        "reprovision"  # the node is wiped and installed from the new image; its data is restored
+    )
 
 
 class Plane(StrEnum):
@@ -122,7 +125,9 @@ class UnitState(StrEnum):
     RUNNING = "running"
     DONE = "done"
     FAILED = "failed"
-    INTERRUPTED = "interrupted"  # running when the operator stopped the run: runs again from its start
+    INTERRUPTED = (
+        "interrupted"  # running when the operator stopped the run: runs again from its start
+    )
     SKIPPED = "skipped"
 
     @property
@@ -161,26 +166,36 @@ class Step(StrEnum):
     SYSTEM_UPGRADE_CLEANUP = "system_upgrade_cleanup"
 
     @property
-    def info(self) -> "StepInfo":
+    def info(self) -> StepInfo:
         return STEPS[self]
 
 
 #: A node visit's steps, in their fixed order (validate runs once up front for all nodes).
-NODE_STEPS: tuple[Step, ...] = (Step.VALIDATE, Step.LEAVE, Step.STOP, Step.PACKAGES, Step.CONFIG, Step.REBOOT,
-                                Step.MIGRATE, Step.START, Step.REJOIN, Step.VERIFY)
+NODE_STEPS: tuple[Step, ...] = (
+    Step.VALIDATE,
+    Step.LEAVE,
+    Step.STOP,
+    Step.PACKAGES,
+    Step.CONFIG,
+    Step.REBOOT,
+    Step.MIGRATE,
+    Step.START,
+    Step.REJOIN,
+    Step.VERIFY,
+)
 VISIT_STEPS: tuple[Step, ...] = NODE_STEPS[1:]
 
 
 class NodeWork(StrEnum):
     """Built-in work stepwise does once per node in a step, besides the services' tasks."""
 
-    ANSWERS = "answers"                # the node is reachable and runs Python: nothing is touched
+    ANSWERS = "answers"  # the node is reachable and runs Python: nothing is touched
     SWITCH_REPOS = "switch_repos"
-    PREPARE_OS = "prepare_os"          # leapp upgrade (in place) or persist node data (reprovision)
-    REBOOT = "reboot"                  # reboot (a new kernel)
-    UPGRADE_OS = "upgrade_os"          # reboot into the new OS, or reprovision and restore
+    PREPARE_OS = "prepare_os"  # leapp upgrade (in place) or persist node data (reprovision)
+    REBOOT = "reboot"  # reboot (a new kernel)
+    UPGRADE_OS = "upgrade_os"  # reboot into the new OS, or reprovision and restore
     UNOWNED_PACKAGES = "unowned_packages"  # packages no service owns (kernel, openvswitch, tools)
-    CLEANUP_OS = "cleanup_os"          # remove what prepare persisted
+    CLEANUP_OS = "cleanup_os"  # remove what prepare persisted
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,40 +230,73 @@ def _visit(step: Step, state: ServiceState | None = None) -> StepInfo:
     return StepInfo(tasks=(Section.UPDATE, step.value), state_after=state)
 
 
-STEPS: Mapping[Step, StepInfo] = MappingProxyType({
-    Step.VALIDATE: StepInfo(tasks=(Section.UPDATE, "validate"), node_work=NodeWork.ANSWERS),
-    Step.LEAVE: _visit(Step.LEAVE, ServiceState.OUT),
-    Step.STOP: _visit(Step.STOP, ServiceState.STOPPED),
-    Step.PACKAGES: StepInfo(tasks=(Section.UPDATE, "packages"), node_work=NodeWork.UNOWNED_PACKAGES),
-    Step.CONFIG: _visit(Step.CONFIG),
-    Step.REBOOT: StepInfo(tasks=(Section.UPDATE, "reboot"), node_work=NodeWork.REBOOT),
-    Step.MIGRATE: _visit(Step.MIGRATE),
-    Step.START: _visit(Step.START, ServiceState.RUNNING),
-    Step.REJOIN: _visit(Step.REJOIN, ServiceState.RUNNING),
-    Step.VERIFY: StepInfo(tasks=(Section.UPDATE, "verify"), node_work=NodeWork.ANSWERS),
-    Step.REPOS: StepInfo(node_work=NodeWork.SWITCH_REPOS),
-    Step.BACKUP: StepInfo(tasks=(Section.UPGRADE, "backup")),
-    Step.RESTORE: StepInfo(tasks=(Section.UPGRADE, "restore")),
-    Step.PIN_RPC: StepInfo(tasks=(Section.UPGRADE, "pin")),
-    Step.UNPIN_RPC: StepInfo(tasks=(Section.UPGRADE, "unpin")),
-    Step.CONVERGE: StepInfo(tasks=(Section.CONVERGE, "")),
-    Step.CONTRACT: StepInfo(tasks=(Section.CONTRACT, "")),
-    Step.GATE: StepInfo(),
-    Step.SYSTEM_UPGRADE_PREPARE: StepInfo(needs_limit=True, tasks=(Section.SYSTEM_UPGRADE, "prepare"), node_work=NodeWork.PREPARE_OS,
-                                          state_after=ServiceState.STOPPED, by_name_only=True,
-                                          whole_role_refused=True),
-    Step.SYSTEM_UPGRADE_RUN: StepInfo(needs_limit=True, node_work=NodeWork.UPGRADE_OS, state_after=ServiceState.STOPPED,
-                                      by_name_only=True, whole_role_refused=True),
-    Step.SYSTEM_UPGRADE_TRANSFER_DATA: StepInfo(needs_limit=True, tasks=(Section.SYSTEM_UPGRADE, "transfer_data"),
-                                                state_after=ServiceState.STOPPED, by_name_only=True,
-                                                once_only=True, external=True),
-    Step.EXTERNAL_SYSTEM_UPGRADE_PREPARE: StepInfo(needs_limit=True, tasks=(Section.SYSTEM_UPGRADE, "prepare"),
-                                                   state_after=ServiceState.STOPPED, by_name_only=True, external=True),
-    Step.EXTERNAL_SYSTEM_UPGRADE_RUN: StepInfo(needs_limit=True, tasks=(Section.SYSTEM_UPGRADE, "run"), state_after=ServiceState.RUNNING,
-                                               by_name_only=True, external=True),
-    Step.SYSTEM_UPGRADE_CLEANUP: StepInfo(tasks=(Section.SYSTEM_UPGRADE, "cleanup"), node_work=NodeWork.CLEANUP_OS,
-                                          by_name_only=True, external=True),
-})
+STEPS: Mapping[Step, StepInfo] = MappingProxyType(
+    {
+        Step.VALIDATE: StepInfo(tasks=(Section.UPDATE, "validate"), node_work=NodeWork.ANSWERS),
+        Step.LEAVE: _visit(Step.LEAVE, ServiceState.OUT),
+        Step.STOP: _visit(Step.STOP, ServiceState.STOPPED),
+        Step.PACKAGES: StepInfo(
+            tasks=(Section.UPDATE, "packages"), node_work=NodeWork.UNOWNED_PACKAGES
+        ),
+        Step.CONFIG: _visit(Step.CONFIG),
+        Step.REBOOT: StepInfo(tasks=(Section.UPDATE, "reboot"), node_work=NodeWork.REBOOT),
+        Step.MIGRATE: _visit(Step.MIGRATE),
+        Step.START: _visit(Step.START, ServiceState.RUNNING),
+        Step.REJOIN: _visit(Step.REJOIN, ServiceState.RUNNING),
+        Step.VERIFY: StepInfo(tasks=(Section.UPDATE, "verify"), node_work=NodeWork.ANSWERS),
+        Step.REPOS: StepInfo(node_work=NodeWork.SWITCH_REPOS),
+        Step.BACKUP: StepInfo(tasks=(Section.UPGRADE, "backup")),
+        Step.RESTORE: StepInfo(tasks=(Section.UPGRADE, "restore")),
+        Step.PIN_RPC: StepInfo(tasks=(Section.UPGRADE, "pin")),
+        Step.UNPIN_RPC: StepInfo(tasks=(Section.UPGRADE, "unpin")),
+        Step.CONVERGE: StepInfo(tasks=(Section.CONVERGE, "")),
+        Step.CONTRACT: StepInfo(tasks=(Section.CONTRACT, "")),
+        Step.GATE: StepInfo(),
+        Step.SYSTEM_UPGRADE_PREPARE: StepInfo(
+            needs_limit=True,
+            tasks=(Section.SYSTEM_UPGRADE, "prepare"),
+            node_work=NodeWork.PREPARE_OS,
+            state_after=ServiceState.STOPPED,
+            by_name_only=True,
+            whole_role_refused=True,
+        ),
+        Step.SYSTEM_UPGRADE_RUN: StepInfo(
+            needs_limit=True,
+            node_work=NodeWork.UPGRADE_OS,
+            state_after=ServiceState.STOPPED,
+            by_name_only=True,
+            whole_role_refused=True,
+        ),
+        Step.SYSTEM_UPGRADE_TRANSFER_DATA: StepInfo(
+            needs_limit=True,
+            tasks=(Section.SYSTEM_UPGRADE, "transfer_data"),
+            state_after=ServiceState.STOPPED,
+            by_name_only=True,
+            once_only=True,
+            external=True,
+        ),
+        Step.EXTERNAL_SYSTEM_UPGRADE_PREPARE: StepInfo(
+            needs_limit=True,
+            tasks=(Section.SYSTEM_UPGRADE, "prepare"),
+            state_after=ServiceState.STOPPED,
+            by_name_only=True,
+            external=True,
+        ),
+        Step.EXTERNAL_SYSTEM_UPGRADE_RUN: StepInfo(
+            needs_limit=True,
+            tasks=(Section.SYSTEM_UPGRADE, "run"),
+            state_after=ServiceState.RUNNING,
+            by_name_only=True,
+            external=True,
+        ),
+        Step.SYSTEM_UPGRADE_CLEANUP: StepInfo(
+            tasks=(Section.SYSTEM_UPGRADE, "cleanup"),
+            node_work=NodeWork.CLEANUP_OS,
+            by_name_only=True,
+            external=True,
+        ),
+    }
+)
 
 
 def task_source(step: Step, workflow: Workflow) -> tuple[Section, str] | None:

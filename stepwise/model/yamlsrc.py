@@ -7,8 +7,9 @@ subclasses that remember the line of every key and item.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 
@@ -57,12 +58,20 @@ def _map(loader: Any, node: yaml.MappingNode):
     for knode, vnode in node.value:
         if not isinstance(knode, yaml.ScalarNode):
             # a mapping or list as a key ('? [a, b]') names no field of any stepwise input
-            raise _DuplicateKey("while constructing a mapping", node.start_mark,
-                                "a key must be a plain value, not a mapping or a list", knode.start_mark)
+            raise _DuplicateKey(
+                "while constructing a mapping",
+                node.start_mark,
+                "a key must be a plain value, not a mapping or a list",
+                knode.start_mark,
+            )
         key = loader.construct_object(knode, deep=True)
         if key in m:
-            raise _DuplicateKey("while constructing a mapping", node.start_mark,
-                                f"duplicate key '{key}' (first on line {m.lines[key]})", knode.start_mark)
+            raise _DuplicateKey(
+                "while constructing a mapping",
+                node.start_mark,
+                f"duplicate key '{key}' (first on line {m.lines[key]})",
+                knode.start_mark,
+            )
         m[key] = loader.construct_object(vnode, deep=True)
         m.lines[key] = knode.start_mark.line + 1
 
@@ -86,12 +95,19 @@ def load_yaml(path: Path | str, *, follow: bool = True, field: str | None = None
     The file is read through `stepwise.paths.read_input`: a regular file only (a FIFO or a
     device is refused, never waited on), within the size limit, and not through a link when
     `follow` is False."""
-    raw = read_input(path, field=field, limit=limits.MAX_FILE_BYTES, follow=follow, what="YAML file")
+    raw = read_input(
+        path, field=field, limit=limits.MAX_FILE_BYTES, follow=follow, what="YAML file"
+    )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(Problem(f"not UTF-8 text (byte {exc.start}): {exc.reason}", file=str(path),
-                                 hint="save the file as UTF-8")) from None
+        raise InputError(
+            Problem(
+                f"not UTF-8 text (byte {exc.start}): {exc.reason}",
+                file=str(path),
+                hint="save the file as UTF-8",
+            )
+        ) from None
     return parse_yaml(text, str(path))
 
 
@@ -107,9 +123,16 @@ def parse_yaml(text: str, filename: str) -> Any:
         line = mark.line + 1 if mark is not None else None
         hint = "fix the YAML syntax (indentation, quotes, colons)"
         if isinstance(exc, _DuplicateKey):
-            hint = "keep each key once per mapping" if "duplicate" in str(exc.problem) else "write the key as a string"
-        raise InputError(Problem(f"invalid YAML: {exc.problem or exc.context}", file=filename, line=line,
-                                 hint=hint)) from None
+            hint = (
+                "keep each key once per mapping"
+                if "duplicate" in str(exc.problem)
+                else "write the key as a string"
+            )
+        raise InputError(
+            Problem(
+                f"invalid YAML: {exc.problem or exc.context}", file=filename, line=line, hint=hint
+            )
+        ) from None
     except yaml.YAMLError as exc:
         raise InputError(Problem(f"invalid YAML: {exc}", file=filename)) from None
     except RecursionError:  # the pure-Python loader, on a document the depth check let through

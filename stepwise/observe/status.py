@@ -26,11 +26,20 @@ def _run_summary(store: Store, r: RunInfo, holder: dict | None = None) -> dict[s
     last_done = [u.unit_id for u in units if u.state == "done"]
     end = r.ended_at or (now() if status == "running" else None)
     return {
-        "id": r.id, "workflow": r.workflow, "params": {k: v for k, v in r.params.items() if v not in (None, [], "")},
-        "status": status, "message": r.message, "command": r.command, "user": r.user, "host": r.host,
-        "attempts": r.attempts, "started_at": _iso(r.started_at), "ended_at": _iso(r.ended_at),
+        "id": r.id,
+        "workflow": r.workflow,
+        "params": {k: v for k, v in r.params.items() if v not in (None, [], "")},
+        "status": status,
+        "message": r.message,
+        "command": r.command,
+        "user": r.user,
+        "host": r.host,
+        "attempts": r.attempts,
+        "started_at": _iso(r.started_at),
+        "ended_at": _iso(r.ended_at),
         "elapsed_s": round((end - r.started_at).total_seconds(), 1) if end else None,
-        "units": {"total": len(units), **counts}, "current": current,
+        "units": {"total": len(units), **counts},
+        "current": current,
         "last_done": last_done[-1] if last_done else None,
     }
 
@@ -40,8 +49,12 @@ def status(store: Store, cloud: str, lock_path: Path | None = None) -> dict[str,
     holder = read_holder(lock_path) if lock_path else None
     nodes: dict[str, dict[str, Any]] = {}
     for row in store.node_services(cloud):
-        nodes.setdefault(row.node, {})[row.service] = {"version": row.version, "state": row.state,
-                                                        "run": row.run_id, "updated_at": _iso(row.updated_at)}
+        nodes.setdefault(row.node, {})[row.service] = {
+            "version": row.version,
+            "state": row.state,
+            "run": row.run_id,
+            "updated_at": _iso(row.updated_at),
+        }
     facts = store.facts(cloud) or {"nodes": {}}
     os_ = {n: f.get("os") for n, f in facts["nodes"].items() if f.get("os")}
     runs = store.runs(cloud, limit=1)
@@ -57,31 +70,73 @@ def ran_after_done(store: Store, run_id: int) -> list[Any]:
     """Task results of units recorded done that arrived after the unit was recorded done: a
     finished unit that ran again (a unit cut by a kill or an interrupt runs again from its
     start and is recorded done after that; one that had finished never runs again)."""
-    ended = {u.unit_id: u.ended_at for u in store.units(run_id) if u.state == "done" and u.ended_at is not None}
+    ended = {
+        u.unit_id: u.ended_at
+        for u in store.units(run_id)
+        if u.state == "done" and u.ended_at is not None
+    }
     return [t for t in store.task_results(run_id) if t.unit_id in ended and t.at > ended[t.unit_id]]
 
 
-def history(store: Store, cloud: str, run_id: int | None = None, limit: int = 20,
-            lock_path: Path | None = None) -> dict[str, Any]:
+def history(
+    store: Store,
+    cloud: str,
+    run_id: int | None = None,
+    limit: int = 20,
+    lock_path: Path | None = None,
+) -> dict[str, Any]:
     """The runs of a cloud (most recent first), or one run's units and failures."""
     holder = read_holder(lock_path) if lock_path else None
     if run_id is None:
-        return {"cloud": cloud, "runs": [_run_summary(store, r, holder) for r in store.runs(cloud, limit)]}
+        return {
+            "cloud": cloud,
+            "runs": [_run_summary(store, r, holder) for r in store.runs(cloud, limit)],
+        }
     r = store.run(run_id)
     if r is None or r.cloud != cloud:
         from stepwise.errors import InputError, Problem
-        raise InputError(Problem(f"no run {run_id} for cloud {cloud}", field="--run",
-                                 hint="see `stepwise history` for the run ids"))
+
+        raise InputError(
+            Problem(
+                f"no run {run_id} for cloud {cloud}",
+                field="--run",
+                hint="see `stepwise history` for the run ids",
+            )
+        )
     units = store.units(run_id)
-    failures = [{"unit": t.unit_id, "host": t.host, "task": t.task, "status": t.status, "message": t.message}
-                for t in store.task_results(run_id) if t.status in ("failed", "unreachable")]
+    failures = [
+        {
+            "unit": t.unit_id,
+            "host": t.host,
+            "task": t.task,
+            "status": t.status,
+            "message": t.message,
+        }
+        for t in store.task_results(run_id)
+        if t.status in ("failed", "unreachable")
+    ]
     return {
-        "cloud": cloud, "run": _run_summary(store, r, holder),
-        "units": [{"id": u.unit_id, "step": u.step, "stage": u.stage, "batch": u.batch, "nodes": u.nodes,
-                   "state": u.state, "attempts": u.attempts, "idempotent": u.idempotent, "message": u.message,
-                   "started_at": _iso(u.started_at), "ended_at": _iso(u.ended_at),
-                   "duration_s": round((u.ended_at - u.started_at).total_seconds(), 2)
-                   if u.started_at and u.ended_at else None} for u in units],
+        "cloud": cloud,
+        "run": _run_summary(store, r, holder),
+        "units": [
+            {
+                "id": u.unit_id,
+                "step": u.step,
+                "stage": u.stage,
+                "batch": u.batch,
+                "nodes": u.nodes,
+                "state": u.state,
+                "attempts": u.attempts,
+                "idempotent": u.idempotent,
+                "message": u.message,
+                "started_at": _iso(u.started_at),
+                "ended_at": _iso(u.ended_at),
+                "duration_s": round((u.ended_at - u.started_at).total_seconds(), 2)
+                if u.started_at and u.ended_at
+                else None,
+            }
+            for u in units
+        ],
         "tasks": store.task_counts(run_id),
         "failures": failures,
     }
@@ -92,5 +147,8 @@ def schema_seconds(units: Any) -> float:
     visit's expand, the data migration, the contract)."""
     from stepwise.model.vocab import Step
 
-    return sum((u.ended_at - u.started_at).total_seconds() for u in units
-               if u.step in (Step.MIGRATE.value, Step.CONTRACT.value) and u.started_at and u.ended_at)
+    return sum(
+        (u.ended_at - u.started_at).total_seconds()
+        for u in units
+        if u.step in (Step.MIGRATE.value, Step.CONTRACT.value) and u.started_at and u.ended_at
+    )

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import calendar
 import time
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from stepwise.plan.units import Plan
 from stepwise.run.store.store import Store
@@ -27,11 +28,19 @@ def window_intervals(plan: Plan, store: Store, run_id: int) -> dict[str, list[tu
     for w in plan.windows:
         # every unit overlapping the window in plan time, including the ones that open it
         # (stop) and close it (start), as they really ran
-        spans = [rows[u.id] for u in plan.units if u.id in rows and u.start_s < w.end_s and u.end_s > w.start_s
-                 and rows[u.id].started_at and rows[u.id].ended_at]
+        spans = [
+            rows[u.id]
+            for u in plan.units
+            if u.id in rows
+            and u.start_s < w.end_s
+            and u.end_s > w.start_s
+            and rows[u.id].started_at
+            and rows[u.id].ended_at
+        ]
         if spans:
-            out.setdefault(w.service, []).append((min(_epoch(r.started_at) for r in spans),
-                                                  max(_epoch(r.ended_at) for r in spans)))
+            out.setdefault(w.service, []).append(
+                (min(_epoch(r.started_at) for r in spans), max(_epoch(r.ended_at) for r in spans))
+            )
     return out
 
 
@@ -50,19 +59,27 @@ def cloud_intervals(store: Store, cloud: str) -> dict[str, list[tuple[float, flo
         else:
             nxt = _epoch(r.ended_at) if r.ended_at is not None else time.time()
         for svc, spans in window_intervals(plan, store, r.id).items():
-            open_at_end = any(w.service == svc and w.end_s >= plan.duration_s - 1e-6 for w in plan.windows)
+            open_at_end = any(
+                w.service == svc and w.end_s >= plan.duration_s - 1e-6 for w in plan.windows
+            )
             for a, b in spans:
                 out.setdefault(svc, []).append((a, nxt if open_at_end else b))
     return out
 
 
 #: what a real OpenStack client's call needs besides the service it names: a token (keystone)
-CLIENT_NEEDS = {"client:keystone": ("keystone",), "client:placement": ("placement_api", "keystone"),
-                "client:glance": ("glance_api", "keystone")}
+CLIENT_NEEDS = {
+    "client:keystone": ("keystone",),
+    "client:placement": ("placement_api", "keystone"),
+    "client:glance": ("glance_api", "keystone"),
+}
 
 
-def outside_windows(records: Iterable[Mapping[str, Any]], intervals: Mapping[str, list[tuple[float, float]]],
-                    slack: float = 3.0) -> dict[str, int]:
+def outside_windows(
+    records: Iterable[Mapping[str, Any]],
+    intervals: Mapping[str, list[tuple[float, float]]],
+    slack: float = 3.0,
+) -> dict[str, int]:
     """Failed probe requests outside the windows of the services they need: a `vip:<service>`
     target needs that service, a `client:*` call its service and keystone."""
     out: dict[str, int] = {}

@@ -4,8 +4,9 @@ what the operator selected."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from stepwise.errors import InputError, Problem
 from stepwise.model.deployment import Deployment
@@ -43,34 +44,67 @@ def parse_workflow(workflow: str | Workflow) -> Workflow:
     try:
         return Workflow(workflow)
     except ValueError:
-        raise InputError(Problem(f"unknown workflow '{workflow}'", field="WORKFLOW",
-                                 hint=f"one of: {', '.join([*WORKFLOWS, *WORKFLOW_ALIASES])}")) from None
+        raise InputError(
+            Problem(
+                f"unknown workflow '{workflow}'",
+                field="WORKFLOW",
+                hint=f"one of: {', '.join([*WORKFLOWS, *WORKFLOW_ALIASES])}",
+            )
+        ) from None
 
 
-def selection_for(workflow: Workflow, limit: str | None = None, *, stage: str | Stage | None = None,
-                  plane: str | Plane | None = None, tags: Iterable[str] | str | None = (),
-                  skip_tags: Iterable[str] | str | None = ()) -> Selection:
+def selection_for(
+    workflow: Workflow,
+    limit: str | None = None,
+    *,
+    stage: str | Stage | None = None,
+    plane: str | Plane | None = None,
+    tags: Iterable[str] | str | None = (),
+    skip_tags: Iterable[str] | str | None = (),
+) -> Selection:
     """Check the operator's options against the workflow and return them as a Selection."""
     st: Stage | None = None
     if stage is not None:
         valid = STAGES.get(workflow, ())
         if stage not in valid:
-            raise InputError(Problem(f"--stage '{stage}' is not a stage of {workflow}", field="--stage",
-                                     hint=f"stages are: {', '.join(valid)}" if valid else f"{workflow} has no stages"))
+            raise InputError(
+                Problem(
+                    f"--stage '{stage}' is not a stage of {workflow}",
+                    field="--stage",
+                    hint=f"stages are: {', '.join(valid)}"
+                    if valid
+                    else f"{workflow} has no stages",
+                )
+            )
         st = Stage(stage)
     pl: Plane | None = None
     if plane is not None:
         if plane not in PLANES:
-            raise InputError(Problem(f"--plane '{plane}' is not a plane", field="--plane", hint="use control or data"))
+            raise InputError(
+                Problem(
+                    f"--plane '{plane}' is not a plane", field="--plane", hint="use control or data"
+                )
+            )
         pl = Plane(plane)
-    return Selection(limit=limit, tags=split_list(tags), skip_tags=split_list(skip_tags), stage=st, plane=pl)
+    return Selection(
+        limit=limit, tags=split_list(tags), skip_tags=split_list(skip_tags), stage=st, plane=pl
+    )
 
 
-def make_plan(workflow: str | Workflow, deployment: Deployment, facts: Facts = NO_FACTS, limit: str | None = None, *,
-              stage: str | Stage | None = None, plane: str | Plane | None = None,
-              tags: Iterable[str] | str | None = (), skip_tags: Iterable[str] | str | None = (),
-              selection: Selection | None = None, variables: Mapping[str, Any] | None = None,
-              preview: bool = False) -> Plan:
+def make_plan(
+    workflow: str | Workflow,
+    deployment: Deployment,
+    facts: Facts = NO_FACTS,
+    limit: str | None = None,
+    *,
+    stage: str | Stage | None = None,
+    plane: str | Plane | None = None,
+    tags: Iterable[str] | str | None = (),
+    skip_tags: Iterable[str] | str | None = (),
+    selection: Selection | None = None,
+    variables: Mapping[str, Any] | None = None,
+    preview: bool = False,
+) -> Plan:
     """Plan `workflow` for `deployment`, cut down to the selection.
 
     `limit`: Ansible-style host/role pattern; `stage` (upgrade: prepare|run|converge) and
@@ -82,7 +116,9 @@ def make_plan(workflow: str | Workflow, deployment: Deployment, facts: Facts = N
     Raises InputError on bad options, UnsafePlanError on a selection the seed's rules refuse.
     """
     wf = parse_workflow(workflow)
-    sel = selection or selection_for(wf, limit, stage=stage, plane=plane, tags=tags, skip_tags=skip_tags)
+    sel = selection or selection_for(
+        wf, limit, stage=stage, plane=plane, tags=tags, skip_tags=skip_tags
+    )
     nodes = resolve_limit(deployment, sel.limit)
     builder = PlanBuilder()
     if wf is Workflow.UPDATE:
@@ -92,13 +128,20 @@ def make_plan(workflow: str | Workflow, deployment: Deployment, facts: Facts = N
     elif wf is Workflow.SYSTEM_UPGRADE:
         plan_system_upgrade(builder, deployment, facts, nodes, sel.limit)
     else:
-        plan_undercloud_upgrade(builder, deployment, facts, nodes,
-                                os_mode=(variables or {}).get("system_upgrade_mode"),
-                                target_release=(variables or {}).get("target_release"))
+        plan_undercloud_upgrade(
+            builder,
+            deployment,
+            facts,
+            nodes,
+            os_mode=(variables or {}).get("system_upgrade_mode"),
+            target_release=(variables or {}).get("target_release"),
+        )
     units, makespan = asap(builder.units)
     _check_total(makespan, deployment)
     params = {"facts": facts.source if facts.known else None, **builder.params}
-    plan = Plan(wf, deployment.name, tuple(units), duration_s=makespan, params=MappingProxyType(params))
+    plan = Plan(
+        wf, deployment.name, tuple(units), duration_s=makespan, params=MappingProxyType(params)
+    )
     selected = select(plan, deployment, sel, nodes)
     if any(u.requires for u in plan.units):
         selected = check_requires(selected, plan, facts.progress, deployment.path, preview=preview)
@@ -114,10 +157,27 @@ def _check_total(seconds: float, deployment: Deployment) -> None:
     from stepwise.plan.stored import MAX_SECONDS
 
     if not math.isfinite(seconds) or seconds > MAX_SECONDS:
-        raise InputError(Problem(f"the plan would take {seconds:.3g} seconds (more than a century)",
-                                 file=deployment.path, field="durations",
-                                 hint="check the catalog's durations: they are seconds per step and node"))
+        raise InputError(
+            Problem(
+                f"the plan would take {seconds:.3g} seconds (more than a century)",
+                file=deployment.path,
+                field="durations",
+                hint="check the catalog's durations: they are seconds per step and node",
+            )
+        )
 
 
-__all__ = ["make_plan", "selection_for", "parse_workflow", "workflow_label", "Plan", "Unit", "Window", "WORKFLOWS", "STAGES", "PLANES",
-           "Selection", "resolve_limit"]
+__all__ = [
+    "make_plan",
+    "selection_for",
+    "parse_workflow",
+    "workflow_label",
+    "Plan",
+    "Unit",
+    "Window",
+    "WORKFLOWS",
+    "STAGES",
+    "PLANES",
+    "Selection",
+    "resolve_limit",
+]

@@ -13,9 +13,9 @@ class NodeChange:
     """What an update/upgrade must do on one node."""
 
     node: str
-    services: tuple[str, ...]          # services that must stop and start (deployment order)
-    extra_packages: tuple[str, ...]    # changing packages no service on the node owns
-    reboot: bool                       # a reboot package (kernel) changes
+    services: tuple[str, ...]  # services that must stop and start (deployment order)
+    extra_packages: tuple[str, ...]  # changing packages no service on the node owns
+    reboot: bool  # a reboot package (kernel) changes
 
     @property
     def touched(self) -> bool:

@@ -7,8 +7,9 @@ converge` its step 11. `stepwise plan` previews the same part with the same argu
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 from stepwise.errors import InputError, Problem
 from stepwise.model.vocab import Stage, Workflow
@@ -29,13 +30,24 @@ class Command(StrEnum):
 
 
 SYSTEM_UPGRADE_TAG = "system_upgrade_"
-EXTERNAL_TAGS = ("system_upgrade_prepare", "system_upgrade_run", "system_upgrade_transfer_data", "online_upgrade",
-                 "system_upgrade_cleanup")
+EXTERNAL_TAGS = (
+    "system_upgrade_prepare",
+    "system_upgrade_run",
+    "system_upgrade_transfer_data",
+    "online_upgrade",
+    "system_upgrade_cleanup",
+)
 
 
-def command_selection(command: Command | str, *, progress: Iterable[str] = (), limit: str | None = None,
-                      tags: Iterable[str] | str | None = (), skip_tags: Iterable[str] | str | None = (),
-                      plane: str | None = None) -> tuple[Workflow, Selection]:
+def command_selection(
+    command: Command | str,
+    *,
+    progress: Iterable[str] = (),
+    limit: str | None = None,
+    tags: Iterable[str] | str | None = (),
+    skip_tags: Iterable[str] | str | None = (),
+    plane: str | None = None,
+) -> tuple[Workflow, Selection]:
     """The workflow and selection a command runs. Raises InputError for a command that names
     nothing it can run."""
     from stepwise.plan import selection_for
@@ -45,30 +57,48 @@ def command_selection(command: Command | str, *, progress: Iterable[str] = (), l
     os_tags = any(t.startswith(SYSTEM_UPGRADE_TAG) for t in tag_list)
     in_os = M.in_os_upgrade(progress)
     if cmd is Command.UPDATE_RUN:
-        return Workflow.UPDATE, selection_for(Workflow.UPDATE, limit, plane=plane, tags=tag_list, skip_tags=skip)
+        return Workflow.UPDATE, selection_for(
+            Workflow.UPDATE, limit, plane=plane, tags=tag_list, skip_tags=skip
+        )
     if cmd is Command.MANAGEMENT_UPGRADE_RUN:
-        return Workflow.UNDERCLOUD_UPGRADE, selection_for(Workflow.UNDERCLOUD_UPGRADE, limit, tags=tag_list,
-                                                          skip_tags=skip)
+        return Workflow.UNDERCLOUD_UPGRADE, selection_for(
+            Workflow.UNDERCLOUD_UPGRADE, limit, tags=tag_list, skip_tags=skip
+        )
     if cmd is Command.EXTERNAL_UPGRADE_RUN:
         if not tag_list:
-            raise InputError(Problem("external-upgrade run needs --tags naming the operation", field="--tags",
-                                     hint=f"one of: {', '.join(EXTERNAL_TAGS)}"))
-        return Workflow.SYSTEM_UPGRADE, Selection(limit=limit, tags=tag_list, skip_tags=skip, external=True)
+            raise InputError(
+                Problem(
+                    "external-upgrade run needs --tags naming the operation",
+                    field="--tags",
+                    hint=f"one of: {', '.join(EXTERNAL_TAGS)}",
+                )
+            )
+        return Workflow.SYSTEM_UPGRADE, Selection(
+            limit=limit, tags=tag_list, skip_tags=skip, external=True
+        )
     if cmd is Command.UPGRADE_RUN and (os_tags or in_os):
         if plane is not None:
-            raise InputError(Problem("--plane does not apply to the OS upgrade's steps", field="--plane"))
-        return Workflow.SYSTEM_UPGRADE, Selection(limit=limit, tags=tag_list or (str(Stage.UPGRADE),),
-                                                  skip_tags=skip, external=False)
+            raise InputError(
+                Problem("--plane does not apply to the OS upgrade's steps", field="--plane")
+            )
+        return Workflow.SYSTEM_UPGRADE, Selection(
+            limit=limit, tags=tag_list or (str(Stage.UPGRADE),), skip_tags=skip, external=False
+        )
     if cmd is Command.UPGRADE_CONVERGE and in_os:
-        return Workflow.SYSTEM_UPGRADE, Selection(limit=limit, tags=tag_list, skip_tags=skip, stage=Stage.CONVERGE,
-                                                  external=False)
-    stage = {Command.UPGRADE_PREPARE: Stage.PREPARE, Command.UPGRADE_RUN: Stage.RUN,
-             Command.UPGRADE_CONVERGE: Stage.CONVERGE}[cmd]
-    return Workflow.UPGRADE, selection_for(Workflow.UPGRADE, limit, stage=stage, plane=plane, tags=tag_list,
-                                           skip_tags=skip)
+        return Workflow.SYSTEM_UPGRADE, Selection(
+            limit=limit, tags=tag_list, skip_tags=skip, stage=Stage.CONVERGE, external=False
+        )
+    stage = {
+        Command.UPGRADE_PREPARE: Stage.PREPARE,
+        Command.UPGRADE_RUN: Stage.RUN,
+        Command.UPGRADE_CONVERGE: Stage.CONVERGE,
+    }[cmd]
+    return Workflow.UPGRADE, selection_for(
+        Workflow.UPGRADE, limit, stage=stage, plane=plane, tags=tag_list, skip_tags=skip
+    )
 
 
-def seed_commands(dep: "Deployment", target_release: str) -> list[tuple[str, ...]]:
+def seed_commands(dep: Deployment, target_release: str) -> list[tuple[str, ...]]:
     """The seed's 12 steps for this deployment as the commands an operator types, in order
     (stepwise's arguments, without the deployment and connection options): the first node of
     each sensitive role, the one-time data transfer, the new release on them, every other node
@@ -83,21 +113,59 @@ def seed_commands(dep: "Deployment", target_release: str) -> list[tuple[str, ...
     out: list[tuple[str, ...]] = [("upgrade", "prepare", *release)]
 
     def node(nodes: str) -> list[tuple[str, ...]]:
-        return [("upgrade", "run", "--tags", "system_upgrade_prepare", "--limit", nodes),
-                ("external-upgrade", "run", "--tags", "system_upgrade_prepare", "-e", f"system_upgrade_nodes={nodes}"),
-                ("upgrade", "run", "--tags", "system_upgrade_run", "--limit", nodes)]
+        return [
+            ("upgrade", "run", "--tags", "system_upgrade_prepare", "--limit", nodes),
+            (
+                "external-upgrade",
+                "run",
+                "--tags",
+                "system_upgrade_prepare",
+                "-e",
+                f"system_upgrade_nodes={nodes}",
+            ),
+            ("upgrade", "run", "--tags", "system_upgrade_run", "--limit", nodes),
+        ]
 
     out += node(first)
-    out.append(("external-upgrade", "run", "--tags", "system_upgrade_transfer_data", "--limit",
-                ",".join(r.name for r in sensitive)))
-    out += [("upgrade", "run", "--limit", first, *release),
-            ("external-upgrade", "run", "--tags", "system_upgrade_run", "-e", f"system_upgrade_nodes={first}")]
+    out.append(
+        (
+            "external-upgrade",
+            "run",
+            "--tags",
+            "system_upgrade_transfer_data",
+            "--limit",
+            ",".join(r.name for r in sensitive),
+        )
+    )
+    out += [
+        ("upgrade", "run", "--limit", first, *release),
+        (
+            "external-upgrade",
+            "run",
+            "--tags",
+            "system_upgrade_run",
+            "-e",
+            f"system_upgrade_nodes={first}",
+        ),
+    ]
     later = [n.name for r in sensitive for n in r.nodes if n.name not in firsts]
     later += [n.name for r in roles if r not in sensitive for n in r.nodes]
     for n in later:
         out += node(n)
-        out += [("upgrade", "run", "--limit", n, *release),
-                ("external-upgrade", "run", "--tags", "system_upgrade_run", "-e", f"system_upgrade_nodes={n}")]
-    out += [("external-upgrade", "run", "--tags", "online_upgrade"), ("upgrade", "converge"),
-            ("external-upgrade", "run", "--tags", "system_upgrade_cleanup")]
+        out += [
+            ("upgrade", "run", "--limit", n, *release),
+            (
+                "external-upgrade",
+                "run",
+                "--tags",
+                "system_upgrade_run",
+                "-e",
+                f"system_upgrade_nodes={n}",
+            ),
+        ]
+    out += [
+        ("external-upgrade", "run", "--tags", "online_upgrade"),
+        ("upgrade", "converge"),
+        ("external-upgrade", "run", "--tags", "system_upgrade_cleanup"),
+    ]
     return out

@@ -21,7 +21,13 @@ def resolve_limit(deployment: Deployment, limit: str | None) -> list[str] | None
         return None
     text = limit.strip()
     if not text:
-        raise InputError(Problem("--limit is empty", field="--limit", hint="give node or role names, e.g. --limit controller-0,Compute"))
+        raise InputError(
+            Problem(
+                "--limit is empty",
+                field="--limit",
+                hint="give node or role names, e.g. --limit controller-0,Compute",
+            )
+        )
     parts = [p.strip() for p in re.split(r"[,:]", text) if p.strip()]
     selected: set[str] | None = None
     include: set[str] = set()
@@ -36,10 +42,18 @@ def resolve_limit(deployment: Deployment, limit: str | None) -> list[str] | None
         if not matched:
             names = list(deployment.node_by_name) + list(deployment.role_by_name)
             close = difflib.get_close_matches(part, names, n=3)
-            hint = f"did you mean {', '.join(close)}?" if close else \
-                f"roles are: {', '.join(deployment.role_by_name)}"
-            problems.append(Problem(f"limit pattern '{part}' matches no node or role of {deployment.name}",
-                                    field="--limit", hint=hint))
+            hint = (
+                f"did you mean {', '.join(close)}?"
+                if close
+                else f"roles are: {', '.join(deployment.role_by_name)}"
+            )
+            problems.append(
+                Problem(
+                    f"limit pattern '{part}' matches no node or role of {deployment.name}",
+                    field="--limit",
+                    hint=hint,
+                )
+            )
             continue
         if op == "!":
             excludes.append(matched)
@@ -70,9 +84,12 @@ def _match(deployment: Deployment, pattern: str) -> set[str]:
         try:
             rx = re.compile(pattern[1:])
         except re.error as exc:
-            raise InputError(Problem(f"bad regular expression in --limit: {exc}", field="--limit")) from None
-        return {n for n in deployment.node_by_name if rx.search(n)} | \
-            {n.name for r in deployment.roles if rx.search(r.name) for n in r.nodes}
+            raise InputError(
+                Problem(f"bad regular expression in --limit: {exc}", field="--limit")
+            ) from None
+        return {n for n in deployment.node_by_name if rx.search(n)} | {
+            n.name for r in deployment.roles if rx.search(r.name) for n in r.nodes
+        }
     if any(c in pattern for c in "*?["):
         nodes = {n for n in deployment.node_by_name if fnmatch.fnmatchcase(n, pattern)}
         for r in deployment.roles:

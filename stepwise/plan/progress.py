@@ -12,7 +12,7 @@ Milestones are strings, kept in the store (as markers) and recorded with each ru
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from stepwise.errors import Problem, UnsafePlanError
 from stepwise.model.facts import Facts
@@ -96,7 +96,9 @@ def command_for(unit: Unit, deployment_path: str) -> str:
     nodes = ",".join(unit.nodes) or "NODE"
     if unit.stage is Stage.PREPARE:
         return f"stepwise upgrade prepare {d}"
-    if unit.step is Step.SYSTEM_UPGRADE_PREPARE or (unit.stage is Stage.SYSTEM_UPGRADE_PREPARE and not unit.external):
+    if unit.step is Step.SYSTEM_UPGRADE_PREPARE or (
+        unit.stage is Stage.SYSTEM_UPGRADE_PREPARE and not unit.external
+    ):
         return f"stepwise upgrade run {d} --tags system_upgrade_prepare --limit {nodes}"
     if unit.step is Step.EXTERNAL_SYSTEM_UPGRADE_PREPARE:
         return f"stepwise external-upgrade run {d} --tags system_upgrade_prepare -e system_upgrade_nodes={nodes}"
@@ -125,9 +127,12 @@ def prepared_not_upgraded(facts: Facts) -> list[str]:
     for m in facts.progress:
         if not m.startswith(prepared("")):
             continue
-        node = m[len(prepared("")):]
+        node = m[len(prepared("")) :]
         on_new = new_os(node) in facts.progress or (
-            facts.os_known and node in facts.nodes and facts.of(node).os_major >= facts.of(node).os_target)
+            facts.os_known
+            and node in facts.nodes
+            and facts.of(node).os_major >= facts.of(node).os_target
+        )
         if not on_new:
             out.append(node)
     return sorted(out)
@@ -142,9 +147,14 @@ def refuse_prepared_nodes(plan: Plan, facts: Facts, deployment_path: str) -> Non
     if not touched:
         return
     shown = ", ".join(touched[:8]) + (f" and {len(touched) - 8} more" if len(touched) > 8 else "")
-    raise UnsafePlanError(Problem(
-        f"{shown} {'is' if len(touched) == 1 else 'are'} prepared for the OS upgrade and not yet upgraded: "
-        f"the {plan.workflow} would touch {'it' if len(touched) == 1 else 'them'}, and a reboot there starts "
-        "the staged OS upgrade unplanned", file=deployment_path, field="--limit",
-        hint=f"finish their OS upgrade first (stepwise upgrade run -d {deployment_path or 'DEPLOYMENT'} --tags system_upgrade_run "
-             f"--limit {','.join(touched)}), or leave them out: --limit '{','.join('!' + n for n in touched)}'"))
+    raise UnsafePlanError(
+        Problem(
+            f"{shown} {'is' if len(touched) == 1 else 'are'} prepared for the OS upgrade and not yet upgraded: "
+            f"the {plan.workflow} would touch {'it' if len(touched) == 1 else 'them'}, and a reboot there starts "
+            "the staged OS upgrade unplanned",
+            file=deployment_path,
+            field="--limit",
+            hint=f"finish their OS upgrade first (stepwise upgrade run -d {deployment_path or 'DEPLOYMENT'} --tags system_upgrade_run "
+            f"--limit {','.join(touched)}), or leave them out: --limit '{','.join('!' + n for n in touched)}'",
+        )
+    )

@@ -16,8 +16,8 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 
 from stepwise.model.vocab import Phase, Section, Stage, Step
 from stepwise.plan.builder import PlanBuilder
@@ -26,9 +26,9 @@ from stepwise.plan.builder import PlanBuilder
 @dataclass(frozen=True, slots=True)
 class VisitStep:
     step: Step
-    services: tuple[str, ...]   # services with work in this step on this node
-    seconds: float              # estimated time of the step on this node
-    extra: tuple[str, ...] = () # unowned packages (packages step only)
+    services: tuple[str, ...]  # services with work in this step on this node
+    seconds: float  # estimated time of the step on this node
+    extra: tuple[str, ...] = ()  # unowned packages (packages step only)
     tags: tuple[str, ...] = ()  # what --tags matches, beyond stage and step (first one: the stage)
 
 
@@ -41,7 +41,7 @@ class Visit:
     services: tuple[str, ...]
     steps: tuple[VisitStep, ...]
     leads: tuple[str, ...] = ()  # services whose once-only work (migrate) this visit does
-    again: str = ""              # why the node is visited a second time, if it is
+    again: str = ""  # why the node is visited a second time, if it is
 
     @property
     def seconds(self) -> float:
@@ -88,10 +88,21 @@ class PlanningError(Exception):
     """The rules leave no way to proceed (should be caught by validation first)."""
 
 
-def schedule_rolling(builder: PlanBuilder, visits: Mapping[str, list[Visit]], *, role_serial: Mapping[str, int],
-                     allowance: Mapping[str, int], instances: Mapping[str, int], start_s: float,
-                     after: str | None, stage: Stage, phase: Phase, workflow: Section,
-                     describe: Callable[[str], str] = lambda s: s, tags: tuple[str, ...] = ()) -> RollingResult:
+def schedule_rolling(
+    builder: PlanBuilder,
+    visits: Mapping[str, list[Visit]],
+    *,
+    role_serial: Mapping[str, int],
+    allowance: Mapping[str, int],
+    instances: Mapping[str, int],
+    start_s: float,
+    after: str | None,
+    stage: Stage,
+    phase: Phase,
+    workflow: Section,
+    describe: Callable[[str], str] = lambda s: s,
+    tags: tuple[str, ...] = (),
+) -> RollingResult:
     """Emit the units of rolling batches for `visits` (role -> visits in order).
 
     `allowance[s]` is how many instances of service s may be down at once (absent: no rule);
@@ -146,13 +157,26 @@ def schedule_rolling(builder: PlanBuilder, visits: Mapping[str, list[Visit]], *,
                         svc_need[s] = svc_need.get(s, 0) + 1
                 if not batch:
                     break
-                limit = _limit_reason(role, batch, queue, rpool, pools, svc_need, role_serial[role], allowance, instances, describe)
+                limit = _limit_reason(
+                    role,
+                    batch,
+                    queue,
+                    rpool,
+                    pools,
+                    svc_need,
+                    role_serial[role],
+                    allowance,
+                    instances,
+                    describe,
+                )
                 tails = rpool.take(len(batch))
                 for s, n in svc_need.items():
                     pool = pools.get(("svc", s))
                     if pool is not None:
                         tails += pool.take(n)
-                for s in sorted({s for v in batch for s in v.services if s in leaders and s not in v.leads}):
+                for s in sorted(
+                    {s for v in batch for s in v.services if s in leaders and s not in v.leads}
+                ):
                     tails.append(leader_done.get(s))
                 batch_no[role] += 1
                 label = builder.batch_label(role)
@@ -160,22 +184,38 @@ def schedule_rolling(builder: PlanBuilder, visits: Mapping[str, list[Visit]], *,
                 # role knows its number, the others say at least one more follows
                 n = batch_no[role]
                 of = f"{n}" if not queue else f"~{max(batch_total[role], n + 1)}"
-                first_why = (f"{phase or stage}: {role} batch {n} of {of} "
-                             f"({len(batch)} of {totals[role]} node(s)); batch size limited by {limit}")
+                first_why = (
+                    f"{phase or stage}: {role} batch {n} of {of} "
+                    f"({len(batch)} of {totals[role]} node(s)); batch size limited by {limit}"
+                )
                 again = next((v.again for v in batch if v.again), "")
                 if again:
                     first_why += f"; {again}"
-                last, dur = _emit_batch(builder, batch, label, tails, first_why, stage, phase, workflow, tags)
+                last, dur = _emit_batch(
+                    builder, batch, label, tails, first_why, stage, phase, workflow, tags
+                )
                 seq += 1
-                heapq.heappush(active, _Running(t + dur, seq, role, len(batch), svc_need, last,
-                                                tuple(s for v in batch for s in v.leads)))
+                heapq.heappush(
+                    active,
+                    _Running(
+                        t + dur,
+                        seq,
+                        role,
+                        len(batch),
+                        svc_need,
+                        last,
+                        tuple(s for v in batch for s in v.leads),
+                    ),
+                )
                 last_units.append(last)
             if not queue:
                 del pending[role]
         if not active:
             if pending:
                 stuck = ", ".join(f"{r} ({len(q)} node(s) left)" for r, q in pending.items())
-                raise PlanningError(f"no batch can start for {stuck}: an availability rule allows no instance down")
+                raise PlanningError(
+                    f"no batch can start for {stuck}: an availability rule allows no instance down"
+                )
             break
         run = heapq.heappop(active)
         t = run.end_s
@@ -211,21 +251,38 @@ def _estimate_batches(vs: list[Visit], serial: int) -> int:
     return max(1, math.ceil(len(vs) / max(1, serial)))
 
 
-def _limit_reason(role, batch, queue, rpool, pools, svc_need, serial, allowance, instances, describe) -> str:
+def _limit_reason(
+    role, batch, queue, rpool, pools, svc_need, serial, allowance, instances, describe
+) -> str:
     if not queue:
-        return f"the nodes left in {role}" if len(batch) < serial else f"{role} update_serial {serial}"
+        return (
+            f"the nodes left in {role}" if len(batch) < serial else f"{role} update_serial {serial}"
+        )
     if len(batch) >= rpool.free:
-        return f"{role} update_serial {serial}" + ("" if rpool.free == serial else f" ({serial - rpool.free} still busy)")
+        return f"{role} update_serial {serial}" + (
+            "" if rpool.free == serial else f" ({serial - rpool.free} still busy)"
+        )
     for s in queue[0].services:
         pool = pools.get(("svc", s))
         if pool is not None and svc_need.get(s, 0) + 1 > pool.free:
-            return (f"availability of {s} ({describe(s)}: {allowance[s]} of {instances.get(s, '?')} "
-                    f"instance(s) may be down at once)")
+            return (
+                f"availability of {s} ({describe(s)}: {allowance[s]} of {instances.get(s, '?')} "
+                f"instance(s) may be down at once)"
+            )
     return "a service's once-only migration that must finish first"
 
 
-def _emit_batch(builder: PlanBuilder, batch: list[Visit], label: str, tails: list[str | None], first_why: str,
-                stage: Stage, phase: Phase, workflow: Section, tags: tuple[str, ...]) -> tuple[str, float]:
+def _emit_batch(
+    builder: PlanBuilder,
+    batch: list[Visit],
+    label: str,
+    tails: list[str | None],
+    first_why: str,
+    stage: Stage,
+    phase: Phase,
+    workflow: Section,
+    tags: tuple[str, ...],
+) -> tuple[str, float]:
     """Add one unit per step of the batch; return the last unit's id and the batch's duration."""
     order: list[Step] = []
     for v in batch:
@@ -259,11 +316,25 @@ def _emit_batch(builder: PlanBuilder, batch: list[Visit], label: str, tails: lis
                     step_tags = st.tags or step_tags
                     seconds = max(seconds, st.seconds)
         last = i == len(order) - 1
-        why = first_why if i == 0 else f"{step} of {label} ({', '.join(step_nodes[:3])}{', ...' if len(step_nodes) > 3 else ''})"
+        why = (
+            first_why
+            if i == 0
+            else f"{step} of {label} ({', '.join(step_nodes[:3])}{', ...' if len(step_nodes) > 3 else ''})"
+        )
         uid = builder.add(
-            step, nodes=step_nodes, services=services, after=prev, why=why, stage=step_tags[0] if step_tags else stage,
-            phase=phase, batch=label, duration_s=seconds, work=work, tags=step_tags + tags,
-            stops=disrupted if i == 0 else None, starts=disrupted if last else None,
+            step,
+            nodes=step_nodes,
+            services=services,
+            after=prev,
+            why=why,
+            stage=step_tags[0] if step_tags else stage,
+            phase=phase,
+            batch=label,
+            duration_s=seconds,
+            work=work,
+            tags=step_tags + tags,
+            stops=disrupted if i == 0 else None,
+            starts=disrupted if last else None,
             vars={"extra_packages": extra} if extra else None,
         )
         prev = [uid]

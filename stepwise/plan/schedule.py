@@ -17,5 +17,9 @@ def asap(units: tuple[Unit, ...] | list[Unit]) -> tuple[list[Unit], float]:
         finish = start + u.duration_s
         end[u.id] = finish
         makespan = max(makespan, finish)
-        out.append(replace(u, start_s=start, end_s=finish) if (u.start_s, u.end_s) != (start, finish) else u)
+        out.append(
+            replace(u, start_s=start, end_s=finish)
+            if (u.start_s, u.end_s) != (start, finish)
+            else u
+        )
     return out, makespan

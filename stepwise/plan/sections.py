@@ -68,9 +68,14 @@ def unit_count(plan: Plan) -> str:
     level gates (they run nothing) apart."""
     gates = sum(1 for u in plan.units if u.step is Step.GATE)
     work = len(plan.units) - gates
-    return f"{work} unit{'s' if work != 1 else ''}" + (f" (+{gates} level gate{'s' if gates != 1 else ''})" if gates else "")
+    return f"{work} unit{'s' if work != 1 else ''}" + (
+        f" (+{gates} level gate{'s' if gates != 1 else ''})" if gates else ""
+    )
 
 
 def parts_json(plan: Plan) -> list[dict[str, object]]:
     """The parts for `plan --json`: name, heading and unit ids."""
-    return [{"name": p.name, "heading": p.heading, "units": [u.id for u in p.units]} for p in parts(plan)]
+    return [
+        {"name": p.name, "heading": p.heading, "units": [u.id for u in p.units]}
+        for p in parts(plan)
+    ]

@@ -10,9 +10,9 @@ done or left for another command); the estimated times are recomputed.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Iterable, Mapping, Sequence
 
 from stepwise.errors import InputError, Problem, UnsafePlanError
 from stepwise.model.deployment import Deployment
@@ -50,9 +50,14 @@ class Selection:
     external: bool | None = None
 
     def params(self) -> dict[str, object]:
-        return {"limit": self.limit, "tags": list(self.tags), "skip_tags": list(self.skip_tags),
-                "stage": str(self.stage) if self.stage else None, "plane": str(self.plane) if self.plane else None,
-                "external": self.external}
+        return {
+            "limit": self.limit,
+            "tags": list(self.tags),
+            "skip_tags": list(self.skip_tags),
+            "stage": str(self.stage) if self.stage else None,
+            "plane": str(self.plane) if self.plane else None,
+            "external": self.external,
+        }
 
 
 def unit_tags(unit: Unit) -> set[str]:
@@ -60,7 +65,9 @@ def unit_tags(unit: Unit) -> set[str]:
     return {*unit.tags, str(unit.step)}
 
 
-def select(plan: Plan, deployment: Deployment, selection: Selection, nodes: Sequence[str] | None = None) -> Plan:
+def select(
+    plan: Plan, deployment: Deployment, selection: Selection, nodes: Sequence[str] | None = None
+) -> Plan:
     """The plan cut down to `selection`; refuses bad or unsafe selections before anything runs.
 
     `nodes`: the limit already resolved (the planner resolves it once). Stage and plane keep
@@ -80,7 +87,10 @@ def select(plan: Plan, deployment: Deployment, selection: Selection, nodes: Sequ
     # Asked for by name: with no --tags, an OS-upgrade plan is the preview of the whole
     # procedure, and the management node's plan has its OS upgrade only when asked for
     # (-e system_upgrade_mode); any other workflow leaves its by-name-only operations out.
-    by_name = bool(asked) or plan.workflow not in (Workflow.SYSTEM_UPGRADE, Workflow.UNDERCLOUD_UPGRADE)
+    by_name = bool(asked) or plan.workflow not in (
+        Workflow.SYSTEM_UPGRADE,
+        Workflow.UNDERCLOUD_UPGRADE,
+    )
     for u in plan.units:
         kept = _narrow(u, keep_nodes) if _wanted(u, selection, asked, skip, by_name) else None
         if kept is not u:
@@ -88,13 +98,21 @@ def select(plan: Plan, deployment: Deployment, selection: Selection, nodes: Sequ
         if kept is not None:
             out.append(kept)
     ids = {u.id for u in out}
-    out = [replace(u, after=tuple(a for a in u.after if a in ids)) if any(a not in ids for a in u.after) else u
-           for u in out]
+    out = [
+        replace(u, after=tuple(a for a in u.after if a in ids))
+        if any(a not in ids for a in u.after)
+        else u
+        for u in out
+    ]
     if not any(u.nodes or u.services for u in out):
         out = []  # only barriers: nothing to do (valid names that select nothing left)
     check_safety(plan.workflow, out, deployment, selection, nodes)
     units, makespan = asap(out)
-    params = {**dict(plan.params), **selection.params(), "partial": bool(plan.params.get("partial")) or changed}
+    params = {
+        **dict(plan.params),
+        **selection.params(),
+        "partial": bool(plan.params.get("partial")) or changed,
+    }
     return plan.with_units(units, duration_s=makespan, params=MappingProxyType(params))
 
 
@@ -127,24 +145,42 @@ def _narrow(u: Unit, keep: set[str] | None) -> Unit | None:
     if left == u.nodes:
         return u
     dropped = {f"@{n}" for n in u.nodes if n not in keep}
-    return replace(u, nodes=left, work=_only(u.work, keep), stops=_only(u.stops, keep, values=True),
-                   starts=_only(u.starts, keep, values=True),
-                   marks=tuple(m for m in u.marks if not any(m.endswith(d) for d in dropped)),
-                   requires=tuple(m for m in u.requires if not any(m.endswith(d) for d in dropped)))
+    return replace(
+        u,
+        nodes=left,
+        work=_only(u.work, keep),
+        stops=_only(u.stops, keep, values=True),
+        starts=_only(u.starts, keep, values=True),
+        marks=tuple(m for m in u.marks if not any(m.endswith(d) for d in dropped)),
+        requires=tuple(m for m in u.requires if not any(m.endswith(d) for d in dropped)),
+    )
 
 
 def _only(m: Mapping[str, tuple[str, ...]] | None, keep: set[str], values: bool = False):
     if m is None:
         return None
     if values:  # service -> nodes
-        return MappingProxyType({s: tuple(n for n in ns if n in keep) for s, ns in m.items()
-                                 if any(n in keep for n in ns)})
+        return MappingProxyType(
+            {
+                s: tuple(n for n in ns if n in keep)
+                for s, ns in m.items()
+                if any(n in keep for n in ns)
+            }
+        )
     return MappingProxyType({n: ss for n, ss in m.items() if n in keep})
 
 
 #: every word a unit may be tagged with, whether or not a unit of this plan still carries it
-VOCABULARY = frozenset({ALL, *(str(s) for s in Step), *(str(s) for s in Stage), *(str(p) for p in Phase if p),
-                        "tool", "external"})
+VOCABULARY = frozenset(
+    {
+        ALL,
+        *(str(s) for s in Step),
+        *(str(s) for s in Stage),
+        *(str(p) for p in Phase if p),
+        "tool",
+        "external",
+    }
+)
 
 
 def _check_tags(plan: Plan, tags: Sequence[str], flag: str) -> None:
@@ -154,14 +190,24 @@ def _check_tags(plan: Plan, tags: Sequence[str], flag: str) -> None:
         problems = []
         for t in bad:
             close = difflib.get_close_matches(t, sorted(known), n=3)
-            problems.append(Problem(f"tag '{t}' matches no unit of the {plan.workflow} plan", field=flag,
-                                    hint=(f"did you mean {', '.join(close)}? " if close else "")
-                                    + f"tags are: {', '.join(sorted(known))}"))
+            problems.append(
+                Problem(
+                    f"tag '{t}' matches no unit of the {plan.workflow} plan",
+                    field=flag,
+                    hint=(f"did you mean {', '.join(close)}? " if close else "")
+                    + f"tags are: {', '.join(sorted(known))}",
+                )
+            )
         raise InputError(problems)
 
 
-def check_safety(workflow: Workflow, units: Sequence[Unit], deployment: Deployment, selection: Selection,
-                 nodes: Sequence[str] | None) -> None:
+def check_safety(
+    workflow: Workflow,
+    units: Sequence[Unit],
+    deployment: Deployment,
+    selection: Selection,
+    nodes: Sequence[str] | None,
+) -> None:
     """The seed's rules: `system_upgrade_*` operations never without --limit; reboots and
     reprovisioning never on every node of a role (of more than one node) at once."""
     named = [u for u in units if u.step.info.by_name_only]
@@ -172,9 +218,14 @@ def check_safety(workflow: Workflow, units: Sequence[Unit], deployment: Deployme
     steps = sorted({str(u.step) for u in named if u.step.info.needs_limit})
     if steps and (selection.limit is None or nodes is None):
         # a missing option is bad input (exit 2), not an unsafe plan: nothing was planned yet
-        raise InputError(Problem(f"{', '.join(steps)} refuses to run without --limit", field="--limit",
-                                 hint="name the nodes explicitly, e.g. --limit controller-0,database-0 "
-                                      "(one node of each cluster-/schema-sensitive role first)"))
+        raise InputError(
+            Problem(
+                f"{', '.join(steps)} refuses to run without --limit",
+                field="--limit",
+                hint="name the nodes explicitly, e.g. --limit controller-0,database-0 "
+                "(one node of each cluster-/schema-sensitive role first)",
+            )
+        )
     if nodes is None:
         return
     chosen = set(nodes)
@@ -183,17 +234,32 @@ def check_safety(workflow: Workflow, units: Sequence[Unit], deployment: Deployme
     for role in deployment.roles:
         names = {n.name for n in role.nodes}
         if len(names) > 1 and names <= chosen and names & touched:
-            refusing = sorted({str(u.step) for u in named if u.step.info.whole_role_refused and set(u.nodes) & names})
-            problems.append(Problem(
-                f"--limit '{selection.limit}' covers the whole role {role.name} ({len(names)} nodes); "
-                f"{', '.join(refusing)} refuses to run on a whole role at once",
-                field="--limit", hint=f"upgrade the nodes of {role.name} one by one, e.g. --limit {sorted(names)[0]}"))
+            refusing = sorted(
+                {
+                    str(u.step)
+                    for u in named
+                    if u.step.info.whole_role_refused and set(u.nodes) & names
+                }
+            )
+            problems.append(
+                Problem(
+                    f"--limit '{selection.limit}' covers the whole role {role.name} ({len(names)} nodes); "
+                    f"{', '.join(refusing)} refuses to run on a whole role at once",
+                    field="--limit",
+                    hint=f"upgrade the nodes of {role.name} one by one, e.g. --limit {sorted(names)[0]}",
+                )
+            )
     if problems:
         raise UnsafePlanError(problems)
 
 
-def check_requires(plan: Plan, full: Plan, progress: frozenset[str] | set[str], deployment_path: str,
-                   preview: bool = False) -> Plan:
+def check_requires(
+    plan: Plan,
+    full: Plan,
+    progress: frozenset[str] | set[str],
+    deployment_path: str,
+    preview: bool = False,
+) -> Plan:
     """A selected part of a multi-command procedure may only need milestones that are
     reached already or that its own units reach. A barrier whose needs are not met is left
     for a later command; a unit of work is refused with the command to run first. With
@@ -221,15 +287,21 @@ def check_requires(plan: Plan, full: Plan, progress: frozenset[str] | set[str], 
             reached |= set(missing)
             missing = []
         if missing:
-            raise InputError(Problem(f"{u.step} on {', '.join(u.nodes) or 'the cloud'} needs {_needs(missing[0])} first",
-                                     field="--tags" if plan.params.get("tags") else "--limit",
-                                     hint="run first: " + _next_command(missing[0], producers, reached, deployment_path,
-                                                                       command_for)))
+            raise InputError(
+                Problem(
+                    f"{u.step} on {', '.join(u.nodes) or 'the cloud'} needs {_needs(missing[0])} first",
+                    field="--tags" if plan.params.get("tags") else "--limit",
+                    hint="run first: "
+                    + _next_command(missing[0], producers, reached, deployment_path, command_for),
+                )
+            )
         kept.append(u)
         reached |= marks_of(u)
     if assumed:
         said = [{"milestone": m, "needs": _needs(m), "command": cmd} for m, cmd in assumed.items()]
-        plan = plan.with_units(plan.units, params=MappingProxyType({**plan.params, "assumed": said}))
+        plan = plan.with_units(
+            plan.units, params=MappingProxyType({**plan.params, "assumed": said})
+        )
     if len(kept) == len(plan.units):
         return plan
     ids = {u.id for u in kept}
@@ -244,7 +316,9 @@ def _needs(milestone: str) -> str:
     return f"'{what}'" + (f" of {where}" if where else "")
 
 
-def _next_command(m: str, producers: Mapping[str, Unit], reached: set[str], path: str, command_for) -> str:
+def _next_command(
+    m: str, producers: Mapping[str, Unit], reached: set[str], path: str, command_for
+) -> str:
     """The command of the earliest step still missing on the way to milestone `m`."""
     seen: set[str] = set()
     while m in producers and m not in seen:
@@ -257,4 +331,12 @@ def _next_command(m: str, producers: Mapping[str, Unit], reached: set[str], path
     return f"stepwise plan system-upgrade -d {path} (to see what is left)"
 
 
-__all__ = ["Selection", "select", "split_list", "unit_tags", "check_safety", "check_requires", "ALL"]
+__all__ = [
+    "Selection",
+    "select",
+    "split_list",
+    "unit_tags",
+    "check_safety",
+    "check_requires",
+    "ALL",
+]

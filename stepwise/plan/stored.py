@@ -9,7 +9,8 @@ field (exit 2), never a KeyError or a ValueError deep in a reader (exit 70).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -81,15 +82,27 @@ def check_plan_doc(doc: Any, source: str = "the recorded plan") -> dict[str, Any
     """`doc` as a plan's JSON (as `Plan.to_json` writes it), every field of the type the
     contract says (defaults filled in); InputError naming the first field that is not."""
     if not isinstance(doc, Mapping):
-        raise InputError(Problem(f"{source} is not a plan (a mapping with workflow and units)", field="--store",
-                                 hint="the store was changed outside stepwise"))
+        raise InputError(
+            Problem(
+                f"{source} is not a plan (a mapping with workflow and units)",
+                field="--store",
+                hint="the store was changed outside stepwise",
+            )
+        )
     try:
         return _PlanDoc.model_validate(doc).model_dump(mode="json")
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(x) for x in err["loc"])
-        raise InputError(Problem(f"{source} is damaged: {where}: {err['msg']}", field="--store",
-                                 hint="the store was changed outside stepwise: restore it from a backup, or "
-                                      "give a new one with --store")) from None
+        raise InputError(
+            Problem(
+                f"{source} is damaged: {where}: {err['msg']}",
+                field="--store",
+                hint="the store was changed outside stepwise: restore it from a backup, or "
+                "give a new one with --store",
+            )
+        ) from None
     except (RecursionError, ValueError, TypeError) as exc:
-        raise InputError(Problem(f"{source} is damaged: {type(exc).__name__}", field="--store")) from None
+        raise InputError(
+            Problem(f"{source} is damaged: {type(exc).__name__}", field="--store")
+        ) from None

@@ -7,9 +7,10 @@ from __future__ import annotations
 import io
 import json
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, BinaryIO, Iterable, Mapping
+from typing import Any, BinaryIO
 
 from stepwise.model.vocab import EXTERNAL_STAGES, Phase, Scope, Stage, Step, Workflow
 
@@ -101,20 +102,31 @@ class Unit:
         return d
 
     @staticmethod
-    def from_json(d: Mapping[str, Any]) -> "Unit":
+    def from_json(d: Mapping[str, Any]) -> Unit:
         return Unit(
-            id=d["id"], step=Step(d["step"]), nodes=tuple(d.get("nodes", ())), services=tuple(d.get("services", ())),
+            id=d["id"],
+            step=Step(d["step"]),
+            nodes=tuple(d.get("nodes", ())),
+            services=tuple(d.get("services", ())),
             after=tuple(d.get("after", ())),
             stops=MappingProxyType({k: tuple(v) for k, v in d.get("stops", {}).items()}),
             starts=MappingProxyType({k: tuple(v) for k, v in d.get("starts", {}).items()}),
-            why=d.get("why", ""), stage=Stage(d.get("stage", "run")), phase=Phase(d.get("phase", "")),
+            why=d.get("why", ""),
+            stage=Stage(d.get("stage", "run")),
+            phase=Phase(d.get("phase", "")),
             scope=Scope(d.get("scope", "node")),
-            batch=d.get("batch"), duration_s=float(d.get("duration_s", 0.0)), tags=tuple(d.get("tags", ())),
+            batch=d.get("batch"),
+            duration_s=float(d.get("duration_s", 0.0)),
+            tags=tuple(d.get("tags", ())),
             idempotent=bool(d.get("idempotent", True)),
-            work=MappingProxyType({k: tuple(v) for k, v in d["work"].items()}) if d.get("work") is not None else None,
+            work=MappingProxyType({k: tuple(v) for k, v in d["work"].items()})
+            if d.get("work") is not None
+            else None,
             vars=MappingProxyType(dict(d.get("vars", {}))),
-            start_s=float(d.get("start_s", 0.0)), end_s=float(d.get("end_s", 0.0)),
-            marks=tuple(d.get("marks", ())), requires=tuple(d.get("requires", ())),
+            start_s=float(d.get("start_s", 0.0)),
+            end_s=float(d.get("end_s", 0.0)),
+            marks=tuple(d.get("marks", ())),
+            requires=tuple(d.get("requires", ())),
         )
 
 
@@ -131,7 +143,12 @@ class Window:
         # an open window (it lasts past this plan: a later command ends it) has no end: null,
         # since JSON has no infinity
         end = None if math.isinf(self.end_s) else round(self.end_s, 3)
-        return {"service": self.service, "start_s": round(self.start_s, 3), "end_s": end, "why": self.why}
+        return {
+            "service": self.service,
+            "start_s": round(self.start_s, 3),
+            "end_s": end,
+            "why": self.why,
+        }
 
 
 @dataclass(frozen=True, eq=False)
@@ -158,7 +175,7 @@ class Plan:
             object.__setattr__(self, "_cache", cached)
         return cached
 
-    def with_units(self, units: Iterable[Unit], **changes: Any) -> "Plan":
+    def with_units(self, units: Iterable[Unit], **changes: Any) -> Plan:
         return replace(self, units=tuple(units), **changes)
 
     def to_json(self) -> dict[str, Any]:
@@ -168,7 +185,10 @@ class Plan:
             "workflow": str(self.workflow),
             "deployment": self.deployment,
             "units": [u.to_json() for u in self.units],
-            "estimate": {"duration_s": round(self.duration_s, 3), "lower_bound_s": round(self.lower_bound_s, 3)},
+            "estimate": {
+                "duration_s": round(self.duration_s, 3),
+                "lower_bound_s": round(self.lower_bound_s, 3),
+            },
             "windows": [w.to_json() for w in self.windows],
             "params": dict(self.params),
             # the parts the CLI tree and the report show (named the same there)
@@ -208,7 +228,7 @@ class Plan:
         return json.dumps(self.to_json(), indent=None, separators=(",", ":"), sort_keys=False)
 
     @staticmethod
-    def from_json(d: Mapping[str, Any], source: str = "the recorded plan") -> "Plan":
+    def from_json(d: Mapping[str, Any], source: str = "the recorded plan") -> Plan:
         """A plan from its JSON (as a run recorded it): validated first (`plan/stored.py`),
         since a stored plan is input like a file."""
         from stepwise.plan.stored import check_plan_doc
@@ -216,10 +236,19 @@ class Plan:
         d = check_plan_doc(d, source)
         est = d.get("estimate", {})
         return Plan(
-            workflow=Workflow(d["workflow"]), deployment=d.get("deployment", ""),
+            workflow=Workflow(d["workflow"]),
+            deployment=d.get("deployment", ""),
             units=tuple(Unit.from_json(u) for u in d["units"]),
-            duration_s=float(est.get("duration_s", 0.0)), lower_bound_s=float(est.get("lower_bound_s", 0.0)),
-            windows=tuple(Window(w["service"], w["start_s"], math.inf if w["end_s"] is None else w["end_s"], w.get("why", ""))
-                          for w in d.get("windows", [])),
+            duration_s=float(est.get("duration_s", 0.0)),
+            lower_bound_s=float(est.get("lower_bound_s", 0.0)),
+            windows=tuple(
+                Window(
+                    w["service"],
+                    w["start_s"],
+                    math.inf if w["end_s"] is None else w["end_s"],
+                    w.get("why", ""),
+                )
+                for w in d.get("windows", [])
+            ),
             params=MappingProxyType(dict(d.get("params", {}))),
         )

@@ -14,9 +14,17 @@ from stepwise.plan.rolling import Visit, VisitStep
 ALWAYS = frozenset({Step.PACKAGES, Step.VERIFY})
 
 
-def make_visit(dep: Deployment, node: str, services: tuple[str, ...], workflow: Section, *,
-               leads: tuple[str, ...] = (), extra_packages: tuple[str, ...] = (),
-               reboot: bool = False, stop_all: tuple[str, ...] | None = None) -> Visit:
+def make_visit(
+    dep: Deployment,
+    node: str,
+    services: tuple[str, ...],
+    workflow: Section,
+    *,
+    leads: tuple[str, ...] = (),
+    extra_packages: tuple[str, ...] = (),
+    reboot: bool = False,
+    stop_all: tuple[str, ...] | None = None,
+) -> Visit:
     """Build one visit of `node` that cycles `services`.
 
     `leads`: services whose once-only migration runs in this visit (bootstrap node).
@@ -26,7 +34,9 @@ def make_visit(dep: Deployment, node: str, services: tuple[str, ...], workflow: 
     services = in_dependency_order(dep, services)
     down = in_dependency_order(dep, tuple(stop_all)) if stop_all is not None else services
     steps = _steps(dep, services, workflow, leads, extra_packages, reboot, down)
-    return Visit(node=node, role=dep.node_by_name[node].role, services=down, steps=steps, leads=leads)
+    return Visit(
+        node=node, role=dep.node_by_name[node].role, services=down, steps=steps, leads=leads
+    )
 
 
 @lru_cache(maxsize=65536)
@@ -50,8 +60,15 @@ def in_dependency_order(dep: Deployment, services: tuple[str, ...]) -> tuple[str
 
 
 @lru_cache(maxsize=65536)
-def _steps(dep: Deployment, services: tuple[str, ...], workflow: Section, leads: tuple[str, ...],
-           extra_packages: tuple[str, ...], reboot: bool, down: tuple[str, ...]) -> tuple[VisitStep, ...]:
+def _steps(
+    dep: Deployment,
+    services: tuple[str, ...],
+    workflow: Section,
+    leads: tuple[str, ...],
+    extra_packages: tuple[str, ...],
+    reboot: bool,
+    down: tuple[str, ...],
+) -> tuple[VisitStep, ...]:
     # Nodes of a role share a handful of visit shapes: computing each shape once keeps
     # planning 10,000 nodes fast.
     catalog = dep.catalog
@@ -66,9 +83,14 @@ def _steps(dep: Deployment, services: tuple[str, ...], workflow: Section, leads:
                 continue
             with_work, extra = (), ()
         elif step is Step.MIGRATE:
-            with_work, extra = tuple(s for s in leads if svc[s].has_step(workflow, Step.MIGRATE)), ()
+            with_work, extra = (
+                tuple(s for s in leads if svc[s].has_step(workflow, Step.MIGRATE)),
+                (),
+            )
         elif step is Step.VERIFY:
-            with_work = tuple(s for s in down if svc[s].has_step(workflow, Step.VERIFY) or svc[s].health)
+            with_work = tuple(
+                s for s in down if svc[s].has_step(workflow, Step.VERIFY) or svc[s].health
+            )
             extra = ()
         else:
             with_work, extra = tuple(s for s in down if svc[s].has_step(workflow, step)), ()
@@ -80,7 +102,10 @@ def _steps(dep: Deployment, services: tuple[str, ...], workflow: Section, leads:
             continue  # a reboot-only visit whose kernel package is listed as extra elsewhere
         seconds = node_step_seconds([svc[s] for s in with_work], step)
         if step is Step.REBOOT:
-            seconds = max([catalog[s].seconds(Step.REBOOT) for s in down] or [node_step_seconds([], Step.REBOOT)])
+            seconds = max(
+                [catalog[s].seconds(Step.REBOOT) for s in down]
+                or [node_step_seconds([], Step.REBOOT)]
+            )
         if step is Step.VERIFY and not with_work:
             seconds = node_step_seconds([], Step.VALIDATE)
         steps.append(VisitStep(step, with_work, seconds, extra))

@@ -12,15 +12,27 @@ from stepwise.plan.changes import NodeChange, node_changes
 from stepwise.plan.rollout import Cursor, rollout, rollout_merged
 
 
-def scoped_changes(changes: dict[str, NodeChange], nodes: list[str] | None) -> dict[str, NodeChange]:
+def scoped_changes(
+    changes: dict[str, NodeChange], nodes: list[str] | None
+) -> dict[str, NodeChange]:
     """Touched nodes (within the limit) of `changes` (`node_changes`)."""
     keep = set(nodes) if nodes is not None else None
     return {n: c for n, c in changes.items() if c.touched and (keep is None or n in keep)}
 
 
-def _node_wide(builder: PlanBuilder, dep: Deployment, cur: Cursor, step: Step, stage: Stage,
-               work: dict[str, tuple[str, ...]], why: str, *, service_step: str | None = None,
-               always: bool = False, **kw) -> Cursor:
+def _node_wide(
+    builder: PlanBuilder,
+    dep: Deployment,
+    cur: Cursor,
+    step: Step,
+    stage: Stage,
+    work: dict[str, tuple[str, ...]],
+    why: str,
+    *,
+    service_step: str | None = None,
+    always: bool = False,
+    **kw,
+) -> Cursor:
     """One deployment-wide unit over the nodes in `work` (skipped when there is no work)."""
     if not always and not any(work.values()):
         return cur
@@ -29,11 +41,23 @@ def _node_wide(builder: PlanBuilder, dep: Deployment, cur: Cursor, step: Step, s
     catalog = dep.catalog
     sstep = service_step or step
     # nodes of a role share their service lists: estimate each distinct list once
-    seconds = max(node_step_seconds([catalog[s] for s in ss], sstep) or node_step_seconds([], sstep)
-                  for ss in set(work.values()))
+    seconds = max(
+        node_step_seconds([catalog[s] for s in ss], sstep) or node_step_seconds([], sstep)
+        for ss in set(work.values())
+    )
     services = sorted({s for ss in work.values() for s in ss})
-    uid = builder.add(step, nodes=list(work), services=services, after=[cur.after], why=why, stage=stage,
-                      scope=Scope.DEPLOYMENT, duration_s=seconds, work=work, **kw)
+    uid = builder.add(
+        step,
+        nodes=list(work),
+        services=services,
+        after=[cur.after],
+        why=why,
+        stage=stage,
+        scope=Scope.DEPLOYMENT,
+        duration_s=seconds,
+        work=work,
+        **kw,
+    )
     return Cursor(uid, cur.t + seconds)
 
 
@@ -61,20 +85,26 @@ def on_bootstrap(dep: Deployment, services, keep) -> dict[str, tuple[str, ...]]:
     return {n: tuple(v) for n, v in out.items()}
 
 
-def rpc_pins(dep: Deployment, changes: dict[str, NodeChange], wf: Section) -> dict[str, tuple[str, ...]]:
+def rpc_pins(
+    dep: Deployment, changes: dict[str, NodeChange], wf: Section
+) -> dict[str, tuple[str, ...]]:
     """node -> services whose RPC pin is set (prepare) and lifted (converge): only RPC groups
     with a member that changes, on every node where the group runs."""
     catalog = dep.catalog
     groups = {catalog[s].rpc for c in changes.values() for s in c.services if catalog[s].rpc}
     pin: dict[str, list[str]] = {}
-    for s in sorted(s for s in dep.instances if catalog[s].rpc in groups and catalog[s].has_step(wf, "pin")):
+    for s in sorted(
+        s for s in dep.instances if catalog[s].rpc in groups and catalog[s].has_step(wf, "pin")
+    ):
         for node in dep.instances[s]:
             pin.setdefault(node.name, []).append(s)
     order = {n.name: i for i, n in enumerate(dep.nodes)}
     return {n: tuple(pin[n]) for n in sorted(pin, key=order.__getitem__)}
 
 
-def refuse_split_offline(dep: Deployment, all_changes: dict[str, NodeChange], changes: dict[str, NodeChange]) -> None:
+def refuse_split_offline(
+    dep: Deployment, all_changes: dict[str, NodeChange], changes: dict[str, NodeChange]
+) -> None:
     """An offline schema migration needs every old reader stopped: a --limit that upgrades
     some instances of an offline service and leaves others that still change for later
     would migrate the schema under them. Refused before anything is planned."""
@@ -85,15 +115,21 @@ def refuse_split_offline(dep: Deployment, all_changes: dict[str, NodeChange], ch
             continue
         for s in ch.services:
             if not catalog[s].rolling and any(s in c.services for c in changes.values()):
-                problems.append(Problem(
-                    f"--limit upgrades {s} on some nodes but not on {node}: its schema migration is offline "
-                    f"(rolling: false) and would run under the old {s} there", field="--limit",
-                    hint=f"add {node} to --limit (every node where {s} changes), or upgrade without --limit"))
+                problems.append(
+                    Problem(
+                        f"--limit upgrades {s} on some nodes but not on {node}: its schema migration is offline "
+                        f"(rolling: false) and would run under the old {s} there",
+                        field="--limit",
+                        hint=f"add {node} to --limit (every node where {s} changes), or upgrade without --limit",
+                    )
+                )
     if problems:
         raise UnsafePlanError(problems[:10])
 
 
-def final_instances(dep: Deployment, facts: Facts, all_changes: dict[str, NodeChange]) -> dict[str, list[str]]:
+def final_instances(
+    dep: Deployment, facts: Facts, all_changes: dict[str, NodeChange]
+) -> dict[str, list[str]]:
     """Instances that keep their code while other instances of their service (or RPC group)
     change: they already run the target (a partly upgraded cloud). Recorded in the plan, so
     the verifier counts them as new code when it proves the RPC unpin, an offline schema
@@ -106,21 +142,39 @@ def final_instances(dep: Deployment, facts: Facts, all_changes: dict[str, NodeCh
     groups = {catalog[s].rpc for s in changing if catalog[s].rpc}
     final: dict[str, list[str]] = {}
     for s, nodes in dep.instances.items():
-        if catalog[s].rpc in groups or (s in changing and (not catalog[s].rolling or catalog[s].schema)):
+        if catalog[s].rpc in groups or (
+            s in changing and (not catalog[s].rolling or catalog[s].schema)
+        ):
             kept = [n.name for n in nodes if s not in all_changes[n.name].services]
             if kept:
                 final[s] = kept
     return final
 
 
-def _validate(builder: PlanBuilder, dep: Deployment, changes: dict[str, NodeChange], section: Section, stage: Stage,
-              cur: Cursor) -> Cursor:
+def _validate(
+    builder: PlanBuilder,
+    dep: Deployment,
+    changes: dict[str, NodeChange],
+    section: Section,
+    stage: Stage,
+    cur: Cursor,
+) -> Cursor:
     work = per_node(dep, changes, lambda s: s.has_step(section, Step.VALIDATE))
-    return _node_wide(builder, dep, cur, Step.VALIDATE, stage, work,
-                      f"pre-flight checks on all {len(work)} node(s) before anything is disrupted", always=True)
+    return _node_wide(
+        builder,
+        dep,
+        cur,
+        Step.VALIDATE,
+        stage,
+        work,
+        f"pre-flight checks on all {len(work)} node(s) before anything is disrupted",
+        always=True,
+    )
 
 
-def plan_update(builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: list[str] | None) -> None:
+def plan_update(
+    builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: list[str] | None
+) -> None:
     """Minor update: same schema and RPC; one visit per node, control plane first."""
     changes = scoped_changes(node_changes(dep, facts), nodes)
     if not changes:
@@ -130,7 +184,9 @@ def plan_update(builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: list
     rollout_merged(builder, dep, changes, Section.UPDATE, Stage.RUN, cur)
 
 
-def plan_upgrade(builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: list[str] | None) -> None:
+def plan_upgrade(
+    builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: list[str] | None
+) -> None:
     """Major upgrade: prepare (validate, repos, backup, pin RPC), run (control plane, then data
     plane in batches while RPC stays pinned), converge (unpin, online migrations, re-assert)."""
     # every node's changes, also outside --limit: the offline-split check and the instances
@@ -143,31 +199,91 @@ def plan_upgrade(builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: lis
         refuse_split_offline(dep, all_changes, changes)
     wf = Section.UPGRADE
     cur = _validate(builder, dep, changes, wf, Stage.PREPARE, Cursor(None))
-    cur = _node_wide(builder, dep, cur, Step.REPOS, Stage.PREPARE, {n: () for n in changes},
-                     "switch every node's repositories to the target release (variable target_release)", always=True)
+    cur = _node_wide(
+        builder,
+        dep,
+        cur,
+        Step.REPOS,
+        Stage.PREPARE,
+        {n: () for n in changes},
+        "switch every node's repositories to the target release (variable target_release)",
+        always=True,
+    )
     changed_services = {s for c in changes.values() for s in c.services}
     backup = on_bootstrap(dep, changed_services, lambda s: s.has_step(wf, "backup"))
-    cur = _node_wide(builder, dep, cur, Step.BACKUP, Stage.PREPARE, backup,
-                     "back up what the migration changes, once per service, before anything stops")
+    cur = _node_wide(
+        builder,
+        dep,
+        cur,
+        Step.BACKUP,
+        Stage.PREPARE,
+        backup,
+        "back up what the migration changes, once per service, before anything stops",
+    )
     final = final_instances(dep, facts, all_changes)
     if final:
         builder.params["initial"] = {"new_code": final}
     pin = rpc_pins(dep, changes, wf)
-    cur = _node_wide(builder, dep, cur, Step.PIN_RPC, Stage.PREPARE, pin,
-                     "pin RPC to the old version everywhere: old and new code will coexist until converge",
-                     service_step="pin")
-    cur = Cursor(builder.gate([cur.after], "prepare done: validated, repositories switched, backed up, RPC pinned",
-                              Stage.PREPARE), cur.t)
+    cur = _node_wide(
+        builder,
+        dep,
+        cur,
+        Step.PIN_RPC,
+        Stage.PREPARE,
+        pin,
+        "pin RPC to the old version everywhere: old and new code will coexist until converge",
+        service_step="pin",
+    )
+    cur = Cursor(
+        builder.gate(
+            [cur.after],
+            "prepare done: validated, repositories switched, backed up, RPC pinned",
+            Stage.PREPARE,
+        ),
+        cur.t,
+    )
     cur = rollout(builder, dep, changes, wf, Stage.RUN, cur)
-    unpin = {n: tuple(s for s in ss if dep.catalog[s].has_step(wf, "unpin")) for n, ss in pin.items()}
-    cur = _node_wide(builder, dep, cur, Step.UNPIN_RPC, Stage.CONVERGE, {n: ss for n, ss in unpin.items() if ss},
-                     "no old peer remains: lift the RPC pins and reload", service_step="unpin")
+    unpin = {
+        n: tuple(s for s in ss if dep.catalog[s].has_step(wf, "unpin")) for n, ss in pin.items()
+    }
+    cur = _node_wide(
+        builder,
+        dep,
+        cur,
+        Step.UNPIN_RPC,
+        Stage.CONVERGE,
+        {n: ss for n, ss in unpin.items() if ss},
+        "no old peer remains: lift the RPC pins and reload",
+        service_step="unpin",
+    )
     conv = on_bootstrap(dep, changed_services, lambda s: bool(s.converge))
-    cur = _node_wide(builder, dep, cur, Step.CONVERGE, Stage.CONVERGE, conv,
-                     "online data migrations, once per service, after every node runs the new code")
+    cur = _node_wide(
+        builder,
+        dep,
+        cur,
+        Step.CONVERGE,
+        Stage.CONVERGE,
+        conv,
+        "online data migrations, once per service, after every node runs the new code",
+    )
     contract = on_bootstrap(dep, changed_services, lambda s: bool(s.contract))
-    cur = _node_wide(builder, dep, cur, Step.CONTRACT, Stage.CONVERGE, contract,
-                     "contract the expanded schemas, once per service: no old code is left to read the old columns")
+    cur = _node_wide(
+        builder,
+        dep,
+        cur,
+        Step.CONTRACT,
+        Stage.CONVERGE,
+        contract,
+        "contract the expanded schemas, once per service: no old code is left to read the old columns",
+    )
     health = per_node(dep, changes, lambda s: bool(s.health) or s.has_step(wf, "verify"))
-    _node_wide(builder, dep, cur, Step.VERIFY, Stage.CONVERGE, health,
-               "re-assert state: every service healthy on every node", always=True)
+    _node_wide(
+        builder,
+        dep,
+        cur,
+        Step.VERIFY,
+        Stage.CONVERGE,
+        health,
+        "re-assert state: every service healthy on every node",
+        always=True,
+    )

@@ -6,17 +6,18 @@ the comparison measures stepwise's overhead, not a different Ansible configurati
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
 
 LIBRARY_DIR = Path(__file__).resolve().parent / "ansible" / "library"
 
 
-def ansible_env(extra: Mapping[str, str] | None = None, plugin_dirs: Sequence[str] = ()) -> dict[str, str]:
+def ansible_env(
+    extra: Mapping[str, str] | None = None, plugin_dirs: Sequence[str] = ()
+) -> dict[str, str]:
     """Environment variables for ansible-playbook (quiet, fast, no retry files); `plugin_dirs`:
     connection plugins a connector brings (the lab's)."""
     env = {
@@ -49,11 +50,14 @@ def ansible_playbook_path() -> str:
     found = shutil.which("ansible-playbook")
     if not found:
         from stepwise.errors import StepwiseError
-        raise StepwiseError("ansible-playbook not found: install ansible-core (pip install ansible-core)")
+
+        raise StepwiseError(
+            "ansible-playbook not found: install ansible-core (pip install ansible-core)"
+        )
     return found
 
 
-WRAPPER = '''#!{python}
+WRAPPER = """#!{python}
 # Started by stepwise through ansible-runner. If stepwise dies (even by SIGKILL) this
 # ansible-playbook must die with it, and its forks with it (SIGHUP from the lost terminal),
 # so a resumed run never races a leftover one on the same nodes.
@@ -68,10 +72,10 @@ if os.getppid() == 1:
 with open({pidfile!r}, "w") as f:
     f.write(str(os.getpid()))
 os.execv({playbook!r}, [{playbook!r}] + sys.argv[1:])
-'''
+"""
 
 
-WRAPPER_DETACHED = '''#!{python}
+WRAPPER_DETACHED = """#!{python}
 # Started by stepwise for a once-only unit (data transfer): it must never be cut in half, so
 # it outlives stepwise. It relays ansible-playbook's output while someone reads it and keeps
 # draining it after (so Ansible never blocks), ignoring the hangup of the lost terminal. A
@@ -91,7 +95,7 @@ for chunk in iter(lambda: p.stdout.read1(65536), b""):
         except OSError:
             relay = False
 sys.exit(p.wait())
-'''
+"""
 
 
 def write_wrapper(directory: Path, detached: bool = False) -> tuple[Path, Path]:
@@ -101,6 +105,10 @@ def write_wrapper(directory: Path, detached: bool = False) -> tuple[Path, Path]:
     pidfile = directory / "ansible.pid"
     path = directory / "ansible-playbook"
     template = WRAPPER_DETACHED if detached else WRAPPER
-    path.write_text(template.format(python=sys.executable, pidfile=str(pidfile), playbook=ansible_playbook_path()))
+    path.write_text(
+        template.format(
+            python=sys.executable, pidfile=str(pidfile), playbook=ansible_playbook_path()
+        )
+    )
     path.chmod(0o755)
     return path, pidfile

@@ -6,8 +6,9 @@ it as a template (a package name or an address holding `{{ lookup('pipe', ...) }
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -75,8 +76,14 @@ _Dumper.add_representer(tuple, lambda d, v: d.represent_list(list(v)))
 
 def to_yaml(data: Any) -> str:
     """YAML for Ansible, `!unsafe` on data strings."""
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=1 << 30, allow_unicode=True,
-                     default_flow_style=False)
+    return yaml.dump(
+        data,
+        Dumper=_Dumper,
+        sort_keys=False,
+        width=1 << 30,
+        allow_unicode=True,
+        default_flow_style=False,
+    )
 
 
 def private_dir(path: Path) -> Path:

@@ -19,8 +19,8 @@ update (1.69x plain ansible-playbook, benchmarks/run_overhead.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 from stepwise.plan.units import Unit
 
@@ -46,7 +46,7 @@ def make_chains(units: Sequence[Unit], has_play: Mapping[str, bool]) -> list[Cha
     # for each barrier: the units with a play it waits for, directly or through barriers
     barrier_waits: dict[str, set[str]] = {}
     chains: list[Chain] = []
-    tails: dict[str, Chain] = {}       # a chain's last unit -> the chain, while it is open
+    tails: dict[str, Chain] = {}  # a chain's last unit -> the chain, while it is open
     for u in units:
         waits: set[str] = set()
         for a in u.after:

@@ -7,8 +7,9 @@ import json
 import shlex
 import shutil
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -38,10 +39,16 @@ def stored_facts(deployment: Deployment, store: Store, packages: bool = True) ->
             return NO_FACTS.with_progress(progress)
     data = {"nodes": {n: f for n, f in data["nodes"].items() if n in deployment.node_by_name}}
     # stored facts are input like a facts file: the same model, the same limits, exit 2
-    facts = build_facts(validate(FactsSpec, data, None, f"store:{deployment.name}"), deployment, None,
-                        f"store:{deployment.name}")
+    facts = build_facts(
+        validate(FactsSpec, data, None, f"store:{deployment.name}"),
+        deployment,
+        None,
+        f"store:{deployment.name}",
+    )
     if not packages:
-        facts = facts.without_packages()  # what changes is not known: every package may (the safe side)
+        facts = (
+            facts.without_packages()
+        )  # what changes is not known: every package may (the safe side)
     return facts.with_progress(progress)
 
 
@@ -49,14 +56,24 @@ def valid_node_facts(raw: Mapping[str, Any]) -> dict[str, Any] | None:
     """What a node reported, in the facts-file node shape, or None if it does not validate:
     a node's answer is data like a facts file, never trusted as it is."""
     try:
-        return NodeFactsSpec.model_validate({k: raw[k] for k in ("os", "packages") if k in raw}).model_dump()
+        return NodeFactsSpec.model_validate(
+            {k: raw[k] for k in ("os", "packages") if k in raw}
+        ).model_dump()
     except ValidationError:
         return None
 
 
-def discover(deployment: Deployment, store: Store | None, *, nodes: Sequence[str] | None = None,
-             extra_vars: Mapping[str, Any] | None = None, connector: Connector | None = None,
-             os_target: int | None = None, forks: int = 50, cloud: str | None = None) -> dict[str, Any]:
+def discover(
+    deployment: Deployment,
+    store: Store | None,
+    *,
+    nodes: Sequence[str] | None = None,
+    extra_vars: Mapping[str, Any] | None = None,
+    connector: Connector | None = None,
+    os_target: int | None = None,
+    forks: int = 50,
+    cloud: str | None = None,
+) -> dict[str, Any]:
     """Gather facts from `nodes` (default: all) and store them; returns them in the FactsSpec
     shape. Unreachable or failing nodes are reported and nothing is stored for them."""
     import ansible_runner
@@ -67,14 +84,26 @@ def discover(deployment: Deployment, store: Store | None, *, nodes: Sequence[str
         for host, hv in role["hosts"].items():
             # the services' packages and the ones that need a reboot (the kernel): a minor update
             # that brings a new kernel installs it and reboots into it
-            pkgs = sorted({p for s in deployment.services_on(host) for p in deployment.catalog[s].packages}
-                          | set(deployment.reboot_packages))
+            pkgs = sorted(
+                {p for s in deployment.services_on(host) for p in deployment.catalog[s].packages}
+                | set(deployment.reboot_packages)
+            )
             hv["stepwise_packages"] = unsafe(pkgs)
-    play = {"name": "stepwise discover", "hosts": ",".join(names), "gather_facts": False,
-            "tasks": [{"name": "discover", "stepwise_facts": {
-                "packages": "{{ stepwise_packages }}",
-                "command": "{{ stepwise_discover_command | default(omit) }}",
-                "os_release": "{{ stepwise_os_release | default('/etc/os-release') }}"}}]}
+    play = {
+        "name": "stepwise discover",
+        "hosts": ",".join(names),
+        "gather_facts": False,
+        "tasks": [
+            {
+                "name": "discover",
+                "stepwise_facts": {
+                    "packages": "{{ stepwise_packages }}",
+                    "command": "{{ stepwise_discover_command | default(omit) }}",
+                    "os_release": "{{ stepwise_os_release | default('/etc/os-release') }}",
+                },
+            }
+        ],
+    }
     pdd = Path(tempfile.mkdtemp(prefix="stepwise-discover-"))
     found: dict[str, dict[str, Any]] = {}
     errors: dict[str, str] = {}
@@ -96,13 +125,19 @@ def discover(deployment: Deployment, store: Store | None, *, nodes: Sequence[str
         inv_path = write_private(pdd / "inventory" / "hosts.yml", to_yaml(inv))
         ev_path = write_private(pdd / "vars" / "extra.yml", to_yaml(unsafe(dict(extra_vars or {}))))
         wrapper, _pid = ansible_env.write_wrapper(pdd / "bin")
-        ansible_runner.run(private_data_dir=str(pdd), inventory=str(inv_path),
-                           cmdline=f"{shlex.quote(str(pb))} -e @{shlex.quote(str(ev_path))}",
-                           binary=str(wrapper), forks=forks, cancel_callback=lambda: False,
-                           envvars=ansible_env.ansible_env(plugin_dirs=connector.plugin_dirs if connector else ()),
-                           event_handler=on_event, quiet=True,
-                           suppress_env_files=True, settings={"suppress_ansible_output": True,
-                                                              "pexpect_timeout": 0.2})
+        ansible_runner.run(
+            private_data_dir=str(pdd),
+            inventory=str(inv_path),
+            cmdline=f"{shlex.quote(str(pb))} -e @{shlex.quote(str(ev_path))}",
+            binary=str(wrapper),
+            forks=forks,
+            cancel_callback=lambda: False,
+            envvars=ansible_env.ansible_env(plugin_dirs=connector.plugin_dirs if connector else ()),
+            event_handler=on_event,
+            quiet=True,
+            suppress_env_files=True,
+            settings={"suppress_ansible_output": True, "pexpect_timeout": 0.2},
+        )
     finally:
         shutil.rmtree(pdd, ignore_errors=True)
     out_nodes: dict[str, Any] = {}
@@ -115,9 +150,21 @@ def discover(deployment: Deployment, store: Store | None, *, nodes: Sequence[str
             errors[host] = "reported facts that are not valid (package names, versions, OS major)"
             del found[host]
             continue
-        entry: dict[str, Any] = {"packages": {p: {k: v for k, v in (pf or {}).items() if k in ("installed", "available") and v is not None}
-                                              for p, pf in (nf.get("packages") or {}).items()}}
-        os_ = {k: v for k, v in (nf.get("os") or {}).items() if k in ("major", "target") and v is not None}
+        entry: dict[str, Any] = {
+            "packages": {
+                p: {
+                    k: v
+                    for k, v in (pf or {}).items()
+                    if k in ("installed", "available") and v is not None
+                }
+                for p, pf in (nf.get("packages") or {}).items()
+            }
+        }
+        os_ = {
+            k: v
+            for k, v in (nf.get("os") or {}).items()
+            if k in ("major", "target") and v is not None
+        }
         if os_target is not None:
             os_["target"] = os_target
         if os_:
@@ -132,13 +179,19 @@ def discover(deployment: Deployment, store: Store | None, *, nodes: Sequence[str
             for s in deployment.services_on(host):
                 pkgs = deployment.catalog[s].packages
                 pairs.append((host, s))
-                versions[(host, s)] = (entry["packages"].get(pkgs[0]) or {}).get("installed") if pkgs else None
+                versions[(host, s)] = (
+                    (entry["packages"].get(pkgs[0]) or {}).get("installed") if pkgs else None
+                )
         store.set_services(cloud, pairs, versions=versions)
     missing = [h for h in names if h not in found]
     if missing:
         problems = [Problem(f"{h}: {errors.get(h, 'no answer')}") for h in missing]
-        problems.append(Problem(f"discover got no facts from {len(missing)} of {len(names)} node(s)"
-                                + (f"; stored what the other {len(out_nodes)} reported" if out_nodes else ""),
-                                hint="check the nodes are reachable (`--limit` to retry just those)"))
+        problems.append(
+            Problem(
+                f"discover got no facts from {len(missing)} of {len(names)} node(s)"
+                + (f"; stored what the other {len(out_nodes)} reported" if out_nodes else ""),
+                hint="check the nodes are reachable (`--limit` to retry just those)",
+            )
+        )
         raise StepwiseError(problems)
     return facts

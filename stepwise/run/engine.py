@@ -25,9 +25,10 @@ import tempfile
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from stepwise.errors import Problem, StepwiseError
 from stepwise.model import Deployment
@@ -38,8 +39,8 @@ from stepwise.run import ansible_env
 from stepwise.run.ansible_files import private_dir, to_yaml, unsafe, write_private
 from stepwise.run.chains import Chain, make_chains
 from stepwise.run.discover import valid_node_facts
-from stepwise.run.gate import GateServer
 from stepwise.run.events import Estimator, Failure, Observer, RunResult
+from stepwise.run.gate import GateServer
 from stepwise.run.inventory import Connector, inventory, plan_vars
 from stepwise.run.lock import RunLock
 from stepwise.run.render import marker_keys, render_unit, unit_hosts
@@ -82,7 +83,7 @@ class _ChainRun:
     chain: Chain
     index: dict[str, int]
     current: Unit | None = None
-    seen: str | None = None            # the last play whose start event arrived
+    seen: str | None = None  # the last play whose start event arrived
     alive: bool = False
     pid: int | None = None
     rc: int | None = None
@@ -93,20 +94,38 @@ class _ChainRun:
 class Engine:
     """One execution of a verified plan's pending units."""
 
-    def __init__(self, store: Store, deployment: Deployment, plan: VerifiedPlan, run_id: int, todo: list[Unit], *,
-                 cloud: str, options: EngineOptions, observer: Observer, lock: RunLock | None,
-                 done_before: set[str]):
+    def __init__(
+        self,
+        store: Store,
+        deployment: Deployment,
+        plan: VerifiedPlan,
+        run_id: int,
+        todo: list[Unit],
+        *,
+        cloud: str,
+        options: EngineOptions,
+        observer: Observer,
+        lock: RunLock | None,
+        done_before: set[str],
+    ):
         self.store, self.dep, self.plan, self.run_id = store, deployment, plan, run_id
         self.cloud, self.options, self.observer, self.lock = cloud, options, observer, lock
         self.todo = todo
-        self.plays = {u.id: render_unit(plan, u, deployment, run_id=run_id,
-                                        max_fail_percentage=options.max_fail_percentage) for u in todo}
+        self.plays = {
+            u.id: render_unit(
+                plan, u, deployment, run_id=run_id, max_fail_percentage=options.max_fail_percentage
+            )
+            for u in todo
+        }
         has_play = {uid: p is not None for uid, p in self.plays.items()}
-        self.sched = Scheduler(todo, done_before, max_parallel=options.max_parallel_units, has_play=has_play)
+        self.sched = Scheduler(
+            todo, done_before, max_parallel=options.max_parallel_units, has_play=has_play
+        )
         self.cond = self.sched.lock
         self.chains = make_chains(todo, has_play)
-        self.runs: dict[str, _ChainRun] = {c.id: _ChainRun(c, {u.id: i for i, u in enumerate(c.units)})
-                                           for c in self.chains}
+        self.runs: dict[str, _ChainRun] = {
+            c.id: _ChainRun(c, {u.id: i for i, u in enumerate(c.units)}) for c in self.chains
+        }
         self.launched: set[str] = set()
         self.failures: list[Failure] = []
         self.unit_failures: dict[str, list[Failure]] = {}
@@ -119,7 +138,11 @@ class Engine:
 
     # -- the main loop ---------------------------------------------------------------------
     def run(self) -> RunResult:
-        work = Path(self.options.work_dir) if self.options.work_dir else Path(tempfile.mkdtemp(prefix="stepwise-run-"))
+        work = (
+            Path(self.options.work_dir)
+            if self.options.work_dir
+            else Path(tempfile.mkdtemp(prefix="stepwise-run-"))
+        )
         private_dir(work)
         self.pdd = Path(tempfile.mkdtemp(prefix=f"run{self.run_id}-", dir=work))
         # secrets (and the gate's socket, whose path must stay short) live outside the work
@@ -134,9 +157,13 @@ class Engine:
             if not self.options.keep_work_dir:
                 shutil.rmtree(self.pdd if self.options.work_dir else work, ignore_errors=True)
             if isinstance(exc, OSError):
-                raise StepwiseError(Problem(f"cannot prepare the run's files: {exc.strerror or exc}",
-                                            file=getattr(exc, "filename", None),
-                                            hint="check the disk space and permissions of the work directory")) from None
+                raise StepwiseError(
+                    Problem(
+                        f"cannot prepare the run's files: {exc.strerror or exc}",
+                        file=getattr(exc, "filename", None),
+                        hint="check the disk space and permissions of the work directory",
+                    )
+                ) from None
             raise
         restore = self._install_signal_handlers()
         try:
@@ -169,7 +196,11 @@ class Engine:
         inv = inventory(self.dep, self.options.connector)
         self.inventory_path = write_private(self.pdd / "inventory" / "hosts.yml", to_yaml(inv))
         public, secret = split_secret(dict(self.options.extra_vars))
-        extravars = {**plan_vars(self.plan, self.dep), "stepwise_run_id": self.run_id, **unsafe(public)}
+        extravars = {
+            **plan_vars(self.plan, self.dep),
+            "stepwise_run_id": self.run_id,
+            **unsafe(public),
+        }
         if self.options.persist_dir is not None:
             private_dir(self.options.persist_dir)
             os.chmod(self.options.persist_dir, 0o700)
@@ -200,7 +231,9 @@ class Engine:
             if c.detached:
                 # a once-only unit has no gate: it starts now, and nothing may cut it
                 self._start_unit(r, c.first)
-            t = threading.Thread(target=self._run_chain, args=(r,), name=f"stepwise-{c.id}", daemon=True)
+            t = threading.Thread(
+                target=self._run_chain, args=(r,), name=f"stepwise-{c.id}", daemon=True
+            )
             self.threads.append(t)
             t.start()
 
@@ -214,10 +247,13 @@ class Engine:
         playbook = d / "project" / "stepwise.yml"
         playbook.write_text(to_yaml([self.plays[u.id] for u in c.units]))
         wrapper, pidfile = ansible_env.write_wrapper(d / "bin", detached=c.detached)
-        env = ansible_env.ansible_env(self.options.env, plugin_dirs=self.options.connector.plugin_dirs
-                                      if self.options.connector else ())
-        env["ANSIBLE_CALLBACK_PLUGINS"] = os.pathsep.join(filter(None, [str(GATE_CALLBACK_DIR),
-                                                                        env.get("ANSIBLE_CALLBACK_PLUGINS")]))
+        env = ansible_env.ansible_env(
+            self.options.env,
+            plugin_dirs=self.options.connector.plugin_dirs if self.options.connector else (),
+        )
+        env["ANSIBLE_CALLBACK_PLUGINS"] = os.pathsep.join(
+            filter(None, [str(GATE_CALLBACK_DIR), env.get("ANSIBLE_CALLBACK_PLUGINS")])
+        )
         if not c.detached:
             env["STEPWISE_GATE_SOCKET"] = str(self.socket_path)
             env["STEPWISE_CHAIN"] = c.id
@@ -225,14 +261,24 @@ class Engine:
         rc = 1
         try:
             runner = ansible_runner.run(
-                private_data_dir=str(d), inventory=str(self.inventory_path),
+                private_data_dir=str(d),
+                inventory=str(self.inventory_path),
                 # With our wrapper as `binary`, ansible-runner passes no playbook: give it here.
                 cmdline=f"{shlex.quote(str(playbook))} -e @{shlex.quote(str(self.extravars_path))}{self.secret_args}",
-                envvars=env, forks=forks, binary=str(wrapper),
-                event_handler=lambda ev: self._event(r, ev, pidfile), quiet=True, suppress_env_files=True,
+                envvars=env,
+                forks=forks,
+                binary=str(wrapper),
+                event_handler=lambda ev: self._event(r, ev, pidfile),
+                quiet=True,
+                suppress_env_files=True,
                 verbosity=self.options.verbosity or None,
                 cancel_callback=lambda: self._cancel(r),
-                settings={"suppress_ansible_output": True, "pexpect_timeout": 0.1, "pexpect_use_poll": True})
+                settings={
+                    "suppress_ansible_output": True,
+                    "pexpect_timeout": 0.1,
+                    "pexpect_use_poll": True,
+                },
+            )
             rc = int(runner.rc if runner.rc is not None else 1)
             canceled = runner.status == "canceled"
         except Exception as exc:  # noqa: BLE001 - a broken Ansible must end the chain, not the run loop
@@ -264,7 +310,12 @@ class Engine:
             data = ev.get("event_data") or {}
             if kind == "playbook_on_play_start":
                 self._play_start(r, str(data.get("play") or data.get("name") or ""))
-            elif kind in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable", "runner_on_skipped"):
+            elif kind in (
+                "runner_on_ok",
+                "runner_on_failed",
+                "runner_on_unreachable",
+                "runner_on_skipped",
+            ):
                 self._task(r, kind, data)
             elif kind == "playbook_on_stats":
                 self._finish_current(r)
@@ -288,14 +339,31 @@ class Engine:
         host = str(data.get("host") or data.get("remote_addr") or "")
         task = self.options.redact(str(data.get("task") or ""))
         res = data.get("res") or {}
-        status = {"runner_on_ok": "changed" if res.get("changed") else "ok", "runner_on_failed": "failed",
-                  "runner_on_unreachable": "unreachable", "runner_on_skipped": "skipped"}[kind]
+        status = {
+            "runner_on_ok": "changed" if res.get("changed") else "ok",
+            "runner_on_failed": "failed",
+            "runner_on_unreachable": "unreachable",
+            "runner_on_skipped": "skipped",
+        }[kind]
         if bool(data.get("ignore_errors")) and kind == "runner_on_failed":
             status = "ignored"
-        message = self.options.redact(_result_message(res)) if status in ("failed", "unreachable", "ignored") else ""
-        self.pending_rows.append({"run_id": self.run_id, "unit_id": unit_id, "host": host, "task": task,
-                                  "status": status, "duration_s": float(data.get("duration") or 0.0),
-                                  "message": message[:4000], "at": now()})
+        message = (
+            self.options.redact(_result_message(res))
+            if status in ("failed", "unreachable", "ignored")
+            else ""
+        )
+        self.pending_rows.append(
+            {
+                "run_id": self.run_id,
+                "unit_id": unit_id,
+                "host": host,
+                "task": task,
+                "status": status,
+                "duration_s": float(data.get("duration") or 0.0),
+                "message": message[:4000],
+                "at": now(),
+            }
+        )
         if status in ("ok", "changed") and isinstance(res.get("stepwise_facts"), dict):
             facts = valid_node_facts(res["stepwise_facts"])
             if facts is None:  # what a node reports is data: validated, never trusted
@@ -336,7 +404,9 @@ class Engine:
         r.current = u
         self.sched.mark_running(u.id)
         self.estimator.unit_started(u.id)
-        self.store.set_unit(self.run_id, u.id, UnitState.RUNNING, message="", started=True, count_attempt=True)
+        self.store.set_unit(
+            self.run_id, u.id, UnitState.RUNNING, message="", started=True, count_attempt=True
+        )
         if not u.idempotent:
             for key in marker_keys(u):
                 self.store.set_marker(self.cloud, key, self.run_id, u.id, "started")
@@ -353,8 +423,11 @@ class Engine:
         fails = self.unit_failures.get(u.id, [])
         hosts = unit_hosts(u, self.dep)
         failed_hosts = sorted({f.host for f in fails})
-        tolerated = (self.options.max_fail_percentage > 0 and failed_hosts
-                     and len(failed_hosts) * 100 <= self.options.max_fail_percentage * max(1, len(hosts)))
+        tolerated = (
+            self.options.max_fail_percentage > 0
+            and failed_hosts
+            and len(failed_hosts) * 100 <= self.options.max_fail_percentage * max(1, len(hosts))
+        )
         if fails and not tolerated:
             self._end_unit(u, UnitState.FAILED, _summary(fails))
         else:
@@ -362,7 +435,11 @@ class Engine:
                 self.failed_hosts.update(failed_hosts)
                 write_private(self.failed_hosts_file, "\n".join(sorted(self.failed_hosts)) + "\n")
                 self._check_threshold()
-            self._end_unit(u, UnitState.DONE, f"failed on {', '.join(failed_hosts)} (tolerated)" if tolerated else "")
+            self._end_unit(
+                u,
+                UnitState.DONE,
+                f"failed on {', '.join(failed_hosts)} (tolerated)" if tolerated else "",
+            )
 
     def _chain_ended(self, r: _ChainRun) -> None:
         """The chain's process ended: close its running unit by how it ended; units it never
@@ -371,9 +448,13 @@ class Engine:
         left = [u.id for u in r.chain.units if self.sched.state[u.id] is UnitState.PENDING]
         if left and self.sched.stop is None:
             tail = " ".join(line.strip() for line in list(r.output)[-6:] if line.strip())
-            self.sched.request_stop(f"ansible-playbook ended (rc={r.rc}) before running {', '.join(left)}"
-                                    + (f": {tail}" if tail else ""))
-            self.failures.append(Failure(left[0], "-", "ansible-playbook", f"rc={r.rc}: {tail or 'no output'}"))
+            self.sched.request_stop(
+                f"ansible-playbook ended (rc={r.rc}) before running {', '.join(left)}"
+                + (f": {tail}" if tail else "")
+            )
+            self.failures.append(
+                Failure(left[0], "-", "ansible-playbook", f"rc={r.rc}: {tail or 'no output'}")
+            )
 
     def _close_current(self, r: _ChainRun) -> None:
         u = r.current
@@ -381,14 +462,20 @@ class Engine:
             return
         if r.canceled:
             r.current = None
-            self._end_unit(u, UnitState.INTERRUPTED, "interrupted by the operator; runs again from its start")
+            self._end_unit(
+                u, UnitState.INTERRUPTED, "interrupted by the operator; runs again from its start"
+            )
             return
         if r.rc == 0 or self.unit_failures.get(u.id):
             self._finish_current(r)
             return
         r.current = None
         tail = " ".join(line.strip() for line in list(r.output)[-6:] if line.strip())
-        self._end_unit(u, UnitState.FAILED, f"ansible-playbook stopped (rc={r.rc}) during the unit" + (f": {tail}" if tail else ""))
+        self._end_unit(
+            u,
+            UnitState.FAILED,
+            f"ansible-playbook stopped (rc={r.rc}) during the unit" + (f": {tail}" if tail else ""),
+        )
 
     def _end_unit(self, u: Unit, state: UnitState, message: str) -> None:
         self.store.set_unit(self.run_id, u.id, state, message=message, ended=True)
@@ -404,16 +491,22 @@ class Engine:
 
     def _pass(self, barriers: list[str]) -> None:
         for uid in barriers:
-            self.store.set_unit(self.run_id, uid, UnitState.DONE, message="barrier passed", ended=True)
+            self.store.set_unit(
+                self.run_id, uid, UnitState.DONE, message="barrier passed", ended=True
+            )
             u = self.sched.by_id[uid]
             if u.marks:
                 self.store.record_progress(self.cloud, self.run_id, uid, u.marks)
             self.observer.unit_finished(self.sched.by_id[uid], str(UnitState.DONE), "")
 
     def _check_threshold(self) -> None:
-        if len(self.failed_hosts) * 100 > self.options.max_fail_percentage * max(1, len(self.all_hosts)):
-            self.sched.request_stop(f"{len(self.failed_hosts)} of {len(self.all_hosts)} hosts failed, more than "
-                                    f"--max-fail-percentage {self.options.max_fail_percentage}")
+        if len(self.failed_hosts) * 100 > self.options.max_fail_percentage * max(
+            1, len(self.all_hosts)
+        ):
+            self.sched.request_stop(
+                f"{len(self.failed_hosts)} of {len(self.all_hosts)} hosts failed, more than "
+                f"--max-fail-percentage {self.options.max_fail_percentage}"
+            )
 
     def _after_done(self, unit: Unit) -> None:
         marks = tuple(unit.marks) + implicit_marks(unit)
@@ -424,7 +517,12 @@ class Engine:
             for key in marker_keys(unit):
                 self.store.set_marker(self.cloud, key, self.run_id, unit.id, "done")
         hosts = unit.nodes or unit_hosts(unit, self.dep)
-        pairs = [(n, s) for n in hosts for s in unit.services_on(n) if s in self.dep.catalog and n not in self.failed_hosts]
+        pairs = [
+            (n, s)
+            for n in hosts
+            for s in unit.services_on(n)
+            if s in self.dep.catalog and n not in self.failed_hosts
+        ]
         if unit.step is Step.PACKAGES:
             versions: dict[tuple[str, str], str | None] = {}
             for n, s in pairs:
@@ -437,7 +535,9 @@ class Engine:
             self.store.set_services(self.cloud, pairs, state=state, run_id=self.run_id)
         if unit.step.info.node_work is not None and unit.step is Step.SYSTEM_UPGRADE_RUN:
             on_node = [(n, s) for n in hosts for s in self.dep.services_on(n)]
-            self.store.set_services(self.cloud, on_node, state=ServiceState.STOPPED, run_id=self.run_id)
+            self.store.set_services(
+                self.cloud, on_node, state=ServiceState.STOPPED, run_id=self.run_id
+            )
 
     def _flush(self) -> None:
         rows, self.pending_rows = self.pending_rows, []
@@ -458,6 +558,7 @@ class Engine:
         def restore() -> None:
             for s, h in old.items():
                 signal.signal(s, h)
+
         return restore
 
     # -- the outcome -----------------------------------------------------------------------------
@@ -468,18 +569,27 @@ class Engine:
         failed = [u for u in pending if states.get(u) == UnitState.FAILED]
         interrupted = [u for u in pending if states.get(u) == UnitState.INTERRUPTED]
         done = len(all_units) - len(pending)
-        res = RunResult(run_id=self.run_id, status="done", units_total=len(all_units), units_done=done,
-                        units_failed=failed, units_pending=pending,
-                        units_reused=len(all_units) - len(self.todo), failures=self.failures,
-                        elapsed_s=time.monotonic() - self.started_at,
-                        continue_command=self.options.continue_command)
+        res = RunResult(
+            run_id=self.run_id,
+            status="done",
+            units_total=len(all_units),
+            units_done=done,
+            units_failed=failed,
+            units_pending=pending,
+            units_reused=len(all_units) - len(self.todo),
+            failures=self.failures,
+            elapsed_s=time.monotonic() - self.started_at,
+            continue_command=self.options.continue_command,
+        )
         if not pending:
             return res
         stop = self.sched.stop
         if stop is not None and stop.interrupted:
             res.status = "interrupted"
-            head = (f"{stop.reason}: {len(interrupted)} running unit(s) cut "
-                    f"({', '.join(interrupted[:5])}) and recorded interrupted; they run again from their start")
+            head = (
+                f"{stop.reason}: {len(interrupted)} running unit(s) cut "
+                f"({', '.join(interrupted[:5])}) and recorded interrupted; they run again from their start"
+            )
         else:
             res.status = "failed"
             if self.failures:
@@ -487,26 +597,34 @@ class Engine:
                 where = sorted({f.host for f in self.failures})
                 head = f"unit {first.unit} failed on {', '.join(where)}: task '{first.task}': {first.message}"
             elif failed:
-                msg = next((u.message for u in self.store.units(self.run_id) if u.unit_id == failed[0]), "")
+                msg = next(
+                    (u.message for u in self.store.units(self.run_id) if u.unit_id == failed[0]), ""
+                )
                 head = f"unit {failed[0]} failed" + (f": {msg}" if msg else "")
             else:
                 head = "the run stopped before finishing the plan"
         res.message = f"{head}. {done} of {len(all_units)} units done, {len(pending)} left."
         if self.options.continue_command:
-            res.message += (" Continue with" if res.status == "interrupted" else " Fix the cause, then continue with") \
-                + f": {self.options.continue_command}"
+            res.message += (
+                " Continue with"
+                if res.status == "interrupted"
+                else " Fix the cause, then continue with"
+            ) + f": {self.options.continue_command}"
         return res
 
 
 def _interrupt(current: Any, reason: str) -> Any:
     from stepwise.run.scheduler import Stop
+
     if current is not None and current.interrupted:
         return current
     return Stop(reason, interrupted=True)
 
 
 def _summary(fails: list[Failure]) -> str:
-    return "; ".join(str(f) for f in fails[:5]) + (f" (+{len(fails) - 5} more)" if len(fails) > 5 else "")
+    return "; ".join(str(f) for f in fails[:5]) + (
+        f" (+{len(fails) - 5} more)" if len(fails) > 5 else ""
+    )
 
 
 def _result_message(res: Mapping[str, Any]) -> str:
@@ -521,20 +639,44 @@ def _result_message(res: Mapping[str, Any]) -> str:
     return text if len(text) < 600 else text[:600] + "..."
 
 
-def execute(store: Store, deployment: Deployment, plan: VerifiedPlan, run_id: int, todo: list[Unit], *,
-            cloud: str, options: EngineOptions, observer: Observer, lock: RunLock | None = None,
-            done_before: set[str] | None = None) -> RunResult:
+def execute(
+    store: Store,
+    deployment: Deployment,
+    plan: VerifiedPlan,
+    run_id: int,
+    todo: list[Unit],
+    *,
+    cloud: str,
+    options: EngineOptions,
+    observer: Observer,
+    lock: RunLock | None = None,
+    done_before: set[str] | None = None,
+) -> RunResult:
     """Run `todo` (the pending units of run `run_id`, in plan order) and record the outcome.
     Only a VerifiedPlan runs: what runs is exactly what the verifier checked."""
     if not isinstance(plan, VerifiedPlan):
-        raise StepwiseError(Problem("refusing to run a plan that was not verified",
-                                    hint="plan with stepwise.plan.make_plan and verify with stepwise.verify.verify_plan"))
+        raise StepwiseError(
+            Problem(
+                "refusing to run a plan that was not verified",
+                hint="plan with stepwise.plan.make_plan and verify with stepwise.verify.verify_plan",
+            )
+        )
     ids = {u.id for u in plan.units}
     if any(u.id not in ids for u in todo):
         raise StepwiseError(Problem("refusing to run units that are not in the verified plan"))
     done = set(done_before if done_before is not None else ids - {u.id for u in todo})
-    return Engine(store, deployment, plan, run_id, todo, cloud=cloud, options=options, observer=observer,
-                  lock=lock, done_before=done).run()
+    return Engine(
+        store,
+        deployment,
+        plan,
+        run_id,
+        todo,
+        cloud=cloud,
+        options=options,
+        observer=observer,
+        lock=lock,
+        done_before=done,
+    ).run()
 
 
 __all__ = ["EngineOptions", "execute", "STOPPED_RC"]

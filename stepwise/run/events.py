@@ -47,10 +47,19 @@ class RunResult:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "run_id": self.run_id, "status": self.status, "message": self.message, "resumed": self.resumed,
-            "units": {"total": self.units_total, "done": self.units_done, "reused": self.units_reused,
-                      "failed": self.units_failed, "pending": len(self.units_pending)},
-            "failures": [f.__dict__ for f in self.failures], "elapsed_s": round(self.elapsed_s, 3),
+            "run_id": self.run_id,
+            "status": self.status,
+            "message": self.message,
+            "resumed": self.resumed,
+            "units": {
+                "total": self.units_total,
+                "done": self.units_done,
+                "reused": self.units_reused,
+                "failed": self.units_failed,
+                "pending": len(self.units_pending),
+            },
+            "failures": [f.__dict__ for f in self.failures],
+            "elapsed_s": round(self.elapsed_s, 3),
             "continue_command": self.continue_command or None,
         }
 

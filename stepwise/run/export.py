@@ -23,13 +23,18 @@ from stepwise.run.inventory import Connector, inventory, plan_vars
 from stepwise.run.render import render_unit
 from stepwise.secrets import Redactor, secret_values
 
-
 #: the file that marks a directory as an export stepwise wrote (only such a one is replaced)
 MARKER = ".stepwise-export"
 
 
-def export(plan: Plan, deployment: Deployment, out_dir: Path | str, *,
-           connector: Connector | None = None, force: bool = False) -> list[Path]:
+def export(
+    plan: Plan,
+    deployment: Deployment,
+    out_dir: Path | str,
+    *,
+    connector: Connector | None = None,
+    force: bool = False,
+) -> list[Path]:
     """Write playbooks, inventory and ansible.cfg to the new directory `out_dir` (with `force`,
     replace an export stepwise made there); returns the files written.
 
@@ -42,8 +47,13 @@ def export(plan: Plan, deployment: Deployment, out_dir: Path | str, *,
         out.parent.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     except OSError as exc:
-        raise InputError(Problem(f"cannot create the export directory: {exc.strerror or exc}", file=str(out),
-                                 field="--output")) from None
+        raise InputError(
+            Problem(
+                f"cannot create the export directory: {exc.strerror or exc}",
+                file=str(out),
+                field="--output",
+            )
+        ) from None
     try:
         names = _write(plan, deployment, stage, connector)
         os.chmod(stage, 0o755)  # playbooks hold no secret: readable as any checkout would be
@@ -56,8 +66,14 @@ def export(plan: Plan, deployment: Deployment, out_dir: Path | str, *,
             os.rename(stage, out)  # fails if something appeared there meanwhile: never merged
     except OSError as exc:
         shutil.rmtree(stage, ignore_errors=True)
-        raise InputError(Problem(f"cannot write the export: {exc.strerror or exc}", file=str(out), field="--output",
-                                 hint="check the disk space and that the directory is writable")) from None
+        raise InputError(
+            Problem(
+                f"cannot write the export: {exc.strerror or exc}",
+                file=str(out),
+                field="--output",
+                hint="check the disk space and that the directory is writable",
+            )
+        ) from None
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
@@ -67,25 +83,50 @@ def export(plan: Plan, deployment: Deployment, out_dir: Path | str, *,
 def _replaceable(out: Path, force: bool) -> bool:
     """Whether `out` holds an export to replace (True) or does not exist (False); refuses anything else."""
     if out.is_symlink():
-        raise InputError(Problem("the export directory is a symbolic link; stepwise does not write through links",
-                                 file=str(out), field="--output", hint="give a new directory"))
+        raise InputError(
+            Problem(
+                "the export directory is a symbolic link; stepwise does not write through links",
+                file=str(out),
+                field="--output",
+                hint="give a new directory",
+            )
+        )
     if not out.exists():
         return False
     if not out.is_dir():
-        raise InputError(Problem("exists and is not a directory", file=str(out), field="--output",
-                                 hint="give a new directory"))
+        raise InputError(
+            Problem(
+                "exists and is not a directory",
+                file=str(out),
+                field="--output",
+                hint="give a new directory",
+            )
+        )
     if not force:
-        raise InputError(Problem("the export directory exists", file=str(out), field="--output",
-                                 hint="give a new directory, or --force to replace an export stepwise wrote there"))
+        raise InputError(
+            Problem(
+                "the export directory exists",
+                file=str(out),
+                field="--output",
+                hint="give a new directory, or --force to replace an export stepwise wrote there",
+            )
+        )
     if not (out / MARKER).is_file():
-        raise InputError(Problem("the directory exists and is not an export of stepwise; not replaced", file=str(out),
-                                 field="--output", hint="give a new directory"))
+        raise InputError(
+            Problem(
+                "the directory exists and is not an export of stepwise; not replaced",
+                file=str(out),
+                field="--output",
+                hint="give a new directory",
+            )
+        )
     return True
 
 
 def _play_title(unit: Unit) -> str:
     """`Unit u12: stop of nova_api, nova_scheduler on ctl-0` (names are validated: no template
     can hide in them)."""
+
     def listed(names: tuple[str, ...] | list[str]) -> str:
         return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
@@ -112,12 +153,16 @@ def _write(plan: Plan, deployment: Deployment, out: Path, connector: Connector |
         name = f"units/{i:04d}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', label)[:80]}.yml"
         # no data in the comment (a reason with a line break would end it and start YAML):
         # the unit's step, nodes and why are in plan.json, written by the JSON library
-        (out / name).write_text(f"# unit {i} of the plan: its step, nodes and why are plan.json's units[{i}]\n"
-                                + to_yaml([play]))
+        (out / name).write_text(
+            f"# unit {i} of the plan: its step, nodes and why are plan.json's units[{i}]\n"
+            + to_yaml([play])
+        )
         written.append(name)
-    (out / "site.yml").write_text(f"# stepwise {plan.workflow} plan: {len(plays)} plays in order (plan.json tells why).\n"
-                                  "# Run: ansible-playbook -i inventory.yml site.yml [--limit ...] [--tags ...]\n"
-                                  + to_yaml(plays))
+    (out / "site.yml").write_text(
+        f"# stepwise {plan.workflow} plan: {len(plays)} plays in order (plan.json tells why).\n"
+        "# Run: ansible-playbook -i inventory.yml site.yml [--limit ...] [--tags ...]\n"
+        + to_yaml(plays)
+    )
     inv = inventory(deployment, connector, extra=plan_vars(plan, deployment))
     # the inventory carries what the operator's inventory and the deployment hold, secrets
     # included (ansible_password, ansible_become_password, a deployment's db_password): it is
@@ -130,7 +175,12 @@ def _write(plan: Plan, deployment: Deployment, out: Path, connector: Connector |
     for m in ansible_env.LIBRARY_DIR.glob("*.py"):
         shutil.copyfile(m, lib / m.name)
     env = ansible_env.ansible_env(plugin_dirs=connector.plugin_dirs if connector else ())
-    cfg = ["[defaults]", "library = ./library", "retry_files_enabled = False", "interpreter_python = auto_silent"]
+    cfg = [
+        "[defaults]",
+        "library = ./library",
+        "retry_files_enabled = False",
+        "interpreter_python = auto_silent",
+    ]
     if env.get("ANSIBLE_CONNECTION_PLUGINS"):
         cfg.append(f"connection_plugins = {env['ANSIBLE_CONNECTION_PLUGINS']}")
     cfg += ["", "[connection]", "pipelining = True", ""]

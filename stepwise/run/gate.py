@@ -7,8 +7,8 @@ import json
 import os
 import socket
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 
 class GateServer:

@@ -9,8 +9,9 @@ layer never knows which one it talks to.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from stepwise.model import Deployment
 from stepwise.plan.units import Plan
@@ -27,8 +28,9 @@ class Connector:
     plugin_dirs: tuple[str, ...] = ()
 
     @staticmethod
-    def from_inventory(data: Mapping[str, Any] | None, name: str = "inventory",
-                       plugin_dirs: tuple[str, ...] = ()) -> "Connector":
+    def from_inventory(
+        data: Mapping[str, Any] | None, name: str = "inventory", plugin_dirs: tuple[str, ...] = ()
+    ) -> Connector:
         """A connector from an Ansible inventory mapping (YAML/JSON shape): its host vars,
         with group vars inherited."""
         hosts: dict[str, dict[str, Any]] = {}
@@ -36,17 +38,25 @@ class Connector:
             _collect_hosts(data.get("all", data), hosts)
         return Connector(name, hosts, plugin_dirs)
 
-    def merged(self, other: "Connector | None") -> "Connector":
+    def merged(self, other: Connector | None) -> Connector:
         """`other`'s host vars on top of these (e.g. an operator's --inventory over the lab's)."""
         if other is None:
             return self
         hosts = {h: dict(v) for h, v in self.host_vars.items()}
         for h, v in other.host_vars.items():
             hosts.setdefault(h, {}).update(v)
-        return Connector(f"{self.name}+{other.name}", hosts, tuple(dict.fromkeys(self.plugin_dirs + other.plugin_dirs)))
+        return Connector(
+            f"{self.name}+{other.name}",
+            hosts,
+            tuple(dict.fromkeys(self.plugin_dirs + other.plugin_dirs)),
+        )
 
 
-def _collect_hosts(group: Mapping[str, Any], out: dict[str, dict[str, Any]], inherited: Mapping[str, Any] | None = None) -> None:
+def _collect_hosts(
+    group: Mapping[str, Any],
+    out: dict[str, dict[str, Any]],
+    inherited: Mapping[str, Any] | None = None,
+) -> None:
     gvars = {**dict(inherited or {}), **dict(group.get("vars") or {})}
     for h, hv in (group.get("hosts") or {}).items():
         out.setdefault(str(h), {}).update({**gvars, **dict(hv or {})})
@@ -54,8 +64,11 @@ def _collect_hosts(group: Mapping[str, Any], out: dict[str, dict[str, Any]], inh
         _collect_hosts(child or {}, out, gvars)
 
 
-def inventory(deployment: Deployment, connector: Connector | None = None,
-              extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def inventory(
+    deployment: Deployment,
+    connector: Connector | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """One group per role, node vars, stepwise vars; the connector's host vars on top.
     Every value that comes from the deployment is marked unsafe: it is data, never a template."""
     over = connector.host_vars if connector else {}
@@ -63,7 +76,10 @@ def inventory(deployment: Deployment, connector: Connector | None = None,
     for role in deployment.roles:
         hosts: dict[str, Any] = {}
         for n in role.nodes:
-            hv: dict[str, Any] = {"stepwise_node_address": n.address or n.name, "stepwise_role": role.name}
+            hv: dict[str, Any] = {
+                "stepwise_node_address": n.address or n.name,
+                "stepwise_role": role.name,
+            }
             if n.address:
                 hv["ansible_host"] = n.address
             hv.update(n.vars)
@@ -86,10 +102,15 @@ def inventory(deployment: Deployment, connector: Connector | None = None,
 
 def plan_vars(plan: Plan, deployment: Deployment) -> dict[str, Any]:
     """Variables every task may use besides the host's own (docs/catalog.md)."""
-    boot = {s: (deployment.bootstrap_node(s).name if deployment.bootstrap_node(s) else None)
-            for s in deployment.instances}
-    out: dict[str, Any] = {"stepwise_bootstrap_node": boot, "stepwise_workflow": str(plan.workflow),
-                           "stepwise_cloud": deployment.name}
+    boot = {
+        s: (deployment.bootstrap_node(s).name if deployment.bootstrap_node(s) else None)
+        for s in deployment.instances
+    }
+    out: dict[str, Any] = {
+        "stepwise_bootstrap_node": boot,
+        "stepwise_workflow": str(plan.workflow),
+        "stepwise_cloud": deployment.name,
+    }
     if plan.params.get("target_release") is not None:
         out["target_release"] = plan.params["target_release"]
     return unsafe(out)

@@ -13,13 +13,14 @@ import fcntl
 import getpass
 import json
 import os
-import stat
 import signal
 import socket
+import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from stepwise.errors import Problem, StepwiseError
 from stepwise.run.ansible_files import private_dir
@@ -54,7 +55,7 @@ def _session_members(sid: int) -> list[int]:
             continue
         try:
             stat = (d / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2:].split()
+            fields = stat[stat.rindex(")") + 2 :].split()
             if int(fields[3]) == sid:
                 out.append(int(d.name))
         except (OSError, ValueError, IndexError):
@@ -79,7 +80,7 @@ class RunLock:
     _fd: int | None = field(default=None, repr=False)
 
     @staticmethod
-    def acquire(path: Path | str, cloud: str, command: str = "") -> "RunLock":
+    def acquire(path: Path | str, cloud: str, command: str = "") -> RunLock:
         """Take the lock or raise LockedError saying who holds it."""
         path = Path(path)
         private_dir(path.parent)
@@ -90,18 +91,28 @@ class RunLock:
             holder = _read(fd)
             os.close(fd)
             who = describe(holder)
-            raise LockedError(Problem(f"cloud '{cloud}' is being changed by another stepwise run ({who})",
-                                      file=str(path),
-                                      hint="wait for it to finish, or watch it with `stepwise status`; "
-                                           "a lock of a dead process is released automatically")) from None
+            raise LockedError(
+                Problem(
+                    f"cloud '{cloud}' is being changed by another stepwise run ({who})",
+                    file=str(path),
+                    hint="wait for it to finish, or watch it with `stepwise status`; "
+                    "a lock of a dead process is released automatically",
+                )
+            ) from None
         previous = _read(fd)
         stale = None
         if previous.get("pid"):
             # We got the flock, so whoever wrote this record is gone (or no longer runs).
             stale = previous
             _stop_orphans(previous)
-        info = {"cloud": cloud, "pid": os.getpid(), "host": socket.gethostname(), "user": _user(),
-                "command": command, "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        info = {
+            "cloud": cloud,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "user": _user(),
+            "command": command,
+            "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
         lock = RunLock(path, info, stale, fd)
         lock._write()
         return lock
@@ -133,7 +144,7 @@ class RunLock:
         os.close(self._fd)
         self._fd = None
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -198,8 +209,12 @@ def _stop_orphans(previous: dict[str, Any], wait_s: float = 6 * 3600) -> None:
             continue
         if proc.get("detached"):
             import sys
-            print(f"stepwise: waiting for the once-only unit left running by the killed run (pid {pid})",
-                  file=sys.stderr, flush=True)
+
+            print(
+                f"stepwise: waiting for the once-only unit left running by the killed run (pid {pid})",
+                file=sys.stderr,
+                flush=True,
+            )
             deadline = time.monotonic() + wait_s
             while _alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.2)
@@ -231,17 +246,23 @@ class DbLock:
     def __init__(self, engine: Any, cloud: str):
         self.engine, self.cloud, self.conn = engine, cloud, None
 
-    def acquire(self, who: "Callable[[], str]") -> "DbLock":
+    def acquire(self, who: Callable[[], str]) -> DbLock:
         if self.engine.dialect.name != "postgresql":
             return self
         from sqlalchemy import text
 
         conn = self.engine.connect()
-        got = conn.execute(text("SELECT pg_try_advisory_lock(hashtext(:k))"), {"k": "stepwise:" + self.cloud}).scalar()
+        got = conn.execute(
+            text("SELECT pg_try_advisory_lock(hashtext(:k))"), {"k": "stepwise:" + self.cloud}
+        ).scalar()
         if not got:
             conn.close()
-            raise LockedError(Problem(f"cloud '{self.cloud}' is being changed by another stepwise run ({who()})",
-                                      hint="wait for it to finish, or watch it with `stepwise status`"))
+            raise LockedError(
+                Problem(
+                    f"cloud '{self.cloud}' is being changed by another stepwise run ({who()})",
+                    hint="wait for it to finish, or watch it with `stepwise status`",
+                )
+            )
         conn.commit()
         self.conn = conn
         return self
@@ -253,7 +274,9 @@ class DbLock:
             # the pool keeps the session open: unlock explicitly (a dead holder's session
             # ends with it, which releases the lock on the server)
             try:
-                self.conn.execute(text("SELECT pg_advisory_unlock(hashtext(:k))"), {"k": "stepwise:" + self.cloud})
+                self.conn.execute(
+                    text("SELECT pg_advisory_unlock(hashtext(:k))"), {"k": "stepwise:" + self.cloud}
+                )
                 self.conn.commit()
             finally:
                 self.conn.close()

@@ -15,10 +15,11 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from stepwise.errors import InputError, Problem, StepwiseError, UnsafePlanError
 from stepwise.model import Deployment
@@ -40,7 +41,9 @@ KEY_PARAMS = ("stage", "plane", "limit", "tags", "skip_tags", "external")
 
 def run_key(workflow: Workflow | str, selection: Selection) -> str:
     """What makes two invocations "the same command" for resume."""
-    params = {k: v for k, v in selection.params().items() if k in KEY_PARAMS and v not in (None, [], "")}
+    params = {
+        k: v for k, v in selection.params().items() if k in KEY_PARAMS and v not in (None, [], "")
+    }
     return json.dumps({"workflow": str(Workflow(workflow)), **params}, sort_keys=True)
 
 
@@ -82,13 +85,24 @@ def check_variables(plan: Plan) -> None:
     """Plan variables the units need: refused now rather than as an undefined variable on a
     node halfway through."""
     from stepwise.model.vocab import Step, UpgradeMode
+
     if any(u.step is Step.REPOS for u in plan.units) and not plan.params.get("target_release"):
-        raise InputError(Problem(f"the {plan.workflow} plan switches repositories and needs the target release",
-                                 field="-e", hint="add -e target_release=R2 (the release to upgrade to)"))
+        raise InputError(
+            Problem(
+                f"the {plan.workflow} plan switches repositories and needs the target release",
+                field="-e",
+                hint="add -e target_release=R2 (the release to upgrade to)",
+            )
+        )
     mode = plan.params.get("system_upgrade_mode")
     if mode is not None and mode not in tuple(UpgradeMode):
-        raise InputError(Problem(f"system_upgrade_mode '{mode}' is not a way to upgrade an OS", field="-e",
-                                 hint=f"use one of: {', '.join(UpgradeMode)}"))
+        raise InputError(
+            Problem(
+                f"system_upgrade_mode '{mode}' is not a way to upgrade an OS",
+                field="-e",
+                hint=f"use one of: {', '.join(UpgradeMode)}",
+            )
+        )
 
 
 def plan_run(req: RunRequest, facts: Facts) -> VerifiedPlan:
@@ -96,9 +110,13 @@ def plan_run(req: RunRequest, facts: Facts) -> VerifiedPlan:
     if req.planner is not None:
         plan = req.planner(req.deployment, facts)
     else:
-        plan = make_plan(req.workflow, req.deployment, facts, selection=req.selection, variables=req.variables)
+        plan = make_plan(
+            req.workflow, req.deployment, facts, selection=req.selection, variables=req.variables
+        )
     if req.variables:
-        plan = plan.with_units(plan.units, params=MappingProxyType({**plan.params, **dict(req.variables)}))
+        plan = plan.with_units(
+            plan.units, params=MappingProxyType({**plan.params, **dict(req.variables)})
+        )
     check_variables(plan)
     return verify_plan(plan, req.deployment)
 
@@ -138,23 +156,46 @@ def _run_locked(req: RunRequest, cloud: str, lock: RunLock, observer: Observer) 
         plan = req.plan if req.plan is not None else plan_run(req, req.facts)
     if prev is not None and prev.plan:
         check_plan_doc(prev.plan, f"the plan of run {prev.id} in the store")  # input, like a file
-    if not resume and prev is not None and not req.fresh and prev.status == "done" and _same_units(plan, prev.plan):
-        return _nothing(plan, observer, f"nothing to do: run {prev.id} of this command finished at "
-                                        f"{prev.ended_at:%Y-%m-%d %H:%M:%S} UTC (--fresh runs it again)", prev.id)
+    if (
+        not resume
+        and prev is not None
+        and not req.fresh
+        and prev.status == "done"
+        and _same_units(plan, prev.plan)
+    ):
+        return _nothing(
+            plan,
+            observer,
+            f"nothing to do: run {prev.id} of this command finished at "
+            f"{prev.ended_at:%Y-%m-%d %H:%M:%S} UTC (--fresh runs it again)",
+            prev.id,
+        )
     if not plan.units:
         return _nothing(plan, observer, "nothing to do: no selected node has anything to change", 0)
     states = store.unit_states(prev.id) if resume and prev else {}
     rerun = _rerun_units(plan, req.rerun) if resume else []
     if req.rerun and not resume:
-        raise InputError(Problem("--rerun needs an earlier run of the same command", field="--rerun",
-                                 hint="see `stepwise history`"))
+        raise InputError(
+            Problem(
+                "--rerun needs an earlier run of the same command",
+                field="--rerun",
+                hint="see `stepwise history`",
+            )
+        )
     for uid in rerun:
         states[uid] = UnitState.PENDING
     todo = [u for u in plan.units if not UnitState(states.get(u.id, UnitState.PENDING)).finished]
     _refuse_repeats(store, cloud, prev.id if resume and prev else None, todo)
     if req.confirm is not None:
-        req.confirm(_what(plan, todo, req, prev if resume else None,
-                          redo=prev if req.fresh and prev is not None else None))
+        req.confirm(
+            _what(
+                plan,
+                todo,
+                req,
+                prev if resume else None,
+                redo=prev if req.fresh and prev is not None else None,
+            )
+        )
     user, host = lock.info["user"], socket.gethostname()
     if resume and prev is not None:
         run_id = prev.id
@@ -162,13 +203,32 @@ def _run_locked(req: RunRequest, cloud: str, lock: RunLock, observer: Observer) 
         if rerun:
             store.set_units(run_id, rerun, UnitState.PENDING, "asked to run again (--rerun)")
     else:
-        run_id = store.create_run(cloud, str(plan.workflow), key, req.command, _recorded_params(plan), plan.to_json(),
-                                  [u.to_json() for u in plan.units], user=user, host=host, pid=os.getpid(),
-                                  facts=facts_to_dict(req.facts))
+        run_id = store.create_run(
+            cloud,
+            str(plan.workflow),
+            key,
+            req.command,
+            _recorded_params(plan),
+            plan.to_json(),
+            [u.to_json() for u in plan.units],
+            user=user,
+            host=host,
+            pid=os.getpid(),
+            facts=facts_to_dict(req.facts),
+        )
     observer.run_started(run_id, list(plan.units), todo, resume)
     try:
-        result = execute(store, req.deployment, plan, run_id, todo, cloud=cloud, options=req.options,
-                         observer=observer, lock=lock)
+        result = execute(
+            store,
+            req.deployment,
+            plan,
+            run_id,
+            todo,
+            cloud=cloud,
+            options=req.options,
+            observer=observer,
+            lock=lock,
+        )
     except StepwiseError:
         # refused while preparing (a play that cannot be rendered, a work file that cannot be
         # written): if no unit started, nothing happened and nothing stays recorded
@@ -185,7 +245,11 @@ def _run_locked(req: RunRequest, cloud: str, lock: RunLock, observer: Observer) 
         raise
     result.resumed = resume
     result.stale_lock = lock.stale
-    store.finish_run(run_id, {"done": "done", "interrupted": "interrupted"}.get(result.status, "failed"), result.message)
+    store.finish_run(
+        run_id,
+        {"done": "done", "interrupted": "interrupted"}.get(result.status, "failed"),
+        result.message,
+    )
     observer.run_finished(result)
     return result
 
@@ -201,16 +265,27 @@ def _rebuilt(req: RunRequest, prev: RunInfo) -> VerifiedPlan:
     the stored one: never executed from the store."""
     try:
         facts = facts_from_dict(prev.facts, req.deployment) if prev.facts else NO_FACTS
-        plan = plan_run(replace(req, variables={**_plan_variables(prev), **dict(req.variables)}), facts)
+        plan = plan_run(
+            replace(req, variables={**_plan_variables(prev), **dict(req.variables)}), facts
+        )
     except (InputError, UnsafePlanError) as exc:
-        raise InputError(Problem(f"the unfinished run {prev.id} of this command cannot be planned again: "
-                                 f"{exc.problems[0].message}", hint="restore the deployment and catalog it was "
-                                 "started with, or start over with --fresh")) from None
+        raise InputError(
+            Problem(
+                f"the unfinished run {prev.id} of this command cannot be planned again: "
+                f"{exc.problems[0].message}",
+                hint="restore the deployment and catalog it was "
+                "started with, or start over with --fresh",
+            )
+        ) from None
     diff = plan_difference(plan, prev.plan)
     if diff:
-        raise InputError(Problem(f"the unfinished run {prev.id} of this command was planned differently: {diff}",
-                                 hint="the deployment, the catalog or the stored plan changed since it started; "
-                                      "restore them, or start over with --fresh"))
+        raise InputError(
+            Problem(
+                f"the unfinished run {prev.id} of this command was planned differently: {diff}",
+                hint="the deployment, the catalog or the stored plan changed since it started; "
+                "restore them, or start over with --fresh",
+            )
+        )
     return plan
 
 
@@ -251,20 +326,30 @@ def _same_units(plan: Plan, stored: Mapping[str, Any]) -> bool:
 
 
 def _nothing(plan: Plan, observer: Observer, message: str, run_id: int) -> RunResult:
-    result = RunResult(run_id, "nothing", message, units_total=len(plan.units), units_done=len(plan.units),
-                       units_reused=len(plan.units))
+    result = RunResult(
+        run_id,
+        "nothing",
+        message,
+        units_total=len(plan.units),
+        units_done=len(plan.units),
+        units_reused=len(plan.units),
+    )
     observer.run_finished(result)
     return result
 
 
-def _what(plan: Plan, todo: list[Unit], req: RunRequest, resumed: RunInfo | None, redo: RunInfo | None) -> str:
+def _what(
+    plan: Plan, todo: list[Unit], req: RunRequest, resumed: RunInfo | None, redo: RunInfo | None
+) -> str:
     nodes = len({n for u in todo for n in u.nodes})
     text = f"{plan.workflow} of {req.deployment.name}: {len(todo)} unit(s) on {nodes} node(s)"
     if resumed is not None:
         text += f", continuing run {resumed.id} ({len(plan.units) - len(todo)} unit(s) done before)"
     if redo is not None:
-        text += (f"; starting over: everything run {redo.id} did"
-                 f"{' (finished)' if redo.status == 'done' else ''} runs again")
+        text += (
+            f"; starting over: everything run {redo.id} did"
+            f"{' (finished)' if redo.status == 'done' else ''} runs again"
+        )
     return text
 
 
@@ -274,10 +359,19 @@ def _rerun_units(plan: Plan, rerun: Sequence[str]) -> list[str]:
     chosen: list[str] = []
     for r in rerun:
         if r not in ids:
-            problems.append(Problem(f"--rerun: no unit '{r}' in this run", field="--rerun",
-                                    hint="unit ids are shown by `stepwise history --run N`"))
+            problems.append(
+                Problem(
+                    f"--rerun: no unit '{r}' in this run",
+                    field="--rerun",
+                    hint="unit ids are shown by `stepwise history --run N`",
+                )
+            )
         elif not ids[r].idempotent:
-            problems.append(Problem(f"--rerun: unit '{r}' ({ids[r].step}) must never run twice", field="--rerun"))
+            problems.append(
+                Problem(
+                    f"--rerun: unit '{r}' ({ids[r].step}) must never run twice", field="--rerun"
+                )
+            )
         else:
             chosen.append(r)
     if problems:
@@ -297,10 +391,13 @@ def _refuse_repeats(store: Store, cloud: str, run_id: int | None, todo: list[Uni
             m = store.marker(cloud, key)
             if m is None or m.state != "done" or (m.run_id == run_id and m.unit_id == u.id):
                 continue
-            problems.append(Problem(
-                f"{u.step} on {host} already completed in run {m.run_id} (unit {m.unit_id}); it must never run twice",
-                hint=f"the target holds the data now. Only if you know it must be redone: remove the flag file "
-                     f"{DEFAULT_FLAG_DIR}/{flag_name(u)} (or under stepwise_flag_dir) on {host} and clear the record "
-                     f"with `stepwise forget {key}`"))
+            problems.append(
+                Problem(
+                    f"{u.step} on {host} already completed in run {m.run_id} (unit {m.unit_id}); it must never run twice",
+                    hint=f"the target holds the data now. Only if you know it must be redone: remove the flag file "
+                    f"{DEFAULT_FLAG_DIR}/{flag_name(u)} (or under stepwise_flag_dir) on {host} and clear the record "
+                    f"with `stepwise forget {key}`",
+                )
+            )
     if problems:
         raise UnsafePlanError(problems)

@@ -17,8 +17,8 @@ tracker and the store writes), so the state is consistent at every moment.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from stepwise.model.vocab import UnitState
 from stepwise.plan.units import Unit
@@ -36,8 +36,14 @@ class Stop:
 class Scheduler:
     """Unit states of one execution and the rules that move them."""
 
-    def __init__(self, units: Sequence[Unit], done_before: Iterable[str], *, max_parallel: int,
-                 has_play: dict[str, bool]):
+    def __init__(
+        self,
+        units: Sequence[Unit],
+        done_before: Iterable[str],
+        *,
+        max_parallel: int,
+        has_play: dict[str, bool],
+    ):
         self.units = list(units)
         self.by_id = {u.id: u for u in self.units}
         ids = set(self.by_id)
@@ -81,8 +87,10 @@ class Scheduler:
         return all(s is not UnitState.PENDING for s in self.state.values())
 
     def _can_become_ready(self, uid: str) -> bool:
-        return all(self.is_done(p) or self.state.get(p) in (UnitState.PENDING, UnitState.RUNNING)
-                   for p in self.preds[uid])
+        return all(
+            self.is_done(p) or self.state.get(p) in (UnitState.PENDING, UnitState.RUNNING)
+            for p in self.preds[uid]
+        )
 
     def next_unit(self, chain: Chain) -> str | None:
         """The chain's first unit not started yet."""
@@ -121,8 +129,12 @@ class Scheduler:
         while changed:
             changed = False
             for u in self.units:
-                if self.state[u.id] is UnitState.PENDING and not self.has_play.get(u.id) and self.ready(u.id) \
-                        and self.stop is None:
+                if (
+                    self.state[u.id] is UnitState.PENDING
+                    and not self.has_play.get(u.id)
+                    and self.ready(u.id)
+                    and self.stop is None
+                ):
                     self.state[u.id] = UnitState.DONE
                     passed.append(u.id)
                     changed = True

@@ -36,14 +36,18 @@ class VerifiedPlan(Plan):
         raise TypeError("a verified plan cannot be changed; plan and verify again")
 
 
-def verify_plan(plan: Plan, deployment: Deployment, *, perturbations: int = PERTURBATIONS) -> VerifiedPlan:
+def verify_plan(
+    plan: Plan, deployment: Deployment, *, perturbations: int = PERTURBATIONS
+) -> VerifiedPlan:
     """Check every invariant on the planned schedule and on perturbed ones.
 
     Returns the plan, verified, with its downtime windows and lower bound filled in; raises
     UnsafePlanError listing each violation (when, which unit, which rule) otherwise.
     """
     if plan.deployment != deployment.name:
-        raise UnsafePlanError(Problem(f"the plan is for cloud '{plan.deployment}', not '{deployment.name}'"))
+        raise UnsafePlanError(
+            Problem(f"the plan is for cloud '{plan.deployment}', not '{deployment.name}'")
+        )
     prepared = prepare(plan, deployment)
     problems, windows = check(plan, deployment, prepared=prepared)
     if not problems:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Iterable
+from collections.abc import Iterable
 
 from stepwise.model.catalog import node_step_seconds
 from stepwise.model.deployment import Deployment
@@ -50,7 +50,11 @@ def weighted_bound(jobs: list[tuple[float, int]], cap: int) -> float:
         return 0.0
     total = sum(sec * k for sec, k in jobs)
     count = sum(k for _, k in jobs)
-    return max(total / cap, math.ceil(count / cap) * min(sec for sec, _ in jobs), max(sec for sec, _ in jobs))
+    return max(
+        total / cap,
+        math.ceil(count / cap) * min(sec for sec, _ in jobs),
+        max(sec for sec, _ in jobs),
+    )
 
 
 def lower_bound(plan: Plan, dep: Deployment) -> float:
@@ -78,7 +82,9 @@ def _work(units: Iterable[Unit]):
     for u in units:
         if not u.batch or u.step not in (Step.PACKAGES, Step.REBOOT):
             continue
-        rolling, extra, reboot, offline = out.setdefault(u.phase, (defaultdict(set), defaultdict(tuple), set(), {}))
+        rolling, extra, reboot, offline = out.setdefault(
+            u.phase, (defaultdict(set), defaultdict(tuple), set(), {})
+        )
         if u.step is Step.REBOOT:
             reboot.update(u.nodes)
             continue
@@ -93,20 +99,35 @@ def _work(units: Iterable[Unit]):
     return out
 
 
-def _part_bound(dep: Deployment, section: Section, workflow: Workflow, rolling: dict[str, set[str]],
-                extra: dict[str, tuple[str, ...]], reboot: set[str], offline: dict[str, list[str]]) -> float:
+def _part_bound(
+    dep: Deployment,
+    section: Section,
+    workflow: Workflow,
+    rolling: dict[str, set[str]],
+    extra: dict[str, tuple[str, ...]],
+    reboot: set[str],
+    offline: dict[str, list[str]],
+) -> float:
     """max over T of T + the least time to do, within the rates, the work that cannot start
     before T. T runs over the earliest starts the services' dependencies allow (0 in an
     update); a node's share of that work takes at least one visit with all of it."""
     allow, _ = service_allowances(dep)
     serial = {r.name: r.update_serial for r in dep.roles}
     catalog = dep.catalog
-    leads = {s: boot.name for s in catalog.services if (boot := dep.bootstrap_node(s)) is not None
-             and catalog[s].has_step(section, Step.MIGRATE)}
+    leads = {
+        s: boot.name
+        for s in catalog.services
+        if (boot := dep.bootstrap_node(s)) is not None
+        and catalog[s].has_step(section, Step.MIGRATE)
+    }
     seconds_of: dict[tuple, float] = {}
 
-    def visit(node: str, services: Iterable[str], extra_packages: tuple[str, ...] = (),
-              reboot: bool = False) -> float:
+    def visit(
+        node: str,
+        services: Iterable[str],
+        extra_packages: tuple[str, ...] = (),
+        reboot: bool = False,
+    ) -> float:
         """Seconds of one visit doing this work (with the once-only migration of the services
         whose bootstrap node it is). An instance counts against its service's allowance for
         the whole visit: until its health checks pass it may not serve (the verifier's rule)."""
@@ -115,9 +136,16 @@ def _part_bound(dep: Deployment, section: Section, workflow: Workflow, rolling: 
         led = tuple(s for s in sorted(wanted) if leads.get(s) == node)
         key = (role, wanted, extra_packages, reboot, led)
         if key not in seconds_of:
-            v = make_visit(dep, node, tuple(s for s in dep.services_on(node) if s in wanted), section, leads=led,
-                           extra_packages=extra_packages, reboot=reboot,
-                           stop_all=dep.services_on(node) if reboot else None)
+            v = make_visit(
+                dep,
+                node,
+                tuple(s for s in dep.services_on(node) if s in wanted),
+                section,
+                leads=led,
+                extra_packages=extra_packages,
+                reboot=reboot,
+                stop_all=dep.services_on(node) if reboot else None,
+            )
             seconds_of[key] = v.seconds
         return seconds_of[key]
 
@@ -125,8 +153,13 @@ def _part_bound(dep: Deployment, section: Section, workflow: Workflow, rolling: 
     # bootstrap node's once-only work): 10,000 nodes are a few dozen shapes, each computed once.
     shapes: dict[tuple, list] = {}
     for n in set(rolling) | set(extra) | reboot:
-        key = (dep.node_by_name[n].role, frozenset(rolling.get(n, ())), extra.get(n, ()), n in reboot,
-               tuple(sorted(s for s in rolling.get(n, ()) if leads.get(s) == n)))
+        key = (
+            dep.node_by_name[n].role,
+            frozenset(rolling.get(n, ())),
+            extra.get(n, ()),
+            n in reboot,
+            tuple(sorted(s for s in rolling.get(n, ()) if leads.get(s) == n)),
+        )
         if key in shapes:
             shapes[key][1] += 1
         else:
@@ -139,12 +172,16 @@ def _part_bound(dep: Deployment, section: Section, workflow: Workflow, rolling: 
             alone[s][role].append((visit(n, (s,)), k))
     for s, per_role in alone.items():
         jobs = [j for js in per_role.values() for j in js]
-        own[s] = max([max(sec for sec, _ in js) for js in per_role.values()]
-                     + [weighted_bound(js, serial[r]) for r, js in per_role.items()]
-                     + ([weighted_bound(jobs, allow[s])] if s in allow else []))
+        own[s] = max(
+            [max(sec for sec, _ in js) for js in per_role.values()]
+            + [weighted_bound(js, serial[r]) for r, js in per_role.items()]
+            + ([weighted_bound(jobs, allow[s])] if s in allow else [])
+        )
     for s in offline:
         own[s] = _offline_seconds(dep, s, section)
-    earliest = _earliest_starts(dep, own) if workflow is Workflow.UPGRADE else dict.fromkeys(own, 0.0)
+    earliest = (
+        _earliest_starts(dep, own) if workflow is Workflow.UPGRADE else dict.fromkeys(own, 0.0)
+    )
     bound = max((earliest[s] + own[s] for s in own), default=0.0)
     for t in sorted(set(earliest.values()) | {0.0}):
         later = {s for s, e in earliest.items() if e >= t}
@@ -158,9 +195,12 @@ def _part_bound(dep: Deployment, section: Section, workflow: Workflow, rolling: 
             for s in work:
                 if s in allow:  # down at least for a visit of its own (and the node's reboot)
                     svc_jobs[s].append((visit(n, (s,), (), reboots), k))
-        rest = max([max(sec for sec, _ in js) for js in role_jobs.values()]
-                   + [weighted_bound(js, serial[r]) for r, js in role_jobs.items()]
-                   + [weighted_bound(js, allow[s]) for s, js in svc_jobs.items()], default=0.0)
+        rest = max(
+            [max(sec for sec, _ in js) for js in role_jobs.values()]
+            + [weighted_bound(js, serial[r]) for r, js in role_jobs.items()]
+            + [weighted_bound(js, allow[s]) for s, js in svc_jobs.items()],
+            default=0.0,
+        )
         bound = max(bound, t + rest)
     return bound
 

@@ -45,7 +45,7 @@ def exempt_services(plan: Plan, dep: Deployment) -> set[str]:
             if u.step is Step.STOP and Stage.SYSTEM_UPGRADE_TRANSFER_DATA in u.tags:
                 out |= set(u.stops)
         # stopped on the old-OS nodes by the transfer step of an earlier run: same window
-        out |= set(((plan.params.get("initial") or {}).get("down") or {}))
+        out |= set((plan.params.get("initial") or {}).get("down") or {})
     return out
 
 
@@ -89,7 +89,9 @@ def prepare(plan: Plan, dep: Deployment) -> Prepared:
             problems.append(f"unit id {u.id} is used twice")
         for a in u.after:
             if a not in seen:
-                problems.append(f"{_where(u)} waits for {a}, which is not an earlier unit (the plan must be a DAG in order)")
+                problems.append(
+                    f"{_where(u)} waits for {a}, which is not an earlier unit (the plan must be a DAG in order)"
+                )
         seen.add(u.id)
     if problems:
         return Prepared(problems)
@@ -105,9 +107,18 @@ def prepare(plan: Plan, dep: Deployment) -> Prepared:
     for s, ns in (initial.get("new_code") or {}).items():
         st.new_code.setdefault(s, set()).update(ns)
     has_pin = any(u.step is Step.PIN_RPC for u in units)
-    after_prepare = plan.workflow is Workflow.SYSTEM_UPGRADE or plan.params.get("stage") in (Stage.RUN, Stage.CONVERGE)
-    if pre.rpc_check and not has_pin and (initial.get("pinned") if "pinned" in initial else after_prepare):
-        st.pinned = {catalog[s].rpc for s in dep.instances if catalog[s].rpc}  # pinned by an earlier `prepare`
+    after_prepare = plan.workflow is Workflow.SYSTEM_UPGRADE or plan.params.get("stage") in (
+        Stage.RUN,
+        Stage.CONVERGE,
+    )
+    if (
+        pre.rpc_check
+        and not has_pin
+        and (initial.get("pinned") if "pinned" in initial else after_prepare)
+    ):
+        st.pinned = {
+            catalog[s].rpc for s in dep.instances if catalog[s].rpc
+        }  # pinned by an earlier `prepare`
     pre.rpc_of = {svc.name: svc.rpc for svc in catalog if svc.rpc}
     groups: dict[str, list[str]] = defaultdict(list)
     for s in dep.instances:
@@ -115,13 +126,17 @@ def prepare(plan: Plan, dep: Deployment) -> Prepared:
             groups[catalog[s].rpc].append(s)
     pre.groups = groups
     # instances of each RPC group still on old code (counted, not scanned, for big clouds)
-    pre.old_count = {g: sum(len(dep.instances[m]) - len(st.new_code.get(m, ())) for m in ms) for g, ms in groups.items()}
+    pre.old_count = {
+        g: sum(len(dep.instances[m]) - len(st.new_code.get(m, ())) for m in ms)
+        for g, ms in groups.items()
+    }
     if pre.rpc_check and has_pin:
         for g, members in sorted(groups.items()):
             if not any(catalog[s].has_step(Section.UPGRADE, "pin") for s in members):
                 pre.static_problems.append(
                     f"RPC group '{g}' ({', '.join(members)}) has no `upgrade.pin` tasks: new code would talk "
-                    f"unpinned RPC to old peers; add pin/unpin tasks to one of its services")
+                    f"unpinned RPC to old peers; add pin/unpin tasks to one of its services"
+                )
     # batches hold role capacity from their first unit's start to their last unit's end
     first_of: dict[str, Unit] = {}
     last_of: dict[str, Unit] = {}
@@ -150,24 +165,44 @@ def prepare(plan: Plan, dep: Deployment) -> Prepared:
     # expand/contract: no new code before the expand (a selected part of the workflow, or a
     # cloud where some instances already run the target, ran it earlier)
     if plan.workflow is Workflow.UPGRADE:
-        in_plan = {s for u in units if u.step is Step.MIGRATE for n in u.nodes for s in u.services_on(n)}
-        declared = {s for s in dep.instances if catalog[s].schema == "expand_contract"
-                    and catalog[s].has_step(Section.UPGRADE, Step.MIGRATE) and not st.new_code.get(s)}
+        in_plan = {
+            s for u in units if u.step is Step.MIGRATE for n in u.nodes for s in u.services_on(n)
+        }
+        declared = {
+            s
+            for s in dep.instances
+            if catalog[s].schema == "expand_contract"
+            and catalog[s].has_step(Section.UPGRADE, Step.MIGRATE)
+            and not st.new_code.get(s)
+        }
         expands = in_plan | (set() if plan.params.get("partial") else declared)
         pre.expands = {s for s in expands if catalog[s].schema == "expand_contract"}
     pre.serial = {r.name: r.update_serial for r in dep.roles}
     pre.has_transfer = any(u.step is Step.SYSTEM_UPGRADE_TRANSFER_DATA for u in units)
     # a unit that opens or closes no batch, changes no instance and is none of the steps
     # below changes nothing the replay tracks: leaving it out keeps the others' order
-    special = {Step.UNPIN_RPC, Step.MIGRATE, Step.SYSTEM_UPGRADE_TRANSFER_DATA, Step.PIN_RPC, Step.SYSTEM_UPGRADE_RUN,
-               Step.CONTRACT}
-    pre.tracked = tuple(u for u in units if u.stops or u.starts or u.step in special or u.id in pre.opens
-                        or u.id in pre.closes)
+    special = {
+        Step.UNPIN_RPC,
+        Step.MIGRATE,
+        Step.SYSTEM_UPGRADE_TRANSFER_DATA,
+        Step.PIN_RPC,
+        Step.SYSTEM_UPGRADE_RUN,
+        Step.CONTRACT,
+    }
+    pre.tracked = tuple(
+        u
+        for u in units
+        if u.stops or u.starts or u.step in special or u.id in pre.opens or u.id in pre.closes
+    )
     return pre
 
 
-def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | None = None,
-          prepared: Prepared | None = None) -> tuple[list[str], list[Window]]:
+def check(
+    plan: Plan,
+    dep: Deployment,
+    times: dict[str, tuple[float, float]] | None = None,
+    prepared: Prepared | None = None,
+) -> tuple[list[str], list[Window]]:
     """Replay the plan (with its own times, or `times`) and return (violations, windows).
 
     `prepared`: `prepare(plan, dep)`, when the same plan is replayed more than once."""
@@ -176,12 +211,22 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
         return list(pre.order_problems), []
     catalog = dep.catalog
     problems = list(pre.static_problems)
-    allow, totals, exempt, rpc_of, groups = pre.allow, pre.totals, pre.exempt, pre.rpc_of, pre.groups
+    allow, totals, exempt, rpc_of, groups = (
+        pre.allow,
+        pre.totals,
+        pre.exempt,
+        pre.rpc_of,
+        pre.groups,
+    )
     opens, closes, upgraded, serial = pre.opens, pre.closes, pre.upgraded, pre.serial
     expanded: set[str] = set()
     init = pre.initial
-    st = State({s: set(ns) for s, ns in init.down.items()}, {s: set(ns) for s, ns in init.new_code.items()},
-               set(init.new_os), set(init.pinned))
+    st = State(
+        {s: set(ns) for s, ns in init.down.items()},
+        {s: set(ns) for s, ns in init.new_code.items()},
+        set(init.new_os),
+        set(init.pinned),
+    )
     old_count = dict(pre.old_count)
     partial = bool(plan.params.get("partial"))
     os_upgrade = plan.workflow is Workflow.SYSTEM_UPGRADE
@@ -209,42 +254,62 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
                     role_busy[role] += n
                 for role, busy in role_busy.items():
                     if busy > serial[role] and u.phase is not Phase.OS_REST:
-                        problems.append(f"at {_fmt(t)} {_where(u)}: {busy} nodes of {role} are being worked on; "
-                                        f"its update_serial is {serial[role]}")
+                        problems.append(
+                            f"at {_fmt(t)} {_where(u)}: {busy} nodes of {role} are being worked on; "
+                            f"its update_serial is {serial[role]}"
+                        )
             if step is Step.UNPIN_RPC:
                 for s in u.services:
                     g = rpc_of.get(s)
                     if g and not partial and old_count[g]:
                         example = _old_instance(dep, groups[g], st)
-                        problems.append(f"at {_fmt(t)} {_where(u)} lifts the RPC pin of '{g}' while {old_count[g]} "
-                                        f"instance(s) still run old code (e.g. {example})")
+                        problems.append(
+                            f"at {_fmt(t)} {_where(u)} lifts the RPC pin of '{g}' while {old_count[g]} "
+                            f"instance(s) still run old code (e.g. {example})"
+                        )
                     st.pinned.discard(g)
             elif step is Step.CONTRACT:
                 for n in u.nodes:
                     for s in u.services_on(n):
-                        old = [m.name for m in dep.instances[s] if m.name not in new_code.get(s, set())]
+                        old = [
+                            m.name for m in dep.instances[s] if m.name not in new_code.get(s, set())
+                        ]
                         if old and not partial:
-                            problems.append(f"at {_fmt(t)} {_where(u)} contracts the schema of {s} while old code "
-                                            f"still runs on {', '.join(old[:3])}; contract after the last old instance")
+                            problems.append(
+                                f"at {_fmt(t)} {_where(u)} contracts the schema of {s} while old code "
+                                f"still runs on {', '.join(old[:3])}; contract after the last old instance"
+                            )
             elif step is Step.MIGRATE:
                 for n in u.nodes:
                     for s in u.services_on(n):
                         if catalog[s].rolling:
                             continue
-                        live = [m.name for m in dep.instances[s] if m.name not in down.get(s, set())
-                                and m.name not in new_code.get(s, set())]
+                        live = [
+                            m.name
+                            for m in dep.instances[s]
+                            if m.name not in down.get(s, set())
+                            and m.name not in new_code.get(s, set())
+                        ]
                         if live:
-                            problems.append(f"at {_fmt(t)} {_where(u)} migrates the schema of {s} while old code still "
-                                            f"serves on {', '.join(live[:3])}; stop its old readers first")
+                            problems.append(
+                                f"at {_fmt(t)} {_where(u)} migrates the schema of {s} while old code still "
+                                f"serves on {', '.join(live[:3])}; stop its old readers first"
+                            )
             elif step is Step.SYSTEM_UPGRADE_TRANSFER_DATA:
                 for n in u.nodes:
                     transfers[n] += 1
                     if transfers[n] > 1:
-                        problems.append(f"{_where(u)}: data transfer onto {n} a second time would overwrite newer data")
+                        problems.append(
+                            f"{_where(u)}: data transfer onto {n} a second time would overwrite newer data"
+                        )
                     if n in started_on and started_on[n] < t:
-                        problems.append(f"{_where(u)}: data transfer onto {n} after services started there destroys newer data")
+                        problems.append(
+                            f"{_where(u)}: data transfer onto {n} after services started there destroys newer data"
+                        )
                     if u.idempotent:
-                        problems.append(f"{_where(u)}: a data transfer must be marked non-idempotent (it must never run twice)")
+                        problems.append(
+                            f"{_where(u)}: a data transfer must be marked non-idempotent (it must never run twice)"
+                        )
             if u.stops:
                 changed = upgraded.get(u.batch) if u.batch else None
                 if u.phase is Phase.DATAPLANE:
@@ -259,10 +324,15 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
                     d.update(nodes)
                     a = allow.get(s)
                     if a is not None and len(d) > a and s not in exempt:
-                        rule = (catalog[s].availability.describe() if catalog[s].availability
-                                else "quorum: majority (clustered)")
-                        problems.append(f"at {_fmt(t)} {_where(u)} takes {s} down on {len(d)} of {totals[s]} nodes; "
-                                        f"its rule ({rule}) allows {a}")
+                        rule = (
+                            catalog[s].availability.describe()
+                            if catalog[s].availability
+                            else "quorum: majority (clustered)"
+                        )
+                        problems.append(
+                            f"at {_fmt(t)} {_where(u)} takes {s} down on {len(d)} of {totals[s]} nodes; "
+                            f"its rule ({rule}) allows {a}"
+                        )
                     if len(d) >= totals.get(s, 0) and s not in open_win:
                         open_win[s] = (t, u.why)
         else:  # end
@@ -287,14 +357,20 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
                     if s in open_win and len(d) < totals.get(s, 0):
                         t0, why = open_win.pop(s)
                         windows.append(Window(s, t0, t, why))
-                    nodes = serving if changed is None else tuple(n for n in serving if (s, n) in changed)
+                    nodes = (
+                        serving
+                        if changed is None
+                        else tuple(n for n in serving if (s, n) in changed)
+                    )
                     if not nodes:
                         continue  # restarted (a reboot), not upgraded
                     if s not in start_last or t > start_last[s]:
                         start_last[s] = t
                     if s in pre.expands and s not in expanded:
-                        problems.append(f"at {_fmt(t)} {_where(u)} starts new {s} on {', '.join(nodes[:3])} before "
-                                        f"its schema is expanded; the expand runs first, on the bootstrap node")
+                        problems.append(
+                            f"at {_fmt(t)} {_where(u)} starts new {s} on {', '.join(nodes[:3])} before "
+                            f"its schema is expanded; the expand runs first, on the bootstrap node"
+                        )
                     newly = new_code.get(s)
                     if newly is None:
                         newly = new_code[s] = set()
@@ -304,14 +380,18 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
                     if g:
                         old_count[g] -= len(newly) - before
                     if pre.rpc_check and g and old_count[g] and g not in st.pinned:
-                        problems.append(f"at {_fmt(t)} {_where(u)} starts new {s} while "
-                                        f"{_old_instance(dep, groups[g], st)} runs old code and RPC group '{g}' is not pinned")
+                        problems.append(
+                            f"at {_fmt(t)} {_where(u)} starts new {s} while "
+                            f"{_old_instance(dep, groups[g], st)} runs old code and RPC group '{g}' is not pinned"
+                        )
                     if os_upgrade and catalog[s].cluster and not catalog[s].mixed_os:
                         serving = st.serving(s, tuple(m.name for m in dep.instances[s]))
                         oses = {n in st.new_os for n in serving}
                         if len(oses) > 1:
-                            problems.append(f"at {_fmt(t)} {_where(u)}: {s} cluster would have members on two OS major "
-                                            f"versions ({', '.join(serving[:4])}); such a cluster cannot form")
+                            problems.append(
+                                f"at {_fmt(t)} {_where(u)}: {s} cluster would have members on two OS major "
+                                f"versions ({', '.join(serving[:4])}); such a cluster cannot form"
+                            )
             if u.phase is Phase.CONTROLPLANE and (u.stops or u.starts):
                 ctrl_end = max(ctrl_end, t)
             given = closes.get(u.id)
@@ -321,15 +401,19 @@ def check(plan: Plan, dep: Deployment, times: dict[str, tuple[float, float]] | N
     for s, (t0, why) in open_win.items():
         windows.append(Window(s, t0, float("inf"), why))
     if data_start is not None and data_start < ctrl_end:
-        problems.append(f"the data plane starts stopping at {_fmt(data_start)} before the control plane is done "
-                        f"({_fmt(ctrl_end)})")
+        problems.append(
+            f"the data plane starts stopping at {_fmt(data_start)} before the control plane is done "
+            f"({_fmt(ctrl_end)})"
+        )
     # An OS or management-node upgrade takes every service of a node down at once by design.
     dep_check = not plan.workflow.exempt_from_dependency_order
     for s in sorted(stop_first) if dep_check else ():
         for d in catalog[s].depends_on:
             if d in start_last and stop_first[s] < start_last[d]:
-                problems.append(f"{s} starts its upgrade at {_fmt(stop_first[s])} but its dependency {d} is upgraded "
-                                f"everywhere only at {_fmt(start_last[d])}")
+                problems.append(
+                    f"{s} starts its upgrade at {_fmt(stop_first[s])} but its dependency {d} is upgraded "
+                    f"everywhere only at {_fmt(start_last[d])}"
+                )
     # A selected part of a workflow may end with instances down (the OS upgrade's steps leave
     # nodes stopped for the next command): the rules were checked at every moment, the end
     # included. A whole plan must leave everything it stopped serving again.
@@ -353,6 +437,11 @@ def _old_instance(dep: Deployment, members: list[str], st: State) -> str:
 def _planned_nodes(plan: Plan) -> set[str]:
     cache = getattr(plan, "_planned_nodes", None)
     if cache is None:
-        cache = {n for u in plan.units if u.step in (Step.SYSTEM_UPGRADE_PREPARE, Step.SYSTEM_UPGRADE_RUN) for n in u.nodes}
+        cache = {
+            n
+            for u in plan.units
+            if u.step in (Step.SYSTEM_UPGRADE_PREPARE, Step.SYSTEM_UPGRADE_RUN)
+            for n in u.nodes
+        }
         object.__setattr__(plan, "_planned_nodes", cache)
     return cache

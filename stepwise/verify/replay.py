@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import heapq
 import random
-from typing import Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from stepwise.plan.units import Unit
@@ -13,13 +13,14 @@ from stepwise.plan.units import Unit
 @dataclass(frozen=True, slots=True)
 class Event:
     t: float
-    kind: int          # 0 = a unit ends (capacity comes back first), 1 = a unit starts
-    index: int         # unit position, for a deterministic order
+    kind: int  # 0 = a unit ends (capacity comes back first), 1 = a unit starts
+    index: int  # unit position, for a deterministic order
     unit: Unit
 
 
-def timeline(units: list[Unit] | tuple[Unit, ...],
-             times: dict[str, tuple[float, float]] | None = None) -> Iterator[tuple[float, int, int, Unit]]:
+def timeline(
+    units: list[Unit] | tuple[Unit, ...], times: dict[str, tuple[float, float]] | None = None
+) -> Iterator[tuple[float, int, int, Unit]]:
     """`events` as plain (t, kind, index, unit) tuples, cheaper to make than Event objects."""
     if times is None:
         order = sorted(range(len(units)), key=lambda i: (units[i].start_s, i))
@@ -40,7 +41,9 @@ def timeline(units: list[Unit] | tuple[Unit, ...],
         yield t, 0, j, units[j]
 
 
-def events(units: list[Unit] | tuple[Unit, ...], times: dict[str, tuple[float, float]] | None = None) -> Iterator[Event]:
+def events(
+    units: list[Unit] | tuple[Unit, ...], times: dict[str, tuple[float, float]] | None = None
+) -> Iterator[Event]:
     """Start and end events in time order. Before each start, every unit that has ended by
     then is closed first, so a batch that waits for another may start the moment the other
     ends, and a zero-length unit still starts before it ends.
@@ -52,7 +55,9 @@ def events(units: list[Unit] | tuple[Unit, ...], times: dict[str, tuple[float, f
         yield Event(t, kind, i, u)
 
 
-def perturbed_times(units: list[Unit] | tuple[Unit, ...], seed: int, spread: float = 0.9) -> dict[str, tuple[float, float]]:
+def perturbed_times(
+    units: list[Unit] | tuple[Unit, ...], seed: int, spread: float = 0.9
+) -> dict[str, tuple[float, float]]:
     """ASAP times with every duration scaled by a random factor in [1-spread, 1+3*spread]:
     a DAG that is only safe for the estimated durations fails here."""
     rng = random.Random(seed)
@@ -70,10 +75,10 @@ def perturbed_times(units: list[Unit] | tuple[Unit, ...], seed: int, spread: flo
 class State:
     """The cloud as the replay sees it."""
 
-    down: dict[str, set[str]] = field(default_factory=dict)         # service -> nodes not serving
-    new_code: dict[str, set[str]] = field(default_factory=dict)     # service -> nodes on new code
+    down: dict[str, set[str]] = field(default_factory=dict)  # service -> nodes not serving
+    new_code: dict[str, set[str]] = field(default_factory=dict)  # service -> nodes on new code
     new_os: set[str] = field(default_factory=set)
-    pinned: set[str] = field(default_factory=set)                   # rpc groups pinned
+    pinned: set[str] = field(default_factory=set)  # rpc groups pinned
 
     def serving(self, service: str, nodes: tuple[str, ...]) -> list[str]:
         d = self.down.get(service, set())

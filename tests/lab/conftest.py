@@ -17,8 +17,15 @@ class Node:
         self.lab, self.name = lab, name
 
     def run(self, cmd: str, check: bool = True) -> subprocess.CompletedProcess:
-        r = subprocess.run(cmd, shell=True, env=self.lab.node_env(self.name), cwd=self.lab.node_root(self.name),
-                           capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            cmd,
+            shell=True,
+            env=self.lab.node_env(self.name),
+            cwd=self.lab.node_root(self.name),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if check and r.returncode != 0:
             raise AssertionError(f"{self.name}: {cmd} -> {r.returncode}\n{r.stdout}\n{r.stderr}")
         return r

@@ -59,15 +59,25 @@ def _free_block(n: int) -> int:
     raise RuntimeError(f"no {n} free consecutive ports in {PORT_RANGE}")
 
 
-def _run(cmd: list[str], what: str, env: dict[str, str] | None = None, timeout: float = 300) -> None:
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+def _run(
+    cmd: list[str], what: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> None:
+    r = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL
+    )
     if r.returncode != 0:
         raise RuntimeError(f"{what} failed: {(r.stderr or r.stdout).strip()[-600:]}")
 
 
-def _call(method: str, url: str, body: object = None, token: str | None = None) -> tuple[dict, dict]:
-    req = urllib.request.Request(url, data=json.dumps(body).encode() if body is not None else None,
-                                 method=method, headers={"Content-Type": "application/json"})
+def _call(
+    method: str, url: str, body: object = None, token: str | None = None
+) -> tuple[dict, dict]:
+    req = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode() if body is not None else None,
+        method=method,
+        headers={"Content-Type": "application/json"},
+    )
     if token:
         req.add_header("X-Auth-Token", token)
     with urllib.request.urlopen(req, timeout=30) as r:
@@ -149,8 +159,13 @@ class TestCloud:
         mariadb.write_cnf(root, "127.0.0.1", self.db_port)
         mariadb.init_datadir(root, "test")
         log = open(self.dir / "mariadb.out", "w")
-        self.procs["mariadb"] = subprocess.Popen(mariadb.server_command(root), stdout=log, stderr=log,
-                                                 stdin=subprocess.DEVNULL, start_new_session=True)
+        self.procs["mariadb"] = subprocess.Popen(
+            mariadb.server_command(root),
+            stdout=log,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -159,7 +174,11 @@ class TestCloud:
             except Exception:
                 if time.monotonic() > deadline or self.procs["mariadb"].poll() is not None:
                     log = root / "var/log/mariadb/mariadb.log"
-                    tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.exists() else []
+                    tail = (
+                        log.read_text(errors="replace").strip().splitlines()[-3:]
+                        if log.exists()
+                        else []
+                    )
                     raise RuntimeError(f"mariadbd did not start: {' | '.join(tail)}")
                 time.sleep(0.2)
         for name in SERVICES:
@@ -167,33 +186,35 @@ class TestCloud:
 
     def write_configs(self) -> None:
         keys = self.dir / "keystone"
-        auth = (f"[keystone_authtoken]\nwww_authenticate_uri = http://127.0.0.1:{self.port('keystone')}\n"
-                f"auth_url = http://127.0.0.1:{self.port('keystone')}\nauth_type = password\n"
-                "project_domain_name = Default\nuser_domain_name = Default\nproject_name = admin\n"
-                f"username = admin\npassword = {PASSWORD}\n")
+        auth = (
+            f"[keystone_authtoken]\nwww_authenticate_uri = http://127.0.0.1:{self.port('keystone')}\n"
+            f"auth_url = http://127.0.0.1:{self.port('keystone')}\nauth_type = password\n"
+            "project_domain_name = Default\nuser_domain_name = Default\nproject_name = admin\n"
+            f"username = admin\npassword = {PASSWORD}\n"
+        )
         files = {
-            "keystone/keystone.conf":
-                f"[DEFAULT]\nlog_file = {keys}/keystone.log\n[database]\nconnection = {self._db_url('keystone')}\n"
-                f"[fernet_tokens]\nkey_repository = {keys}/fernet\n[credential]\nkey_repository = {keys}/cred\n"
-                "[identity]\npassword_hash_rounds = 4\n[token]\nprovider = fernet\n",
-            "placement/placement.conf":
-                f"[DEFAULT]\nlog_file = {self.dir}/placement/placement.log\n"
-                f"[placement_database]\nconnection = {self._db_url('placement')}\n[api]\nauth_strategy = keystone\n"
-                + auth,
-            "glance/glance-api.conf":
-                f"[DEFAULT]\nlog_file = {self.dir}/glance/glance.log\nenabled_backends = fs:file\n"
-                f"[database]\nconnection = {self._db_url('glance')}\n" + auth
-                + "[paste_deploy]\nflavor = keystone\n[glance_store]\ndefault_backend = fs\n"
-                f"[fs]\nfilesystem_store_datadir = {self.dir}/glance/images\n"
-                f"[os_glance_staging_store]\nfilesystem_store_datadir = {self.dir}/glance/staging\n"
-                f"[os_glance_tasks_store]\nfilesystem_store_datadir = {self.dir}/glance/tasks\n",
+            "keystone/keystone.conf": f"[DEFAULT]\nlog_file = {keys}/keystone.log\n[database]\nconnection = {self._db_url('keystone')}\n"
+            f"[fernet_tokens]\nkey_repository = {keys}/fernet\n[credential]\nkey_repository = {keys}/cred\n"
+            "[identity]\npassword_hash_rounds = 4\n[token]\nprovider = fernet\n",
+            "placement/placement.conf": f"[DEFAULT]\nlog_file = {self.dir}/placement/placement.log\n"
+            f"[placement_database]\nconnection = {self._db_url('placement')}\n[api]\nauth_strategy = keystone\n"
+            + auth,
+            "glance/glance-api.conf": f"[DEFAULT]\nlog_file = {self.dir}/glance/glance.log\nenabled_backends = fs:file\n"
+            f"[database]\nconnection = {self._db_url('glance')}\n"
+            + auth
+            + "[paste_deploy]\nflavor = keystone\n[glance_store]\ndefault_backend = fs\n"
+            f"[fs]\nfilesystem_store_datadir = {self.dir}/glance/images\n"
+            f"[os_glance_staging_store]\nfilesystem_store_datadir = {self.dir}/glance/staging\n"
+            f"[os_glance_tasks_store]\nfilesystem_store_datadir = {self.dir}/glance/tasks\n",
         }
         for rel, text in files.items():
             p = self.dir / rel
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(text)
             p.chmod(0o600)
-        shutil.copyfile(self.venv / "etc/glance/glance-api-paste.ini", self.dir / "glance/glance-api-paste.ini")
+        shutil.copyfile(
+            self.venv / "etc/glance/glance-api-paste.ini", self.dir / "glance/glance-api-paste.ini"
+        )
 
     def sync(self) -> None:
         bin_ = self.venv / "bin"
@@ -201,43 +222,113 @@ class TestCloud:
         user, group = pwd.getpwuid(os.getuid()).pw_name, grp.getgrgid(os.getgid()).gr_name
         _run([str(bin_ / "keystone-manage"), *ks, "db_sync"], "keystone-manage db_sync")
         for what in ("fernet_setup", "credential_setup"):
-            _run([str(bin_ / "keystone-manage"), *ks, what, "--keystone-user", user, "--keystone-group", group],
-                 f"keystone-manage {what}")
-        _run([str(bin_ / "keystone-manage"), *ks, "bootstrap", "--bootstrap-password", PASSWORD,
-              "--bootstrap-admin-url", self.auth_url, "--bootstrap-internal-url", self.auth_url,
-              "--bootstrap-public-url", self.auth_url, "--bootstrap-region-id", REGION],
-             "keystone-manage bootstrap")
-        _run([str(bin_ / "placement-manage"), "--config-file", str(self.dir / "placement/placement.conf"),
-              "db", "sync"], "placement-manage db sync")
-        _run([str(bin_ / "glance-manage"), "--config-file", str(self.dir / "glance/glance-api.conf"),
-              "db_sync"], "glance-manage db_sync")
+            _run(
+                [
+                    str(bin_ / "keystone-manage"),
+                    *ks,
+                    what,
+                    "--keystone-user",
+                    user,
+                    "--keystone-group",
+                    group,
+                ],
+                f"keystone-manage {what}",
+            )
+        _run(
+            [
+                str(bin_ / "keystone-manage"),
+                *ks,
+                "bootstrap",
+                "--bootstrap-password",
+                PASSWORD,
+                "--bootstrap-admin-url",
+                self.auth_url,
+                "--bootstrap-internal-url",
+                self.auth_url,
+                "--bootstrap-public-url",
+                self.auth_url,
+                "--bootstrap-region-id",
+                REGION,
+            ],
+            "keystone-manage bootstrap",
+        )
+        _run(
+            [
+                str(bin_ / "placement-manage"),
+                "--config-file",
+                str(self.dir / "placement/placement.conf"),
+                "db",
+                "sync",
+            ],
+            "placement-manage db sync",
+        )
+        _run(
+            [
+                str(bin_ / "glance-manage"),
+                "--config-file",
+                str(self.dir / "glance/glance-api.conf"),
+                "db_sync",
+            ],
+            "glance-manage db_sync",
+        )
 
     def uwsgi_ini(self, service: str) -> Path:
-        module, env = {"keystone": ("keystone.wsgi.api:application",
-                                    f"OS_KEYSTONE_CONFIG_FILES={self.dir}/keystone/keystone.conf"),
-                       "placement": ("placement.wsgi.api:application", f"OS_PLACEMENT_CONFIG_DIR={self.dir}/placement"),
-                       "glance": ("glance.wsgi.api:application", f"OS_GLANCE_CONFIG_DIR={self.dir}/glance")}[service]
+        module, env = {
+            "keystone": (
+                "keystone.wsgi.api:application",
+                f"OS_KEYSTONE_CONFIG_FILES={self.dir}/keystone/keystone.conf",
+            ),
+            "placement": (
+                "placement.wsgi.api:application",
+                f"OS_PLACEMENT_CONFIG_DIR={self.dir}/placement",
+            ),
+            "glance": ("glance.wsgi.api:application", f"OS_GLANCE_CONFIG_DIR={self.dir}/glance"),
+        }[service]
         path = self.dir / service / "uwsgi.ini"
-        path.write_text("\n".join([
-            "[uwsgi]", "plugins = python3", f"virtualenv = {self.venv}",
-            f"http-socket = 127.0.0.1:{self.port(service)}", f"module = {module}", f"env = {env}",
-            "master = true", "lazy-apps = true", "die-on-term = true",
-            # keystone mixes up concurrent requests' roles across threads of one process
-            # (tempest's application credential tests catch it): processes, not threads
-            *(["processes = 2", "threads = 1"] if service == "keystone" else ["processes = 1", "threads = 4"]),
-            "buffer-size = 65535", "disable-logging = true",
-            # no HAProxy in front here: http-socket closes every connection after its response
-            # without saying so, and tempest's urllib3 would race that close on a reused one
-            "add-header = Connection: close", ""]))
+        path.write_text(
+            "\n".join(
+                [
+                    "[uwsgi]",
+                    "plugins = python3",
+                    f"virtualenv = {self.venv}",
+                    f"http-socket = 127.0.0.1:{self.port(service)}",
+                    f"module = {module}",
+                    f"env = {env}",
+                    "master = true",
+                    "lazy-apps = true",
+                    "die-on-term = true",
+                    # keystone mixes up concurrent requests' roles across threads of one process
+                    # (tempest's application credential tests catch it): processes, not threads
+                    *(
+                        ["processes = 2", "threads = 1"]
+                        if service == "keystone"
+                        else ["processes = 1", "threads = 4"]
+                    ),
+                    "buffer-size = 65535",
+                    "disable-logging = true",
+                    # no HAProxy in front here: http-socket closes every connection after its response
+                    # without saying so, and tempest's urllib3 would race that close on a reused one
+                    "add-header = Connection: close",
+                    "",
+                ]
+            )
+        )
         return path
 
     def start_service(self, service: str, timeout: float = 90) -> None:
         log = self.dir / service / "uwsgi.log"
         with open(log, "a") as fh:
-            proc = subprocess.Popen(["uwsgi", "--ini", str(self.uwsgi_ini(service))], stdout=fh, stderr=fh,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            proc = subprocess.Popen(
+                ["uwsgi", "--ini", str(self.uwsgi_ini(service))],
+                stdout=fh,
+                stderr=fh,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         self.procs[service] = proc
-        _wait_http(self.url(service) + ("/healthcheck" if service == "glance" else ""), timeout, proc, log)
+        _wait_http(
+            self.url(service) + ("/healthcheck" if service == "glance" else ""), timeout, proc, log
+        )
 
     def stop_service(self, service: str) -> None:
         proc = self.procs.pop(service, None)
@@ -247,20 +338,48 @@ class TestCloud:
     def register(self) -> None:
         """Catalog entries of placement and image (public and internal: keystonemiddleware in
         placement and glance looks keystone up by its internal endpoint); the clouds.yaml."""
-        auth = {"auth": {"identity": {"methods": ["password"], "password": {"user": {
-            "name": "admin", "domain": {"id": "default"}, "password": PASSWORD}}},
-            "scope": {"project": {"name": "admin", "domain": {"id": "default"}}}}}
+        auth = {
+            "auth": {
+                "identity": {
+                    "methods": ["password"],
+                    "password": {
+                        "user": {"name": "admin", "domain": {"id": "default"}, "password": PASSWORD}
+                    },
+                },
+                "scope": {"project": {"name": "admin", "domain": {"id": "default"}}},
+            }
+        }
         headers, _ = _call("POST", self.auth_url + "/auth/tokens", auth)
         token = headers.get("X-Subject-Token") or headers["x-subject-token"]
-        for name, kind, service in (("placement", "placement", "placement"), ("glance", "image", "glance")):
-            _, made = _call("POST", self.auth_url + "/services", {"service": {"name": name, "type": kind}}, token)
+        for name, kind, service in (
+            ("placement", "placement", "placement"),
+            ("glance", "image", "glance"),
+        ):
+            _, made = _call(
+                "POST",
+                self.auth_url + "/services",
+                {"service": {"name": name, "type": kind}},
+                token,
+            )
             for iface in ("public", "internal"):
-                _call("POST", self.auth_url + "/endpoints", {"endpoint": {
-                    "service_id": made["service"]["id"], "interface": iface, "url": self.url(service),
-                    "region_id": REGION}}, token)
-        write_clouds_yaml(self.clouds_yaml, CLOUD, self.auth_url, "admin", PASSWORD, "admin", REGION)
+                _call(
+                    "POST",
+                    self.auth_url + "/endpoints",
+                    {
+                        "endpoint": {
+                            "service_id": made["service"]["id"],
+                            "interface": iface,
+                            "url": self.url(service),
+                            "region_id": REGION,
+                        }
+                    },
+                    token,
+                )
+        write_clouds_yaml(
+            self.clouds_yaml, CLOUD, self.auth_url, "admin", PASSWORD, "admin", REGION
+        )
 
-    def start(self) -> "TestCloud":
+    def start(self) -> TestCloud:
         self.dir.mkdir(parents=True, exist_ok=True)
         try:
             self.start_db()

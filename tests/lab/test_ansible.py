@@ -6,16 +6,33 @@ import pytest
 
 pytestmark = pytest.mark.lab
 
-PLAYBOOK = [{
-    "hosts": "all",
-    "gather_facts": False,
-    "tasks": [
-        {"name": "packages", "command": "dnf list installed", "register": "pk", "changed_when": False},
-        {"name": "config", "command": "crudini --set /etc/stepwise-test.conf DEFAULT node {{ inventory_hostname }}"},
-        {"name": "read back", "command": "crudini --get /etc/stepwise-test.conf DEFAULT node", "register": "got"},
-        {"name": "check", "assert": {"that": ["got.stdout == inventory_hostname", "'kernel' in pk.stdout"]}},
-    ],
-}]
+PLAYBOOK = [
+    {
+        "hosts": "all",
+        "gather_facts": False,
+        "tasks": [
+            {
+                "name": "packages",
+                "command": "dnf list installed",
+                "register": "pk",
+                "changed_when": False,
+            },
+            {
+                "name": "config",
+                "command": "crudini --set /etc/stepwise-test.conf DEFAULT node {{ inventory_hostname }}",
+            },
+            {
+                "name": "read back",
+                "command": "crudini --get /etc/stepwise-test.conf DEFAULT node",
+                "register": "got",
+            },
+            {
+                "name": "check",
+                "assert": {"that": ["got.stdout == inventory_hostname", "'kernel' in pk.stdout"]},
+            },
+        ],
+    }
+]
 
 
 def test_playbook_on_every_node(make_lab, tmp_path, monkeypatch):
@@ -25,16 +42,25 @@ def test_playbook_on_every_node(make_lab, tmp_path, monkeypatch):
     import ansible_runner
 
     # ansible-runner looks ansible-playbook up on PATH: the one next to this interpreter.
-    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    monkeypatch.setenv(
+        "PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    )
 
     from stepwise.lab import ansible_plugin_dir, inventory
 
     lab = make_lab("tiny.yaml", workloads_per_compute=0)
     (tmp_path / "runner").mkdir()
-    r = ansible_runner.run(private_data_dir=str(tmp_path / "runner"), playbook=PLAYBOOK, inventory=inventory(lab.dir),
-                           envvars={"ANSIBLE_CONNECTION_PLUGINS": ansible_plugin_dir(), "ANSIBLE_PIPELINING": "True",
-                                    "ANSIBLE_HOST_KEY_CHECKING": "False"},
-                           quiet=True)
+    r = ansible_runner.run(
+        private_data_dir=str(tmp_path / "runner"),
+        playbook=PLAYBOOK,
+        inventory=inventory(lab.dir),
+        envvars={
+            "ANSIBLE_CONNECTION_PLUGINS": ansible_plugin_dir(),
+            "ANSIBLE_PIPELINING": "True",
+            "ANSIBLE_HOST_KEY_CHECKING": "False",
+        },
+        quiet=True,
+    )
     assert r.status == "successful", r.stdout.read()
     assert set(r.stats["ok"]) == set(lab.nodes())
     for n in lab.nodes():

@@ -73,7 +73,9 @@ def test_major_upgrade_restart_loop_and_schema(lab, node):
     # Schema synced while old nova_api (no expand/contract) still runs elsewhere: they break.
     c0.run("nova-manage db sync")
     wait_for(lambda: health(lab, "ctrl-0", "nova_api")["healthy"])
-    h1 = wait_for(lambda: (lambda h: h if not h["healthy"] else None)(health(lab, "ctrl-1", "nova_api")))
+    h1 = wait_for(
+        lambda: (lambda h: h if not h["healthy"] else None)(health(lab, "ctrl-1", "nova_api"))
+    )
     assert "newer than code" in h1["health"]
     # Keystone does expand/contract: old code keeps working on the new schema.
     c0.run("systemctl stop keystone")
@@ -98,7 +100,9 @@ def test_major_upgrade_restart_loop_and_schema(lab, node):
     # them: the contract belongs after the last old instance is gone.
     assert health(lab, "ctrl-1", "keystone")["healthy"]
     c0.run("keystone-manage db_sync --contract")
-    h = wait_for(lambda: (lambda h: h if not h["healthy"] else None)(health(lab, "ctrl-1", "keystone")))
+    h = wait_for(
+        lambda: (lambda h: h if not h["healthy"] else None)(health(lab, "ctrl-1", "keystone"))
+    )
     assert "contracted" in h["health"]
     assert health(lab, "ctrl-0", "keystone")["healthy"], "new code runs on the contracted schema"
 
@@ -114,14 +118,21 @@ def test_rpc_pinning(lab, node):
     for n in CTRLS:
         node(n).run("systemctl start nova_api nova_conductor")
     # Naive: new conductors talk unpinned RPC to the old computes.
-    h = wait_for(lambda: (lambda h: h if not h["healthy"] else None)(health(lab, "ctrl-0", "nova_conductor")))
+    h = wait_for(
+        lambda: (lambda h: h if not h["healthy"] else None)(health(lab, "ctrl-0", "nova_conductor"))
+    )
     assert "not pinned" in h["health"]
     assert not health(lab, "cmp-0", "nova_compute")["healthy"]
     # Pinned: works.
     for n in CTRLS:
         node(n).run("crudini --set /etc/nova_conductor/nova_conductor.conf upgrade_levels nova R1")
         node(n).run("systemctl reload nova_conductor")
-    wait_for(lambda: health(lab, "cmp-0", "nova_compute")["healthy"] and health(lab, "ctrl-2", "nova_conductor")["healthy"])
+    wait_for(
+        lambda: (
+            health(lab, "cmp-0", "nova_compute")["healthy"]
+            and health(lab, "ctrl-2", "nova_conductor")["healthy"]
+        )
+    )
     # Upgrade the computes, then lift the pins: no old peer remains.
     for n in ("cmp-0", "cmp-1"):
         c = node(n)
@@ -159,10 +170,16 @@ def test_quorum_loss_and_mixed_os_cluster(lab, node):
     c0.run("leapp upgrade")
     c0.run("reboot")
     assert lab.os_major("ctrl-0") == 9
-    assert health(lab, "ctrl-0", "pacemaker")["state"] == "inactive"  # nothing runs after the upgrade
+    assert (
+        health(lab, "ctrl-0", "pacemaker")["state"] == "inactive"
+    )  # nothing runs after the upgrade
     c0.run("os-apply-config")  # packages are R2 now: the R2 configuration
     c0.run("pcs cluster start")
-    r = wait_for(lambda: (lambda r: r if r.returncode else None)(node("ctrl-1").run("pcs status", check=False)))
+    r = wait_for(
+        lambda: (lambda r: r if r.returncode else None)(
+            node("ctrl-1").run("pcs status", check=False)
+        )
+    )
     assert "cannot form" in r.stdout
     # Correct (the seed's one-by-one): old members leave, the new node forms a cluster alone.
     c0.run("pcs cluster stop")

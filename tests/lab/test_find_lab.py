@@ -29,7 +29,9 @@ def _running(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
     monkeypatch.setattr(Lab, "supervisor_alive", lambda self: self.dir.name in names)
 
 
-def test_the_one_running_lab_is_found_among_labs_already_down(home: Path, monkeypatch: pytest.MonkeyPatch):
+def test_the_one_running_lab_is_found_among_labs_already_down(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+):
     _labs(home, "classic", "composed", "openstack")
     _running(monkeypatch, "composed")
     assert control.find_lab(None).dir == (home / "composed").resolve()
@@ -41,7 +43,12 @@ def test_several_running_labs_are_listed(home: Path, monkeypatch: pytest.MonkeyP
     with pytest.raises(InputError) as exc:
         control.find_lab(None)
     text = str(exc.value)
-    assert "2 labs run" in text and "classic" in text and "openstack" in text and "composed" not in text
+    assert (
+        "2 labs run" in text
+        and "classic" in text
+        and "openstack" in text
+        and "composed" not in text
+    )
 
 
 def test_the_only_lab_is_found_when_it_is_down(home: Path, monkeypatch: pytest.MonkeyPatch):
@@ -50,7 +57,9 @@ def test_the_only_lab_is_found_when_it_is_down(home: Path, monkeypatch: pytest.M
     assert control.find_lab(None).dir.name == "classic"
 
 
-def test_several_labs_none_running_and_no_lab_are_clear_errors(home: Path, monkeypatch: pytest.MonkeyPatch):
+def test_several_labs_none_running_and_no_lab_are_clear_errors(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+):
     with pytest.raises(InputError, match="no lab under"):
         control.find_lab(None)
     _labs(home, "a", "b")

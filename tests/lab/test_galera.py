@@ -34,7 +34,10 @@ def status(lab, node: str) -> dict[str, str]:
 
 def synced(lab, node: str) -> bool:
     st = status(lab, node)
-    return st.get("wsrep_cluster_status") == "Primary" and st.get("wsrep_local_state_comment") == "Synced"
+    return (
+        st.get("wsrep_cluster_status") == "Primary"
+        and st.get("wsrep_local_state_comment") == "Synced"
+    )
 
 
 def rows(lab, node: str) -> list[tuple]:
@@ -48,12 +51,14 @@ def write(lab, node: str, k: str) -> None:
 def write_soon(lab, node: str, k: str) -> None:
     """Right after a member dies, commits wait until the others declare it gone (Galera's
     evs.suspect_timeout, 5 s): retry the (idempotent) write until it goes through."""
+
     def attempt() -> bool:
         try:
             write(lab, node, k)
             return True
         except Exception:  # noqa: BLE001
             return False
+
     wait_for(attempt, timeout=30)
 
 
@@ -97,8 +102,13 @@ def test_rows_replicate_and_a_killed_member_rejoins_by_ist(lab):
     pid = int((lab.node_root("db-1") / "run/mysqld/mysqld.pid").read_text())
     os.kill(pid, signal.SIGKILL)
     write_soon(lab, "db-0", "after-kill")
-    wait_for(lambda: synced(lab, "db-1") and int((lab.node_root("db-1") / "run/mysqld/mysqld.pid").read_text()) != pid,
-             timeout=60)
+    wait_for(
+        lambda: (
+            synced(lab, "db-1")
+            and int((lab.node_root("db-1") / "run/mysqld/mysqld.pid").read_text()) != pid
+        ),
+        timeout=60,
+    )
     assert ("after-kill", "via db-0") in rows(lab, "db-1")
     assert mariadb.galera_status(lab)["cluster_size"] == 3
 

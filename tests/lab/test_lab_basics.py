@@ -36,12 +36,18 @@ def test_up_status_commands_down(lab, node):
     assert ctrl.run("systemctl is-active nova_api").stdout.strip() == "active"
     # the unit its package ships (the catalog's `unit:`) names the same service
     assert ctrl.run("systemctl is-active openstack-nova-api.service").stdout.strip() == "active"
-    assert "Unit openstack-nova-compute.service could not be found" in \
-        ctrl.run("systemctl status openstack-nova-compute", check=False).stderr
+    assert (
+        "Unit openstack-nova-compute.service could not be found"
+        in ctrl.run("systemctl status openstack-nova-compute", check=False).stderr
+    )
     assert ctrl.run("systemctl is-active nope", check=False).returncode != 0
     ctrl.run("crudini --set /etc/nova_api/nova_api.conf DEFAULT debug true")
-    assert ctrl.run("crudini --get /etc/nova_api/nova_api.conf DEFAULT debug").stdout.strip() == "true"
-    assert (lab.node_root("ctrl-0") / "etc/nova_api/nova_api.conf").read_text().count("debug = true") == 1
+    assert (
+        ctrl.run("crudini --get /etc/nova_api/nova_api.conf DEFAULT debug").stdout.strip() == "true"
+    )
+    assert (lab.node_root("ctrl-0") / "etc/nova_api/nova_api.conf").read_text().count(
+        "debug = true"
+    ) == 1
     assert ctrl.run("nova-manage db version").stdout.strip() == "1"
     assert "HEALTH_OK" in ctrl.run("ceph health").stdout
     ctrl.run("pcs status")

@@ -25,18 +25,35 @@ TARGETS = {"client:keystone", "client:placement", "client:glance"}
 
 
 def _token(cloud) -> str:
-    body = {"auth": {"identity": {"methods": ["password"], "password": {"user": {
-        "name": "admin", "domain": {"id": "default"}, "password": cloud.password}}},
-        "scope": {"project": {"name": "admin", "domain": {"id": "default"}}}}}
-    req = urllib.request.Request(cloud.auth_url + "/auth/tokens", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"}, method="POST")
+    body = {
+        "auth": {
+            "identity": {
+                "methods": ["password"],
+                "password": {
+                    "user": {
+                        "name": "admin",
+                        "domain": {"id": "default"},
+                        "password": cloud.password,
+                    }
+                },
+            },
+            "scope": {"project": {"name": "admin", "domain": {"id": "default"}}},
+        }
+    }
+    req = urllib.request.Request(
+        cloud.auth_url + "/auth/tokens",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
     with urllib.request.urlopen(req, timeout=10) as r:
         return r.headers["X-Subject-Token"]
 
 
 def _names(url: str, key: str, token: str) -> list[str]:
-    req = urllib.request.Request(url, headers={"X-Auth-Token": token,
-                                               "OpenStack-API-Version": "placement 1.0"})
+    req = urllib.request.Request(
+        url, headers={"X-Auth-Token": token, "OpenStack-API-Version": "placement 1.0"}
+    )
     with urllib.request.urlopen(req, timeout=10) as r:
         return [x["name"] for x in json.loads(r.read())[key]]
 
@@ -51,7 +68,9 @@ def _probe_leftovers(cloud) -> list[str]:
 def test_clouds_yaml_private_merged_and_usable_by_the_cli(real_cloud, tmp_path):
     path = tmp_path / "clouds.yaml"
     write_clouds_yaml(path, "other", "http://127.0.0.1:1/v3", "u", "p", "p", "R")
-    write_clouds_yaml(path, CLOUD, real_cloud.auth_url, "admin", real_cloud.password, "admin", "RegionOne")
+    write_clouds_yaml(
+        path, CLOUD, real_cloud.auth_url, "admin", real_cloud.password, "admin", "RegionOne"
+    )
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     import yaml
 
@@ -61,16 +80,37 @@ def test_clouds_yaml_private_merged_and_usable_by_the_cli(real_cloud, tmp_path):
     # what a user of the lab does: the real openstack CLI with the lab's clouds.yaml
     env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
     env["OS_CLIENT_CONFIG_FILE"] = str(path)
-    r = subprocess.run([str(ensure_venv("client") / "bin" / "openstack"), "--os-cloud", CLOUD, "token", "issue",
-                        "-f", "value", "-c", "project_id"], capture_output=True, text=True, timeout=120, env=env)
+    r = subprocess.run(
+        [
+            str(ensure_venv("client") / "bin" / "openstack"),
+            "--os-cloud",
+            CLOUD,
+            "token",
+            "issue",
+            "-f",
+            "value",
+            "-c",
+            "project_id",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert r.returncode == 0, r.stderr[-500:]
     assert len(r.stdout.strip()) == 32
 
 
 def test_client_probe_records_calls_and_a_stopped_glance(real_cloud, tmp_path):
     out = tmp_path / "client.jsonl"
-    probe = ClientProbe(CLOUD, real_cloud.clouds_yaml, out, interval=0.5, max_seconds=120,
-                        log=tmp_path / "client.log").start()
+    probe = ClientProbe(
+        CLOUD,
+        real_cloud.clouds_yaml,
+        out,
+        interval=0.5,
+        max_seconds=120,
+        log=tmp_path / "client.log",
+    ).start()
     try:
         deadline = time.monotonic() + 60  # the first round imports openstacksdk (a few seconds)
         while time.monotonic() < deadline:
@@ -109,8 +149,19 @@ def test_client_probe_records_calls_and_a_stopped_glance(real_cloud, tmp_path):
 def test_lab_probe_merges_client_records(real_cloud, tmp_path):
     lab_dir = tmp_path / "lab"
     lab_dir.mkdir()
-    (lab_dir / "lab.json").write_text(json.dumps({"vips": {}, "workloads": {}, "openstack": {
-        "series": "2025.1", "cloud": CLOUD, "clouds_yaml": str(real_cloud.clouds_yaml)}}))
+    (lab_dir / "lab.json").write_text(
+        json.dumps(
+            {
+                "vips": {},
+                "workloads": {},
+                "openstack": {
+                    "series": "2025.1",
+                    "cloud": CLOUD,
+                    "clouds_yaml": str(real_cloud.clouds_yaml),
+                },
+            }
+        )
+    )
     out = tmp_path / "probe.jsonl"
     with Probe(Lab(lab_dir), rate=2, max_seconds=60, out=out) as p:
         time.sleep(8)
@@ -123,8 +174,13 @@ def test_lab_probe_merges_client_records(real_cloud, tmp_path):
 
 
 def test_tempest_counts_passes_and_a_stopped_glance_as_failed(real_cloud, tmp_path):
-    tests = ["tempest\\.api\\.identity\\.v3\\.test_tokens\\.", "tempest\\.api\\.image\\.v2\\.test_images\\.BasicOperationsImagesTest\\."]
-    T.write_config(tmp_path / "ws", real_cloud.auth_url, "admin", real_cloud.password, "admin", "RegionOne")
+    tests = [
+        "tempest\\.api\\.identity\\.v3\\.test_tokens\\.",
+        "tempest\\.api\\.image\\.v2\\.test_images\\.BasicOperationsImagesTest\\.",
+    ]
+    T.write_config(
+        tmp_path / "ws", real_cloud.auth_url, "admin", real_cloud.password, "admin", "RegionOne"
+    )
     assert stat.S_IMODE((tmp_path / "ws" / "etc" / "tempest.conf").stat().st_mode) == 0o600
     ok = T.run(tmp_path / "ws", tests, timeout=600)
     assert (ok.run, ok.passed, ok.failed, ok.skipped) == (7, 7, 0, 0), ok
@@ -136,12 +192,18 @@ def test_tempest_counts_passes_and_a_stopped_glance_as_failed(real_cloud, tmp_pa
         real_cloud.start_service("glance")
     assert bad.failed >= 1 and not bad.ok, bad
     assert bad.passed == 3  # keystone's token tests do not need glance
-    assert all("BasicOperationsImagesTest" in tid and reason for tid, reason in bad.failures), bad.failures
+    assert all("BasicOperationsImagesTest" in tid and reason for tid, reason in bad.failures), (
+        bad.failures
+    )
 
 
 def test_client_probe_without_its_cloud_says_so(tmp_path):
-    yaml_path = write_clouds_yaml(tmp_path / "clouds.yaml", "there", "http://127.0.0.1:9/v3", "u", "p", "p", "R")
-    probe = ClientProbe("missing", yaml_path, tmp_path / "c.jsonl", max_seconds=30, log=tmp_path / "c.log")
+    yaml_path = write_clouds_yaml(
+        tmp_path / "clouds.yaml", "there", "http://127.0.0.1:9/v3", "u", "p", "p", "R"
+    )
+    probe = ClientProbe(
+        "missing", yaml_path, tmp_path / "c.jsonl", max_seconds=30, log=tmp_path / "c.log"
+    )
     probe.start()
     deadline = time.monotonic() + 60
     while probe.running() and time.monotonic() < deadline:

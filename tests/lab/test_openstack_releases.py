@@ -12,7 +12,9 @@ from stepwise.lab.openstack import releases as RL
 from stepwise.lab.openstack import venvs
 
 
-@pytest.mark.parametrize("release", [r for rs in RL.SERIES.values() for r in rs], ids=lambda r: r.lock)
+@pytest.mark.parametrize(
+    "release", [r for rs in RL.SERIES.values() for r in rs], ids=lambda r: r.lock
+)
 def test_every_lock_pins_its_release_code(release):
     pins = dict(line.split("==", 1) for line in venvs.requirements(release.lock) if "==" in line)
     for project, version in release.versions:
@@ -56,7 +58,12 @@ def test_a_series_the_lab_has_no_code_for_is_an_input_error(tmp_path: Path):
     with pytest.raises(InputError) as info:
         build_spec(dep, str(tmp_path / "lab"), 0)
     (p,) = info.value.problems
-    assert p.field == "lab.openstack" and "2031.1" in p.message and "2023.2" in p.hint and "2025.1" in p.hint
+    assert (
+        p.field == "lab.openstack"
+        and "2031.1" in p.message
+        and "2023.2" in p.hint
+        and "2025.1" in p.hint
+    )
 
 
 def test_lab_passwords_are_never_taken_for_an_option():

@@ -14,10 +14,19 @@ from pathlib import Path
 
 import pytest
 
-ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
-        "--no-first-run", "--disable-extensions", "--disable-background-networking", "--window-size=1400,900",
-        "--virtual-time-budget=3000",
-        "--run-all-compositor-stages-before-draw"]
+ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+    "--no-first-run",
+    "--disable-extensions",
+    "--disable-background-networking",
+    "--window-size=1400,900",
+    "--virtual-time-budget=3000",
+    "--run-all-compositor-stages-before-draw",
+]
 
 
 def chromium() -> str:
@@ -34,14 +43,32 @@ def open_report(path: Path, screenshot: Path | None = None, tmp: Path | None = N
     exe = chromium()
     profile = ["--user-data-dir=" + str((tmp or path.parent) / "chromium-profile")]
     # --enable-logging: the page's console (errors, CSP refusals) goes to stderr as CONSOLE lines
-    out = subprocess.run([exe, *ARGS, *profile, "--enable-logging=stderr", "--v=0", "--dump-dom",
-                          path.resolve().as_uri()], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            exe,
+            *ARGS,
+            *profile,
+            "--enable-logging=stderr",
+            "--v=0",
+            "--dump-dom",
+            path.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     m = re.search(r'data-selfcheck="([^"]*)"', out.stdout)
     assert m, f"no self-check in the rendered page: {out.stderr[-2000:]}"
-    console = [line for line in out.stderr.splitlines() if ":CONSOLE" in line or "Refused to" in line]
+    console = [
+        line for line in out.stderr.splitlines() if ":CONSOLE" in line or "Refused to" in line
+    ]
     if screenshot is not None:
-        shot = subprocess.run([exe, *ARGS, *profile, f"--screenshot={screenshot}", path.resolve().as_uri()],
-                              capture_output=True, text=True, timeout=120)
+        shot = subprocess.run(
+            [exe, *ARGS, *profile, f"--screenshot={screenshot}", path.resolve().as_uri()],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert screenshot.exists() and screenshot.stat().st_size > 10_000, shot.stderr[-2000:]
     check = json.loads(html.unescape(m.group(1)))
     check["console"] = console

@@ -12,16 +12,20 @@ def _fail(target: str, t: float) -> dict:
 def test_a_client_call_is_excused_by_the_window_of_its_service_or_of_keystone():
     windows = {"keystone": [(100.0, 200.0)], "glance_api": [(300.0, 400.0)]}
     records = [
-        _fail("client:glance", 150.0),     # keystone down: no token for glance either
-        _fail("client:glance", 350.0),     # glance's own window
+        _fail("client:glance", 150.0),  # keystone down: no token for glance either
+        _fail("client:glance", 350.0),  # glance's own window
         _fail("client:placement", 150.0),  # keystone's window
         _fail("client:placement", 350.0),  # nothing of placement's was announced then
         _fail("client:keystone", 350.0),
-        _fail("vip:glance_api", 150.0),    # the HTTP probe's request needs glance alone
-        _fail("workload:vm-1", 150.0),     # not a service's request: judged elsewhere
+        _fail("vip:glance_api", 150.0),  # the HTTP probe's request needs glance alone
+        _fail("workload:vm-1", 150.0),  # not a service's request: judged elsewhere
         {"t": 500.0, "target": "client:glance", "ok": True},
     ]
-    assert outside_windows(records, windows) == {"client:placement": 1, "client:keystone": 1, "vip:glance_api": 1}
+    assert outside_windows(records, windows) == {
+        "client:placement": 1,
+        "client:keystone": 1,
+        "vip:glance_api": 1,
+    }
 
 
 def test_the_slack_around_a_window():

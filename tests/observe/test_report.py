@@ -45,33 +45,67 @@ def test_report_of_the_1000_node_plan_is_small_and_renders(reference, tmp_path: 
 def _stored_run(tmp_path: Path):
     """A small cloud's update recorded as a lab run would be: units done, one failed with a
     hostile message, probe samples with failures."""
-    from tests.run.conftest import write_cloud
     from stepwise.model import load_deployment
     from stepwise.plan import make_plan
     from stepwise.run.store.store import open_store
     from stepwise.verify import verify_plan
+    from tests.run.conftest import write_cloud
 
     dep = load_deployment(write_cloud(tmp_path / "cloud", computes=3, controllers=3))
     plan = verify_plan(make_plan("update", dep), dep)
     st = open_store(f"sqlite:///{tmp_path / 'store.sqlite'}")
-    rid = st.create_run(dep.name, "update", "k", "stepwise update run -d x -e db_password=hunter2", {},
-                        plan.to_json(), [u.to_json() for u in plan.units], user="ops", host="bastion")
+    rid = st.create_run(
+        dep.name,
+        "update",
+        "k",
+        "stepwise update run -d x -e db_password=hunter2",
+        {},
+        plan.to_json(),
+        [u.to_json() for u in plan.units],
+        user="ops",
+        host="bastion",
+    )
     run = st.run(rid)
     t0 = run.started_at
     from stepwise.run.store.models import UnitRow
+
     work = [u.id for u in plan.units if str(u.step) != "gate"]
     failed, resumed = work[-1], work[1]
     with st.session() as s:
         for i, u in enumerate(plan.units):
             row = s.get(UnitRow, (rid, u.id))
-            row.started_at, row.ended_at = t0 + timedelta(seconds=i * 2), t0 + timedelta(seconds=i * 2 + 1.5)
-            row.state, row.attempts = ("failed", 1) if u.id == failed else ("done", 1 + (u.id == resumed))
-    st.add_task_results([{"run_id": rid, "unit_id": failed, "host": "cmp-2", "task": "start <b>worker</b>",
-                          "status": "failed", "message": "<script>alert(1)</script> exit 1", "at": t0}])
+            row.started_at, row.ended_at = (
+                t0 + timedelta(seconds=i * 2),
+                t0 + timedelta(seconds=i * 2 + 1.5),
+            )
+            row.state, row.attempts = (
+                ("failed", 1) if u.id == failed else ("done", 1 + (u.id == resumed))
+            )
+    st.add_task_results(
+        [
+            {
+                "run_id": rid,
+                "unit_id": failed,
+                "host": "cmp-2",
+                "task": "start <b>worker</b>",
+                "status": "failed",
+                "message": "<script>alert(1)</script> exit 1",
+                "at": t0,
+            }
+        ]
+    )
     st.finish_run(rid, "failed", "unit failed")
     base = calendar.timegm(t0.timetuple()) + t0.microsecond / 1e6  # the store's times are naive UTC
-    samples = [{"target": "vip:api", "t": base + s, "requests": 5, "failed": 2 if 4 <= s <= 6 else 0, "max_ms": 3.0}
-               for s in range(len(plan.units) * 2)]
+    samples = [
+        {
+            "target": "vip:api",
+            "t": base + s,
+            "requests": 5,
+            "failed": 2 if 4 <= s <= 6 else 0,
+            "max_ms": 3.0,
+        }
+        for s in range(len(plan.units) * 2)
+    ]
     assert st.add_probe_samples(rid, samples) == len(samples)
     return dep, plan, st, rid
 
@@ -100,6 +134,7 @@ def test_report_of_a_stored_run_renders_with_probe_and_failures(tmp_path: Path):
 
 def test_report_command_and_plan_html(tmp_path: Path):
     from typer.testing import CliRunner
+
     from stepwise.cli.main import _register, app
     from tests.run.conftest import write_cloud
 
@@ -120,20 +155,28 @@ def test_report_command_and_plan_html(tmp_path: Path):
 def test_report_of_a_real_run_through_the_cli(tmp_path: Path):
     """`update run` through Ansible (local hosts), then `stepwise report` of the latest run."""
     import json
+
     from typer.testing import CliRunner
+
     from stepwise.cli.main import _register, app
     from tests.run.conftest import write_cloud
 
     _register()
     dep = write_cloud(tmp_path)
-    r = CliRunner().invoke(app, ["update", "run", "-d", str(dep), "--json", "--limit", "Controller"])
+    r = CliRunner().invoke(
+        app, ["update", "run", "-d", str(dep), "--json", "--limit", "Controller"]
+    )
     assert r.exit_code == 0, r.output
     rid = json.loads(r.output)["run_id"]
     out = tmp_path / "run.html"
     r = CliRunner().invoke(app, ["report", "-d", str(dep), "-o", str(out)])
     assert r.exit_code == 0, r.output
     doc = out.read_text()
-    assert f"run {rid}: update (done)" in doc and 'class="bar done"' in doc and "To continue" not in doc
+    assert (
+        f"run {rid}: update (done)" in doc
+        and 'class="bar done"' in doc
+        and "To continue" not in doc
+    )
     r = CliRunner().invoke(app, ["report", "-d", str(dep), "--run", str(rid + 1), "-o", str(out)])
     assert r.exit_code == 2 and "no run" in r.output
 

@@ -31,7 +31,9 @@ class Cloud:
 
     def run(self, command: str, **kw):
         wf, sel = command_selection(command, progress=self.progress, **kw)
-        plan = verify_plan(make_plan(wf, self.dep, NO_FACTS.with_progress(self.progress), selection=sel), self.dep)
+        plan = verify_plan(
+            make_plan(wf, self.dep, NO_FACTS.with_progress(self.progress), selection=sel), self.dep
+        )
         for u in plan.units:
             for prefix in implicit_clears(u):
                 self.progress = {m for m in self.progress if not m.startswith(prefix)}
@@ -49,58 +51,114 @@ def test_the_seeds_twelve_steps_as_commands():
     # step 2: stop all services on the first nodes and prepare the OS upgrade (ceph: external)
     p = c.run("upgrade run", tags="system_upgrade_prepare", limit=FIRST)
     # their services leave the load balancers and clusters first: they still serve
-    assert steps(p) == ["leave", "system_upgrade_prepare"] and set(p.units[1].nodes) == set(FIRST.split(","))
+    assert steps(p) == ["leave", "system_upgrade_prepare"] and set(p.units[1].nodes) == set(
+        FIRST.split(",")
+    )
     assert {"galera", "keystone"} <= set(p.units[0].services)
     assert "ceph_mon" not in p.units[1].stops  # the monitors are the external installer's
     p = c.run("external-upgrade run", tags="system_upgrade_prepare", limit=FIRST)
-    assert steps(p) == ["external_system_upgrade_prepare"] and p.units[0].nodes == ("controller-openstack-0",)
+    assert steps(p) == ["external_system_upgrade_prepare"] and p.units[0].nodes == (
+        "controller-openstack-0",
+    )
     # step 4: into the new OS
-    assert steps(c.run("upgrade run", tags="system_upgrade_run", limit=FIRST)) == ["system_upgrade_run"]
+    assert steps(c.run("upgrade run", tags="system_upgrade_run", limit=FIRST)) == [
+        "system_upgrade_run"
+    ]
     # step 5: role names, as the seed writes them: the old nodes stop, the data moves once
-    p = c.run("external-upgrade run", tags="system_upgrade_transfer_data", limit="ControllerOpenstack,Database,Messaging")
+    p = c.run(
+        "external-upgrade run",
+        tags="system_upgrade_transfer_data",
+        limit="ControllerOpenstack,Database,Messaging",
+    )
     stops = [u for u in p.units if u.step is Step.STOP]
-    assert {n for u in stops for n in u.nodes} == {"controller-openstack-1", "controller-openstack-2", "database-1",
-                                                  "database-2", "messaging-1", "messaging-2"}
+    assert {n for u in stops for n in u.nodes} == {
+        "controller-openstack-1",
+        "controller-openstack-2",
+        "database-1",
+        "database-2",
+        "messaging-1",
+        "messaging-2",
+    }
     assert all("ceph_mon" not in u.stops for u in stops)  # at least 2 monitors keep running
     (xfer,) = [u for u in p.units if u.step is Step.SYSTEM_UPGRADE_TRANSFER_DATA]
-    assert xfer.nodes == ("database-0",) and not xfer.idempotent and xfer.vars["system_upgrade_source"] == "database-1"
-    assert {w.service for w in p.windows} >= {"galera", "keystone", "nova_api"}  # the downtime starts here
+    assert (
+        xfer.nodes == ("database-0",)
+        and not xfer.idempotent
+        and xfer.vars["system_upgrade_source"] == "database-1"
+    )
+    assert {w.service for w in p.windows} >= {
+        "galera",
+        "keystone",
+        "nova_api",
+    }  # the downtime starts here
     # step 6: a fresh cloud on the transferred data: databases first, DB syncs, the rest
     p = c.run("upgrade run", limit=FIRST)
     order = steps(p)
     # the APIs started after the DB syncs rejoin the load balancer before the checks
-    assert order == ["packages", "config", "start", "rejoin", "migrate", "start", "rejoin", "verify"]
+    assert order == [
+        "packages",
+        "config",
+        "start",
+        "rejoin",
+        "migrate",
+        "start",
+        "rejoin",
+        "verify",
+    ]
     db_start = next(u for u in p.units if u.step is Step.START)
     assert "galera" in db_start.starts and "rabbitmq" in db_start.starts
     assert all(u.stage is Stage.UPGRADE for u in p.units if not u.is_barrier)
     # step 7: the monitor count is restored
-    assert steps(c.run("external-upgrade run", tags="system_upgrade_run", limit=FIRST)) == ["external_system_upgrade_run"]
+    assert steps(c.run("external-upgrade run", tags="system_upgrade_run", limit=FIRST)) == [
+        "external_system_upgrade_run"
+    ]
     # step 8: the other sensitive nodes one by one, no transfer
-    for n in ("controller-openstack-1", "database-1", "messaging-1", "controller-openstack-2", "database-2",
-              "messaging-2"):
-        for cmd, kw in (("upgrade run", {"tags": "system_upgrade_prepare"}),
-                        ("external-upgrade run", {"tags": "system_upgrade_prepare"}),
-                        ("upgrade run", {"tags": "system_upgrade_run"}), ("upgrade run", {}),
-                        ("external-upgrade run", {"tags": "system_upgrade_run"})):
+    for n in (
+        "controller-openstack-1",
+        "database-1",
+        "messaging-1",
+        "controller-openstack-2",
+        "database-2",
+        "messaging-2",
+    ):
+        for cmd, kw in (
+            ("upgrade run", {"tags": "system_upgrade_prepare"}),
+            ("external-upgrade run", {"tags": "system_upgrade_prepare"}),
+            ("upgrade run", {"tags": "system_upgrade_run"}),
+            ("upgrade run", {}),
+            ("external-upgrade run", {"tags": "system_upgrade_run"}),
+        ):
             p = c.run(cmd, limit=n, **kw)
             assert Step.SYSTEM_UPGRADE_TRANSFER_DATA not in [u.step for u in p.units]
     # step 9: computes (workloads moved away first), networkers, ceph storage
     p = c.run("upgrade run", tags="system_upgrade_prepare", limit="novacompute-0")
     assert steps(p) == ["leave", "system_upgrade_prepare"]
-    for n in ("novacompute-0", "novacompute-1", "networker-0", "networker-1", "cephstorage-0", "cephstorage-1",
-              "cephstorage-2"):
-        for cmd, kw in (("upgrade run", {"tags": "system_upgrade_prepare"}),
-                        ("external-upgrade run", {"tags": "system_upgrade_prepare"}),
-                        ("upgrade run", {"tags": "system_upgrade_run"}), ("upgrade run", {}),
-                        ("external-upgrade run", {"tags": "system_upgrade_run"})):
+    for n in (
+        "novacompute-0",
+        "novacompute-1",
+        "networker-0",
+        "networker-1",
+        "cephstorage-0",
+        "cephstorage-1",
+        "cephstorage-2",
+    ):
+        for cmd, kw in (
+            ("upgrade run", {"tags": "system_upgrade_prepare"}),
+            ("external-upgrade run", {"tags": "system_upgrade_prepare"}),
+            ("upgrade run", {"tags": "system_upgrade_run"}),
+            ("upgrade run", {}),
+            ("external-upgrade run", {"tags": "system_upgrade_run"}),
+        ):
             c.run(cmd, limit=n, **kw)
-    assert steps(c.run("external-upgrade run", tags="online_upgrade")) == ["converge"]          # step 10
-    p = c.run("upgrade converge")                                                               # step 11
+    assert steps(c.run("external-upgrade run", tags="online_upgrade")) == ["converge"]  # step 10
+    p = c.run("upgrade converge")  # step 11
     # the expanded schemas are contracted only now that no node runs the old code
     assert steps(p) == ["unpin_rpc", "contract", "verify"]
     (contract,) = [u for u in p.units if u.step is Step.CONTRACT]
     assert "keystone" in contract.services and contract.nodes == ("controller-openstack-0",)
-    assert steps(c.run("external-upgrade run", tags="system_upgrade_cleanup")) == ["system_upgrade_cleanup"]  # 12
+    assert steps(c.run("external-upgrade run", tags="system_upgrade_cleanup")) == [
+        "system_upgrade_cleanup"
+    ]  # 12
     assert not M.in_os_upgrade(c.progress) and M.PINNED not in c.progress  # the procedure is over
 
 
@@ -109,11 +167,15 @@ def test_a_step_out_of_order_is_refused_with_the_command_to_run_first():
     c.run("upgrade prepare")
     with pytest.raises(InputError) as exc:
         c.run("upgrade run", tags="system_upgrade_run", limit=FIRST)
-    assert "prepared" in str(exc.value) and "--tags system_upgrade_prepare --limit" in str(exc.value)
+    assert "prepared" in str(exc.value) and "--tags system_upgrade_prepare --limit" in str(
+        exc.value
+    )
     c.run("upgrade run", tags="system_upgrade_prepare", limit=FIRST)
     with pytest.raises(InputError) as exc:  # the ceph monitor of controller-openstack-0 still runs
         c.run("upgrade run", tags="system_upgrade_run", limit=FIRST)
-    assert "external-upgrade run" in str(exc.value) and "system_upgrade_nodes=controller-openstack-0" in str(exc.value)
+    assert "external-upgrade run" in str(
+        exc.value
+    ) and "system_upgrade_nodes=controller-openstack-0" in str(exc.value)
     with pytest.raises(InputError) as exc:  # a compute before the control plane
         c.run("upgrade run", tags="system_upgrade_prepare", limit="novacompute-0")
     assert "started" in str(exc.value)
@@ -149,8 +211,12 @@ def test_ceph_and_hyperconverged_nodes_can_be_os_upgraded():
     plan = verify_plan(make_plan(Workflow.SYSTEM_UPGRADE, c.dep), c.dep)
     hci = [u for u in plan.units if "computehci-0" in u.nodes]
     kinds = [str(u.step) for u in hci]
-    assert kinds.index("leave") < kinds.index("system_upgrade_run")  # workloads leave before the reboot
-    assert "external_system_upgrade_prepare" in kinds and "external_system_upgrade_run" in kinds  # noout, OSD back
+    assert kinds.index("leave") < kinds.index(
+        "system_upgrade_run"
+    )  # workloads leave before the reboot
+    assert (
+        "external_system_upgrade_prepare" in kinds and "external_system_upgrade_run" in kinds
+    )  # noout, OSD back
     assert kinds.count("system_upgrade_run") == 1
 
 
@@ -158,10 +224,14 @@ def test_a_plan_from_recorded_progress_continues_after_step_7():
     dep = load_deployment(ROOT / "examples" / "composed.yaml")
     fx = load_facts(ROOT / "examples" / "facts" / "os-upgrade.yaml", dep)
     plan = verify_plan(make_plan(Workflow.SYSTEM_UPGRADE, dep, fx), dep)
-    assert not any(u.step is Step.SYSTEM_UPGRADE_TRANSFER_DATA for u in plan.units)  # never a second transfer
+    assert not any(
+        u.step is Step.SYSTEM_UPGRADE_TRANSFER_DATA for u in plan.units
+    )  # never a second transfer
     assert "controller-openstack-0" in plan.params["initial"]["new_os"]
     assert "controller-openstack-2" in plan.params["initial"]["down"]["pacemaker"]
-    assert "controller-openstack-0" not in {n for u in plan.units for n in u.nodes if u.stage is Stage.UPGRADE}
+    assert "controller-openstack-0" not in {
+        n for u in plan.units for n in u.nodes if u.stage is Stage.UPGRADE
+    }
 
 
 def test_a_node_prepared_for_the_os_upgrade_is_fenced_from_other_plans():
@@ -176,7 +246,9 @@ def test_a_node_prepared_for_the_os_upgrade_is_fenced_from_other_plans():
             make_plan(wf, c.dep, fx)
         (p,) = info.value.problems
         assert "database-0" in p.message and "prepared for the OS upgrade" in p.message
-        assert "--tags system_upgrade_run --limit " in p.hint and "'!controller-openstack-0" in p.hint
+        assert (
+            "--tags system_upgrade_run --limit " in p.hint and "'!controller-openstack-0" in p.hint
+        )
     # leaving them out plans the rest, and none of them is touched
     plan = make_plan(Workflow.UPDATE, c.dep, fx, limit=",".join("!" + n for n in FIRST.split(",")))
     assert plan.units and not {n for u in plan.units for n in u.nodes} & set(FIRST.split(","))
@@ -215,5 +287,7 @@ def test_the_seed_commands_of_a_deployment_run_the_whole_procedure(example: str)
     assert not M.in_os_upgrade(c.progress)  # the procedure is over
     # every node goes into the new OS by one command; the first node of each sensitive role together
     into_new_os = [a for a in commands if a[:2] == ("upgrade", "run") and "system_upgrade_run" in a]
-    firsts = [r for r in c.dep.roles if any(s in ("galera", "pacemaker", "rabbitmq") for s in r.services)]
+    firsts = [
+        r for r in c.dep.roles if any(s in ("galera", "pacemaker", "rabbitmq") for s in r.services)
+    ]
     assert len(into_new_os) == sum(len(r.nodes) for r in c.dep.roles) - len(firsts) + 1

@@ -48,7 +48,9 @@ def test_update_keeps_rules_and_cycles_every_instance_once(dep):
 
 def test_update_control_plane_finishes_before_data_plane_stops(dep):
     plan = make_plan("update", dep)
-    ctrl_end = max(u.end_s for u in plan.units if u.phase == "controlplane" and (u.stops or u.starts))
+    ctrl_end = max(
+        u.end_s for u in plan.units if u.phase == "controlplane" and (u.stops or u.starts)
+    )
     data_start = min(u.start_s for u in plan.units if u.phase == "dataplane" and u.stops)
     assert data_start >= ctrl_end
 
@@ -86,7 +88,9 @@ def test_kernel_update_reboots_in_the_same_visit_with_everything_on_the_node_dow
     reboots = [u for u in plan.units if u.step == "reboot"]
     assert sorted(n for u in reboots for n in u.nodes) == ["compute-0", "controller-1"]
     for node in ("compute-0", "controller-1"):
-        visits = {u.batch for u in plan.units if u.stops and any(node in ns for ns in u.stops.values())}
+        visits = {
+            u.batch for u in plan.units if u.stops and any(node in ns for ns in u.stops.values())
+        }
         assert len(visits) == 1, f"{node}: one visit for its packages and its reboot"
         visit = [u for u in plan.units if u.batch in visits]
         assert set(visit[0].stops) == set(dep.services_on(node))
@@ -125,7 +129,9 @@ def test_upgrade_stage_and_plane_selection(dep):
     assert {u.stage for u in run_ctrl.units} == {"run"}
     assert {u.phase for u in run_ctrl.units} == {"controlplane"}
     data = make_plan("upgrade", dep, stage="run", plane="data")
-    assert {n for u in data.units for n in u.nodes} == {f"compute-{i}" for i in range(4)} | {f"ceph-{i}" for i in range(3)}
+    assert {n for u in data.units for n in u.nodes} == {f"compute-{i}" for i in range(4)} | {
+        f"ceph-{i}" for i in range(3)
+    }
     ids = {u.id for u in data.units}
     assert all(set(u.after) <= ids for u in data.units)
     with pytest.raises(InputError, match="stage"):
@@ -147,8 +153,17 @@ def test_verifier_refuses_a_plan_that_breaks_quorum(dep):
     galera_units = [u for u in plan.units if "galera" in u.stops]
     bad_id = galera_units[1].id
     # make the second galera batch start with the first: two of three down at once
-    units = [replace(u, after=tuple(a for a in u.after if a in {x.id for x in plan.units[:2]}), start_s=galera_units[0].start_s,
-                     end_s=galera_units[0].start_s + u.duration_s) if u.id == bad_id else u for u in plan.units]
+    units = [
+        replace(
+            u,
+            after=tuple(a for a in u.after if a in {x.id for x in plan.units[:2]}),
+            start_s=galera_units[0].start_s,
+            end_s=galera_units[0].start_s + u.duration_s,
+        )
+        if u.id == bad_id
+        else u
+        for u in plan.units
+    ]
     with pytest.raises(UnsafePlanError, match="galera down on 2 of 3"):
         verify_plan(plan.with_units(units), dep)
 
@@ -156,8 +171,15 @@ def test_verifier_refuses_a_plan_that_breaks_quorum(dep):
 def test_verifier_refuses_migration_while_old_readers_serve(dep):
     plan = make_plan("upgrade", dep)
     stop = first(plan, lambda u: u.step == "stop" and "nova_api" in u.stops)
-    units = [replace(u, stops=MappingProxyType({"nova_api": ("controller-0",)})) if u.id == stop.id else u for u in plan.units]
-    with pytest.raises(UnsafePlanError, match="migrates the schema of nova_api while old code still serves"):
+    units = [
+        replace(u, stops=MappingProxyType({"nova_api": ("controller-0",)}))
+        if u.id == stop.id
+        else u
+        for u in plan.units
+    ]
+    with pytest.raises(
+        UnsafePlanError, match="migrates the schema of nova_api while old code still serves"
+    ):
         verify_plan(plan.with_units(units), dep)
 
 
@@ -178,10 +200,22 @@ def test_json_contract_round_trips(dep):
     plan = verify_plan(make_plan("upgrade", dep), dep)
     data = plan.to_json()
     u = data["units"][5]
-    for key in ("id", "after", "step", "nodes", "services", "stops", "starts", "start_s", "end_s", "why"):
+    for key in (
+        "id",
+        "after",
+        "step",
+        "nodes",
+        "services",
+        "stops",
+        "starts",
+        "start_s",
+        "end_s",
+        "why",
+    ):
         assert key in u
     assert set(data["estimate"]) == {"duration_s", "lower_bound_s"}
     from stepwise.plan import Plan
+
     again = Plan.from_json(json.loads(json.dumps(data)))
     assert again.to_json() == data
 
@@ -190,6 +224,7 @@ def _example(name):
     from pathlib import Path
 
     from stepwise.model import load_deployment
+
     return load_deployment(Path(__file__).resolve().parents[2] / "examples" / name)
 
 
@@ -197,59 +232,132 @@ def test_undercloud_upgrade_order_and_database_major_change():
     dep = _example("undercloud.yaml")
     node = dep.nodes[0].name
     db_pkgs = [p for p in dep.catalog["galera"].packages]
-    from stepwise.model.facts import Facts, NodeFacts, PackageFact
     from types import MappingProxyType as MP
 
+    from stepwise.model.facts import Facts, NodeFacts, PackageFact
+
     def fx(available):
-        return Facts(MP({node: NodeFacts(MP({p: PackageFact("10.3.1", available) for p in db_pkgs}))}), True, "<t>")
+        return Facts(
+            MP({node: NodeFacts(MP({p: PackageFact("10.3.1", available) for p in db_pkgs}))}),
+            True,
+            "<t>",
+        )
+
     plan = verify_plan(make_plan("undercloud-upgrade", dep, fx("10.5.2")), dep)
     steps = [u.step for u in plan.units]
-    assert steps == ["validate", "packages", "backup", "stop", "packages", "restore", "config", "start", "migrate",
-                     "start", "verify"]
+    assert steps == [
+        "validate",
+        "packages",
+        "backup",
+        "stop",
+        "packages",
+        "restore",
+        "config",
+        "start",
+        "migrate",
+        "start",
+        "verify",
+    ]
     tool, dump, stop = plan.units[1], plan.units[2], plan.units[3]
-    assert tool.tags[-1] == "tool" and tool.vars["extra_packages"] == {node: list(dep.roles[0].tool_packages)}
+    assert tool.tags[-1] == "tool" and tool.vars["extra_packages"] == {
+        node: list(dep.roles[0].tool_packages)
+    }
     assert dump.end_s <= stop.start_s  # the dump is taken while the database still runs
-    assert set(stop.stops) == set(dep.services_on(node))  # everything stops before any package changes
+    assert set(stop.stops) == set(
+        dep.services_on(node)
+    )  # everything stops before any package changes
     assert plan.units[4].vars["all_packages"] == [node]  # then all packages, not only the services'
     db_start, migrate = plan.units[7], plan.units[8]
-    assert set(db_start.starts) == {"galera"} and db_start.end_s <= migrate.start_s  # DB syncs need the DB up
-    assert set(migrate.services) == {s for s in dep.services_on(node) if dep.catalog[s].has_step("upgrade", "migrate")}
+    assert (
+        set(db_start.starts) == {"galera"} and db_start.end_s <= migrate.start_s
+    )  # DB syncs need the DB up
+    assert set(migrate.services) == {
+        s for s in dep.services_on(node) if dep.catalog[s].has_step("upgrade", "migrate")
+    }
     # same path for a minor update, without the dump/restore when the major version stays
     minor = make_plan("undercloud-upgrade", dep, fx("10.3.9"))
-    assert [u.step for u in minor.units] == ["validate", "packages", "stop", "packages", "config", "start", "migrate",
-                                             "start", "verify"]
+    assert [u.step for u in minor.units] == [
+        "validate",
+        "packages",
+        "stop",
+        "packages",
+        "config",
+        "start",
+        "migrate",
+        "start",
+        "verify",
+    ]
 
 
 def test_management_node_os_upgrade_is_asked_for_and_runs_between_stop_and_packages():
     from stepwise.errors import InputError
+
     dep = _example("undercloud.yaml")
     plain = make_plan("undercloud-upgrade", dep)
     assert "system_upgrade_run" not in [u.step for u in plain.units]
-    plan = verify_plan(make_plan("undercloud-upgrade", dep, variables={"system_upgrade_mode": "in-place",
-                                                                       "target_release": "R2"}), dep)
+    plan = verify_plan(
+        make_plan(
+            "undercloud-upgrade",
+            dep,
+            variables={"system_upgrade_mode": "in-place", "target_release": "R2"},
+        ),
+        dep,
+    )
     steps = [str(u.step) for u in plan.units]
-    assert steps == ["validate", "repos", "packages", "backup", "stop", "system_upgrade_prepare", "system_upgrade_run",
-                     "packages", "restore", "config", "start", "migrate", "start", "verify"]
+    assert steps == [
+        "validate",
+        "repos",
+        "packages",
+        "backup",
+        "stop",
+        "system_upgrade_prepare",
+        "system_upgrade_run",
+        "packages",
+        "restore",
+        "config",
+        "start",
+        "migrate",
+        "start",
+        "verify",
+    ]
     with pytest.raises(InputError, match="in place"):
         make_plan("undercloud-upgrade", dep, variables={"system_upgrade_mode": "reprovision"})
 
 
 def _expand_contract_cloud():
     from tests.plan.cloud import catalog, deployment, service
+
     cat = catalog(
         service("galera", "infra", rule={"quorum": "majority"}, cluster="galera", leave=True),
-        service("glance", "control", deps=("galera",), rule={"min_available": 1}, schema="expand_contract"),
+        service(
+            "glance",
+            "control",
+            deps=("galera",),
+            rule={"min_available": 1},
+            schema="expand_contract",
+        ),
         service("heat", "control", deps=("galera",), schema="offline"),
     )
-    return deployment(cat, [{"name": "Controller", "tags": ["controlplane"], "services": ["galera", "glance", "heat"],
-                             "nodes": {"count": 3, "name": "controller-{index}"}}])
+    return deployment(
+        cat,
+        [
+            {
+                "name": "Controller",
+                "tags": ["controlplane"],
+                "services": ["galera", "glance", "heat"],
+                "nodes": {"count": 3, "name": "controller-{index}"},
+            }
+        ],
+    )
 
 
 def test_expand_contract_rolls_expand_first_contract_last_and_offline_keeps_its_window():
     dep = _expand_contract_cloud()
     plan = verify_plan(make_plan("upgrade", dep), dep)
     expand = first(plan, lambda u: u.step == "migrate" and "glance" in u.services)
-    assert expand.nodes == ("controller-0",) and expand.batch and not expand.batch.startswith("group:")
+    assert (
+        expand.nodes == ("controller-0",) and expand.batch and not expand.batch.startswith("group:")
+    )
     new_glance = [u for u in plan.units if "glance" in u.starts]
     assert len(new_glance) == 3 and all(u.end_s >= expand.end_s for u in new_glance)
     assert max_down(plan)["glance"] == 1, "glance rolls: never all down"
@@ -270,17 +378,29 @@ def test_verifier_refuses_a_contract_before_the_last_old_instance_and_new_code_b
     ci = next(i for i, u in enumerate(units) if u.step == "contract")
     ei = next(i for i, u in enumerate(units) if u.step == "migrate" and "glance" in u.services)
     contract = replace(units[ci], after=(units[ei].id,))
-    bad = plan.with_units(units[:ei + 1] + [contract] + [u for u in units[ei + 1:] if u.id != contract.id])
+    bad = plan.with_units(
+        units[: ei + 1] + [contract] + [u for u in units[ei + 1 :] if u.id != contract.id]
+    )
     from stepwise.plan.schedule import asap
+
     timed, _ = asap(bad.units)
-    with pytest.raises(UnsafePlanError, match="contracts the schema of glance while old code still runs"):
+    with pytest.raises(
+        UnsafePlanError, match="contracts the schema of glance while old code still runs"
+    ):
         verify_plan(bad.with_units(timed), dep)
     # the expand dropped: new glance would start on the old schema
-    no_expand = plan.with_units([u for u in units if u.id != units[ei].id] and
-                                [replace(u, after=tuple(a if a != units[ei].id else units[ei].after[0] for a in u.after))
-                                 for u in units if u.id != units[ei].id])
+    no_expand = plan.with_units(
+        [u for u in units if u.id != units[ei].id]
+        and [
+            replace(u, after=tuple(a if a != units[ei].id else units[ei].after[0] for a in u.after))
+            for u in units
+            if u.id != units[ei].id
+        ]
+    )
     timed, _ = asap(no_expand.units)
-    with pytest.raises(UnsafePlanError, match="starts new glance on controller-1 before its schema is expanded"):
+    with pytest.raises(
+        UnsafePlanError, match="starts new glance on controller-1 before its schema is expanded"
+    ):
         verify_plan(no_expand.with_units(timed), dep)
 
 
@@ -289,12 +409,18 @@ def test_planner_never_makes_a_plan_its_verifier_refuses_for_partial_facts(dep):
     fx = facts(dep, {n.name: ["pkg-nova_api"] for n in dep.role_of("controller-0").nodes})
     plan = verify_plan(make_plan("upgrade", dep, fx), dep)
     pin = first(plan, lambda u: u.step == "pin_rpc")
-    assert set(pin.services) == {"nova_api", "nova_compute"}, "only RPC groups with a changing member are pinned"
-    assert plan.params["initial"]["new_code"]["nova_compute"] == [n.name for n in dep.role_of("compute-0").nodes]
+    assert set(pin.services) == {"nova_api", "nova_compute"}, (
+        "only RPC groups with a changing member are pinned"
+    )
+    assert plan.params["initial"]["new_code"]["nova_compute"] == [
+        n.name for n in dep.role_of("compute-0").nodes
+    ]
 
 
 def test_a_limit_that_splits_an_offline_migration_is_refused(dep):
-    with pytest.raises(UnsafePlanError, match="--limit upgrades nova_api on some nodes but not on controller-1"):
+    with pytest.raises(
+        UnsafePlanError, match="--limit upgrades nova_api on some nodes but not on controller-1"
+    ):
         make_plan("upgrade", dep, limit="controller-0")
 
 
@@ -302,6 +428,7 @@ def test_upgrade_visits_a_compute_once_and_says_why_a_controller_is_visited_agai
     from pathlib import Path
 
     from stepwise.model import load_deployment
+
     dep = load_deployment(Path(__file__).resolve().parents[2] / "examples" / "composed.yaml")
     plan = verify_plan(make_plan("upgrade", dep), dep)
     visits = visits_per_node(plan)
@@ -309,6 +436,13 @@ def test_upgrade_visits_a_compute_once_and_says_why_a_controller_is_visited_agai
     # openvswitch (infra) on a compute: nothing in the control plane needs it first, so it
     # rides the compute's data-plane visit with nova_compute and the agents
     assert computes and all(len(visits[n]) == 1 for n in computes), {n: visits[n] for n in computes}
-    rolling = [u.why for u in plan.units if u.batch in visits["controller-openstack-0"] and u.stops
-               and not u.batch.startswith("group:")]  # the offline heat window is not a visit
-    assert len(rolling) > 1 and all("controller-openstack-0 is visited again" in w for w in rolling[1:])
+    rolling = [
+        u.why
+        for u in plan.units
+        if u.batch in visits["controller-openstack-0"]
+        and u.stops
+        and not u.batch.startswith("group:")
+    ]  # the offline heat window is not a visit
+    assert len(rolling) > 1 and all(
+        "controller-openstack-0 is visited again" in w for w in rolling[1:]
+    )

@@ -34,27 +34,50 @@ def clouds(draw):
         # a dependency may only point at an earlier service of a plane upgraded no later
         deps = draw(st.lists(st.sampled_from(range(i)), unique=True, max_size=2)) if i else []
         deps = tuple(f"s{j}" for j in deps if RANK[specs[j]["plane"]] <= RANK[plane])
-        specs.append(service(
-            f"s{i}", plane, rolling=draw(st.booleans()), deps=deps, rule=draw(RULES),
-            cluster=draw(st.sampled_from([None, None, "galera", "pacemaker"])),
-            rpc=draw(st.sampled_from([None, "grp"])), migrate=draw(st.booleans()), leave=draw(st.booleans()),
-            health=draw(st.booleans()), converge=draw(st.booleans()),
-            durations={"packages": draw(st.sampled_from([30.0, 60.0, 90.0]))},
-        ))
+        specs.append(
+            service(
+                f"s{i}",
+                plane,
+                rolling=draw(st.booleans()),
+                deps=deps,
+                rule=draw(RULES),
+                cluster=draw(st.sampled_from([None, None, "galera", "pacemaker"])),
+                rpc=draw(st.sampled_from([None, "grp"])),
+                migrate=draw(st.booleans()),
+                leave=draw(st.booleans()),
+                health=draw(st.booleans()),
+                converge=draw(st.booleans()),
+                durations={"packages": draw(st.sampled_from([30.0, 60.0, 90.0]))},
+            )
+        )
     cat = catalog(*specs)
     roles = []
     for r in range(draw(st.integers(1, 4))):
-        services = draw(st.lists(st.sampled_from([s["name"] for s in specs]), unique=True, min_size=1, max_size=4))
-        roles.append({"name": f"R{r}", "tags": ["controlplane"] if draw(st.booleans()) else [],
-                      "update_serial": draw(st.integers(1, 3)), "services": services,
-                      "nodes": {"count": draw(st.integers(1, 5)), "name": f"r{r}-{{index}}"}})
+        services = draw(
+            st.lists(
+                st.sampled_from([s["name"] for s in specs]), unique=True, min_size=1, max_size=4
+            )
+        )
+        roles.append(
+            {
+                "name": f"R{r}",
+                "tags": ["controlplane"] if draw(st.booleans()) else [],
+                "update_serial": draw(st.integers(1, 3)),
+                "services": services,
+                "nodes": {"count": draw(st.integers(1, 5)), "name": f"r{r}-{{index}}"},
+            }
+        )
     try:
         return deployment(cat, roles)
     except InputError:
         assume(False)  # e.g. a quorum rule on a service placed once: refused by validation
 
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 
 
 def _batch_numbers_agree(plan):
@@ -78,7 +101,9 @@ def _check(dep, workflow):
     for u in plan.units:
         assert set(u.after) <= seen, "units must come in a topological order (acyclic)"
         seen.add(u.id)
-    verified = verify_plan(plan, dep)  # raises on any broken invariant, also with perturbed durations
+    verified = verify_plan(
+        plan, dep
+    )  # raises on any broken invariant, also with perturbed durations
     assert verified.lower_bound_s <= verified.duration_s + 1e-6
     # every instance is stopped and started exactly once
     expected = {(s, n.name) for s, nodes in dep.instances.items() for n in nodes}
@@ -134,9 +159,12 @@ def _one_visit_per_node(plan, dep):
             for n in u.nodes:
                 started = u.services_on(n)
                 for i, s in enumerate(started):
-                    assert not set(dep.catalog[s].depends_on) & set(started[i + 1:]), \
+                    assert not set(dep.catalog[s].depends_on) & set(started[i + 1 :]), (
                         f"{s} starts on {n} before what it depends on"
-    assert all(len(b) == 1 for b in visits.values()), {n: b for n, b in visits.items() if len(b) > 1}
+                    )
+    assert all(len(b) == 1 for b in visits.values()), {
+        n: b for n, b in visits.items() if len(b) > 1
+    }
     assert all(c <= 1 for c in reboots.values())
 
 
@@ -161,22 +189,36 @@ def clouds_with_facts(draw):
     changes: dict[str, list[str]] = {}
     for n in dep.nodes:
         pkgs = sorted({p for s in dep.services_on(n) for p in dep.catalog[s].packages})
-        chosen = draw(st.lists(st.sampled_from(pkgs), unique=True, max_size=len(pkgs))) if pkgs else []
+        chosen = (
+            draw(st.lists(st.sampled_from(pkgs), unique=True, max_size=len(pkgs))) if pkgs else []
+        )
         if draw(st.integers(0, 4)) == 0:
             chosen.append("kernel")
         if chosen:
             changes[n.name] = chosen
     limit = None
     if draw(st.integers(0, 3)) == 0:
-        limit = ",".join(draw(st.lists(st.sampled_from([n.name for n in dep.nodes]), unique=True, min_size=1,
-                                       max_size=3)))
+        limit = ",".join(
+            draw(
+                st.lists(
+                    st.sampled_from([n.name for n in dep.nodes]),
+                    unique=True,
+                    min_size=1,
+                    max_size=3,
+                )
+            )
+        )
     return dep, facts(dep, changes), limit
 
 
 # derandomized: the same examples every run, so CI never turns red on a draw (run with a
 # higher max_examples and without derandomize when changing the planner)
-@settings(max_examples=120, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(
+    max_examples=120,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 @given(clouds_with_facts(), st.sampled_from(["update", "upgrade", "system-upgrade"]))
 def test_planner_and_verifier_agree(case, workflow):
     """Whatever the facts and the selection, the planner either refuses with a reason (an

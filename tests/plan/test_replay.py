@@ -37,7 +37,9 @@ def test_a_prepared_replay_finds_what_a_fresh_one_finds(example: str, workflow: 
         fresh = check(plan, dep, times)
         assert check(plan, dep, times, prepared=prepared) == fresh
         found_any |= bool(fresh[0])
-    assert found_any  # the broken schedules are refused: the comparison covers findings, not only silence
+    assert (
+        found_any
+    )  # the broken schedules are refused: the comparison covers findings, not only silence
 
 
 def test_units_out_of_order_are_reported_before_any_replay():
@@ -61,4 +63,6 @@ def test_leaving_units_out_keeps_the_order_of_the_other_events():
         full = [(e.kind, e.unit.id) for e in events(units, times)]
         kept = [u for u in units if rng.random() < 0.5]
         ids = {u.id for u in kept}
-        assert [(e.kind, e.unit.id) for e in events(kept, times)] == [x for x in full if x[1] in ids]
+        assert [(e.kind, e.unit.id) for e in events(kept, times)] == [
+            x for x in full if x[1] in ids
+        ]

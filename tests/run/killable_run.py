@@ -4,8 +4,8 @@ import sys
 from dataclasses import replace
 
 from stepwise.model import load_deployment
-from stepwise.plan import make_plan
 from stepwise.model.vocab import Step, Workflow
+from stepwise.plan import make_plan
 from stepwise.plan.units import Unit
 from stepwise.run.engine import EngineOptions
 from stepwise.run.resume import RunRequest, run_plan
@@ -17,8 +17,15 @@ def plan_with_transfer(dep, _facts=None):
     plan = make_plan("update", dep)
     units = list(plan.units)
     i = next(k for k, u in enumerate(units) if u.nodes == ("cmp-0",))
-    xfer = Unit("xfer", Step.SYSTEM_UPGRADE_TRANSFER_DATA, ("cmp-0",), ("worker",), after=units[i].after,
-                idempotent=False, vars={"system_upgrade_source": "cmp-1"})
+    xfer = Unit(
+        "xfer",
+        Step.SYSTEM_UPGRADE_TRANSFER_DATA,
+        ("cmp-0",),
+        ("worker",),
+        after=units[i].after,
+        idempotent=False,
+        vars={"system_upgrade_source": "cmp-1"},
+    )
     units[i] = replace(units[i], after=("xfer",))
     units.insert(i, xfer)
     return plan.with_units(units)
@@ -27,7 +34,14 @@ def plan_with_transfer(dep, _facts=None):
 if __name__ == "__main__":
     deployment, store_url, sleep = sys.argv[1], sys.argv[2], sys.argv[3]
     dep = load_deployment(deployment)
-    res = run_plan(RunRequest(open_store(store_url), dep, Workflow.UPDATE, planner=plan_with_transfer,
-                              options=EngineOptions(extra_vars={"step_sleep": sleep})))
+    res = run_plan(
+        RunRequest(
+            open_store(store_url),
+            dep,
+            Workflow.UPDATE,
+            planner=plan_with_transfer,
+            options=EngineOptions(extra_vars={"step_sleep": sleep}),
+        )
+    )
     print(res.status, res.message)
     sys.exit(0 if res.ok else 1)

@@ -24,8 +24,14 @@ def _ids(chains) -> list[list[str]]:
 
 
 def test_a_path_through_barriers_is_one_process():
-    units = [_u("u1"), _u("b1", "u1", step=Step.GATE), _u("u2", "b1"), _u("u3", "u2"),
-             _u("b2", "u2", "u3", step=Step.GATE), _u("u4", "b2")]
+    units = [
+        _u("u1"),
+        _u("b1", "u1", step=Step.GATE),
+        _u("u2", "b1"),
+        _u("u3", "u2"),
+        _u("b2", "u2", "u3", step=Step.GATE),
+        _u("u4", "b2"),
+    ]
     has_play = {u.id: not u.id.startswith("b") for u in units}
     assert _ids(make_chains(units, has_play)) == [["u1", "u2", "u3", "u4"]]
 
@@ -49,7 +55,11 @@ def dags(draw) -> tuple[list[Unit], dict[str, bool], int, int]:
     units: list[Unit] = []
     has_play: dict[str, bool] = {}
     for i in range(n):
-        after = draw(st.lists(st.sampled_from([u.id for u in units]), max_size=3, unique=True)) if units else []
+        after = (
+            draw(st.lists(st.sampled_from([u.id for u in units]), max_size=3, unique=True))
+            if units
+            else []
+        )
         barrier = draw(st.booleans()) and draw(st.booleans())
         once = not barrier and draw(st.integers(0, 9)) == 0
         uid = f"u{i}"
@@ -68,14 +78,16 @@ def test_the_processes_finish_every_dag_in_order_within_the_bounds(case):
     sched = Scheduler(units, (), max_parallel=max_parallel, has_play=has_play)
     chains = make_chains(units, has_play)
     # every unit with a play is in exactly one chain, in an order the DAG allows
-    assert sorted(u.id for c in chains for u in c.units) == sorted(u for u, p in has_play.items() if p)
+    assert sorted(u.id for c in chains for u in c.units) == sorted(
+        u for u, p in has_play.items() if p
+    )
     pos = {u.id: i for i, u in enumerate(units)}
     for c in chains:
         assert [pos[u.id] for u in c.units] == sorted(pos[u.id] for u in c.units)
         assert not c.detached or len(c.units) == 1
     done_at: dict[str, int] = {}
     started_at: dict[str, int] = {}
-    left: dict[str, int] = {}          # running unit -> time left
+    left: dict[str, int] = {}  # running unit -> time left
     alive: dict[str, object] = {}
     launched: set[str] = set()
     for b in sched.pass_barriers():
@@ -98,7 +110,7 @@ def test_the_processes_finish_every_dag_in_order_within_the_bounds(case):
                 continue
             nxt = sched.next_unit(c)
             if nxt is None:
-                del alive[cid]          # the process ends after its last play
+                del alive[cid]  # the process ends after its last play
                 progress = True
             elif sched.may_start(nxt):  # the gate lets it through
                 sched.mark_running(nxt)
@@ -115,7 +127,9 @@ def test_the_processes_finish_every_dag_in_order_within_the_bounds(case):
                 progress = True
         if sched.finished() and not alive:
             break
-        assert progress or left, f"the processes wait for each other forever at t={t}: {sched.state}"
+        assert progress or left, (
+            f"the processes wait for each other forever at t={t}: {sched.state}"
+        )
     assert all(s is UnitState.DONE for s in sched.state.values())
     for u in units:
         for a in u.after:

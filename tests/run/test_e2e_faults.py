@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from test_e2e_lab import _lab_or_skip, lab_dir  # noqa: F401 - the fixture
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,12 +26,16 @@ def _small_classic(path: Path) -> Path:
     untouched until the resume), the rule under test is about the control plane's batches.
     Two computes, so that each can be drained onto the other."""
     text = (ROOT / "examples" / "classic.yaml").read_text()
-    text = text.replace('count: 3, name: "ceph', 'count: 1, name: "ceph').replace("name: classic", "name: crashlab")
+    text = text.replace('count: 3, name: "ceph', 'count: 1, name: "ceph').replace(
+        "name: classic", "name: crashlab"
+    )
     path.write_text(text)
     return path
 
 
-def test_a_node_crashed_mid_batch_stops_the_run_before_the_next_batch(tmp_path: Path, lab_dir: Path):  # noqa: F811
+def test_a_node_crashed_mid_batch_stops_the_run_before_the_next_batch(
+    tmp_path: Path, lab_dir: Path
+):  # noqa: F811
     _lab_or_skip()
     import stepwise.lab as lab
     from stepwise.lab.faults import inject
@@ -43,20 +46,56 @@ def test_a_node_crashed_mid_batch_stops_the_run_before_the_next_batch(tmp_path: 
     dep_path = _small_classic(tmp_path / "crashlab.yaml")
     store_url = f"sqlite:///{tmp_path / 'store.sqlite'}"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [STEPWISE, "update", "run", "-d", str(dep_path), "--lab", str(lab_dir), "--store", store_url, "--json"]
+    cmd = [
+        STEPWISE,
+        "update",
+        "run",
+        "-d",
+        str(dep_path),
+        "--lab",
+        str(lab_dir),
+        "--store",
+        store_url,
+        "--json",
+    ]
     lab.up(dep_path, lab_dir)
     the_lab = Lab(lab_dir)
     try:
-        subprocess.run([STEPWISE, "discover", "-d", str(dep_path), "--lab", str(lab_dir), "--store", store_url],
-                       check=True, env=env, capture_output=True)
+        subprocess.run(
+            [
+                STEPWISE,
+                "discover",
+                "-d",
+                str(dep_path),
+                "--lab",
+                str(lab_dir),
+                "--store",
+                store_url,
+            ],
+            check=True,
+            env=env,
+            capture_output=True,
+        )
         store = open_store(store_url)
         with Probe(the_lab, rate=4.0, max_seconds=900) as probe:
-            p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            p = subprocess.Popen(
+                cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
 
             def running_on(node: str):
                 runs = store.runs("crashlab")
-                return next((u for u in store.units(runs[0].id) if u.state == "running" and u.nodes == [node]),
-                            None) if runs else None
+                return (
+                    next(
+                        (
+                            u
+                            for u in store.units(runs[0].id)
+                            if u.state == "running" and u.nodes == [node]
+                        ),
+                        None,
+                    )
+                    if runs
+                    else None
+                )
 
             # controller-2 loses power while controller-1 is in its batch (its services are
             # back and checked, so the clusters keep a majority: the crash alone loses nothing)
@@ -74,20 +113,30 @@ def test_a_node_crashed_mid_batch_stops_the_run_before_the_next_batch(tmp_path: 
         assert p.returncode == 1, out + err
         res = json.loads(out)
         assert res["status"] == "failed", res
-        assert "controller-2" in res["message"] and "continue with" in res["message"], res["message"]
+        assert "controller-2" in res["message"] and "continue with" in res["message"], res[
+            "message"
+        ]
         run = store.runs("crashlab")[0]
         units = store.units(run.id)
-        by_node = {n: [u for u in units if u.nodes == [n]] for n in ("controller-2", "compute-0", "ceph-0")}
+        by_node = {
+            n: [u for u in units if u.nodes == [n]] for n in ("controller-2", "compute-0", "ceph-0")
+        }
         # the batch that was running finished; the crashed node's batch failed at its first unit
         batch = [u for u in units if u.batch == mid.batch]
-        assert len(batch) > 1 and all(u.state == "done" for u in batch), [(u.step, u.state) for u in batch]
+        assert len(batch) > 1 and all(u.state == "done" for u in batch), [
+            (u.step, u.state) for u in batch
+        ]
         failed = [u for u in units if u.state == "failed"]
-        assert failed and all(u.nodes == ["controller-2"] for u in failed), [(u.unit_id, u.nodes) for u in failed]
+        assert failed and all(u.nodes == ["controller-2"] for u in failed), [
+            (u.unit_id, u.nodes) for u in failed
+        ]
         assert "unreachable" in failed[0].message or "down" in failed[0].message, failed[0].message
         # nothing started after it: not the rest of controller-2's batch, not the data plane
         # (the computes' nova_compute visit; their openvswitch ran earlier, in the first level)
         assert [u.step for u in by_node["controller-2"] if u.state != "pending"] == [failed[0].step]
-        late_starts = [u.unit_id for u in units if u.started_at and u.started_at > failed[0].ended_at]
+        late_starts = [
+            u.unit_id for u in units if u.started_at and u.started_at > failed[0].ended_at
+        ]
         assert late_starts == []
         nova = [u for u in by_node["compute-0"] if "nova_compute" in u.services]
         assert nova and all(u.state == "pending" for u in nova), [(u.step, u.state) for u in nova]
@@ -99,7 +148,9 @@ def test_a_node_crashed_mid_batch_stops_the_run_before_the_next_batch(tmp_path: 
         late = [r for r in api if not r["ok"] and not crashed_at - 1 <= r["t"] <= crashed_at + 3]
         assert late == [], late[:5]
         workloads = [r for r in probe.records if r["target"].startswith("workload:")]
-        assert workloads and all(r["ok"] for r in workloads), [r for r in workloads if not r["ok"]][:3]
+        assert workloads and all(r["ok"] for r in workloads), [r for r in workloads if not r["ok"]][
+            :3
+        ]
 
         # the node is back: the same command continues the run and finishes the update
         inject(the_lab, "recover", "controller-2")

@@ -42,9 +42,13 @@ def test_minor_update_of_an_imported_composed_cloud_fails_no_request(work: Path)
 
     # the three-node control-plane roles keep their quorums; one networker and one ceph node
     # (`--count`) keep the run to what CI can afford, the import is the same
-    imp = import_tripleo(FIX / "roles_data_composed.yaml", load_catalog(), stack="overcloud",
-                         environments=[FIX / "default-services-disabled.yaml"],
-                         counts={"Networker": 1, "CephStorage": 1})
+    imp = import_tripleo(
+        FIX / "roles_data_composed.yaml",
+        load_catalog(),
+        stack="overcloud",
+        environments=[FIX / "default-services-disabled.yaml"],
+        counts={"Networker": 1, "CephStorage": 1},
+    )
     path = work / "deployment.yaml"
     path.write_text(yaml.safe_dump(imp.doc, sort_keys=False))
     dep = load_deployment(path)

@@ -35,6 +35,7 @@ def lab_dir():
     long tmp_path."""
     import shutil
     import tempfile
+
     d = Path(tempfile.mkdtemp(prefix="swl-"))
     yield d / "lab"
     shutil.rmtree(d, ignore_errors=True)
@@ -43,7 +44,8 @@ def lab_dir():
 def _lab_or_skip():
     try:
         import stepwise.lab  # noqa: F401
-        from stepwise.lab import mariadb, haproxy
+        from stepwise.lab import haproxy, mariadb
+
         mariadb.binaries()
         haproxy.binary()
     except Exception as exc:  # pragma: no cover - depends on the machine
@@ -54,7 +56,9 @@ def _lab_or_skip():
 
 def test_demo_minor_update_and_major_upgrade(tmp_path: Path, lab_dir: Path):
     _lab_or_skip()
-    from stepwise.cli.main import _register; _register()
+    from stepwise.cli.main import _register
+
+    _register()
     from stepwise.cli.main import app
 
     # the classic cloud with one ceph storage node instead of three: the ceph nodes only add
@@ -62,21 +66,38 @@ def test_demo_minor_update_and_major_upgrade(tmp_path: Path, lab_dir: Path):
     # in full in the test below)
     classic = tmp_path / "classic.yaml"
     text = CLASSIC.read_text()
-    classic.write_text(text.replace('nodes: {count: 3, name: "ceph-{index}"', 'nodes: {count: 1, name: "ceph-{index}"'))
+    classic.write_text(
+        text.replace(
+            'nodes: {count: 3, name: "ceph-{index}"', 'nodes: {count: 1, name: "ceph-{index}"'
+        )
+    )
     assert classic.read_text() != text
-    r = CliRunner().invoke(app, ["demo", "-d", str(classic), "--lab-dir", str(lab_dir), "--json",
-                                 "--report", str(tmp_path / "demo.html")])
+    r = CliRunner().invoke(
+        app,
+        [
+            "demo",
+            "-d",
+            str(classic),
+            "--lab-dir",
+            str(lab_dir),
+            "--json",
+            "--report",
+            str(tmp_path / "demo.html"),
+        ],
+    )
     if r.exception and not isinstance(r.exception, SystemExit):
         raise r.exception
     assert r.exit_code == 0, r.output
-    report = json.loads(r.output[r.output.index("{"):])
+    report = json.loads(r.output[r.output.index("{") :])
     phases = {p["phase"]: p for p in report["phases"]}
     assert all(p["status"] == "done" for p in phases.values())
     assert phases["minor update"]["probe"]["failed"] == 0, phases["minor update"]["probe"]
     # the minor update installs the new kernel on every node and reboots into it (computes too)
     computes = {n: k for n, k in report["kernels"].items() if n.startswith("compute")}
-    assert computes and all(k["before"] == "4.18.0" and k["installed"] == k["running"] == "4.18.1"
-                            for k in computes.values()), report["kernels"]
+    assert computes and all(
+        k["before"] == "4.18.0" and k["installed"] == k["running"] == "4.18.1"
+        for k in computes.values()
+    ), report["kernels"]
     # the major upgrade rolls the expand/contract services (keystone, glance, nova, neutron,
     # cinder): no window is announced for them and their APIs never fail a request
     rolling_apis = {"keystone", "glance_api", "nova_api", "neutron_server", "cinder_api"}
@@ -84,7 +105,9 @@ def test_demo_minor_update_and_major_upgrade(tmp_path: Path, lab_dir: Path):
         if p["phase"] == "minor update":
             continue
         assert not rolling_apis & {w["service"] for w in p["planned_windows"]}, p["planned_windows"]
-        assert not {f"vip:{s}" for s in rolling_apis} & set(p["probe"]["targets_with_failures"]), p["probe"]
+        assert not {f"vip:{s}" for s in rolling_apis} & set(p["probe"]["targets_with_failures"]), p[
+            "probe"
+        ]
     for p in report["phases"]:
         assert p["probe"]["failed_outside_windows"] == {}, p
         assert not any(t.startswith("workload:") for t in p["probe"]["targets_with_failures"]), p
@@ -109,11 +132,25 @@ def test_sigkill_and_sigint_during_a_lab_update_then_run_again(tmp_path: Path, l
     lab.up(dep_path, lab_dir)
     try:
         # the data-plane roles keep this test to a few minutes; the kill points are random
-        cmd = [STEPWISE, "update", "run", "-d", str(dep_path), "--lab",
-               str(lab_dir), "--limit", "Compute,CephStorage", "--json"]
+        cmd = [
+            STEPWISE,
+            "update",
+            "run",
+            "-d",
+            str(dep_path),
+            "--lab",
+            str(lab_dir),
+            "--limit",
+            "Compute,CephStorage",
+            "--json",
+        ]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        subprocess.run([STEPWISE, "discover", "-d", str(dep_path), "--lab",
-                        str(lab_dir)], check=True, env=env, capture_output=True)
+        subprocess.run(
+            [STEPWISE, "discover", "-d", str(dep_path), "--lab", str(lab_dir)],
+            check=True,
+            env=env,
+            capture_output=True,
+        )
         rnd = random.Random(int(os.environ.get("STEPWISE_KILL_SEED", "7")))
         for sig in (signal.SIGKILL, signal.SIGINT):
             p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -137,13 +174,22 @@ def test_sigkill_and_sigint_during_a_lab_update_then_run_again(tmp_path: Path, l
             again = ran_after_done(store, r.id)
             assert again == [], [(t.unit_id, t.host, t.task) for t in again[:5]]
         # every service whose package had an update now runs it, as the lab says
-        subprocess.run([STEPWISE, "discover", "-d", str(dep_path), "--lab",
-                        str(lab_dir)], check=True, env=env, capture_output=True)
+        subprocess.run(
+            [STEPWISE, "discover", "-d", str(dep_path), "--lab", str(lab_dir)],
+            check=True,
+            env=env,
+            capture_output=True,
+        )
         facts = store.facts("classic")
-        stale = [(n, p) for n, f in facts["nodes"].items() for p, v in f["packages"].items()
-                 if v.get("available") and v.get("available") != v.get("installed")
-                 and dep.role_of(n).name in ("Compute", "CephStorage")
-                 and any(p in dep.catalog[s].packages for s in dep.services_on(n))]
+        stale = [
+            (n, p)
+            for n, f in facts["nodes"].items()
+            for p, v in f["packages"].items()
+            if v.get("available")
+            and v.get("available") != v.get("installed")
+            and dep.role_of(n).name in ("Compute", "CephStorage")
+            and any(p in dep.catalog[s].packages for s in dep.services_on(n))
+        ]
         assert stale == []
         assert agreement(store, dep, lab_dir)["mismatches"] == []
     finally:

@@ -24,7 +24,9 @@ def _t(dt) -> float:
     return calendar.timegm(dt.timetuple()) + dt.microsecond / 1e6
 
 
-def test_management_node_os_and_release_upgrade_across_a_database_major(tmp_path: Path, lab_dir: Path):  # noqa: F811
+def test_management_node_os_and_release_upgrade_across_a_database_major(
+    tmp_path: Path, lab_dir: Path
+):  # noqa: F811
     _lab_or_skip()
     import stepwise.lab as lab
     from stepwise.lab import mariadb
@@ -49,9 +51,23 @@ def test_management_node_os_and_release_upgrade_across_a_database_major(tmp_path
         assert S.installed(the_lab, node)["mariadb-server"]["version"].startswith("10.3")
         common = ["-d", str(dep_path), "--lab", str(lab_dir), "--store", store_url]
         subprocess.run([STEPWISE, "discover", *common], env=env, check=True, capture_output=True)
-        p = subprocess.run([STEPWISE, "management-upgrade", "run", *common, "-e", "target_release=R2",
-                            "-e", "system_upgrade_mode=in-place", "--yes"], env=env, capture_output=True, text=True,
-                           timeout=900)
+        p = subprocess.run(
+            [
+                STEPWISE,
+                "management-upgrade",
+                "run",
+                *common,
+                "-e",
+                "target_release=R2",
+                "-e",
+                "system_upgrade_mode=in-place",
+                "--yes",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
 
         st = lab_status(the_lab)
@@ -68,11 +84,15 @@ def test_management_node_os_and_release_upgrade_across_a_database_major(tmp_path
             assert u.state == "done", (u.unit_id, u.state, u.message)
             units[u.step].append(u)
         (dump,), stops = units["backup"], units["stop"]
-        assert _t(dump.ended_at) <= _t(stops[0].started_at), "the dump is taken while the database runs"
+        assert _t(dump.ended_at) <= _t(stops[0].started_at), (
+            "the dump is taken while the database runs"
+        )
         (os_run,), (restore,) = units["system_upgrade_run"], units["restore"]
         assert _t(os_run.ended_at) <= _t(restore.started_at)
         db_start = units["start"][0]
         assert "galera" in db_start.services
-        assert all(_t(m.started_at) >= _t(db_start.ended_at) for m in units["migrate"]), "DB syncs after the DB is up"
+        assert all(_t(m.started_at) >= _t(db_start.ended_at) for m in units["migrate"]), (
+            "DB syncs after the DB is up"
+        )
     finally:
         lab.down(lab_dir, quiet=True)

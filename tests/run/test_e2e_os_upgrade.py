@@ -20,8 +20,18 @@ from tests.run.test_e2e_lab import STEPWISE, _lab_or_skip, lab_dir  # noqa: F401
 ROOT = Path(__file__).resolve().parents[2]
 MINI = ROOT / "tests" / "run" / "fixtures" / "composed-mini.yaml"
 FIRST = "controller-openstack-0,database-0,messaging-0"
-LATER = ["controller-openstack-1", "database-1", "messaging-1", "controller-openstack-2", "database-2", "messaging-2",
-         "novacompute-0", "novacompute-1", "networker-0", "cephstorage-0"]
+LATER = [
+    "controller-openstack-1",
+    "database-1",
+    "messaging-1",
+    "controller-openstack-2",
+    "database-2",
+    "messaging-2",
+    "novacompute-0",
+    "novacompute-1",
+    "networker-0",
+    "cephstorage-0",
+]
 REPROVISIONED = "networker-0"
 CLUSTERS = ("galera", "rabbitmq", "pacemaker")
 
@@ -37,9 +47,13 @@ class ClusterSampler(threading.Thread):
 
     def run(self) -> None:
         from stepwise.lab import health as H
+
         mons = self.lab.spec["services"]["ceph_mon"]["instances"]
         while not self.halt.is_set():
-            s = {"t": time.time(), "ceph_mon": sum(1 for n in mons if H.read_unit(self.lab, n, "ceph_mon"))}
+            s = {
+                "t": time.time(),
+                "ceph_mon": sum(1 for n in mons if H.read_unit(self.lab, n, "ceph_mon")),
+            }
             for c in CLUSTERS:
                 s[c] = H.quorum(self.lab, c)
             self.samples.append(s)
@@ -67,9 +81,26 @@ def test_the_seeds_twelve_steps_on_composed_roles(tmp_path: Path, lab_dir: Path)
 
     def sw(*args: str, ok: bool = True) -> subprocess.CompletedProcess:
         yes = [] if args[0] == "discover" else ["--yes"]
-        p = subprocess.run([STEPWISE, *args, "-d", str(dep_path), "--lab", str(lab_dir), "--store", store_url,
-                            *yes], env=env, capture_output=True, text=True, timeout=600)
-        log.append(f"$ stepwise {' '.join(args)} -> {p.returncode}\n{p.stdout[-1500:]}{p.stderr[-1500:]}")
+        p = subprocess.run(
+            [
+                STEPWISE,
+                *args,
+                "-d",
+                str(dep_path),
+                "--lab",
+                str(lab_dir),
+                "--store",
+                store_url,
+                *yes,
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        log.append(
+            f"$ stepwise {' '.join(args)} -> {p.returncode}\n{p.stdout[-1500:]}{p.stderr[-1500:]}"
+        )
         if ok:
             assert p.returncode == 0, "\n".join(log[-3:])
         return p
@@ -91,38 +122,94 @@ def test_the_seeds_twelve_steps_on_composed_roles(tmp_path: Path, lab_dir: Path)
             sw("upgrade", "prepare", "-e", "target_release=R2")
             # 2-4: prepare and upgrade the OS of one node of each cluster-/schema-sensitive role
             sw("upgrade", "run", "--tags", "system_upgrade_prepare", "--limit", FIRST)
-            sw("external-upgrade", "run", "--tags", "system_upgrade_prepare", "-e", f"system_upgrade_nodes={FIRST}")
+            sw(
+                "external-upgrade",
+                "run",
+                "--tags",
+                "system_upgrade_prepare",
+                "-e",
+                f"system_upgrade_nodes={FIRST}",
+            )
             sw("upgrade", "run", "--tags", "system_upgrade_run", "--limit", FIRST)
             # the same command again does nothing; with --fresh too, since the recorded facts say
             # these nodes run the new OS: no second reboot (a reboot rewrites the node's boot
             # record, dropping this mark). The node-side refusal behind it: test_engine.py.
             for n in FIRST.split(","):
-                the_lab.write_state(n, "kernel.json", {**the_lab.read_state(n, "kernel.json", {}), "mark": 1})
+                the_lab.write_state(
+                    n, "kernel.json", {**the_lab.read_state(n, "kernel.json", {}), "mark": 1}
+                )
             again = sw("upgrade", "run", "--tags", "system_upgrade_run", "--limit", FIRST, ok=False)
             assert again.returncode == 0 and "nothing to do" in again.stdout + again.stderr, log[-1]
-            forced = sw("upgrade", "run", "--tags", "system_upgrade_run", "--limit", FIRST, "--fresh", ok=False)
-            assert forced.returncode == 0 and "nothing to do" in forced.stdout + forced.stderr, log[-1]
-            assert all(the_lab.read_state(n, "kernel.json", {}).get("mark") == 1 for n in FIRST.split(",")), log[-1]
+            forced = sw(
+                "upgrade",
+                "run",
+                "--tags",
+                "system_upgrade_run",
+                "--limit",
+                FIRST,
+                "--fresh",
+                ok=False,
+            )
+            assert forced.returncode == 0 and "nothing to do" in forced.stdout + forced.stderr, log[
+                -1
+            ]
+            assert all(
+                the_lab.read_state(n, "kernel.json", {}).get("mark") == 1 for n in FIRST.split(",")
+            ), log[-1]
             # 5: the data of the old nodes of those roles onto the new one (control plane down)
-            sw("external-upgrade", "run", "--tags", "system_upgrade_transfer_data", "--limit",
-               "ControllerOpenstack,Database,Messaging")
-            again = sw("external-upgrade", "run", "--tags", "system_upgrade_transfer_data", "--limit",
-                       "ControllerOpenstack,Database,Messaging", ok=False)
+            sw(
+                "external-upgrade",
+                "run",
+                "--tags",
+                "system_upgrade_transfer_data",
+                "--limit",
+                "ControllerOpenstack,Database,Messaging",
+            )
+            again = sw(
+                "external-upgrade",
+                "run",
+                "--tags",
+                "system_upgrade_transfer_data",
+                "--limit",
+                "ControllerOpenstack,Database,Messaging",
+                ok=False,
+            )
             assert again.returncode == 0 and "nothing to do" in again.stdout + again.stderr, log[-1]
             # 6-7: the new release on those nodes, their external (ceph) services back
             sw("upgrade", "run", "--limit", FIRST, "-e", "target_release=R2")
-            sw("external-upgrade", "run", "--tags", "system_upgrade_run", "-e", f"system_upgrade_nodes={FIRST}")
+            sw(
+                "external-upgrade",
+                "run",
+                "--tags",
+                "system_upgrade_run",
+                "-e",
+                f"system_upgrade_nodes={FIRST}",
+            )
             # 8-9: every other node, one by one
             for n in LATER:
                 mode = ["-e", "system_upgrade_mode=reprovision"] if n == REPROVISIONED else []
                 sw("upgrade", "run", "--tags", "system_upgrade_prepare", "--limit", n, *mode)
-                sw("external-upgrade", "run", "--tags", "system_upgrade_prepare", "-e", f"system_upgrade_nodes={n}")
+                sw(
+                    "external-upgrade",
+                    "run",
+                    "--tags",
+                    "system_upgrade_prepare",
+                    "-e",
+                    f"system_upgrade_nodes={n}",
+                )
                 if n == REPROVISIONED:
                     kept = tmp_path / ".stepwise" / "persist" / "composed-mini"
                     assert (kept / n).is_dir() and oct(kept.stat().st_mode & 0o777) == "0o700"
                 sw("upgrade", "run", "--tags", "system_upgrade_run", "--limit", n, *mode)
                 sw("upgrade", "run", "--limit", n, "-e", "target_release=R2")
-                sw("external-upgrade", "run", "--tags", "system_upgrade_run", "-e", f"system_upgrade_nodes={n}")
+                sw(
+                    "external-upgrade",
+                    "run",
+                    "--tags",
+                    "system_upgrade_run",
+                    "-e",
+                    f"system_upgrade_nodes={n}",
+                )
             # 10-12: online data migrations, converge, cleanup
             sw("external-upgrade", "run", "--tags", "online_upgrade")
             sw("upgrade", "converge")
@@ -132,34 +219,58 @@ def test_the_seeds_twelve_steps_on_composed_roles(tmp_path: Path, lab_dir: Path)
         summary = probe.stop()
 
         # a second transfer is refused once the nodes it would copy from are gone
-        second = sw("external-upgrade", "run", "--tags", "system_upgrade_transfer_data", "--limit",
-                    "ControllerOpenstack,Database,Messaging", "--fresh", ok=False)
+        second = sw(
+            "external-upgrade",
+            "run",
+            "--tags",
+            "system_upgrade_transfer_data",
+            "--limit",
+            "ControllerOpenstack,Database,Messaging",
+            "--fresh",
+            ok=False,
+        )
         assert second.returncode != 0 and "error" in second.stderr, log[-1]
 
         from stepwise.lab.control import status as lab_status
+
         status = lab_status(the_lab)
-        assert {n["name"]: n["os_major"] for n in status["nodes"]} == {n["name"]: 9 for n in status["nodes"]}
+        assert {n["name"]: n["os_major"] for n in status["nodes"]} == {
+            n["name"]: 9 for n in status["nodes"]
+        }
         assert all(n["release"] == "R2" for n in status["nodes"])
-        assert all(s["healthy"] for n in status["nodes"] for s in n["services"]), json.dumps(status["nodes"])[:3000]
+        assert all(s["healthy"] for n in status["nodes"] for s in n["services"]), json.dumps(
+            status["nodes"]
+        )[:3000]
         assert all(w["healthy"] for w in status["workloads"])
 
         store = open_store(store_url)
-        transfers = [u for r in store.runs("composed-mini", limit=1000) for u in store.units(r.id)
-                     if u.step == "system_upgrade_transfer_data" and u.state == "done"]
+        transfers = [
+            u
+            for r in store.runs("composed-mini", limit=1000)
+            for u in store.units(r.id)
+            if u.step == "system_upgrade_transfer_data" and u.state == "done"
+        ]
         assert len(transfers) == 1, transfers
 
-        assert sorted(mariadb.execute(vip["address"], vip["port"], "SELECT k, v FROM data")) == sorted(rows)
+        assert sorted(
+            mariadb.execute(vip["address"], vip["port"], "SELECT k, v FROM data")
+        ) == sorted(rows)
         for host, port in members:
             assert sorted(mariadb.execute(host, port, "SELECT k, v FROM data")) == sorted(rows)
 
-        assert not (tmp_path / ".stepwise" / "persist" / "composed-mini" / REPROVISIONED).exists(), \
-            "cleanup removes what was persisted"
+        assert not (
+            tmp_path / ".stepwise" / "persist" / "composed-mini" / REPROVISIONED
+        ).exists(), "cleanup removes what was persisted"
 
         intervals = cloud_intervals(store, "composed-mini")
         assert sampler.samples
         assert min(s["ceph_mon"] for s in sampler.samples) >= 2
         for c in CLUSTERS:
-            lost = [s for s in sampler.samples if not s[c][0] and not _inside(s["t"], intervals.get(c, []))]
+            lost = [
+                s
+                for s in sampler.samples
+                if not s[c][0] and not _inside(s["t"], intervals.get(c, []))
+            ]
             assert not lost, f"{c} below majority outside its announced windows: {lost[:3]}"
         workloads = {k: v for k, v in summary["targets"].items() if k.startswith("workload:")}
         assert workloads and all(v["failed"] == 0 for v in workloads.values()), workloads

@@ -50,16 +50,32 @@ def test_real_openstack_minor_update_and_major_upgrade(tmp_path: Path):
 
     short = Path(tempfile.mkdtemp(prefix="swo-"))  # unix sockets live under the lab dir
     try:
-        r = CliRunner().invoke(app, ["demo", "-d", str(EXAMPLE), "--lab-dir", str(short / "lab"), "--json",
-                                     "--report", str(tmp_path / "demo.html")])
+        r = CliRunner().invoke(
+            app,
+            [
+                "demo",
+                "-d",
+                str(EXAMPLE),
+                "--lab-dir",
+                str(short / "lab"),
+                "--json",
+                "--report",
+                str(tmp_path / "demo.html"),
+            ],
+        )
     finally:
         shutil.rmtree(short, ignore_errors=True)
     if r.exception and not isinstance(r.exception, SystemExit):
         raise r.exception
     assert r.exit_code == 0, r.output
-    report = json.loads(r.output[r.output.index("{"):])
+    report = json.loads(r.output[r.output.index("{") :])
     phases = {p["phase"]: p for p in report["phases"]}
-    assert set(phases) >= {"minor update", "upgrade prepare", "upgrade run (control plane)", "upgrade converge"}
+    assert set(phases) >= {
+        "minor update",
+        "upgrade prepare",
+        "upgrade run (control plane)",
+        "upgrade converge",
+    }
     assert all(p["status"] == "done" for p in phases.values()), phases
     # the real client kept calling every real service through every phase and no call failed:
     # a node's APIs leave the load balancer and finish their requests before they stop; its
@@ -68,18 +84,35 @@ def test_real_openstack_minor_update_and_major_upgrade(tmp_path: Path):
     # and comes back only once synced. Every failure is printed with the units running then.
     for title, p in phases.items():
         client = p["probe"]["client"]
-        assert set(client) == {"client:keystone", "client:placement", "client:glance"}, (title, client)
+        assert set(client) == {"client:keystone", "client:placement", "client:glance"}, (
+            title,
+            client,
+        )
         assert all(c["requests"] > 0 for c in client.values()), (title, client)
         print(f"{title}: client {client}; failures {p['probe']['failures']}")
-        assert sum(c["failed"] for c in client.values()) == 0, (title, client, p["probe"]["failures"])
-        assert p["probe"]["failed"] == 0, (title, p["probe"]["targets_with_failures"], p["probe"]["failures"])
+        assert sum(c["failed"] for c in client.values()) == 0, (
+            title,
+            client,
+            p["probe"]["failures"],
+        )
+        assert p["probe"]["failed"] == 0, (
+            title,
+            p["probe"]["targets_with_failures"],
+            p["probe"]["failures"],
+        )
     os_report = report["openstack"]
     # the schemas moved to 2024.1's head by the services' own tools: keystone's expand and
     # glance's expand/migrate/contract changed real tables
-    assert all(s["at_head"] and s["code"] == "2024.1" for s in os_report["schemas"].values()), os_report["schemas"]
+    assert all(s["at_head"] and s["code"] == "2024.1" for s in os_report["schemas"].values()), (
+        os_report["schemas"]
+    )
     before = os_report["schemas_before"]
     for svc in ("keystone", "glance_api"):
-        assert before[svc]["version"] != os_report["schemas"][svc]["version"], (svc, before, os_report["schemas"])
+        assert before[svc]["version"] != os_report["schemas"][svc]["version"], (
+            svc,
+            before,
+            os_report["schemas"],
+        )
     assert os_report["seed"]["kept"] and os_report["seed"]["checked"] == 3, os_report["seed"]
     tempest = os_report["tempest"]
     assert tempest["run"] > 0 and tempest["failed"] == 0, tempest

@@ -46,9 +46,26 @@ def test_real_openstack_through_the_os_upgrade(tmp_path: Path, lab_dir: Path):  
 
     def sw(*args: str) -> subprocess.CompletedProcess:
         yes = [] if args[0] == "discover" else ["--yes"]
-        p = subprocess.run([STEPWISE, *args, "-d", str(dep_path), "--lab", str(lab_dir), "--store", store_url,
-                            *yes], env=env, capture_output=True, text=True, timeout=600)
-        log.append(f"$ stepwise {' '.join(args)} -> {p.returncode}\n{p.stdout[-1500:]}{p.stderr[-1500:]}")
+        p = subprocess.run(
+            [
+                STEPWISE,
+                *args,
+                "-d",
+                str(dep_path),
+                "--lab",
+                str(lab_dir),
+                "--store",
+                store_url,
+                *yes,
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        log.append(
+            f"$ stepwise {' '.join(args)} -> {p.returncode}\n{p.stdout[-1500:]}{p.stderr[-1500:]}"
+        )
         assert p.returncode == 0, "\n".join(log[-3:])
         return p
 
@@ -65,14 +82,23 @@ def test_real_openstack_through_the_os_upgrade(tmp_path: Path, lab_dir: Path):  
         # one by one, joining the new cluster by SST; 10-12 online migrations, converge (with
         # keystone's and glance's contract), cleanup
         commands = seed_commands(load_deployment(dep_path), "R2")
-        assert ("external-upgrade", "run", "--tags", "system_upgrade_transfer_data", "--limit", "Controller") in commands
+        assert (
+            "external-upgrade",
+            "run",
+            "--tags",
+            "system_upgrade_transfer_data",
+            "--limit",
+            "Controller",
+        ) in commands
         with Probe(the_lab, rate=2.0, max_seconds=1800) as probe:
             for argv in commands:
                 sw(*argv)
         summary = probe.stop()
 
         status = lab_status(the_lab)
-        assert {n["name"]: n["os_major"] for n in status["nodes"]} == {n["name"]: 9 for n in status["nodes"]}
+        assert {n["name"]: n["os_major"] for n in status["nodes"]} == {
+            n["name"]: 9 for n in status["nodes"]
+        }
         assert all(n["release"] == "R2" for n in status["nodes"]), status["nodes"]
         assert all(s["healthy"] for n in status["nodes"] for s in n["services"]), status["nodes"]
         # the rows written by real OpenStack before step 1 came through the datadir copy and SST
@@ -82,11 +108,17 @@ def test_real_openstack_through_the_os_upgrade(tmp_path: Path, lab_dir: Path):  
         assert all(s["at_head"] and s["code"] == "2024.1" for s in schemas.values()), schemas
 
         store = open_store(store_url)
-        transfers = [u for r in store.runs("openstack", limit=1000) for u in store.units(r.id)
-                     if u.step == "system_upgrade_transfer_data" and u.state == "done"]
+        transfers = [
+            u
+            for r in store.runs("openstack", limit=1000)
+            for u in store.units(r.id)
+            if u.step == "system_upgrade_transfer_data" and u.state == "done"
+        ]
         assert len(transfers) == 1, transfers
         client = {k: v for k, v in summary["targets"].items() if k.startswith("client:")}
-        assert set(client) == {"client:keystone", "client:placement", "client:glance"}, summary["targets"].keys()
+        assert set(client) == {"client:keystone", "client:placement", "client:glance"}, summary[
+            "targets"
+        ].keys()
         assert all(c["requests"] > 0 for c in client.values()), client
         # the probe's and the client's failures fall inside the windows the plans announced
         assert outside_windows(probe.records, cloud_intervals(store, "openstack")) == {}

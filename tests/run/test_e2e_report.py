@@ -41,8 +41,16 @@ def test_report_of_a_lab_run(tmp_path: Path):
     try:
         conn = Connector.from_inventory(lab.inventory(lab_dir), "lab", (lab.ansible_plugin_dir(),))
         discover(dep, store, connector=conn)
-        out = _phase("minor update (computes)", "update", dep, store, lab_dir, stored_facts(dep, store), True,
-                     limit="Compute")
+        out = _phase(
+            "minor update (computes)",
+            "update",
+            dep,
+            store,
+            lab_dir,
+            stored_facts(dep, store),
+            True,
+            limit="Compute",
+        )
     finally:
         lab.down(lab_dir, quiet=True)
         shutil.rmtree(short, ignore_errors=True)
@@ -55,5 +63,9 @@ def test_report_of_a_lab_run(tmp_path: Path):
     doc = html_path.read_text()
     assert_self_contained(doc)
     assert "vip:keystone" in doc and "compute-0" in doc
-    shot = Path(os.environ["STEPWISE_REPORT_SHOT"]) if os.environ.get("STEPWISE_REPORT_SHOT") else tmp_path / "run.png"
+    shot = (
+        Path(os.environ["STEPWISE_REPORT_SHOT"])
+        if os.environ.get("STEPWISE_REPORT_SHOT")
+        else tmp_path / "run.png"
+    )
     assert_rendered(open_report(html_path, shot, tmp_path))

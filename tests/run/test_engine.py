@@ -6,19 +6,16 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import trace_lines
 
 from stepwise.errors import InputError, UnsafePlanError
 from stepwise.model import load_deployment
 from stepwise.model.vocab import Step, Workflow
-from stepwise.plan import make_plan
 from stepwise.plan.select import Selection
 from stepwise.plan.units import Plan, Unit
 from stepwise.run.engine import EngineOptions
 from stepwise.run.resume import RunRequest, run_plan
 from stepwise.run.store import open_store
-from stepwise.verify import verify_plan
-
-from conftest import trace_lines
 
 
 def _store(root: Path):
@@ -55,7 +52,11 @@ def test_failure_stops_the_run_and_resume_continues_after_last_done_unit(cloud: 
     st = _store(cloud.parent)
     broken = cloud.parent / "trace" / "cmp-0.log"
     broken.mkdir()  # appending to a directory fails: cmp-0's first task breaks
-    res = run_plan(RunRequest(st, dep, "update", options=EngineOptions(continue_command="stepwise update run -d x")))
+    res = run_plan(
+        RunRequest(
+            st, dep, "update", options=EngineOptions(continue_command="stepwise update run -d x")
+        )
+    )
     assert res.status == "failed"
     assert "cmp-0" in res.message and "stepwise update run -d x" in res.message
     assert any(f.host == "cmp-0" for f in res.failures)
@@ -71,8 +72,14 @@ def test_failure_stops_the_run_and_resume_continues_after_last_done_unit(cloud: 
 
 def test_once_only_unit_never_runs_twice(cloud: Path):
     dep = load_deployment(cloud)
-    u = Unit("xfer", Step.SYSTEM_UPGRADE_TRANSFER_DATA, ("cmp-0",), ("worker",), idempotent=False,
-             vars={"system_upgrade_source": "cmp-1"})
+    u = Unit(
+        "xfer",
+        Step.SYSTEM_UPGRADE_TRANSFER_DATA,
+        ("cmp-0",),
+        ("worker",),
+        idempotent=False,
+        vars={"system_upgrade_source": "cmp-1"},
+    )
 
     def planner(d, _facts):
         return Plan(Workflow.SYSTEM_UPGRADE, d.name, (u,), params={"limit": "cmp-0"})
@@ -109,8 +116,14 @@ def test_second_concurrent_run_is_refused(cloud: Path):
 
 def test_a_failed_transfer_can_be_retried_and_a_successful_one_cannot(cloud: Path):
     dep = load_deployment(cloud)
-    u = Unit("xfer", Step.SYSTEM_UPGRADE_TRANSFER_DATA, ("cmp-0",), ("worker",), idempotent=False,
-             vars={"system_upgrade_source": "cmp-1"})
+    u = Unit(
+        "xfer",
+        Step.SYSTEM_UPGRADE_TRANSFER_DATA,
+        ("cmp-0",),
+        ("worker",),
+        idempotent=False,
+        vars={"system_upgrade_source": "cmp-1"},
+    )
 
     def planner(d, _facts):
         return Plan(Workflow.SYSTEM_UPGRADE, d.name, (u,), params={"limit": "cmp-0"})
@@ -122,7 +135,9 @@ def test_a_failed_transfer_can_be_retried_and_a_successful_one_cannot(cloud: Pat
     first = run_plan(req)
     assert first.status == "failed"
     flags = cloud.parent / "flags" / "cmp-0"
-    assert not (flags / "stepwise-system_upgrade_transfer_data.flag").exists()  # an attempt is not a success
+    assert not (
+        flags / "stepwise-system_upgrade_transfer_data.flag"
+    ).exists()  # an attempt is not a success
     assert (flags / "stepwise-system_upgrade_transfer_data.flag.attempt").exists()
     broken.rmdir()
     retry = run_plan(req)  # the same command resumes the failed unit: the retry runs
@@ -135,21 +150,56 @@ def test_a_failed_transfer_can_be_retried_and_a_successful_one_cannot(cloud: Pat
 
 def test_a_failed_prepare_blocks_the_reboot_into_the_new_os(cloud: Path):
     dep = load_deployment(cloud)
-    prep = Unit("prep", Step.SYSTEM_UPGRADE_PREPARE, ("cmp-0",), ("worker",), tags=("system_upgrade_prepare",))
-    run = Unit("run", Step.SYSTEM_UPGRADE_RUN, ("cmp-0",), (), tags=("system_upgrade_run",), work={"cmp-0": ()})
+    prep = Unit(
+        "prep",
+        Step.SYSTEM_UPGRADE_PREPARE,
+        ("cmp-0",),
+        ("worker",),
+        tags=("system_upgrade_prepare",),
+    )
+    run = Unit(
+        "run",
+        Step.SYSTEM_UPGRADE_RUN,
+        ("cmp-0",),
+        (),
+        tags=("system_upgrade_run",),
+        work={"cmp-0": ()},
+    )
     st = _store(cloud.parent)
     reboot_log = cloud.parent / "rebooted"
     # never this machine's own reboot or leapp, whatever happens
-    opts = EngineOptions(extra_vars={"stepwise_reboot_command": f"touch {reboot_log}",
-                                     "stepwise_os_upgrade_command": "true"})
+    opts = EngineOptions(
+        extra_vars={
+            "stepwise_reboot_command": f"touch {reboot_log}",
+            "stepwise_os_upgrade_command": "true",
+        }
+    )
     broken = cloud.parent / "trace" / "cmp-0.log"
     broken.mkdir()  # the prepare fails
-    res = run_plan(RunRequest(st, dep, Workflow.SYSTEM_UPGRADE, options=opts,
-                              planner=lambda d, f: Plan(Workflow.SYSTEM_UPGRADE, d.name, (prep,),
-                                                        params={"limit": "cmp-0"})))
+    res = run_plan(
+        RunRequest(
+            st,
+            dep,
+            Workflow.SYSTEM_UPGRADE,
+            options=opts,
+            planner=lambda d, f: Plan(
+                Workflow.SYSTEM_UPGRADE, d.name, (prep,), params={"limit": "cmp-0"}
+            ),
+        )
+    )
     assert res.status == "failed"
     broken.rmdir()
-    res = run_plan(RunRequest(st, dep, Workflow.SYSTEM_UPGRADE, options=opts,
-                              selection=Selection(limit="cmp-0", tags=("system_upgrade_run",)), planner=lambda d, f: Plan(Workflow.SYSTEM_UPGRADE, d.name, (run,), params={"limit": "cmp-0"})))
+    res = run_plan(
+        RunRequest(
+            st,
+            dep,
+            Workflow.SYSTEM_UPGRADE,
+            options=opts,
+            selection=Selection(limit="cmp-0", tags=("system_upgrade_run",)),
+            planner=lambda d, f: Plan(
+                Workflow.SYSTEM_UPGRADE, d.name, (run,), params={"limit": "cmp-0"}
+            ),
+        )
+    )
     assert res.status == "failed" and "not prepared successfully" in res.message, res.message
     assert not reboot_log.exists()

@@ -11,21 +11,34 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import trace_lines, write_cloud
 
 from stepwise.run.store import open_store
 
-from conftest import trace_lines, write_cloud
-
 HERE = Path(__file__).parent
-EXPECTED = {"ctl-0": ["api stop", "api packages", "api config", "api migrate", "api start", "api verify"],
-            "cmp-0": ["worker system_upgrade_transfer_data", "worker stop", "worker packages", "worker config",
-                      "worker migrate", "worker start", "worker verify"],
-            "cmp-1": ["worker stop", "worker packages", "worker config", "worker start", "worker verify"]}
+EXPECTED = {
+    "ctl-0": ["api stop", "api packages", "api config", "api migrate", "api start", "api verify"],
+    "cmp-0": [
+        "worker system_upgrade_transfer_data",
+        "worker stop",
+        "worker packages",
+        "worker config",
+        "worker migrate",
+        "worker start",
+        "worker verify",
+    ],
+    "cmp-1": ["worker stop", "worker packages", "worker config", "worker start", "worker verify"],
+}
 
 
 def _start(dep: Path, url: str, sleep: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(HERE / "killable_run.py"), str(dep), url, sleep],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=str(HERE))
+    return subprocess.Popen(
+        [sys.executable, str(HERE / "killable_run.py"), str(dep), url, sleep],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=str(HERE),
+    )
 
 
 def _dedup(lines: list[str]) -> list[str]:

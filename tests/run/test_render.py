@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import write_cloud
 
 from stepwise.model import load_deployment, load_facts
 from stepwise.model.vocab import Step, Workflow
@@ -16,8 +17,6 @@ from stepwise.run.ansible_files import to_yaml
 from stepwise.run.inventory import Connector, inventory
 from stepwise.run.render import node_packages, render_unit
 
-from conftest import write_cloud
-
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 #: the lab's own commands (docs/node-commands.md): never in a play stepwise renders
@@ -26,16 +25,25 @@ LAB_ONLY = ("healthcheck ", "mysql-upgrade-dump", "mysql-upgrade-restore", "upgr
 
 def test_unit_play_runs_each_services_tasks_on_its_nodes(tmp_path: Path):
     dep = load_deployment(write_cloud(tmp_path, computes=2))
-    u = Unit("u", Step.START, ("ctl-0", "cmp-0"), ("api", "worker"),
-             work={"ctl-0": ("api",), "cmp-0": ("worker",)})
+    u = Unit(
+        "u",
+        Step.START,
+        ("ctl-0", "cmp-0"),
+        ("api", "worker"),
+        work={"ctl-0": ("api",), "cmp-0": ("worker",)},
+    )
     play = render_unit(Plan(Workflow.UPDATE, dep.name, (u,)), u, dep)
     assert play["name"] == "u" and play["hosts"] == "ctl-0,cmp-0" and play["any_errors_fatal"]
     blocks = {b["name"]: b for b in play["tasks"]}
     assert blocks["Tasks of api"]["when"] == "inventory_hostname in stepwise_on['api']"
-    assert list(blocks["Tasks of api"])[-1] == "block"  # name, when, block: the order Ansible users write
+    assert (
+        list(blocks["Tasks of api"])[-1] == "block"
+    )  # name, when, block: the order Ansible users write
     assert play["vars"]["stepwise_on"] == {"api": ["ctl-0"], "worker": ["cmp-0"]}
     # task names are sentences that start with a capital and name their service
-    assert all(t["name"][0].isupper() and "worker" in t["name"] for t in blocks["Tasks of worker"]["block"])
+    assert all(
+        t["name"][0].isupper() and "worker" in t["name"] for t in blocks["Tasks of worker"]["block"]
+    )
 
 
 def test_defaults_health_checks_and_once_only_guard(tmp_path: Path):
@@ -52,7 +60,9 @@ def test_defaults_health_checks_and_once_only_guard(tmp_path: Path):
     assert "runs at most once" in play["tasks"][0]["name"] and "run=7 unit=x" in guard
     assert ".attempt" in guard  # an attempt is recorded, the flag only after success
     assert "mark system_upgrade_transfer_data completed" in play["tasks"][-1]["name"]
-    exported = render_unit(Plan(Workflow.SYSTEM_UPGRADE, dep.name, (xfer,)), xfer, dep, for_export=True)
+    exported = render_unit(
+        Plan(Workflow.SYSTEM_UPGRADE, dep.name, (xfer,)), xfer, dep, for_export=True
+    )
     assert "never" in exported["tags"]
     repos = render_unit(plan, Unit("r", Step.REPOS, ("ctl-0",), ()), dep)
     assert "target_release" in repos["tasks"][0]["ansible.builtin.command"]["argv"]
@@ -64,16 +74,28 @@ def test_the_os_upgrade_reboot_checks_its_preconditions_on_the_node(tmp_path: Pa
     play = render_unit(Plan(Workflow.SYSTEM_UPGRADE, dep.name, (u,)), u, dep)
     first = play["tasks"][0]["ansible.builtin.shell"]["cmd"]
     assert "not prepared" in first and "already runs OS" in first
-    prep = render_unit(Plan(Workflow.SYSTEM_UPGRADE, dep.name, (u,)),
-                       Unit("p", Step.SYSTEM_UPGRADE_PREPARE, ("cmp-0",), ("worker",)), dep)
-    assert any("system_upgrade_prepared" in str(t.get("ansible.builtin.shell", "")) for t in prep["tasks"])
+    prep = render_unit(
+        Plan(Workflow.SYSTEM_UPGRADE, dep.name, (u,)),
+        Unit("p", Step.SYSTEM_UPGRADE_PREPARE, ("cmp-0",), ("worker",)),
+        dep,
+    )
+    assert any(
+        "system_upgrade_prepared" in str(t.get("ansible.builtin.shell", "")) for t in prep["tasks"]
+    )
     # stepwise's own scripts are passed as `cmd` (no free-form splitting of their quotes)
     assert all(isinstance(t.get("ansible.builtin.shell", {}), dict) for t in prep["tasks"])
 
 
 def test_packages_no_service_owns_are_installed(tmp_path: Path):
     dep = load_deployment(write_cloud(tmp_path, computes=1))
-    u = Unit("k", Step.PACKAGES, ("cmp-0",), (), work={"cmp-0": ()}, vars={"extra_packages": {"cmp-0": ["kernel"]}})
+    u = Unit(
+        "k",
+        Step.PACKAGES,
+        ("cmp-0",),
+        (),
+        work={"cmp-0": ()},
+        vars={"extra_packages": {"cmp-0": ["kernel"]}},
+    )
     play = render_unit(Plan(Workflow.UPDATE, dep.name, (u,)), u, dep)
     task = play["tasks"][0]
     assert "stepwise_node_packages" in task["ansible.builtin.command"]["argv"]
@@ -83,7 +105,11 @@ def test_packages_no_service_owns_are_installed(tmp_path: Path):
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_every_unit_of_every_workflow_with_work_renders_tasks(example: Path):
     dep = load_deployment(example)
-    fx = load_facts(ROOT / "examples" / "facts" / "minor-update.yaml", dep) if example.stem == "classic" else None
+    fx = (
+        load_facts(ROOT / "examples" / "facts" / "minor-update.yaml", dep)
+        if example.stem == "classic"
+        else None
+    )
     workflows = {Workflow.UPDATE: {}, Workflow.UPGRADE: {}}
     if any(r.is_management for r in dep.roles):
         workflows = {Workflow.UNDERCLOUD_UPGRADE: {}}
@@ -91,7 +117,9 @@ def test_every_unit_of_every_workflow_with_work_renders_tasks(example: Path):
         workflows[Workflow.SYSTEM_UPGRADE] = {}  # the preview of the whole procedure
     checked = 0
     for wf, kw in workflows.items():
-        plans = [make_plan(wf, dep, **kw)] + ([make_plan(wf, dep, fx, **kw)] if fx is not None else [])
+        plans = [make_plan(wf, dep, **kw)] + (
+            [make_plan(wf, dep, fx, **kw)] if fx is not None else []
+        )
         for plan in plans:
             for u in plan.units:
                 play = render_unit(plan, u, dep)
@@ -101,7 +129,10 @@ def test_every_unit_of_every_workflow_with_work_renders_tasks(example: Path):
                 assert play is not None and play["tasks"], (wf, u.id, u.step)
                 # the work the unit names is in its tasks: each service's block, unowned packages
                 blocks = {t.get("name") for t in play["tasks"]}
-                assert node_packages(u) == {} or "stepwise_node_packages" in play["vars"], (wf, u.id)
+                assert node_packages(u) == {} or "stepwise_node_packages" in play["vars"], (
+                    wf,
+                    u.id,
+                )
                 assert blocks, (wf, u.id)
                 # stepwise's own node work, like the catalog, calls only commands a real node has
                 text = to_yaml(play)
@@ -112,11 +143,19 @@ def test_every_unit_of_every_workflow_with_work_renders_tasks(example: Path):
 
 def test_data_never_becomes_template_code(tmp_path: Path):
     dep = load_deployment(write_cloud(tmp_path, computes=1))
-    inv = inventory(dep, Connector.from_inventory({"all": {"hosts": {"cmp-0": {"ansible_port": 2222}}}}))
+    inv = inventory(
+        dep, Connector.from_inventory({"all": {"hosts": {"cmp-0": {"ansible_port": 2222}}}})
+    )
     text = to_yaml(inv)
     assert "stepwise_node_address: !unsafe" in text and "ansible_port: 2222" in text
-    u = Unit("k", Step.PACKAGES, ("cmp-0",), (), work={"cmp-0": ()},
-             vars={"extra_packages": {"cmp-0": ["{{ lookup('pipe', 'touch /tmp/x') }}"]}})
+    u = Unit(
+        "k",
+        Step.PACKAGES,
+        ("cmp-0",),
+        (),
+        work={"cmp-0": ()},
+        vars={"extra_packages": {"cmp-0": ["{{ lookup('pipe', 'touch /tmp/x') }}"]}},
+    )
     play_text = to_yaml([render_unit(Plan(Workflow.UPDATE, dep.name, (u,)), u, dep)])
     assert "!unsafe '{{ lookup(''pipe'', ''touch /tmp/x'') }}'" in play_text
     yaml.safe_load(play_text.replace("!unsafe", ""))  # still one YAML document

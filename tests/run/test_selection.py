@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import write_cloud
 
 from stepwise.errors import InputError, UnsafePlanError
 from stepwise.model import load_deployment
@@ -13,8 +14,6 @@ from stepwise.model.vocab import Stage, Step, Workflow
 from stepwise.plan import make_plan
 from stepwise.plan.select import Selection, select
 from stepwise.plan.units import Plan, Unit
-
-from conftest import write_cloud
 
 
 @pytest.fixture
@@ -25,11 +24,31 @@ def dep(tmp_path: Path):
 def _sys_plan(dep) -> Plan:
     units = []
     for n in dep.nodes:
-        units += [Unit(f"prep:{n.name}", Step.SYSTEM_UPGRADE_PREPARE, (n.name,), (), tags=("system_upgrade_prepare",)),
-                  Unit(f"run:{n.name}", Step.SYSTEM_UPGRADE_RUN, (n.name,), (), after=(f"prep:{n.name}",),
-                       tags=("system_upgrade_run",)),
-                  Unit(f"pk:{n.name}", Step.PACKAGES, (n.name,), dep.services_on(n), after=(f"run:{n.name}",),
-                       tags=("upgrade",))]
+        units += [
+            Unit(
+                f"prep:{n.name}",
+                Step.SYSTEM_UPGRADE_PREPARE,
+                (n.name,),
+                (),
+                tags=("system_upgrade_prepare",),
+            ),
+            Unit(
+                f"run:{n.name}",
+                Step.SYSTEM_UPGRADE_RUN,
+                (n.name,),
+                (),
+                after=(f"prep:{n.name}",),
+                tags=("system_upgrade_run",),
+            ),
+            Unit(
+                f"pk:{n.name}",
+                Step.PACKAGES,
+                (n.name,),
+                dep.services_on(n),
+                after=(f"run:{n.name}",),
+                tags=("upgrade",),
+            ),
+        ]
     return Plan(Workflow.UPGRADE, dep.name, tuple(units))
 
 
@@ -43,11 +62,22 @@ def test_limit_restricts_nodes_and_drops_dependencies(dep):
 
 
 def test_narrowing_a_unit_narrows_what_it_stops_and_starts(dep):
-    u = Unit("u1", Step.STOP, ("cmp-0", "cmp-1"), ("worker",), stops={"worker": ("cmp-0", "cmp-1")},
-             starts={"worker": ("cmp-0", "cmp-1")}, work={"cmp-0": ("worker",), "cmp-1": ("worker",)})
+    u = Unit(
+        "u1",
+        Step.STOP,
+        ("cmp-0", "cmp-1"),
+        ("worker",),
+        stops={"worker": ("cmp-0", "cmp-1")},
+        starts={"worker": ("cmp-0", "cmp-1")},
+        work={"cmp-0": ("worker",), "cmp-1": ("worker",)},
+    )
     cut = select(Plan(Workflow.UPDATE, dep.name, (u,)), dep, Selection(limit="cmp-1"))
     (v,) = cut.units
-    assert v.nodes == ("cmp-1",) and dict(v.stops) == {"worker": ("cmp-1",)} and dict(v.starts) == {"worker": ("cmp-1",)}
+    assert (
+        v.nodes == ("cmp-1",)
+        and dict(v.stops) == {"worker": ("cmp-1",)}
+        and dict(v.starts) == {"worker": ("cmp-1",)}
+    )
     assert dict(v.work) == {"cmp-1": ("worker",)} and cut.params["partial"]
 
 
@@ -93,4 +123,6 @@ def test_system_upgrade_needs_limit_and_never_a_whole_role(dep):
 def test_stage_selection_is_recorded(dep):
     plan = make_plan("upgrade", dep, stage="run", plane="data")
     assert {u.stage for u in plan.units} == {Stage.RUN}
-    assert plan.params["stage"] == "run" and plan.params["plane"] == "data" and plan.params["partial"]
+    assert (
+        plan.params["stage"] == "run" and plan.params["plane"] == "data" and plan.params["partial"]
+    )

@@ -20,19 +20,46 @@ PG_BIN = Path("/usr/lib/postgresql/15/bin")
 
 def _exercise(url: str) -> None:
     st = open_store(url)
-    rid = st.create_run("c", "update", "k", "stepwise update run", {"limit": None}, {"units": []},
-                        [{"id": "u1", "step": "stop", "nodes": ["n1"]}, {"id": "u2", "step": "start"}])
+    rid = st.create_run(
+        "c",
+        "update",
+        "k",
+        "stepwise update run",
+        {"limit": None},
+        {"units": []},
+        [{"id": "u1", "step": "stop", "nodes": ["n1"]}, {"id": "u2", "step": "start"}],
+    )
     st.set_unit(rid, "u1", "running", started=True, count_attempt=True)
     st.set_unit(rid, "u1", "done", ended=True)
     assert st.unit_states(rid) == {"u1": "done", "u2": "pending"}
     from stepwise.run.store.store import now
-    st.add_task_results([{"run_id": rid, "unit_id": "u1", "host": "n1", "task": "t", "status": "ok",
-                          "duration_s": 0.1, "message": "", "at": now()}])
+
+    st.add_task_results(
+        [
+            {
+                "run_id": rid,
+                "unit_id": "u1",
+                "host": "n1",
+                "task": "t",
+                "status": "ok",
+                "duration_s": 0.1,
+                "message": "",
+                "at": now(),
+            }
+        ]
+    )
     assert st.task_counts(rid) == {"ok": 1}
     assert st.resumable("c", "k").id == rid
     st.finish_run(rid, "done")
     assert st.resumable("c", "k") is None
-    facts = {"nodes": {"n1": {"os": {"major": 8, "target": 9}, "packages": {"p": {"installed": "1", "available": "2"}}}}}
+    facts = {
+        "nodes": {
+            "n1": {
+                "os": {"major": 8, "target": 9},
+                "packages": {"p": {"installed": "1", "available": "2"}},
+            }
+        }
+    }
     st.save_facts("c", facts)
     assert st.facts("c") == facts
     st.mark_installed("c", "n1", ["p"])
@@ -40,8 +67,15 @@ def _exercise(url: str) -> None:
     st.set_services("c", [("n1", "svc")], version="2", state="running", run_id=rid)
     assert [(r.node, r.version, r.state) for r in st.node_services("c")] == [("n1", "2", "running")]
     # what a probe measured is kept with the run (per target per second)
-    assert st.add_probe_samples(rid, [{"target": "vip:api", "t": 1.0e9, "requests": 5, "failed": 1, "max_ms": 2.5}]) == 1
-    assert st.probe_samples(rid) == [{"target": "vip:api", "t": 1.0e9, "requests": 5, "failed": 1, "max_ms": 2.5}]
+    assert (
+        st.add_probe_samples(
+            rid, [{"target": "vip:api", "t": 1.0e9, "requests": 5, "failed": 1, "max_ms": 2.5}]
+        )
+        == 1
+    )
+    assert st.probe_samples(rid) == [
+        {"target": "vip:api", "t": 1.0e9, "requests": 5, "failed": 1, "max_ms": 2.5}
+    ]
     st.set_marker("c", "xfer@n1", rid, "u1", "done")
     assert st.marker("c", "xfer@n1").state == "done"
     st.close()
@@ -66,6 +100,7 @@ def test_a_store_of_the_previous_schema_is_migrated_and_keeps_its_runs(tmp_path:
     table and keeps its runs."""
     from alembic import command
     from sqlalchemy import create_engine
+
     from stepwise.run.store import schema
 
     url = f"sqlite:///{tmp_path / 'old.sqlite'}"
@@ -85,6 +120,7 @@ def test_a_store_of_the_previous_schema_is_migrated_and_keeps_its_runs(tmp_path:
 
 def test_bad_store_url_is_a_clear_error(tmp_path: Path):
     from stepwise.errors import StepwiseError
+
     with pytest.raises(StepwiseError, match="store"):
         open_store("nosuchdb://x")
     with pytest.raises(StepwiseError, match="cannot open the state store"):
@@ -107,9 +143,12 @@ def pg_url(tmp_path_factory):
         return
     if not (PG_BIN / "initdb").exists():
         if os.environ.get("CI"):
-            pytest.fail("PostgreSQL is needed in CI: set STEPWISE_TEST_PG_URL or install postgresql-15")
+            pytest.fail(
+                "PostgreSQL is needed in CI: set STEPWISE_TEST_PG_URL or install postgresql-15"
+            )
         pytest.skip("no PostgreSQL binaries (apt-get install postgresql-15)")
     import tempfile
+
     # not under pytest's 0700 tmp: the postgres user must reach it
     d = Path(tempfile.mkdtemp(prefix="stepwise-pg-"))
     data = d / "data"
@@ -117,26 +156,48 @@ def pg_url(tmp_path_factory):
     if os.geteuid() == 0:  # postgres refuses to run as root
         shutil.chown(d, "postgres")
         run_as = ["runuser", "-u", "postgres", "--"]
-    subprocess.run(run_as + [str(PG_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "stepwise"], check=True,
-                   capture_output=True)
+    subprocess.run(
+        run_as + [str(PG_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "stepwise"],
+        check=True,
+        capture_output=True,
+    )
     port = _free_port()
-    subprocess.run(run_as + [str(PG_BIN / "pg_ctl"), "-D", str(data), "-l", str(d / "log"), "-w", "-o",
-                             f"-p {port} -k {d} -c listen_addresses=127.0.0.1", "start"], check=True,
-                   capture_output=True)
+    subprocess.run(
+        run_as
+        + [
+            str(PG_BIN / "pg_ctl"),
+            "-D",
+            str(data),
+            "-l",
+            str(d / "log"),
+            "-w",
+            "-o",
+            f"-p {port} -k {d} -c listen_addresses=127.0.0.1",
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+    )
     try:
         yield f"postgresql+psycopg://stepwise@127.0.0.1:{port}/postgres"
     finally:
-        subprocess.run(run_as + [str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
-                       capture_output=True)
+        subprocess.run(
+            run_as + [str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+            capture_output=True,
+        )
         shutil.rmtree(d, ignore_errors=True)
 
 
 def test_postgresql_store(pg_url: str):
     import uuid
+
     from sqlalchemy import create_engine, text
+
     # a fresh database per test run so the migration runs from scratch
     name = "stepwise_" + uuid.uuid4().hex[:8]
-    admin = create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://"), isolation_level="AUTOCOMMIT")
+    admin = create_engine(
+        pg_url.replace("postgresql://", "postgresql+psycopg://"), isolation_level="AUTOCOMMIT"
+    )
     with admin.connect() as c:
         c.execute(text(f"CREATE DATABASE {name}"))
     base = pg_url.rsplit("/", 1)[0]
@@ -144,6 +205,7 @@ def test_postgresql_store(pg_url: str):
         _exercise(f"{base}/{name}")
         # teams on several machines: the database holds the cloud's lock too
         from stepwise.run.lock import DbLock
+
         st1, st2 = open_store(f"{base}/{name}"), open_store(f"{base}/{name}")
         held = DbLock(st1.engine, "c").acquire(lambda: "first")
         with pytest.raises(LockedError, match="another stepwise run"):
@@ -170,8 +232,11 @@ def test_lock_refuses_a_second_run_and_says_who(tmp_path: Path):
 
 def test_stale_lock_of_a_dead_process_is_taken_over(tmp_path: Path):
     path = tmp_path / "c.lock"
-    code = ("import sys, os, signal; sys.path[:0] = %r; from stepwise.run.lock import RunLock; "
-            "l = RunLock.acquire(%r, 'c', 'killed run'); os.kill(os.getpid(), signal.SIGKILL)" % (sys_path(), str(path)))
+    code = (
+        "import sys, os, signal; sys.path[:0] = %r; from stepwise.run.lock import RunLock; "
+        "l = RunLock.acquire(%r, 'c', 'killed run'); os.kill(os.getpid(), signal.SIGKILL)"
+        % (sys_path(), str(path))
+    )
     subprocess.run([os.sys.executable, "-c", code])
     lock = RunLock.acquire(path, "c")
     assert lock.stale is not None and lock.stale["command"] == "killed run"
@@ -180,4 +245,5 @@ def test_stale_lock_of_a_dead_process_is_taken_over(tmp_path: Path):
 
 def sys_path() -> list[str]:
     import sys
+
     return list(sys.path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import write_cloud
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import update
@@ -20,8 +21,6 @@ from stepwise.run.resume import RunRequest, run_plan
 from stepwise.run.store import open_store
 from stepwise.run.store.models import RunRow
 from tests.plan.test_properties import clouds
-
-from conftest import write_cloud
 
 
 class Captured:
@@ -51,9 +50,17 @@ def captured(monkeypatch) -> Captured:
 
 
 def _signature(plan) -> list[tuple]:
-    return [(u.id, tuple(u.nodes), tuple(u.after), tuple(sorted((k, tuple(v)) for k, v in u.stops.items())),
-             tuple(sorted((k, tuple(v)) for k, v in u.starts.items())), tuple(sorted((u.work or {}).items())))
-            for u in plan.units]
+    return [
+        (
+            u.id,
+            tuple(u.nodes),
+            tuple(u.after),
+            tuple(sorted((k, tuple(v)) for k, v in u.stops.items())),
+            tuple(sorted((k, tuple(v)) for k, v in u.starts.items())),
+            tuple(sorted((u.work or {}).items())),
+        )
+        for u in plan.units
+    ]
 
 
 @st.composite
@@ -66,10 +73,19 @@ def selections(draw, dep):
     return Selection(limit=limit, tags=tags, skip_tags=skip)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
-                                                               HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
 @given(data=st.data(), workflow=st.sampled_from(["update", "upgrade"]))
-def test_the_engine_gets_exactly_the_plan_the_verifier_checked(tmp_path_factory, captured, data, workflow):
+def test_the_engine_gets_exactly_the_plan_the_verifier_checked(
+    tmp_path_factory, captured, data, workflow
+):
     dep = data.draw(clouds())
     sel = data.draw(selections(dep))
     root = tmp_path_factory.mktemp("run")
@@ -86,7 +102,7 @@ def test_the_engine_gets_exactly_the_plan_the_verifier_checked(tmp_path_factory,
         event("selected nothing")
         return
     event("ran")
-    (handed, todo), = captured.executed
+    ((handed, todo),) = captured.executed
     checked = captured.verified[-1]
     assert _signature(handed) == _signature(checked)
     assert [u.id for u in todo] == [u.id for u in handed.units]
@@ -113,7 +129,10 @@ def test_a_plan_edited_in_the_store_is_refused_on_resume(tmp_path: Path, capture
     plan = dict(stored.plan)
     units = [dict(u) for u in plan["units"]]
     victim = next(u for u in units if u.get("nodes"))
-    victim["vars"] = {**dict(victim.get("vars", {})), "evil": "{{ lookup('pipe', 'touch /tmp/pwned') }}"}
+    victim["vars"] = {
+        **dict(victim.get("vars", {})),
+        "evil": "{{ lookup('pipe', 'touch /tmp/pwned') }}",
+    }
     plan["units"] = units
     with store.session() as s:
         s.execute(update(RunRow).where(RunRow.id == stored.id).values(plan=plan))

@@ -16,10 +16,14 @@ CLASSIC = EXAMPLES / "classic.yaml"
 
 def test_ini_host_ranges_are_bounded_in_total(tmp_path: Path):
     inv = tmp_path / "inv.ini"
-    inv.write_text("".join(f"[g{i}]\nh{i}-[00000:99999]\n" for i in range(40)))  # ~700 bytes, 4 million hosts
+    inv.write_text(
+        "".join(f"[g{i}]\nh{i}-[00000:99999]\n" for i in range(40))
+    )  # ~700 bytes, 4 million hosts
     assert inv.stat().st_size < 1000
     r = cli_process("import", "inventory", inv, "-o", "-", timeout=60, memory_mb=1024)
-    assert r.returncode == 2 and no_traceback(r.stderr) and "100,000 hosts in all" in r.stderr, r.stderr
+    assert r.returncode == 2 and no_traceback(r.stderr) and "100,000 hosts in all" in r.stderr, (
+        r.stderr
+    )
 
 
 def test_yaml_inventory_hosts_are_bounded_in_total(tmp_path: Path):
@@ -28,7 +32,9 @@ def test_yaml_inventory_hosts_are_bounded_in_total(tmp_path: Path):
     from stepwise.model.inventory import load_inventory
 
     inv = tmp_path / "inv.yaml"
-    inv.write_text(yaml.safe_dump({"all": {"children": {"a": {"hosts": {f"h{i}": None for i in range(30)}}}}}))
+    inv.write_text(
+        yaml.safe_dump({"all": {"children": {"a": {"hosts": {f"h{i}": None for i in range(30)}}}}})
+    )
     old = limits.MAX_NODES
     limits.MAX_NODES = 20
     try:
@@ -76,21 +82,40 @@ def test_durations_that_add_up_to_too_much_are_refused_whole(tmp_path: Path):
 
 
 def test_extra_vars_numbers_are_finite_however_written():
-    for value in ('{"x": 1e400}', '{"x": -1e400}', '{"x": [1, {"y": 1E999}]}', '{"x": Infinity}', '{"x": NaN}'):
+    for value in (
+        '{"x": 1e400}',
+        '{"x": -1e400}',
+        '{"x": [1, {"y": 1E999}]}',
+        '{"x": Infinity}',
+        '{"x": NaN}',
+    ):
         r = cli("plan", "update", "-d", CLASSIC, "-e", value)
         assert r.code == 2 and "finite" in r.text and no_traceback(r.text), (value, r.text)
 
 
 def test_names_with_a_trailing_newline_are_refused(tmp_path: Path):
     assert cli("plan", "update", "-d", CLASSIC, "-e", json.dumps({"x\n": 1})).code == 2
-    assert cli("plan", "update", "-d", CLASSIC, "-e", "target_release=R2\n").code in (0, 2)  # stripped: ok
-    assert cli("plan", "update", "-d", CLASSIC, "-e", json.dumps({"target_release": "R2\n"})).code == 2
+    assert cli("plan", "update", "-d", CLASSIC, "-e", "target_release=R2\n").code in (
+        0,
+        2,
+    )  # stripped: ok
+    assert (
+        cli("plan", "update", "-d", CLASSIC, "-e", json.dumps({"target_release": "R2\n"})).code == 2
+    )
     inv = tmp_path / "inv.ini"
     inv.write_text("[Controller]\nctl-0\n[Controller:vars]\nstepwise_services=keystone\n")
     r = cli("import", "inventory", inv, "--name", "cloud\n", "-o", "-")
     assert r.code == 2 and "not a valid name" in r.text, r.text
-    r = cli("import", "tripleo", "-r", EXAMPLES.parent / "tests/fixtures/tripleo/roles_data_classic.yaml",
-            "--stack", "overcloud\n", "-o", "-")
+    r = cli(
+        "import",
+        "tripleo",
+        "-r",
+        EXAMPLES.parent / "tests/fixtures/tripleo/roles_data_classic.yaml",
+        "--stack",
+        "overcloud\n",
+        "-o",
+        "-",
+    )
     assert r.code == 2 and "not a valid name" in r.text, r.text
 
 
@@ -98,5 +123,10 @@ def test_an_unknown_controlplane_group_is_an_error(tmp_path: Path):
     inv = tmp_path / "inv.ini"
     inv.write_text("[Controller]\nctl-[0:2]\n[Controller:vars]\nstepwise_services=keystone\n")
     r = cli("import", "inventory", inv, "--controlplane", "Controler", "-o", "-")
-    assert r.code == 2 and "--controlplane" in r.text and "Controller" in r.text and no_traceback(r.text), r.text
+    assert (
+        r.code == 2
+        and "--controlplane" in r.text
+        and "Controller" in r.text
+        and no_traceback(r.text)
+    ), r.text
     assert cli("import", "inventory", inv, "--controlplane", "Controller", "-o", "-").code == 0

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.security.helpers import EXAMPLES, cli, no_traceback
 
@@ -32,23 +33,76 @@ FACTS = yaml.safe_load((EXAMPLES / "facts" / "minor-update.yaml").read_text())
 SERVICE = yaml.safe_load((CATALOG / "nova_compute.yaml").read_text())
 CANARY = "CANARY_FILE"
 SECONDS = 30
-FUZZ = settings(max_examples=int(os.environ.get("STEPWISE_FUZZ_EXAMPLES", "60")), deadline=None,
-                suppress_health_check=list(HealthCheck), derandomize="CI" in os.environ)
+FUZZ = settings(
+    max_examples=int(os.environ.get("STEPWISE_FUZZ_EXAMPLES", "60")),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize="CI" in os.environ,
+)
 
 SPECIAL: list[Any] = [
-    "[/]", "[bold red]x[/]", "x[/]y", "pip install stepwise[postgres]",
-    "{{ lookup('pipe', 'touch CANARY_FILE') }}", "{% for x in range(99999999) %}{% endfor %}", "{{ 7*7 }}",
-    "; touch CANARY_FILE", "$(touch CANARY_FILE)", "`touch CANARY_FILE`", "a|b&c>d", "ctl-0,cmp-0", "all", "*",
-    "../../../etc/passwd", "\x00", "\x1b[31mred", "é中文🙂", "\u202eevil", "a" * 70_000, "", " ", "-", "-1",
-    "c{index}{index:,}", "{index}", "{0}", "%s%n", "\\", "'", '"', "\n- x\n", ".inf", ".nan", "1e309", "null",
-    0, -1, 1, 2**63, 10**30, 1e308, float("inf"), float("nan"), True, None, [], {}, [[[[[]]]]], {"a": {"b": {}}},
+    "[/]",
+    "[bold red]x[/]",
+    "x[/]y",
+    "pip install stepwise[postgres]",
+    "{{ lookup('pipe', 'touch CANARY_FILE') }}",
+    "{% for x in range(99999999) %}{% endfor %}",
+    "{{ 7*7 }}",
+    "; touch CANARY_FILE",
+    "$(touch CANARY_FILE)",
+    "`touch CANARY_FILE`",
+    "a|b&c>d",
+    "ctl-0,cmp-0",
+    "all",
+    "*",
+    "../../../etc/passwd",
+    "\x00",
+    "\x1b[31mred",
+    "é中文🙂",
+    "\u202eevil",
+    "a" * 70_000,
+    "",
+    " ",
+    "-",
+    "-1",
+    "c{index}{index:,}",
+    "{index}",
+    "{0}",
+    "%s%n",
+    "\\",
+    "'",
+    '"',
+    "\n- x\n",
+    ".inf",
+    ".nan",
+    "1e309",
+    "null",
+    0,
+    -1,
+    1,
+    2**63,
+    10**30,
+    1e308,
+    float("inf"),
+    float("nan"),
+    True,
+    None,
+    [],
+    {},
+    [[[[[]]]]],
+    {"a": {"b": {}}},
 ]
 # a copy of each special value: a mutation that walks into a drawn `[]` or `{}` must not change
 # SPECIAL itself, or later examples draw from another list (hypothesis: FlakyStrategyDefinition)
-payloads = st.one_of(st.sampled_from(SPECIAL).map(copy.deepcopy), st.text(max_size=40), st.integers(), st.booleans(),
-                     st.floats(allow_nan=True, allow_infinity=True),
-                     st.lists(st.sampled_from(SPECIAL[:30]), max_size=3),
-                     st.dictionaries(st.sampled_from(SPECIAL[:30]), st.sampled_from(SPECIAL[:30]), max_size=2))
+payloads = st.one_of(
+    st.sampled_from(SPECIAL).map(copy.deepcopy),
+    st.text(max_size=40),
+    st.integers(),
+    st.booleans(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.lists(st.sampled_from(SPECIAL[:30]), max_size=3),
+    st.dictionaries(st.sampled_from(SPECIAL[:30]), st.sampled_from(SPECIAL[:30]), max_size=2),
+)
 
 
 @st.composite
@@ -66,7 +120,9 @@ def mutated(draw: Any, doc: Any, max_ops: int = 3) -> Any:
         op = draw(st.sampled_from(["replace", "drop", "rename", "add", "wrap"]))
         if parent is None:
             if isinstance(doc, dict) and op in ("add", "rename"):
-                doc[draw(st.sampled_from(SPECIAL[:30] + ["roles", "name", "catalog"]))] = draw(payloads)
+                doc[draw(st.sampled_from(SPECIAL[:30] + ["roles", "name", "catalog"]))] = draw(
+                    payloads
+                )
             continue
         if op == "replace":
             parent[key] = draw(payloads)
@@ -92,14 +148,38 @@ def yaml_text(draw: Any, doc: Any) -> str:
         text = "{}"
     how = draw(st.sampled_from(["as is"] * 6 + ["truncate", "insert", "bomb", "deep", "anchor"]))
     if how == "truncate":
-        text = text[:draw(st.integers(0, len(text)))]
+        text = text[: draw(st.integers(0, len(text)))]
     elif how == "insert":
         at = draw(st.integers(0, len(text)))
-        text = text[:at] + draw(st.sampled_from(["\t", ": :", "- [", "&a", "*a", "!!python/object:os.system", "%"
-                                                 , "\x00", "{{", "? [x]\n: y\n", "'"])) + text[at:]
+        text = (
+            text[:at]
+            + draw(
+                st.sampled_from(
+                    [
+                        "\t",
+                        ": :",
+                        "- [",
+                        "&a",
+                        "*a",
+                        "!!python/object:os.system",
+                        "%",
+                        "\x00",
+                        "{{",
+                        "? [x]\n: y\n",
+                        "'",
+                    ]
+                )
+            )
+            + text[at:]
+        )
     elif how == "bomb":
-        text = "a: &a [x,x,x,x,x,x,x,x,x]\n" + "".join(f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n"
-                                                       for p, c in zip("abcdefgh", "bcdefghi")) + text
+        text = (
+            "a: &a [x,x,x,x,x,x,x,x,x]\n"
+            + "".join(
+                f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi")
+            )
+            + text
+        )
     elif how == "deep":
         text = "x: " + "[" * draw(st.integers(60, 20_000)) + "\n" + text
     elif how == "anchor":
@@ -111,7 +191,9 @@ def _tree(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
 
 
-def _check(args: list[str], root: Path, allowed: Path | None = None, also: Path | None = None) -> None:
+def _check(
+    args: list[str], root: Path, allowed: Path | None = None, also: Path | None = None
+) -> None:
     before = _tree(root)
     t0 = time.monotonic()
     r = cli(*args)
@@ -120,28 +202,46 @@ def _check(args: list[str], root: Path, allowed: Path | None = None, also: Path 
     assert no_traceback(r.text), (args, r.text[-3000:])
     assert took < SECONDS, (args, took)
     assert not list(root.rglob(CANARY)) and not Path(CANARY).exists(), args
-    added = {p for p in _tree(root) - before if (allowed is None or not (root / p).is_relative_to(allowed))
-             and (also is None or root / p != also)}
+    added = {
+        p
+        for p in _tree(root) - before
+        if (allowed is None or not (root / p).is_relative_to(allowed))
+        and (also is None or root / p != also)
+    }
     assert not added, (args, sorted(added)[:5])
     # memory: the whole test process stays bounded (a bomb would take gigabytes)
-    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 3 * 1024 * 1024, "peak RSS over 3 GiB"
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 3 * 1024 * 1024, (
+        "peak RSS over 3 GiB"
+    )
 
 
-def _cloud(root: Path, deployment: str | None = None, service: str | None = None, facts: str | None = None) -> Path:
+def _cloud(
+    root: Path, deployment: str | None = None, service: str | None = None, facts: str | None = None
+) -> Path:
     cat = root / "cat"
     shutil.copytree(CATALOG, cat)
     if service is not None:
         (cat / "nova_compute.yaml").write_text(service)
     dep = root / "d.yaml"
-    dep.write_text(deployment if deployment is not None
-                   else yaml.safe_dump({**DEPLOYMENT, "catalog": "cat"}, sort_keys=False))
+    dep.write_text(
+        deployment
+        if deployment is not None
+        else yaml.safe_dump({**DEPLOYMENT, "catalog": "cat"}, sort_keys=False)
+    )
     if facts is not None:
         (root / "facts.yaml").write_text(facts)
     return dep
 
 
-COMMANDS = [["validate"], ["plan", "update"], ["plan", "upgrade"], ["plan", "system-upgrade", "--limit", "compute-0"],
-            ["plan", "undercloud-upgrade"], ["status"], ["history"]]
+COMMANDS = [
+    ["validate"],
+    ["plan", "update"],
+    ["plan", "upgrade"],
+    ["plan", "system-upgrade", "--limit", "compute-0"],
+    ["plan", "undercloud-upgrade"],
+    ["status"],
+    ["history"],
+]
 
 
 @FUZZ
@@ -154,8 +254,12 @@ def test_fuzz_deployment(text: str, command: list[str]):
 
 
 @FUZZ
-@given(service=yaml_text(SERVICE), facts=yaml_text(FACTS), command=st.sampled_from(COMMANDS[:4]),
-       with_facts=st.booleans())
+@given(
+    service=yaml_text(SERVICE),
+    facts=yaml_text(FACTS),
+    command=st.sampled_from(COMMANDS[:4]),
+    with_facts=st.booleans(),
+)
 def test_fuzz_catalog_and_facts(service: str, facts: str, command: list[str], with_facts: bool):
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
@@ -164,27 +268,119 @@ def test_fuzz_catalog_and_facts(service: str, facts: str, command: list[str], wi
         _check(command + ["-d", str(dep)] + extra, root)
 
 
-option_values = st.one_of(st.sampled_from(SPECIAL[:40]).map(str), st.text(max_size=30),
-                          st.sampled_from(["compute-0", "Compute", "controller-*", "!ceph-0", "packages", "run",
-                                           "control", "data", "prepare", "1", "sqlite:///s.sqlite"]))
-OPTIONS = st.lists(st.one_of(
-    st.tuples(st.sampled_from(["--limit", "--tags", "--skip-tags", "--stage", "--plane", "--store", "--facts",
-                               "--run", "--forks", "--rerun"]), option_values),
-    st.tuples(st.just("-e"), st.one_of(option_values, option_values.map(lambda v: f"k={v}"),
-                                       option_values.map(lambda v: f"target_release={v}"),
-                                       st.sampled_from(['{"a": Infinity}', '{"a": [', "@", "@/dev/zero", "@/",
-                                                        "db_password=S3cret", '{"x": {"token": 1}}']))),
-    st.tuples(st.just("--secret"), option_values.map(lambda v: f"k={v}")),
-    st.tuples(st.sampled_from(["--json", "--verbose", "--yes", "--fresh", "--force"]), st.none())), max_size=3)
+option_values = st.one_of(
+    st.sampled_from(SPECIAL[:40]).map(str),
+    st.text(max_size=30),
+    st.sampled_from(
+        [
+            "compute-0",
+            "Compute",
+            "controller-*",
+            "!ceph-0",
+            "packages",
+            "run",
+            "control",
+            "data",
+            "prepare",
+            "1",
+            "sqlite:///s.sqlite",
+        ]
+    ),
+)
+OPTIONS = st.lists(
+    st.one_of(
+        st.tuples(
+            st.sampled_from(
+                [
+                    "--limit",
+                    "--tags",
+                    "--skip-tags",
+                    "--stage",
+                    "--plane",
+                    "--store",
+                    "--facts",
+                    "--run",
+                    "--forks",
+                    "--rerun",
+                ]
+            ),
+            option_values,
+        ),
+        st.tuples(
+            st.just("-e"),
+            st.one_of(
+                option_values,
+                option_values.map(lambda v: f"k={v}"),
+                option_values.map(lambda v: f"target_release={v}"),
+                st.sampled_from(
+                    [
+                        '{"a": Infinity}',
+                        '{"a": [',
+                        "@",
+                        "@/dev/zero",
+                        "@/",
+                        "db_password=S3cret",
+                        '{"x": {"token": 1}}',
+                    ]
+                ),
+            ),
+        ),
+        st.tuples(st.just("--secret"), option_values.map(lambda v: f"k={v}")),
+        st.tuples(
+            st.sampled_from(["--json", "--verbose", "--yes", "--fresh", "--force"]), st.none()
+        ),
+    ),
+    max_size=3,
+)
 #: the options each command takes (others would only exercise click's "no such option")
-TAKES = {"plan": {"--limit", "--tags", "--skip-tags", "--stage", "--plane", "--store", "--facts", "-e", "--json",
-                  "--verbose"},
-         "export": {"--limit", "--tags", "--skip-tags", "--stage", "--plane", "--store", "--facts", "--force"},
-         "status": {"--store", "--json"}, "history": {"--store", "--json", "--run"}, "validate": {"--json"},
-         "discover": {"--limit", "--store", "-e", "--json"}, "forget": {"--store", "--yes"}}
-RUN_COMMANDS = ["validate", "plan update", "plan upgrade", "plan system-upgrade", "plan undercloud-upgrade",
-                "plan [/]", "status", "history", "export update", "export upgrade", "update run", "upgrade prepare",
-                "upgrade run", "external-upgrade run", "management-upgrade run", "discover", "forget [/]"]
+TAKES = {
+    "plan": {
+        "--limit",
+        "--tags",
+        "--skip-tags",
+        "--stage",
+        "--plane",
+        "--store",
+        "--facts",
+        "-e",
+        "--json",
+        "--verbose",
+    },
+    "export": {
+        "--limit",
+        "--tags",
+        "--skip-tags",
+        "--stage",
+        "--plane",
+        "--store",
+        "--facts",
+        "--force",
+    },
+    "status": {"--store", "--json"},
+    "history": {"--store", "--json", "--run"},
+    "validate": {"--json"},
+    "discover": {"--limit", "--store", "-e", "--json"},
+    "forget": {"--store", "--yes"},
+}
+RUN_COMMANDS = [
+    "validate",
+    "plan update",
+    "plan upgrade",
+    "plan system-upgrade",
+    "plan undercloud-upgrade",
+    "plan [/]",
+    "status",
+    "history",
+    "export update",
+    "export upgrade",
+    "update run",
+    "upgrade prepare",
+    "upgrade run",
+    "external-upgrade run",
+    "management-upgrade run",
+    "discover",
+    "forget [/]",
+]
 
 
 @FUZZ
@@ -201,29 +397,95 @@ def test_fuzz_cli_arguments(command: str, options: list[tuple[str, str | None]])
         out = root / "export-out"
         if command.startswith("export"):
             args += ["-o", str(out)]
-        if command.split()[0] in ("update", "upgrade", "external-upgrade", "management-upgrade", "discover"):
+        if command.split()[0] in (
+            "update",
+            "upgrade",
+            "external-upgrade",
+            "management-upgrade",
+            "discover",
+        ):
             # nothing may run: a lab that is not there is refused after every other check
             args += ["--lab", str(root / "no-lab")]
         _check(args, root, allowed=out)
 
 
 # ------------------------------------------------------------------------------ issue #19: stores, names, paths
-STORE_COLUMNS = [("runs", c) for c in ("plan", "params", "facts", "started_at", "ended_at", "status", "attempts",
-                                       "command", "workflow")] + \
-                [("units", c) for c in ("step", "state", "nodes", "services", "started_at", "ended_at", "attempts",
-                                        "batch", "message")] + \
-                [("probe_samples", c) for c in ("t", "requests", "failed", "max_ms", "target")] + \
-                [("task_results", c) for c in ("status", "at", "host", "message")] + \
-                [("node_packages", c) for c in ("installed", "available", "package", "node")] + \
-                [("node_os", c) for c in ("major", "target")] + [("node_services", c) for c in ("version", "state")]
+STORE_COLUMNS = (
+    [
+        ("runs", c)
+        for c in (
+            "plan",
+            "params",
+            "facts",
+            "started_at",
+            "ended_at",
+            "status",
+            "attempts",
+            "command",
+            "workflow",
+        )
+    ]
+    + [
+        ("units", c)
+        for c in (
+            "step",
+            "state",
+            "nodes",
+            "services",
+            "started_at",
+            "ended_at",
+            "attempts",
+            "batch",
+            "message",
+        )
+    ]
+    + [("probe_samples", c) for c in ("t", "requests", "failed", "max_ms", "target")]
+    + [("task_results", c) for c in ("status", "at", "host", "message")]
+    + [("node_packages", c) for c in ("installed", "available", "package", "node")]
+    + [("node_os", c) for c in ("major", "target")]
+    + [("node_services", c) for c in ("version", "state")]
+)
 #: values SQLite will hold in any column: text, numbers, blobs, NULL, JSON of every shape
-STORE_VALUES = st.one_of(st.sampled_from([None, "", "x", "yesterday", "2024-13-45 99:99:99", "not json {", "[]",
-                                          "{}", "[1, 2]", '"ctl-0"', '{"workflow": "update", "units": "x"}',
-                                          "9e999", "-1", "1e308", "NaN", b"\x00\xff", "[/]", ":skull:",
-                                          "{{ 7*7 }}", "a" * 5000]),
-                         st.integers(), st.floats(), st.text(max_size=20), st.binary(max_size=8))
-READERS = [["history"], ["history", "--json"], ["history", "--run", "1"], ["status"], ["status", "--json"],
-           ["report", "-o", "REPORT"], ["plan", "update"], ["plan", "update", "--json"]]
+STORE_VALUES = st.one_of(
+    st.sampled_from(
+        [
+            None,
+            "",
+            "x",
+            "yesterday",
+            "2024-13-45 99:99:99",
+            "not json {",
+            "[]",
+            "{}",
+            "[1, 2]",
+            '"ctl-0"',
+            '{"workflow": "update", "units": "x"}',
+            "9e999",
+            "-1",
+            "1e308",
+            "NaN",
+            b"\x00\xff",
+            "[/]",
+            ":skull:",
+            "{{ 7*7 }}",
+            "a" * 5000,
+        ]
+    ),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=20),
+    st.binary(max_size=8),
+)
+READERS = [
+    ["history"],
+    ["history", "--json"],
+    ["history", "--run", "1"],
+    ["status"],
+    ["status", "--json"],
+    ["report", "-o", "REPORT"],
+    ["plan", "update"],
+    ["plan", "update", "--json"],
+]
 _TEMPLATE: list[Path] = []
 
 
@@ -232,6 +494,7 @@ def _store_template() -> Path:
     services and facts (made once per session)."""
     if not _TEMPLATE:
         from tests.security.test_stored_input import template
+
         _TEMPLATE.append(template.__wrapped__(_Factory()))  # type: ignore[attr-defined]
     return _TEMPLATE[0]
 
@@ -242,8 +505,12 @@ class _Factory:
 
 
 @FUZZ
-@given(changes=st.lists(st.tuples(st.sampled_from(STORE_COLUMNS), STORE_VALUES), min_size=1, max_size=3),
-       reader=st.sampled_from(READERS))
+@given(
+    changes=st.lists(
+        st.tuples(st.sampled_from(STORE_COLUMNS), STORE_VALUES), min_size=1, max_size=3
+    ),
+    reader=st.sampled_from(READERS),
+)
 def test_fuzz_stored_runs(changes: list, reader: list[str]):
     import sqlite3
 
@@ -251,7 +518,9 @@ def test_fuzz_stored_runs(changes: list, reader: list[str]):
         root = Path(d) / "c"
         template = _store_template()
         shutil.copytree(template, root, symlinks=True)
-        (root / "deployment.yaml").write_text((root / "deployment.yaml").read_text().replace(str(template), str(root)))
+        (root / "deployment.yaml").write_text(
+            (root / "deployment.yaml").read_text().replace(str(template), str(root))
+        )
         db = sqlite3.connect(root / ".stepwise" / "testcloud.sqlite")
         for (table, column), value in changes:
             try:
@@ -261,22 +530,56 @@ def test_fuzz_stored_runs(changes: list, reader: list[str]):
         db.commit()
         db.close()
         args = [str(root / "r.html") if a == "REPORT" else a for a in reader]
-        _check(args + ["-d", str(root / "deployment.yaml")], root, allowed=root / ".stepwise", also=root / "r.html")
+        _check(
+            args + ["-d", str(root / "deployment.yaml")],
+            root,
+            allowed=root / ".stepwise",
+            also=root / "r.html",
+        )
 
 
 #: names a path may be given: long, with NUL or newlines, special files, links, markup
-PATHS = st.one_of(st.sampled_from(["x" * 256, "x/" * 3000, "a\x00b", "a\nb: c", "/dev/zero", "/dev/null", "/proc/self",
-                                   "FIFO", "LINK", "DIR", "", "-", "[/]", ":skull:", "{{ 7*7 }}", "missing/x.yaml",
-                                   "/", "."]),
-                  st.text(alphabet=st.characters(blacklist_characters="\x00/"), min_size=1, max_size=300))
-PATH_OPTIONS = [["validate", "-d", "P"], ["plan", "update", "-d", "DEP", "--facts", "P"],
-                ["plan", "update", "-d", "DEP", "-e", "@P"], ["plan", "update", "-d", "DEP", "--store", "sqlite:///P"],
-                ["plan", "update", "-d", "DEP", "--html", "P"], ["status", "-d", "DEP", "--store", "sqlite:///P"],
-                ["export", "update", "-d", "DEP", "-o", "P"], ["export", "update", "-d", "DEP", "-o", "OUT", "-i", "P"],
-                ["export", "update", "-d", "DEP", "-o", "OUT", "--lab", "P"], ["catalog", "list", "-c", "P"],
-                ["import", "tripleo", "-r", "P", "-o", "-"], ["import", "inventory", "P", "-o", "-"],
-                ["import", "tripleo", "-r", "ROLES", "-o", "P"], ["update", "run", "-d", "DEP", "--secret", "k=@P",
-                                                                   "--lab", "NOLAB"]]
+PATHS = st.one_of(
+    st.sampled_from(
+        [
+            "x" * 256,
+            "x/" * 3000,
+            "a\x00b",
+            "a\nb: c",
+            "/dev/zero",
+            "/dev/null",
+            "/proc/self",
+            "FIFO",
+            "LINK",
+            "DIR",
+            "",
+            "-",
+            "[/]",
+            ":skull:",
+            "{{ 7*7 }}",
+            "missing/x.yaml",
+            "/",
+            ".",
+        ]
+    ),
+    st.text(alphabet=st.characters(blacklist_characters="\x00/"), min_size=1, max_size=300),
+)
+PATH_OPTIONS = [
+    ["validate", "-d", "P"],
+    ["plan", "update", "-d", "DEP", "--facts", "P"],
+    ["plan", "update", "-d", "DEP", "-e", "@P"],
+    ["plan", "update", "-d", "DEP", "--store", "sqlite:///P"],
+    ["plan", "update", "-d", "DEP", "--html", "P"],
+    ["status", "-d", "DEP", "--store", "sqlite:///P"],
+    ["export", "update", "-d", "DEP", "-o", "P"],
+    ["export", "update", "-d", "DEP", "-o", "OUT", "-i", "P"],
+    ["export", "update", "-d", "DEP", "-o", "OUT", "--lab", "P"],
+    ["catalog", "list", "-c", "P"],
+    ["import", "tripleo", "-r", "P", "-o", "-"],
+    ["import", "inventory", "P", "-o", "-"],
+    ["import", "tripleo", "-r", "ROLES", "-o", "P"],
+    ["update", "run", "-d", "DEP", "--secret", "k=@P", "--lab", "NOLAB"],
+]
 
 
 @FUZZ
@@ -294,8 +597,17 @@ def test_fuzz_paths_and_special_files(name: str, option: list[str]):
         victim.write_text("keep")
         (root / "OUTLINK").symlink_to(victim)
         path = name if name.startswith("/") or name in ("", "-") else str(root / name)
-        subs = {"P": path, "DEP": str(dep), "OUT": str(root / "out"), "ROLES": str(ROLES), "NOLAB": str(root / "no")}
-        args = [a.replace("P", path) if a in ("@P", "k=@P", "sqlite:///P") else subs.get(a, a) for a in option]
+        subs = {
+            "P": path,
+            "DEP": str(dep),
+            "OUT": str(root / "out"),
+            "ROLES": str(ROLES),
+            "NOLAB": str(root / "no"),
+        }
+        args = [
+            a.replace("P", path) if a in ("@P", "k=@P", "sqlite:///P") else subs.get(a, a)
+            for a in option
+        ]
         writes = "-o" in option and option[option.index("-o") + 1] == "P" or "--html" in option
         # an output may be written where it was asked, with the directories leading to it
         # ('-o DIR/[/]' makes '[' and its ']'), and nowhere else
@@ -311,8 +623,11 @@ def test_fuzz_paths_and_special_files(name: str, option: list[str]):
 
 
 @FUZZ
-@given(name=st.text(alphabet=st.characters(blacklist_characters="\x00/"), min_size=1, max_size=120)
-       .filter(lambda n: n not in (".", "..")))
+@given(
+    name=st.text(
+        alphabet=st.characters(blacklist_characters="\x00/"), min_size=1, max_size=120
+    ).filter(lambda n: n not in (".", ".."))
+)
 def test_fuzz_file_names_in_generated_yaml(name: str):
     from tests.security.test_generated import ROLES
 

@@ -27,7 +27,9 @@ def test_a_file_name_with_newlines_starts_no_yaml_in_an_import(tmp_path: Path):
     roles = tmp_path / INJECTED
     roles.write_bytes(ROLES.read_bytes())
     inv = tmp_path / ("inv\ncatalog: evil\n#")
-    inv.write_text("[Controller]\nctl-[0:2] ansible_host=10.0.0.1\n[Controller:vars]\nstepwise_services=keystone\n")
+    inv.write_text(
+        "[Controller]\nctl-[0:2] ansible_host=10.0.0.1\n[Controller:vars]\nstepwise_services=keystone\n"
+    )
     for args in (["import", "tripleo", "-r", roles], ["import", "inventory", inv]):
         out = tmp_path / "out.yaml"
         r = cli(*args, "-o", out, "--force")
@@ -40,18 +42,22 @@ def test_a_file_name_with_newlines_starts_no_yaml_in_an_import(tmp_path: Path):
 
 
 # ------------------------------------------------------------------------------ secrets in crash logs
-@pytest.mark.parametrize("argv, secret", [
-    (["-ve", "db_password=S3cretOne"], "S3cretOne"),
-    (["-vedb_password=S3cretTwo"], "S3cretTwo"),
-    (["-e", '{"users": [{"name": "a", "password": "N3stedList"}]}'], "N3stedList"),
-    (["--extra-vars", '{"a": {"b": [[{"api_token": "D33pT0ken"}]]}}'], "D33pT0ken"),
-    (["--extra-vars=vault_key=Eq5ecret"], "Eq5ecret"),
-])
+@pytest.mark.parametrize(
+    "argv, secret",
+    [
+        (["-ve", "db_password=S3cretOne"], "S3cretOne"),
+        (["-vedb_password=S3cretTwo"], "S3cretTwo"),
+        (["-e", '{"users": [{"name": "a", "password": "N3stedList"}]}'], "N3stedList"),
+        (["--extra-vars", '{"a": {"b": [[{"api_token": "D33pT0ken"}]]}}'], "D33pT0ken"),
+        (["--extra-vars=vault_key=Eq5ecret"], "Eq5ecret"),
+    ],
+)
 def test_the_crash_log_holds_no_secret(tmp_path: Path, monkeypatch, argv: list, secret: str):
     import stepwise.cli.render as render
 
     def boom(*_a, **_k):
         raise RuntimeError(f"a bug that quotes {secret}")
+
     monkeypatch.setattr(render, "render_plan", boom)
     monkeypatch.setenv("STEPWISE_LOG_DIR", str(tmp_path / "logs"))
     r = cli("plan", "update", "-d", CLASSIC, *argv)
@@ -61,17 +67,29 @@ def test_the_crash_log_holds_no_secret(tmp_path: Path, monkeypatch, argv: list, 
     assert "RuntimeError" in text and secret not in text and "****" in text
 
 
-@pytest.mark.parametrize("argv", [
-    ["update", "run", "-ye", "db_password=Y3sSecret"], ["update", "run", "-yedb_password=Y3sSecret"],
-    ["plan", "-e", "x=1 db_password=Y3sSecret"], ["status", "--store", "postgresql+psycopg://u:Y3sSecret@h/db"],
-    ["plan", "-e", '[{"password": "Y3sSecret"}]'], ["plan", "-e", "{not json Y3sSecret"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["update", "run", "-ye", "db_password=Y3sSecret"],
+        ["update", "run", "-yedb_password=Y3sSecret"],
+        ["plan", "-e", "x=1 db_password=Y3sSecret"],
+        ["status", "--store", "postgresql+psycopg://u:Y3sSecret@h/db"],
+        ["plan", "-e", '[{"password": "Y3sSecret"}]'],
+        ["plan", "-e", "{not json Y3sSecret"],
+    ],
+)
 def test_every_argv_form_is_masked(argv: list):
     from stepwise.secrets import argv_secrets, mask_argv
 
     assert "Y3sSecret" not in " ".join(mask_argv(argv))
     assert any("Y3sSecret" in v for v in argv_secrets(argv))
-    assert mask_argv(["plan", "-d", "deep/e/path.yaml", "-l", "a=b"]) == ["plan", "-d", "deep/e/path.yaml", "-l", "a=b"]
+    assert mask_argv(["plan", "-d", "deep/e/path.yaml", "-l", "a=b"]) == [
+        "plan",
+        "-d",
+        "deep/e/path.yaml",
+        "-l",
+        "a=b",
+    ]
 
 
 # ------------------------------------------------------------------------------ export secrets
@@ -82,8 +100,18 @@ def test_export_keeps_secrets_out_of_world_readable_files(tmp_path: Path):
     doc["vars"] = {**doc.get("vars", {}), "db_password": "DeplSecret1"}
     dep.write_text(yaml.safe_dump(doc))
     inv = tmp_path / "inv.yaml"
-    inv.write_text(yaml.safe_dump({"all": {"vars": {"ansible_password": "SshSecret22",
-                                                     "ansible_become_password": "BecomeSecret3"}}}))
+    inv.write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "vars": {
+                        "ansible_password": "SshSecret22",
+                        "ansible_become_password": "BecomeSecret3",
+                    }
+                }
+            }
+        )
+    )
     out = tmp_path / "out"
     r = cli("export", "update", "-d", dep, "-o", out, "-i", inv)
     assert r.code == 0, r.text
@@ -109,7 +137,11 @@ def test_the_report_csp_allows_its_one_script_by_hash(tmp_path: Path):
     rules = dict((d.split(" ", 1) + [""])[:2] for d in (x.strip() for x in csp.split(";")))
     digest = base64.b64encode(hashlib.sha256(SELF_CHECK.encode()).digest()).decode()
     assert rules["script-src"] == f"'sha256-{digest}'" and "unsafe" not in rules["script-src"]
-    assert rules["base-uri"] == "'none'" and rules["form-action"] == "'none'" and rules["default-src"] == "'none'"
+    assert (
+        rules["base-uri"] == "'none'"
+        and rules["form-action"] == "'none'"
+        and rules["default-src"] == "'none'"
+    )
     assert doc.count("<script>") == 1 and f"<script>{SELF_CHECK}</script>" in doc
 
 

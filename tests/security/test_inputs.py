@@ -30,31 +30,36 @@ def _bad_files(tmp: Path) -> dict[str, Path]:
     return out
 
 
-@pytest.mark.parametrize("args", [
-    ["plan", "update", "-d", CLASSIC, "-e", "a='b"],
-    ["plan", "update", "-d", CLASSIC, "-e", '{"a": Infinity}'],
-    ["plan", "update", "-d", CLASSIC, "-e", "@"],
-    ["plan", "update", "-d", CLASSIC, "-e", "a(b)=1"],
-    ["plan", "update", "-d", CLASSIC, "-e", "target_release=[/]"],
-    ["plan", "update", "-d", CLASSIC, "--limit", "a[/]b"],
-    ["plan", "update", "-d", CLASSIC, "--tags", "[/]"],
-    ["plan", "[/]", "-d", CLASSIC],
-    ["plan", "update", "-d", CLASSIC, "--stage", "[bold]x"],
-    ["update", "run", "-d", CLASSIC, "--lab", "/nonexistent"],
-    ["history", "-d", CLASSIC, "--run", "99999999999999999999"],
-    ["status", "-d", CLASSIC, "--store", "postgresql+psycopg://u@h:notaport/db"],
-    ["status", "-d", CLASSIC, "--store", "nosuchdb://x"],
-    ["status", "-d", CLASSIC, "--store", "sqlite:////proc/self"],
-    ["validate", "-d", "/dev/zero"],
-    ["validate", "-d", "/nonexistent.yaml"],
-    ["validate", "-d", "/tmp"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["plan", "update", "-d", CLASSIC, "-e", "a='b"],
+        ["plan", "update", "-d", CLASSIC, "-e", '{"a": Infinity}'],
+        ["plan", "update", "-d", CLASSIC, "-e", "@"],
+        ["plan", "update", "-d", CLASSIC, "-e", "a(b)=1"],
+        ["plan", "update", "-d", CLASSIC, "-e", "target_release=[/]"],
+        ["plan", "update", "-d", CLASSIC, "--limit", "a[/]b"],
+        ["plan", "update", "-d", CLASSIC, "--tags", "[/]"],
+        ["plan", "[/]", "-d", CLASSIC],
+        ["plan", "update", "-d", CLASSIC, "--stage", "[bold]x"],
+        ["update", "run", "-d", CLASSIC, "--lab", "/nonexistent"],
+        ["history", "-d", CLASSIC, "--run", "99999999999999999999"],
+        ["status", "-d", CLASSIC, "--store", "postgresql+psycopg://u@h:notaport/db"],
+        ["status", "-d", CLASSIC, "--store", "nosuchdb://x"],
+        ["status", "-d", CLASSIC, "--store", "sqlite:////proc/self"],
+        ["validate", "-d", "/dev/zero"],
+        ["validate", "-d", "/nonexistent.yaml"],
+        ["validate", "-d", "/tmp"],
+    ],
+)
 def test_bad_options_are_clear_errors(args):
     r = cli(*args)
     assert r.code == 2 and no_traceback(r.text), r.text
 
 
-@pytest.mark.parametrize("kind", ["list", "scalar", "nonscalar_key", "bracket_key", "inf", "latin1"])
+@pytest.mark.parametrize(
+    "kind", ["list", "scalar", "nonscalar_key", "bracket_key", "inf", "latin1"]
+)
 def test_bad_extra_vars_and_inventory_files(tmp_path: Path, kind: str):
     f = _bad_files(tmp_path)[kind]
     dep = tmp_path / "classic.yaml"
@@ -84,8 +89,10 @@ def test_markup_stored_by_a_failed_task_never_breaks_status(tmp_path: Path):
     db = sqlite3.connect(tmp_path / ".stepwise" / "testcloud.sqlite")
     db.execute("UPDATE runs SET message = '[/] closing [bold]tag', status = 'failed'")
     db.execute("UPDATE units SET message = '[/]'")
-    db.execute("INSERT INTO task_results (run_id, unit_id, host, task, status, duration_s, message, at) "
-               "VALUES (1, 'u1', 'ctl-0', '[/]t', 'failed', 0, '[/]stderr[red]', '2024-01-01')")
+    db.execute(
+        "INSERT INTO task_results (run_id, unit_id, host, task, status, duration_s, message, at) "
+        "VALUES (1, 'u1', 'ctl-0', '[/]t', 'failed', 0, '[/]stderr[red]', '2024-01-01')"
+    )
     db.commit()
     db.close()
     for args in (["status"], ["history", "--run", "1"]):
@@ -96,22 +103,30 @@ def test_markup_stored_by_a_failed_task_never_breaks_status(tmp_path: Path):
 
 
 def test_non_finite_durations_are_refused(tmp_path: Path):
-    dep = write_cloud(tmp_path, computes=1, extra_services={"slow": {"plane": "control",
-                                                                      "durations": {"packages": float("inf")}}})
+    dep = write_cloud(
+        tmp_path,
+        computes=1,
+        extra_services={"slow": {"plane": "control", "durations": {"packages": float("inf")}}},
+    )
     cat = tmp_path / "catalog" / "slow.yaml"
     cat.write_text(cat.read_text().replace("Infinity", ".inf"))
     r = cli("plan", "update", "-d", dep, "--json")
     assert r.code == 2 and "finite" in r.text and "Infinity" not in r.out
 
 
-@pytest.mark.parametrize("text", [
-    # a 1 KB alias bomb: 9^9 values once expanded
-    "a: &a [x,x,x,x,x,x,x,x,x]\n" + "".join(
-        f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi")),
-    "[" * 100_000,                      # crashed libyaml's composer (SIGSEGV)
-    "name: n\nroles:\n- name: C\n  services: [nova_compute]\n  nodes: {count: 10000000, name: 'c{index}'}\n",
-    "name: n\nroles:\n- name: C\n  services: [nova_compute]\n  nodes: {count: 1000000000000000000, name: 'c{index}'}\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a 1 KB alias bomb: 9^9 values once expanded
+        "a: &a [x,x,x,x,x,x,x,x,x]\n"
+        + "".join(
+            f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi")
+        ),
+        "[" * 100_000,  # crashed libyaml's composer (SIGSEGV)
+        "name: n\nroles:\n- name: C\n  services: [nova_compute]\n  nodes: {count: 10000000, name: 'c{index}'}\n",
+        "name: n\nroles:\n- name: C\n  services: [nova_compute]\n  nodes: {count: 1000000000000000000, name: 'c{index}'}\n",
+    ],
+)
 def test_hostile_documents_are_refused_quickly_in_bounded_memory(tmp_path: Path, text: str):
     f = tmp_path / "d.yaml"
     f.write_text(text)
@@ -124,6 +139,7 @@ def test_a_bug_is_exit_70_with_a_log_not_a_traceback(tmp_path: Path, monkeypatch
 
     def boom(*_a, **_k):
         raise ZeroDivisionError("a bug")
+
     monkeypatch.setattr(render, "render_plan", boom)
     monkeypatch.setenv("STEPWISE_LOG_DIR", str(tmp_path / "logs"))
     r = cli("plan", "update", "-d", CLASSIC)

@@ -27,20 +27,23 @@ def _state(p: Path) -> tuple[bytes, int]:
 
 
 # ------------------------------------------------------------------------------ long names
-@pytest.mark.parametrize("args", [
-    ["plan", "update", "-d", CLASSIC, "-e", f"@/tmp/{LONG}"],
-    ["plan", "update", "-d", CLASSIC, "--facts", f"/tmp/{LONG}"],
-    ["plan", "update", "-d", f"/tmp/{LONG}.yaml"],
-    ["status", "-d", CLASSIC, "--store", f"sqlite:////tmp/{LONG}.sqlite"],
-    ["plan", "update", "-d", CLASSIC, "--store", f"sqlite:////tmp/{LONG}.sqlite"],
-    ["export", "update", "-d", CLASSIC, "-o", f"/tmp/{LONG}"],
-    ["export", "update", "-d", CLASSIC, "-o", "OUT", "-i", f"/tmp/{LONG}"],
-    ["export", "update", "-d", CLASSIC, "-o", "OUT", "--lab", f"/tmp/{LONG}"],
-    ["catalog", "list", "-c", f"/tmp/{LONG}"],
-    ["plan", "update", "-d", CLASSIC, "--html", f"/tmp/{LONG}.html"],
-    ["import", "tripleo", "-r", ROLES, "-o", f"/tmp/{LONG}.yaml"],
-    ["import", "tripleo", "-r", f"/tmp/{LONG}", "-o", "-"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["plan", "update", "-d", CLASSIC, "-e", f"@/tmp/{LONG}"],
+        ["plan", "update", "-d", CLASSIC, "--facts", f"/tmp/{LONG}"],
+        ["plan", "update", "-d", f"/tmp/{LONG}.yaml"],
+        ["status", "-d", CLASSIC, "--store", f"sqlite:////tmp/{LONG}.sqlite"],
+        ["plan", "update", "-d", CLASSIC, "--store", f"sqlite:////tmp/{LONG}.sqlite"],
+        ["export", "update", "-d", CLASSIC, "-o", f"/tmp/{LONG}"],
+        ["export", "update", "-d", CLASSIC, "-o", "OUT", "-i", f"/tmp/{LONG}"],
+        ["export", "update", "-d", CLASSIC, "-o", "OUT", "--lab", f"/tmp/{LONG}"],
+        ["catalog", "list", "-c", f"/tmp/{LONG}"],
+        ["plan", "update", "-d", CLASSIC, "--html", f"/tmp/{LONG}.html"],
+        ["import", "tripleo", "-r", ROLES, "-o", f"/tmp/{LONG}.yaml"],
+        ["import", "tripleo", "-r", f"/tmp/{LONG}", "-o", "-"],
+    ],
+)
 def test_names_over_255_bytes_are_clear_errors(tmp_path: Path, args: list):
     args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
     r = cli(*args)
@@ -52,7 +55,9 @@ def test_a_catalog_path_over_255_bytes_in_the_deployment(tmp_path: Path):
     dep = tmp_path / "d.yaml"
     dep.write_text(yaml.safe_dump({**yaml.safe_load(CLASSIC.read_text()), "catalog": LONG}))
     r = cli("validate", "-d", dep)
-    assert r.code == 2 and no_traceback(r.text) and "too long" in r.text and "catalog" in r.text, r.text
+    assert r.code == 2 and no_traceback(r.text) and "too long" in r.text and "catalog" in r.text, (
+        r.text
+    )
 
 
 # ------------------------------------------------------------------------------ FIFOs
@@ -62,8 +67,20 @@ def _fifo(tmp_path: Path, name: str = "fifo.yaml") -> Path:
     return p
 
 
-@pytest.mark.parametrize("case", ["deployment", "facts", "extra", "secret", "inventory", "roles", "import-inv",
-                                  "catalog-file", "html"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "deployment",
+        "facts",
+        "extra",
+        "secret",
+        "inventory",
+        "roles",
+        "import-inv",
+        "catalog-file",
+        "html",
+    ],
+)
 def test_a_fifo_is_refused_without_blocking(tmp_path: Path, case: str):
     fifo = _fifo(tmp_path)
     cat = tmp_path / "cat"
@@ -71,7 +88,16 @@ def test_a_fifo_is_refused_without_blocking(tmp_path: Path, case: str):
         "deployment": ["validate", "-d", fifo],
         "facts": ["plan", "update", "-d", CLASSIC, "--facts", fifo],
         "extra": ["plan", "update", "-d", CLASSIC, "-e", f"@{fifo}"],
-        "secret": ["update", "run", "-d", CLASSIC, "--secret", f"k=@{fifo}", "--lab", tmp_path / "no-lab"],
+        "secret": [
+            "update",
+            "run",
+            "-d",
+            CLASSIC,
+            "--secret",
+            f"k=@{fifo}",
+            "--lab",
+            tmp_path / "no-lab",
+        ],
         "inventory": ["export", "update", "-d", CLASSIC, "-o", tmp_path / "out", "-i", fifo],
         "roles": ["import", "tripleo", "-r", fifo, "-o", "-"],
         "import-inv": ["import", "inventory", fifo, "-o", "-"],
@@ -83,16 +109,20 @@ def test_a_fifo_is_refused_without_blocking(tmp_path: Path, case: str):
         for f in (EXAMPLES / "catalog").glob("*.yaml"):
             (cat / f.name).write_bytes(f.read_bytes())
         os.mkfifo(cat / "zz.yaml")
-    r = cli_process(*args, timeout=60)  # a blocked open would hang here (and fail the test on timeout)
+    r = cli_process(
+        *args, timeout=60
+    )  # a blocked open would hang here (and fail the test on timeout)
     assert r.returncode == 2 and no_traceback(r.stderr), r.stderr
     assert "FIFO" in r.stderr, r.stderr
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)  # the FIFO is still there, not replaced by a file
 
 
 def test_a_device_is_refused(tmp_path: Path):
-    for args in (["plan", "update", "-d", CLASSIC, "-e", "@/dev/zero"],
-                 ["plan", "update", "-d", CLASSIC, "--facts", "/dev/null"],
-                 ["plan", "update", "-d", CLASSIC, "--html", "/dev/null"]):
+    for args in (
+        ["plan", "update", "-d", CLASSIC, "-e", "@/dev/zero"],
+        ["plan", "update", "-d", CLASSIC, "--facts", "/dev/null"],
+        ["plan", "update", "-d", CLASSIC, "--html", "/dev/null"],
+    ):
         r = cli(*args)
         assert r.code == 2 and "device" in r.text and no_traceback(r.text), r.text
 
@@ -119,11 +149,16 @@ def test_import_replaces_only_what_it_wrote_unless_forced(tmp_path: Path):
     assert r.code == 2 and "--force" in r.text and _state(other) == before, r.text
     out = tmp_path / "d.yaml"
     assert cli("import", "tripleo", "-r", ROLES, "-o", out).code == 0
-    assert cli("import", "tripleo", "-r", ROLES, "-o", out, "--stack", "other").code == 0  # its own: replaced
+    assert (
+        cli("import", "tripleo", "-r", ROLES, "-o", out, "--stack", "other").code == 0
+    )  # its own: replaced
     assert yaml.safe_load(out.read_text())["name"] == "other"
     assert cli("import", "tripleo", "-r", ROLES, "-o", other, "--force").code == 0
     assert yaml.safe_load(other.read_text())["name"] == "overcloud"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.yaml", "notes.yaml"]  # no temporary file left
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "d.yaml",
+        "notes.yaml",
+    ]  # no temporary file left
 
 
 def test_the_report_replaces_only_a_report(tmp_path: Path):
@@ -153,7 +188,9 @@ def test_a_catalog_file_linked_to_a_private_file_is_not_quoted(tmp_path: Path):
     for args in (["catalog", "list", "-c", cat], ["plan", "update", "-d", CLASSIC]):
         if args[0] == "plan":
             dep = tmp_path / "d.yaml"
-            dep.write_text(yaml.safe_dump({**yaml.safe_load(CLASSIC.read_text()), "catalog": "cat"}))
+            dep.write_text(
+                yaml.safe_dump({**yaml.safe_load(CLASSIC.read_text()), "catalog": "cat"})
+            )
             args = ["plan", "update", "-d", dep]
         r = cli(*args)
         assert r.code == 2 and no_traceback(r.text), r.text

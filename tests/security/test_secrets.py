@@ -11,17 +11,33 @@ from pathlib import Path
 
 from tests.security.helpers import cli, no_traceback, write_cloud
 
-SECRETS = {"db_password": "S3cretPassw0rd", "api_token": "T0kenValue2x", "vault_key": "F1leSecret3x",
-           "other": "EnvSecret4xyz"}
+SECRETS = {
+    "db_password": "S3cretPassw0rd",
+    "api_token": "T0kenValue2x",
+    "vault_key": "F1leSecret3x",
+    "other": "EnvSecret4xyz",
+}
 
 
 def _leaky_cloud(root: Path) -> Path:
     """The run tests' cloud plus a service whose packages step prints every secret and fails."""
-    leak = ("echo pw={{ db_password }} tok={{ nested.api_token }} f={{ vault_key }} e={{ other }} >&2; "
-            "echo pw={{ db_password }}; exit 1")
-    dep = write_cloud(root, computes=1, extra_services={"leaky": {
-        "plane": "control", "availability": {"max_unavailable": 1},
-        "update": {"packages": [{"name": "leak {{ db_password }}", "ansible.builtin.shell": leak}]}}})
+    leak = (
+        "echo pw={{ db_password }} tok={{ nested.api_token }} f={{ vault_key }} e={{ other }} >&2; "
+        "echo pw={{ db_password }}; exit 1"
+    )
+    dep = write_cloud(
+        root,
+        computes=1,
+        extra_services={
+            "leaky": {
+                "plane": "control",
+                "availability": {"max_unavailable": 1},
+                "update": {
+                    "packages": [{"name": "leak {{ db_password }}", "ansible.builtin.shell": leak}]
+                },
+            }
+        },
+    )
     data = json.loads(dep.read_text())
     data["roles"][0]["services"].append("leaky")
     dep.write_text(json.dumps(data))
@@ -42,24 +58,48 @@ def test_secrets_never_kept_or_shown(tmp_path: Path, monkeypatch):
     dep = _leaky_cloud(tmp_path)
     (tmp_path / "vault").write_text(SECRETS["vault_key"] + "\n")
     monkeypatch.setenv("OTHER_SECRET", SECRETS["other"])
-    r = cli("update", "run", "-d", dep, "--limit", "Controller", "--json", "--keep-artifacts",
-            "-e", f"db_password={SECRETS['db_password']}",
-            "-e", json.dumps({"nested": {"api_token": SECRETS["api_token"]}}),
-            "--secret", f"vault_key=@{tmp_path / 'vault'}", "--secret", "other=env:OTHER_SECRET")
+    r = cli(
+        "update",
+        "run",
+        "-d",
+        dep,
+        "--limit",
+        "Controller",
+        "--json",
+        "--keep-artifacts",
+        "-e",
+        f"db_password={SECRETS['db_password']}",
+        "-e",
+        json.dumps({"nested": {"api_token": SECRETS["api_token"]}}),
+        "--secret",
+        f"vault_key=@{tmp_path / 'vault'}",
+        "--secret",
+        "other=env:OTHER_SECRET",
+    )
     assert r.code == 1 and no_traceback(r.text), r.text
     _assert_clean(r.text)
     result = json.loads(r.out)
-    assert "db_password=****" in result["message"]       # the "continue with" hint, masked
-    assert "pw=****" in result["message"]                  # what the task printed, masked
+    assert "db_password=****" in result["message"]  # the "continue with" hint, masked
+    assert "pw=****" in result["message"]  # what the task printed, masked
     # the store (database, WAL), the kept work directory and its Ansible artifacts
     _assert_clean(_all_bytes(tmp_path / ".stepwise"))
     cmd_files = list((tmp_path / ".stepwise" / "work").rglob("command"))
     assert cmd_files, "ansible-runner artifacts were kept"
-    secret_file = re.search(r'@(/[^"]*stepwise-secret-[^"/]*/secret\.yml)', cmd_files[0].read_text())
+    secret_file = re.search(
+        r'@(/[^"]*stepwise-secret-[^"/]*/secret\.yml)', cmd_files[0].read_text()
+    )
     assert secret_file, "the secrets reached Ansible through a file"
-    assert not Path(secret_file.group(1)).parent.exists(), "the private secrets directory is removed"
-    for args in (["history"], ["history", "--json"], ["history", "--run", str(result["run_id"])],
-                 ["history", "--run", str(result["run_id"]), "--json"], ["status"], ["status", "--json"]):
+    assert not Path(secret_file.group(1)).parent.exists(), (
+        "the private secrets directory is removed"
+    )
+    for args in (
+        ["history"],
+        ["history", "--json"],
+        ["history", "--run", str(result["run_id"])],
+        ["history", "--run", str(result["run_id"]), "--json"],
+        ["status"],
+        ["status", "--json"],
+    ):
         out = cli(*args, "-d", dep)
         assert out.code == 0, out.text
         _assert_clean(out.text)
@@ -67,10 +107,21 @@ def test_secrets_never_kept_or_shown(tmp_path: Path, monkeypatch):
 
 def test_a_refused_command_records_no_secret(tmp_path: Path):
     dep = write_cloud(tmp_path, computes=1)
-    r = cli("upgrade", "prepare", "-d", dep, "-e", "target_release=R2", "-e", f"db_password={SECRETS['db_password']}")
+    r = cli(
+        "upgrade",
+        "prepare",
+        "-d",
+        dep,
+        "-e",
+        "target_release=R2",
+        "-e",
+        f"db_password={SECRETS['db_password']}",
+    )
     assert r.code == 2 and "confirmation" in r.text
     _assert_clean(r.text)
-    assert not (tmp_path / ".stepwise").exists() or not _all_bytes(tmp_path / ".stepwise").count(b"S3cret")
+    assert not (tmp_path / ".stepwise").exists() or not _all_bytes(tmp_path / ".stepwise").count(
+        b"S3cret"
+    )
 
 
 def test_store_and_directories_are_private(tmp_path: Path):
@@ -87,6 +138,7 @@ def test_store_and_directories_are_private(tmp_path: Path):
 
 def test_an_old_world_readable_store_is_made_private(tmp_path: Path):
     from stepwise.run.store import open_store
+
     f = tmp_path / "old.sqlite"
     open_store(f"sqlite:///{f}").close()
     f.chmod(0o644)

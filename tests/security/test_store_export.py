@@ -24,10 +24,19 @@ def _digest(p: Path) -> str:
 
 def test_concurrent_first_opens_of_a_store_all_succeed(tmp_path: Path):
     url = f"sqlite:///{tmp_path / 'new' / 's.sqlite'}"
-    code = ("import sys; from stepwise.run.store import open_store; "
-            "print(len(open_store(sys.argv[1]).runs('c')))")
-    procs = [subprocess.Popen([sys.executable, "-c", code, url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for _ in range(8)]
+    code = (
+        "import sys; from stepwise.run.store import open_store; "
+        "print(len(open_store(sys.argv[1]).runs('c')))"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(8)
+    ]
     outs = [p.communicate(timeout=120) for p in procs]
     assert all(p.returncode == 0 for p in procs), [e for _o, e in outs]
     assert all(o.strip() == "0" for o, _e in outs)
@@ -54,12 +63,16 @@ def test_a_foreign_database_is_refused_untouched(tmp_path: Path):
     for args in (["status"], ["plan", "update"], ["update", "run", "--lab", tmp_path]):
         r = cli(*args, "-d", CLASSIC, "--store", f"sqlite:///{f}")
         assert r.code == 2 and no_traceback(r.text), r.text
-    assert "not a stepwise state store" in cli("status", "-d", CLASSIC, "--store", f"sqlite:///{f}").text
+    assert (
+        "not a stepwise state store"
+        in cli("status", "-d", CLASSIC, "--store", f"sqlite:///{f}").text
+    )
     assert _digest(f) == before and sorted(p.name for p in tmp_path.iterdir()) == ["foreign.sqlite"]
 
 
 def test_a_store_of_a_newer_stepwise_is_refused_untouched(tmp_path: Path):
     from stepwise.run.store import open_store
+
     f = tmp_path / "s.sqlite"
     open_store(f"sqlite:///{f}").close()
     db = sqlite3.connect(f)
@@ -80,11 +93,12 @@ def test_a_damaged_store_is_a_clear_error(tmp_path: Path):
 
 
 def test_a_run_refused_while_preparing_leaves_nothing_to_resume(tmp_path: Path, monkeypatch):
-    from stepwise.errors import InputError, Problem
     import stepwise.run.engine as engine
+    from stepwise.errors import InputError, Problem
 
     def refuse(*_a, **_k):
         raise InputError(Problem("cannot render"))
+
     dep = write_cloud(tmp_path, computes=1)
     monkeypatch.setattr(engine, "render_unit", refuse)
     r = cli("update", "run", "-d", dep, "--limit", "Controller", "--json")
@@ -133,6 +147,7 @@ def test_a_failed_export_leaves_nothing_half_written(tmp_path: Path, monkeypatch
         if calls["n"] == 5:
             raise OSError(28, "No space left on device")
         return real(data)
+
     monkeypatch.setattr(export, "to_yaml", failing)
     out = tmp_path / "out"
     r = cli("export", "update", "-d", CLASSIC, "-o", out)

@@ -36,19 +36,54 @@ def template(tmp_path_factory) -> Path:
     dep = load_deployment(write_cloud(root, computes=2))
     plan = verify_plan(make_plan("update", dep), dep)
     st = open_store(f"sqlite:///{root / '.stepwise' / 'testcloud.sqlite'}")
-    rid = st.create_run(dep.name, "update", "k", "stepwise update run", {"limit": None}, plan.to_json(),
-                        [u.to_json() for u in plan.units], user="ops", host="bastion")
+    rid = st.create_run(
+        dep.name,
+        "update",
+        "k",
+        "stepwise update run",
+        {"limit": None},
+        plan.to_json(),
+        [u.to_json() for u in plan.units],
+        user="ops",
+        host="bastion",
+    )
     t0 = st.run(rid).started_at
     with st.session() as s:
         for i, u in enumerate(plan.units):
             row = s.get(UnitRow, (rid, u.id))
-            row.started_at, row.ended_at, row.state = t0 + timedelta(seconds=i), t0 + timedelta(seconds=i + 1), "done"
-    st.add_task_results([{"run_id": rid, "unit_id": plan.units[1].id, "host": "cmp-0", "task": "t",
-                          "status": "failed", "message": "m", "at": t0}])
-    st.add_probe_samples(rid, [{"target": "vip:api", "t": 1.0, "requests": 5, "failed": 0, "max_ms": 1.0}])
+            row.started_at, row.ended_at, row.state = (
+                t0 + timedelta(seconds=i),
+                t0 + timedelta(seconds=i + 1),
+                "done",
+            )
+    st.add_task_results(
+        [
+            {
+                "run_id": rid,
+                "unit_id": plan.units[1].id,
+                "host": "cmp-0",
+                "task": "t",
+                "status": "failed",
+                "message": "m",
+                "at": t0,
+            }
+        ]
+    )
+    st.add_probe_samples(
+        rid, [{"target": "vip:api", "t": 1.0, "requests": 5, "failed": 0, "max_ms": 1.0}]
+    )
     st.set_services(dep.name, [("ctl-0", "api")], version="1.0", state="running", run_id=rid)
-    st.save_facts(dep.name, {"nodes": {"ctl-0": {"os": {"major": 8}, "packages": {"openstack-api": {
-        "installed": "1.0", "available": "1.1"}}}}})
+    st.save_facts(
+        dep.name,
+        {
+            "nodes": {
+                "ctl-0": {
+                    "os": {"major": 8},
+                    "packages": {"openstack-api": {"installed": "1.0", "available": "1.1"}},
+                }
+            }
+        },
+    )
     st.finish_run(rid, "failed", "unit failed")
     st.close()
     return root
@@ -63,8 +98,16 @@ def cloud(template: Path, tmp_path: Path) -> Path:
     return root
 
 
-READERS = [["history"], ["history", "--json"], ["history", "--run", "1"], ["status", "--json"], ["status"],
-           ["report", "-o", "REPORT"], ["plan", "update"], ["plan", "update", "--json"]]
+READERS = [
+    ["history"],
+    ["history", "--json"],
+    ["history", "--run", "1"],
+    ["status", "--json"],
+    ["status"],
+    ["report", "-o", "REPORT"],
+    ["plan", "update"],
+    ["plan", "update", "--json"],
+]
 TAMPERED = {
     "plan not JSON": "UPDATE runs SET plan = 'not json {'",
     "plan a list": "UPDATE runs SET plan = '[1, 2]'",
@@ -110,7 +153,11 @@ def test_a_tampered_store_is_a_clear_error_for_every_reader(cloud: Path, case: s
         assert r.code in (0, 2) and no_traceback(r.text), (case, args, r.text[-2000:])
         if r.code == 2:
             refused += 1
-            assert "damaged" in r.text or "not valid" in r.text or "store:" in r.text, (case, args, r.text)
+            assert "damaged" in r.text or "not valid" in r.text or "store:" in r.text, (
+                case,
+                args,
+                r.text,
+            )
     assert refused or case in HARMLESS, f"{case}: no reader noticed"
     assert _digest(store) == before
 
@@ -134,9 +181,17 @@ def test_a_store_link_to_a_foreign_file_is_refused_untouched(tmp_path: Path):
     link.symlink_to(foreign)
     before = (_digest(foreign), stat.S_IMODE(foreign.stat().st_mode))
     dep = write_cloud(tmp_path / "c", computes=1)
-    for args in (["status"], ["history"], ["plan", "update"], ["update", "run", "--lab", tmp_path / "no-lab"]):
+    for args in (
+        ["status"],
+        ["history"],
+        ["plan", "update"],
+        ["update", "run", "--lab", tmp_path / "no-lab"],
+    ):
         r = cli(*args, "-d", dep, "--store", f"sqlite:///{link}")
-        assert r.code == 2 and no_traceback(r.text) and "not a stepwise state store" in r.text, (args, r.text)
+        assert r.code == 2 and no_traceback(r.text) and "not a stepwise state store" in r.text, (
+            args,
+            r.text,
+        )
     assert (_digest(foreign), stat.S_IMODE(foreign.stat().st_mode)) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["accounts.db", "c", "link.sqlite"]
 
@@ -157,8 +212,12 @@ def test_a_stored_plan_is_validated_by_the_plan_model():
     from stepwise.errors import InputError
     from stepwise.plan.units import Plan
 
-    for doc in ({}, [], {"workflow": "update", "units": [{"id": "u", "step": "packages", "nodes": "ctl-0"}]},
-                {"workflow": "update", "units": [], "estimate": {"duration_s": float("inf")}},
-                {"workflow": "update", "units": [], "windows": [{"service": "s", "start_s": "x"}]}):
+    for doc in (
+        {},
+        [],
+        {"workflow": "update", "units": [{"id": "u", "step": "packages", "nodes": "ctl-0"}]},
+        {"workflow": "update", "units": [], "estimate": {"duration_s": float("inf")}},
+        {"workflow": "update", "units": [], "windows": [{"service": "s", "start_s": "x"}]},
+    ):
         with pytest.raises(InputError):
             Plan.from_json(doc)

@@ -19,8 +19,9 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from stepwise.lab.openstack import config as C
 from stepwise.lab.openstack import releases as RL
@@ -51,7 +52,9 @@ def prepare(lab: Any, build: BuildProgress | None = None) -> None:
         C._write_private(pw, C.new_password() + "\n")
 
 
-def tool(lab: Any, node: str, service: str, args: list[str], timeout: float = 300.0) -> subprocess.CompletedProcess:
+def tool(
+    lab: Any, node: str, service: str, args: list[str], timeout: float = 300.0
+) -> subprocess.CompletedProcess:
     """Run a real service's own tool (`keystone-manage`, `glance-status`, ...) as the node has it:
     the installed release's code with the node's configuration."""
     release = C.release_on(lab, node, service)
@@ -59,8 +62,13 @@ def tool(lab: Any, node: str, service: str, args: list[str], timeout: float = 30
         raise RuntimeError(f"{service} is not installed on {node}")
     exe = C.venv_of(release) / "bin" / args[0]
     conf = C.paths(lab, node, service)["config"]
-    return subprocess.run([str(exe), "--config-file", str(conf), *args[1:]], capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [str(exe), "--config-file", str(conf), *args[1:]],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _checked(res: subprocess.CompletedProcess, what: str) -> None:
@@ -86,11 +94,18 @@ def databases(lab: Any, say: Say) -> None:
         _keystone(lab)
     if "placement_api" in _placed(lab):
         boot = lab.service("placement_api")["bootstrap"]
-        _checked(tool(lab, boot, "placement_api", ["placement-manage", "db", "sync"]), "placement-manage db sync")
+        _checked(
+            tool(lab, boot, "placement_api", ["placement-manage", "db", "sync"]),
+            "placement-manage db sync",
+        )
     if "glance_api" in _placed(lab):
         boot = lab.service("glance_api")["bootstrap"]
-        _checked(tool(lab, boot, "glance_api", ["glance-manage", "db_sync"]), "glance-manage db_sync")
-    say(f"real OpenStack databases synced ({', '.join(_placed(lab))}) in {time.monotonic() - t0:.1f}s")
+        _checked(
+            tool(lab, boot, "glance_api", ["glance-manage", "db_sync"]), "glance-manage db_sync"
+        )
+    say(
+        f"real OpenStack databases synced ({', '.join(_placed(lab))}) in {time.monotonic() - t0:.1f}s"
+    )
 
 
 def _keystone(lab: Any) -> None:
@@ -99,8 +114,15 @@ def _keystone(lab: Any) -> None:
     user, group = pwd.getpwuid(os.getuid()).pw_name, grp.getgrgid(os.getgid()).gr_name
     _checked(tool(lab, boot, "keystone", ["keystone-manage", "db_sync"]), "keystone-manage db_sync")
     for what in ("fernet_setup", "credential_setup"):
-        _checked(tool(lab, boot, "keystone", ["keystone-manage", what, "--keystone-user", user,
-                                              "--keystone-group", group]), f"keystone-manage {what}")
+        _checked(
+            tool(
+                lab,
+                boot,
+                "keystone",
+                ["keystone-manage", what, "--keystone-user", user, "--keystone-group", group],
+            ),
+            f"keystone-manage {what}",
+        )
     src = lab.node_root(boot) / "etc" / "keystone"
     for node in svc["instances"]:
         if node != boot:
@@ -109,18 +131,42 @@ def _keystone(lab: Any) -> None:
                 shutil.rmtree(dst, ignore_errors=True)
                 shutil.copytree(src / keys, dst)
     url = C.keystone_url(lab) + "/v3"
-    _checked(tool(lab, boot, "keystone", [
-        # one argument with '=': a value starting with '-' is never taken for an option
-        "keystone-manage", "bootstrap", f"--bootstrap-password={C.secret(lab)}",
-        "--bootstrap-username", C.ADMIN_USER, "--bootstrap-project-name", C.ADMIN_PROJECT,
-        "--bootstrap-admin-url", url, "--bootstrap-internal-url", url, "--bootstrap-public-url", url,
-        "--bootstrap-region-id", C.REGION]), "keystone-manage bootstrap")
+    _checked(
+        tool(
+            lab,
+            boot,
+            "keystone",
+            [
+                # one argument with '=': a value starting with '-' is never taken for an option
+                "keystone-manage",
+                "bootstrap",
+                f"--bootstrap-password={C.secret(lab)}",
+                "--bootstrap-username",
+                C.ADMIN_USER,
+                "--bootstrap-project-name",
+                C.ADMIN_PROJECT,
+                "--bootstrap-admin-url",
+                url,
+                "--bootstrap-internal-url",
+                url,
+                "--bootstrap-public-url",
+                url,
+                "--bootstrap-region-id",
+                C.REGION,
+            ],
+        ),
+        "keystone-manage bootstrap",
+    )
 
 
 # --- the catalog, through keystone's API ---------------------------------------------------
-def _call(method: str, url: str, body: Any = None, token: str | None = None) -> tuple[dict[str, Any], Any]:
+def _call(
+    method: str, url: str, body: Any = None, token: str | None = None
+) -> tuple[dict[str, Any], Any]:
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
     if token:
         req.add_header("X-Auth-Token", token)
     with urllib.request.urlopen(req, timeout=30) as r:
@@ -130,15 +176,28 @@ def _call(method: str, url: str, body: Any = None, token: str | None = None) -> 
 
 def admin_token(lab: Any) -> str:
     """A project-scoped admin token from keystone through the VIP."""
-    auth = {"auth": {"identity": {"methods": ["password"], "password": {"user": {
-        "name": C.ADMIN_USER, "domain": {"id": "default"}, "password": C.secret(lab)}}},
-        "scope": {"project": {"name": C.ADMIN_PROJECT, "domain": {"id": "default"}}}}}
+    auth = {
+        "auth": {
+            "identity": {
+                "methods": ["password"],
+                "password": {
+                    "user": {
+                        "name": C.ADMIN_USER,
+                        "domain": {"id": "default"},
+                        "password": C.secret(lab),
+                    }
+                },
+            },
+            "scope": {"project": {"name": C.ADMIN_PROJECT, "domain": {"id": "default"}}},
+        }
+    }
     headers, _ = _call("POST", C.keystone_url(lab) + "/v3/auth/tokens", auth)
     return headers.get("X-Subject-Token") or headers["x-subject-token"]
 
 
-def _find_or_create(url: str, token: str, kind: str, plural: str, match: dict[str, str],
-                    body: dict[str, Any]) -> str:
+def _find_or_create(
+    url: str, token: str, kind: str, plural: str, match: dict[str, str], body: dict[str, Any]
+) -> str:
     query = "&".join(f"{k}={v}" for k, v in match.items())
     _, found = _call("GET", f"{url}/{plural}?{query}", token=token)
     if found.get(plural):
@@ -159,27 +218,55 @@ def register(lab: Any, say: Say, timeout: float = 60.0) -> None:
             if time.monotonic() > deadline:
                 raise RuntimeError("keystone did not issue a token through the VIP") from None
             time.sleep(0.5)
-    project = _find_or_create(url, token, "project", "projects", {"name": C.SERVICE_PROJECT},
-                              {"name": C.SERVICE_PROJECT, "domain_id": "default"})
+    project = _find_or_create(
+        url,
+        token,
+        "project",
+        "projects",
+        {"name": C.SERVICE_PROJECT},
+        {"name": C.SERVICE_PROJECT, "domain_id": "default"},
+    )
     _, roles = _call("GET", f"{url}/roles?name=admin", token=token)
     admin_role = roles["roles"][0]["id"]
-    entries = {"placement_api": ("placement", "placement", "Placement API"),
-               "glance_api": ("glance", "image", "Image service")}
+    entries = {
+        "placement_api": ("placement", "placement", "Placement API"),
+        "glance_api": ("glance", "image", "Image service"),
+    }
     for s in _placed(lab):
         if s not in entries:
             continue
         user, kind, description = entries[s]
-        uid = _find_or_create(url, token, "user", "users", {"name": user},
-                              {"name": user, "domain_id": "default", "password": C.secret(lab)})
+        uid = _find_or_create(
+            url,
+            token,
+            "user",
+            "users",
+            {"name": user},
+            {"name": user, "domain_id": "default", "password": C.secret(lab)},
+        )
         _call("PUT", f"{url}/projects/{project}/users/{uid}/roles/{admin_role}", token=token)
-        sid = _find_or_create(url, token, "service", "services", {"type": kind},
-                              {"name": user, "type": kind, "description": description})
+        sid = _find_or_create(
+            url,
+            token,
+            "service",
+            "services",
+            {"type": kind},
+            {"name": user, "type": kind, "description": description},
+        )
         endpoint = f"http://{lab.spec['vip']}:{lab.spec['vips'][s]['port']}"
         for iface in ("public", "internal", "admin"):
-            _find_or_create(url, token, "endpoint", "endpoints", {"service_id": sid, "interface": iface},
-                            {"service_id": sid, "interface": iface, "url": endpoint, "region_id": C.REGION})
+            _find_or_create(
+                url,
+                token,
+                "endpoint",
+                "endpoints",
+                {"service_id": sid, "interface": iface},
+                {"service_id": sid, "interface": iface, "url": endpoint, "region_id": C.REGION},
+            )
     write_clouds_yaml(lab)
-    say(f"keystone catalog: {', '.join(_placed(lab))}; clouds.yaml for 'openstack --os-cloud {lab.spec['name']}'")
+    say(
+        f"keystone catalog: {', '.join(_placed(lab))}; clouds.yaml for 'openstack --os-cloud {lab.spec['name']}'"
+    )
 
 
 def clouds_yaml_path(lab: Any) -> Path:
@@ -190,11 +277,23 @@ def write_clouds_yaml(lab: Any) -> Path:
     """A clouds.yaml (0600: it holds the password) naming the lab's cloud after the deployment."""
     import yaml
 
-    doc = {"clouds": {lab.spec["name"]: {
-        "auth": {"auth_url": C.keystone_url(lab) + "/v3", "username": C.ADMIN_USER, "password": C.secret(lab),
-                 "project_name": C.ADMIN_PROJECT, "user_domain_name": "Default",
-                 "project_domain_name": "Default"},
-        "region_name": C.REGION, "interface": "public", "identity_api_version": 3}}}
+    doc = {
+        "clouds": {
+            lab.spec["name"]: {
+                "auth": {
+                    "auth_url": C.keystone_url(lab) + "/v3",
+                    "username": C.ADMIN_USER,
+                    "password": C.secret(lab),
+                    "project_name": C.ADMIN_PROJECT,
+                    "user_domain_name": "Default",
+                    "project_domain_name": "Default",
+                },
+                "region_name": C.REGION,
+                "interface": "public",
+                "identity_api_version": 3,
+            }
+        }
+    }
     path = clouds_yaml_path(lab)
     C._write_private(path, yaml.safe_dump(doc, sort_keys=False))
     return path

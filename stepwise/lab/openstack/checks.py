@@ -28,12 +28,20 @@ def _url(lab: Any, service: str) -> str:
     return f"http://{lab.spec['vip']}:{lab.spec['vips'][service]['port']}"
 
 
-def _req(method: str, url: str, token: str, body: Any = None, raw: bytes | None = None,
-         headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+def _req(
+    method: str,
+    url: str,
+    token: str,
+    body: Any = None,
+    raw: bytes | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, bytes]:
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
     req = urllib.request.Request(url, data=data, method=method)
     req.add_header("X-Auth-Token", token)
-    req.add_header("Content-Type", "application/octet-stream" if raw is not None else "application/json")
+    req.add_header(
+        "Content-Type", "application/octet-stream" if raw is not None else "application/json"
+    )
     for k, v in (headers or {}).items():
         req.add_header(k, v)
     try:
@@ -49,28 +57,49 @@ def seed(lab: Any) -> dict[str, Any]:
     real = (lab.spec.get("openstack") or {}).get("services", [])
     out: dict[str, Any] = {}
     if "keystone" in real:
-        status, body = _req("POST", C.keystone_url(lab) + "/v3/projects", token,
-                            {"project": {"name": SEED_NAME, "domain_id": "default"}})
+        status, body = _req(
+            "POST",
+            C.keystone_url(lab) + "/v3/projects",
+            token,
+            {"project": {"name": SEED_NAME, "domain_id": "default"}},
+        )
         if status == 409:  # seeded earlier
-            status, body = _req("GET", C.keystone_url(lab) + f"/v3/projects?name={SEED_NAME}", token)
+            status, body = _req(
+                "GET", C.keystone_url(lab) + f"/v3/projects?name={SEED_NAME}", token
+            )
             out["project"] = json.loads(body)["projects"][0]["id"]
         else:
             out["project"] = json.loads(body)["project"]["id"]
     if "placement_api" in real:
         pv = {"OpenStack-API-Version": PLACEMENT_MICROVERSION}
-        status, body = _req("POST", _url(lab, "placement_api") + "/resource_providers", token,
-                            {"name": SEED_NAME}, headers=pv)
+        status, body = _req(
+            "POST",
+            _url(lab, "placement_api") + "/resource_providers",
+            token,
+            {"name": SEED_NAME},
+            headers=pv,
+        )
         if status >= 400:
-            status, body = _req("GET", _url(lab, "placement_api") + f"/resource_providers?name={SEED_NAME}",
-                                token, headers=pv)
+            status, body = _req(
+                "GET",
+                _url(lab, "placement_api") + f"/resource_providers?name={SEED_NAME}",
+                token,
+                headers=pv,
+            )
             out["resource_provider"] = json.loads(body)["resource_providers"][0]["uuid"]
         else:
             out["resource_provider"] = json.loads(body)["uuid"]
     if "glance_api" in real:
-        status, body = _req("POST", _url(lab, "glance_api") + "/v2/images", token,
-                            {"name": SEED_NAME, "disk_format": "raw", "container_format": "bare"})
+        status, body = _req(
+            "POST",
+            _url(lab, "glance_api") + "/v2/images",
+            token,
+            {"name": SEED_NAME, "disk_format": "raw", "container_format": "bare"},
+        )
         image = json.loads(body)["id"]
-        status, _ = _req("PUT", _url(lab, "glance_api") + f"/v2/images/{image}/file", token, raw=SEED_DATA)
+        status, _ = _req(
+            "PUT", _url(lab, "glance_api") + f"/v2/images/{image}/file", token, raw=SEED_DATA
+        )
         if status >= 400:
             raise RuntimeError(f"glance refused the seed image's data (HTTP {status})")
         out["image"] = image
@@ -87,8 +116,12 @@ def seed_kept(lab: Any, seeded: dict[str, Any]) -> dict[str, Any]:
         if status != 200:
             missing.append(f"project {seeded['project']} (HTTP {status})")
     if "resource_provider" in seeded:
-        status, _ = _req("GET", _url(lab, "placement_api") + f"/resource_providers/{seeded['resource_provider']}",
-                         token, headers={"OpenStack-API-Version": PLACEMENT_MICROVERSION})
+        status, _ = _req(
+            "GET",
+            _url(lab, "placement_api") + f"/resource_providers/{seeded['resource_provider']}",
+            token,
+            headers={"OpenStack-API-Version": PLACEMENT_MICROVERSION},
+        )
         if status != 200:
             missing.append(f"resource provider {seeded['resource_provider']} (HTTP {status})")
     if "image" in seeded:
@@ -96,15 +129,23 @@ def seed_kept(lab: Any, seeded: dict[str, Any]) -> dict[str, Any]:
         if status != 200:
             missing.append(f"image {seeded['image']} (HTTP {status})")
         else:
-            status, data = _req("GET", _url(lab, "glance_api") + f"/v2/images/{seeded['image']}/file", token)
+            status, data = _req(
+                "GET", _url(lab, "glance_api") + f"/v2/images/{seeded['image']}/file", token
+            )
             if status != 200 or data != SEED_DATA:
                 missing.append(f"image {seeded['image']}'s data (HTTP {status}, {len(data)} bytes)")
-    return {"checked": len([k for k in seeded if k != "image_md5"]), "missing": missing, "kept": not missing}
+    return {
+        "checked": len([k for k in seeded if k != "image_md5"]),
+        "missing": missing,
+        "kept": not missing,
+    }
 
 
 def _placement_head(venv: Path) -> str | None:
     """The head revision of placement's migrations in a venv (the one no other revises)."""
-    versions = list(venv.glob("lib/python3*/site-packages/placement/db/sqlalchemy/alembic/versions/*.py"))
+    versions = list(
+        venv.glob("lib/python3*/site-packages/placement/db/sqlalchemy/alembic/versions/*.py")
+    )
     revs, downs = set(), set()
     for f in versions:
         text = f.read_text()
@@ -127,7 +168,9 @@ def schemas(lab: Any) -> dict[str, dict[str, Any]]:
         release = C.release_on(lab, node, s)
         if s == "keystone":
             current = B.tool(lab, node, s, ["keystone-manage", "db_version"]).stdout.strip()
-            at_head = B.tool(lab, node, s, ["keystone-manage", "db_sync", "--check"]).returncode == 0
+            at_head = (
+                B.tool(lab, node, s, ["keystone-manage", "db_sync", "--check"]).returncode == 0
+            )
         elif s == "glance_api":
             current = B.tool(lab, node, s, ["glance-manage", "db", "version"]).stdout.strip()
             check = B.tool(lab, node, s, ["glance-manage", "db", "check"])
@@ -135,8 +178,11 @@ def schemas(lab: Any) -> dict[str, dict[str, Any]]:
         else:
             current = B.tool(lab, node, s, ["placement-manage", "db", "version"]).stdout.strip()
             at_head = release is not None and current == _placement_head(C.venv_of(release))
-        out[s] = {"version": current.splitlines()[-1] if current else None, "at_head": at_head,
-                  "code": release.label if release else None}
+        out[s] = {
+            "version": current.splitlines()[-1] if current else None,
+            "at_head": at_head,
+            "code": release.label if release else None,
+        }
     return out
 
 
@@ -144,7 +190,15 @@ def acceptance(lab: Any, workdir: Path) -> dict[str, Any]:
     """tempest's identity and image API tests against the lab's cloud, through its VIPs."""
     from stepwise.lab.openstack import tempest as T
 
-    T.write_config(workdir, C.keystone_url(lab) + "/v3", C.ADMIN_USER, C.secret(lab), C.ADMIN_PROJECT, C.REGION)
+    T.write_config(
+        workdir, C.keystone_url(lab) + "/v3", C.ADMIN_USER, C.secret(lab), C.ADMIN_PROJECT, C.REGION
+    )
     res = T.run(workdir, T.DEFAULT_TESTS, timeout=900)
-    return {"run": res.run, "passed": res.passed, "failed": res.failed, "skipped": res.skipped,
-            "failures": [f"{test}: {why}" for test, why in res.failures], "seconds": round(res.seconds, 1)}
+    return {
+        "run": res.run,
+        "passed": res.passed,
+        "failed": res.failed,
+        "skipped": res.skipped,
+        "failures": [f"{test}: {why}" for test, why in res.failures],
+        "seconds": round(res.seconds, 1),
+    }

@@ -26,8 +26,16 @@ LOOPBACK = ("127.", "localhost", "::1")
 MAX_RECORDS = 1_000_000
 
 
-def write_clouds_yaml(path: Path, cloud_name: str, auth_url: str, username: str, password: str,
-                      project: str, region: str, domain: str = "Default") -> Path:
+def write_clouds_yaml(
+    path: Path,
+    cloud_name: str,
+    auth_url: str,
+    username: str,
+    password: str,
+    project: str,
+    region: str,
+    domain: str = "Default",
+) -> Path:
     """Write (or update) cloud `cloud_name` in the clouds.yaml at `path`, mode 0600 (it holds
     the password), so `openstack --os-cloud NAME ...` and the client probe can use it. Other
     clouds already in the file are kept. The auth URL must be on loopback (the lab's VIPs)."""
@@ -41,8 +49,14 @@ def write_clouds_yaml(path: Path, cloud_name: str, auth_url: str, username: str,
     if path.is_file():
         doc = yaml.safe_load(path.read_text()) or {}
     doc.setdefault("clouds", {})[cloud_name] = {
-        "auth": {"auth_url": auth_url, "username": username, "password": password, "project_name": project,
-                 "user_domain_name": domain, "project_domain_name": domain},
+        "auth": {
+            "auth_url": auth_url,
+            "username": username,
+            "password": password,
+            "project_name": project,
+            "user_domain_name": domain,
+            "project_domain_name": domain,
+        },
         "region_name": region,
         "identity_api_version": 3,
         "interface": "public",
@@ -73,10 +87,21 @@ def read_records(path: Path) -> list[dict[str, Any]]:
                 r = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(r, dict) and str(r.get("target", "")).startswith(TARGET_PREFIX) \
-                    and isinstance(r.get("t"), (int, float)) and isinstance(r.get("ok"), bool):
-                out.append({"t": float(r["t"]), "target": r["target"], "ok": r["ok"],
-                            "detail": str(r.get("detail", ""))[:200], "ms": float(r.get("ms") or 0.0)})
+            if (
+                isinstance(r, dict)
+                and str(r.get("target", "")).startswith(TARGET_PREFIX)
+                and isinstance(r.get("t"), (int, float))
+                and isinstance(r.get("ok"), bool)
+            ):
+                out.append(
+                    {
+                        "t": float(r["t"]),
+                        "target": r["target"],
+                        "ok": r["ok"],
+                        "detail": str(r.get("detail", ""))[:200],
+                        "ms": float(r.get("ms") or 0.0),
+                    }
+                )
                 if len(out) >= MAX_RECORDS:
                     break
     return out
@@ -103,10 +128,22 @@ class ClientProbe:
 
     def command(self) -> list[str]:
         python = ensure_venv("client", self.progress) / "bin" / "python"
-        return [str(python), str(SCRIPT), "--cloud", self.cloud, "--clouds-yaml", str(self.clouds_yaml),
-                "--out", str(self.out), "--interval", str(self.interval), "--max-seconds", str(self.max_seconds)]
+        return [
+            str(python),
+            str(SCRIPT),
+            "--cloud",
+            self.cloud,
+            "--clouds-yaml",
+            str(self.clouds_yaml),
+            "--out",
+            str(self.out),
+            "--interval",
+            str(self.interval),
+            "--max-seconds",
+            str(self.max_seconds),
+        ]
 
-    def start(self) -> "ClientProbe":
+    def start(self) -> ClientProbe:
         cmd = self.command()
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self.out.write_text("")
@@ -117,8 +154,14 @@ class ClientProbe:
         try:
             # its own session: a Ctrl-C at the terminal reaches stepwise, which stops it
             # cleanly with SIGTERM, rather than both at once
-            self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                                          env=env, start_new_session=True)
+            self._proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                env=env,
+                start_new_session=True,
+            )
         finally:
             if self.log:
                 err.close()  # type: ignore[union-attr]
@@ -142,7 +185,7 @@ class ClientProbe:
             self._proc = None
         return read_records(self.out)
 
-    def __enter__(self) -> "ClientProbe":
+    def __enter__(self) -> ClientProbe:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -162,6 +205,11 @@ def client_probe_for_lab(lab: Any, max_seconds: float, interval: float = 0.5) ->
     log_dir.mkdir(parents=True, exist_ok=True)
     fd, out = tempfile.mkstemp(prefix="client-probe-", suffix=".jsonl", dir=run_dir)
     os.close(fd)
-    return ClientProbe(cloud=str(ostack["cloud"]), clouds_yaml=clouds_yaml, out=Path(out),
-                       interval=float(ostack.get("client_interval", interval)), max_seconds=max_seconds,
-                       log=log_dir / "client-probe.log")
+    return ClientProbe(
+        cloud=str(ostack["cloud"]),
+        clouds_yaml=clouds_yaml,
+        out=Path(out),
+        interval=float(ostack.get("client_interval", interval)),
+        max_seconds=max_seconds,
+        log=log_dir / "client-probe.log",
+    )

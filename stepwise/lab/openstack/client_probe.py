@@ -35,7 +35,8 @@ import signal
 import sys
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 PREFIX = "stepwise-probe-"
 MAX_ROUNDS = 20_000  # ~2.8 h at the default interval: a bound, never the usual stop
@@ -68,7 +69,9 @@ def _fresh_connections_adapter() -> Any:
     return FreshConnections()
 
 
-def _sweep(known: set[str], find: Callable[[], list[str]], delete: Callable[[str], Any], deadline: float) -> None:
+def _sweep(
+    known: set[str], find: Callable[[], list[str]], delete: Callable[[str], Any], deadline: float
+) -> None:
     ids = set(known)
     try:
         ids.update(find())
@@ -87,7 +90,9 @@ def _sweep(known: set[str], find: Callable[[], list[str]], delete: Callable[[str
 def short_error(step: str, exc: BaseException) -> str:
     """`step: [HTTP nnn ]Class: message`, one line, at most 200 characters (no secrets:
     exceptions carry URLs and server messages, never the password)."""
-    code = getattr(exc, "status_code", None) or getattr(getattr(exc, "response", None), "status_code", None)
+    code = getattr(exc, "status_code", None) or getattr(
+        getattr(exc, "response", None), "status_code", None
+    )
     msg = " ".join(str(exc).split())
     # a connection error's cause sits at the end of a long urllib3 message: it goes first
     root = _ROOT_CAUSE.findall(msg)
@@ -96,8 +101,10 @@ def short_error(step: str, exc: BaseException) -> str:
     return text[:200]
 
 
-_ROOT_CAUSE = re.compile(r"\[Errno -?\d+\] [^'\")\]]+|Read timed out|timed out|RemoteDisconnected\([^)]*\)"
-                         r"|Connection reset by peer|Connection aborted")
+_ROOT_CAUSE = re.compile(
+    r"\[Errno -?\d+\] [^'\")\]]+|Read timed out|timed out|RemoteDisconnected\([^)]*\)"
+    r"|Connection reset by peer|Connection aborted"
+)
 
 
 class Cloud:
@@ -108,7 +115,9 @@ class Cloud:
         from openstack import config as os_config
 
         files = [clouds_yaml] if clouds_yaml else None
-        region = os_config.OpenStackConfig(config_files=files).get_one(cloud=cloud, api_timeout=timeout)
+        region = os_config.OpenStackConfig(config_files=files).get_one(
+            cloud=cloud, api_timeout=timeout
+        )
         self.conn = openstack.connection.Connection(config=region)
         http = self.conn.session.session  # keystoneauth's requests.Session, shared by every proxy
         http.headers["Connection"] = "close"
@@ -149,8 +158,10 @@ class Cloud:
     def retry_deletes(self, most: int = 5) -> None:
         """Delete again what a failed round left (a service down between create and delete):
         quietly, a few a round, so leftovers go once the service is back."""
-        for ids, delete in ((self.providers, self.conn.placement.delete_resource_provider),
-                            (self.images, self.conn.image.delete_image)):
+        for ids, delete in (
+            (self.providers, self.conn.placement.delete_resource_provider),
+            (self.images, self.conn.image.delete_image),
+        ):
             for i in sorted(ids)[:most]:
                 try:
                     delete(i, ignore_missing=True)
@@ -164,9 +175,16 @@ class Cloud:
             list(self.conn.image.images(limit=5))
             step = "create image"
             img = self.conn.image.create_image(
-                name=self.name("image"), data=io.BytesIO(IMAGE_DATA), disk_format="raw",
-                container_format="bare", visibility="private", allow_duplicates=True, wait=False,
-                validate_checksum=False, disable_vendor_agent=False)
+                name=self.name("image"),
+                data=io.BytesIO(IMAGE_DATA),
+                disk_format="raw",
+                container_format="bare",
+                visibility="private",
+                allow_duplicates=True,
+                wait=False,
+                validate_checksum=False,
+                disable_vendor_agent=False,
+            )
             self.images.add(img.id)
             step = "delete image"
             self.conn.image.delete_image(img.id, ignore_missing=False)
@@ -179,10 +197,18 @@ class Cloud:
         prefix (a create whose answer was lost). Best effort until `deadline`."""
         mine = f"{PREFIX}{self.run_id}-"
         pl, im = self.conn.placement, self.conn.image
-        _sweep(self.providers, lambda: [r.id for r in pl.resource_providers() if (r.name or "").startswith(mine)],
-               lambda i: pl.delete_resource_provider(i, ignore_missing=True), deadline)
-        _sweep(self.images, lambda: [i.id for i in im.images() if (i.name or "").startswith(mine)],
-               lambda i: im.delete_image(i, ignore_missing=True), deadline)
+        _sweep(
+            self.providers,
+            lambda: [r.id for r in pl.resource_providers() if (r.name or "").startswith(mine)],
+            lambda i: pl.delete_resource_provider(i, ignore_missing=True),
+            deadline,
+        )
+        _sweep(
+            self.images,
+            lambda: [i.id for i in im.images() if (i.name or "").startswith(mine)],
+            lambda i: im.delete_image(i, ignore_missing=True),
+            deadline,
+        )
 
     def drop_token_on_401(self, exc: BaseException) -> None:
         if getattr(exc.__cause__, "status_code", None) == 401:
@@ -193,8 +219,13 @@ class Cloud:
 
 
 def record(fh: Any, target: str, start_wall: float, start: float, ok: bool, detail: str) -> None:
-    rec = {"t": round(start_wall, 3), "target": target, "ok": ok, "detail": detail,
-           "ms": round((time.perf_counter() - start) * 1000, 1)}
+    rec = {
+        "t": round(start_wall, 3),
+        "target": target,
+        "ok": ok,
+        "detail": detail,
+        "ms": round((time.perf_counter() - start) * 1000, 1),
+    }
     fh.write(json.dumps(rec) + "\n")
     fh.flush()  # the parent reads the file after killing us: every line must be whole
 
@@ -202,14 +233,21 @@ def record(fh: Any, target: str, start_wall: float, start: float, ok: bool, deta
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cloud", required=True, help="cloud name in clouds.yaml")
-    p.add_argument("--clouds-yaml", default=os.environ.get("OS_CLIENT_CONFIG_FILE"),
-                   help="clouds.yaml path (default: $OS_CLIENT_CONFIG_FILE, else openstacksdk's search)")
+    p.add_argument(
+        "--clouds-yaml",
+        default=os.environ.get("OS_CLIENT_CONFIG_FILE"),
+        help="clouds.yaml path (default: $OS_CLIENT_CONFIG_FILE, else openstacksdk's search)",
+    )
     p.add_argument("--out", required=True, help="JSON-lines file the records are appended to")
     p.add_argument("--interval", type=float, default=0.5, help="seconds between rounds (0.1..60)")
     p.add_argument("--max-seconds", type=float, default=3600.0)
     p.add_argument("--timeout", type=float, default=TIMEOUT, help="per-request timeout (0.5..30)")
-    p.add_argument("--token-every", type=int, default=5,
-                   help="issue a new token every N rounds (keystone hashes the password each time)")
+    p.add_argument(
+        "--token-every",
+        type=int,
+        default=5,
+        help="issue a new token every N rounds (keystone hashes the password each time)",
+    )
     a = p.parse_args(argv)
     a.interval = min(max(a.interval, 0.1), 60.0)
     a.max_seconds = min(max(a.max_seconds, 0.0), MAX_SECONDS)
@@ -236,7 +274,10 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 cloud = Cloud(args.cloud, args.clouds_yaml, args.timeout, uuid.uuid4().hex[:8])
             except Exception as e:  # no such cloud, an unreadable clouds.yaml: nothing to probe
-                print(f"client_probe: {type(e).__name__}: {' '.join(str(e).split())[:300]}", file=sys.stderr)
+                print(
+                    f"client_probe: {type(e).__name__}: {' '.join(str(e).split())[:300]}",
+                    file=sys.stderr,
+                )
                 return 2
             calls: list[tuple[str, Callable[[int], None]]] = [
                 ("client:keystone", lambda n: cloud.keystone(issue=n % args.token_every == 0)),

@@ -58,7 +58,9 @@ def release_on(lab: Any, node: str, service: str) -> RL.Release | None:
     """The real release whose code the node has installed for `service`."""
     from stepwise.lab import services as S
 
-    return RL.release_for(lab_openstack(lab).get("series", ""), S.service_version(lab, node, service))
+    return RL.release_for(
+        lab_openstack(lab).get("series", ""), S.service_version(lab, node, service)
+    )
 
 
 def venv_of(release: RL.Release) -> Path:
@@ -72,8 +74,11 @@ def paths(lab: Any, node: str, service: str) -> dict[str, Path]:
     """Where a real service's files live inside the node's root."""
     real = RL.SERVICES[service]
     conf = lab.node_path(node, real.config)
-    return {"config": conf, "uwsgi": conf.parent / f"{service}-uwsgi.ini",
-            "log": lab.node_path(node, f"/var/log/{conf.parent.name}/{service}.log")}
+    return {
+        "config": conf,
+        "uwsgi": conf.parent / f"{service}-uwsgi.ini",
+        "log": lab.node_path(node, f"/var/log/{conf.parent.name}/{service}.log"),
+    }
 
 
 def db_url(lab: Any, database: str) -> str:
@@ -88,9 +93,17 @@ def keystone_url(lab: Any) -> str:
 
 def _authtoken(lab: Any, username: str) -> dict[str, str]:
     url = keystone_url(lab)
-    return {"www_authenticate_uri": url, "auth_url": url, "auth_type": "password",
-            "project_domain_name": "Default", "user_domain_name": "Default", "project_name": SERVICE_PROJECT,
-            "username": username, "password": secret(lab), "service_token_roles_required": "true"}
+    return {
+        "www_authenticate_uri": url,
+        "auth_url": url,
+        "auth_type": "password",
+        "project_domain_name": "Default",
+        "user_domain_name": "Default",
+        "project_name": SERVICE_PROJECT,
+        "username": username,
+        "password": secret(lab),
+        "service_token_roles_required": "true",
+    }
 
 
 def _ini(sections: dict[str, dict[str, str]]) -> str:
@@ -117,38 +130,46 @@ def service_ini(lab: Any, node: str, service: str) -> str:
     root = lab.node_root(node)
     log = {"log_file": str(paths(lab, node, service)["log"]), "use_stderr": "false"}
     if service == "keystone":
-        return _ini({
-            "DEFAULT": log,
-            "database": {"connection": db_url(lab, "keystone"), **POOL},
-            "fernet_tokens": {"key_repository": str(root / "etc/keystone/fernet-keys")},
-            "credential": {"key_repository": str(root / "etc/keystone/credential-keys")},
-            "token": {"provider": "fernet"},
-            # the lab issues many tokens on 2 cores: bcrypt's cost is lowered, nothing else
-            "identity": {"password_hash_rounds": "4"},
-        })
+        return _ini(
+            {
+                "DEFAULT": log,
+                "database": {"connection": db_url(lab, "keystone"), **POOL},
+                "fernet_tokens": {"key_repository": str(root / "etc/keystone/fernet-keys")},
+                "credential": {"key_repository": str(root / "etc/keystone/credential-keys")},
+                "token": {"provider": "fernet"},
+                # the lab issues many tokens on 2 cores: bcrypt's cost is lowered, nothing else
+                "identity": {"password_hash_rounds": "4"},
+            }
+        )
     if service == "placement_api":
-        return _ini({
-            "DEFAULT": log,
-            "placement_database": {"connection": db_url(lab, "placement"), **POOL},
-            "api": {"auth_strategy": "keystone"},
-            "keystone_authtoken": _authtoken(lab, "placement"),
-        })
+        return _ini(
+            {
+                "DEFAULT": log,
+                "placement_database": {"connection": db_url(lab, "placement"), **POOL},
+                "api": {"auth_strategy": "keystone"},
+                "keystone_authtoken": _authtoken(lab, "placement"),
+            }
+        )
     if service == "glance_api":
         shared = lab.dir / "shared" / "glance"
-        return _ini({
-            "DEFAULT": dict(log, enabled_backends="fs:file", bind_host=lab.node(node)["address"]),
-            "database": {"connection": db_url(lab, "glance"), **POOL},
-            "keystone_authtoken": _authtoken(lab, "glance"),
-            "paste_deploy": {"flavor": "keystone"},
-            "glance_store": {"default_backend": "fs"},
-            # one image directory for every glance node: it stands in for the NFS/ceph share a
-            # real deployment gives glance, so an image uploaded through one node is served by all
-            "fs": {"filesystem_store_datadir": str(shared / "images")},
-            # staging is shared too: an image staged through one node is imported by another
-            # (tempest's glance-direct import failed with a staging directory per node)
-            "os_glance_staging_store": {"filesystem_store_datadir": str(shared / "staging")},
-            "os_glance_tasks_store": {"filesystem_store_datadir": str(shared / "tasks")},
-        })
+        return _ini(
+            {
+                "DEFAULT": dict(
+                    log, enabled_backends="fs:file", bind_host=lab.node(node)["address"]
+                ),
+                "database": {"connection": db_url(lab, "glance"), **POOL},
+                "keystone_authtoken": _authtoken(lab, "glance"),
+                "paste_deploy": {"flavor": "keystone"},
+                "glance_store": {"default_backend": "fs"},
+                # one image directory for every glance node: it stands in for the NFS/ceph share a
+                # real deployment gives glance, so an image uploaded through one node is served by all
+                "fs": {"filesystem_store_datadir": str(shared / "images")},
+                # staging is shared too: an image staged through one node is imported by another
+                # (tempest's glance-direct import failed with a staging directory per node)
+                "os_glance_staging_store": {"filesystem_store_datadir": str(shared / "staging")},
+                "os_glance_tasks_store": {"filesystem_store_datadir": str(shared / "tasks")},
+            }
+        )
     raise KeyError(service)
 
 
@@ -159,29 +180,31 @@ def uwsgi_ini(lab: Any, node: str, service: str, release: RL.Release) -> str:
     conf = paths(lab, node, service)["config"]
     env_value = str(conf.parent) if real.config_env.endswith("_DIR") else str(conf)
     svc = lab.service(service)
-    return "\n".join([
-        f"{MARKER}{release.lock}",
-        "[uwsgi]",
-        "plugins = python3",
-        f"virtualenv = {venv_of(release)}",
-        f"http-socket = {lab.node(node)['address']}:{svc['port']}",
-        f"wsgi-file = {venv_of(release) / 'bin' / real.wsgi_script}",
-        f"env = {real.config_env}={env_value}",
-        "master = true",
-        # processes, not threads: keystone under threaded uWSGI mixed up concurrent requests'
-        # role assignments (tempest's application-credential tests failed at concurrency 2)
-        "processes = 2",
-        "threads = 1",
-        "lazy-apps = true",
-        "die-on-term = true",
-        # SIGTERM finishes the requests in progress first, as httpd's graceful-stop does
-        "hook-master-start = unix_signal:15 gracefully_kill_them_all",
-        "http-keepalive = false",
-        "buffer-size = 65535",
-        "disable-logging = true",
-        f"logto = {paths(lab, node, service)['log'].with_suffix('.uwsgi.log')}",
-        "",
-    ])
+    return "\n".join(
+        [
+            f"{MARKER}{release.lock}",
+            "[uwsgi]",
+            "plugins = python3",
+            f"virtualenv = {venv_of(release)}",
+            f"http-socket = {lab.node(node)['address']}:{svc['port']}",
+            f"wsgi-file = {venv_of(release) / 'bin' / real.wsgi_script}",
+            f"env = {real.config_env}={env_value}",
+            "master = true",
+            # processes, not threads: keystone under threaded uWSGI mixed up concurrent requests'
+            # role assignments (tempest's application-credential tests failed at concurrency 2)
+            "processes = 2",
+            "threads = 1",
+            "lazy-apps = true",
+            "die-on-term = true",
+            # SIGTERM finishes the requests in progress first, as httpd's graceful-stop does
+            "hook-master-start = unix_signal:15 gracefully_kill_them_all",
+            "http-keepalive = false",
+            "buffer-size = 65535",
+            "disable-logging = true",
+            f"logto = {paths(lab, node, service)['log'].with_suffix('.uwsgi.log')}",
+            "",
+        ]
+    )
 
 
 def rendered_for(lab: Any, node: str, service: str) -> str | None:
@@ -190,7 +213,7 @@ def rendered_for(lab: Any, node: str, service: str) -> str | None:
         first = paths(lab, node, service)["uwsgi"].read_text().splitlines()[0]
     except (FileNotFoundError, IndexError):
         return None
-    return first[len(MARKER):].strip() if first.startswith(MARKER) else None
+    return first[len(MARKER) :].strip() if first.startswith(MARKER) else None
 
 
 def _write_private(path: Path, text: str) -> None:

@@ -46,33 +46,78 @@ class RealService:
 
 SERIES: dict[str, tuple[Release, Release, Release]] = {
     "2023.2": (
-        Release("2023.2.0", "2023.2", "2023.2, first patch",
-                (("keystone", "24.0.0"), ("openstack-placement", "10.0.0"), ("glance", "27.0.0"))),
-        Release("2023.2.latest", "2023.2", "2023.2, latest patch",
-                (("keystone", "24.1.0"), ("openstack-placement", "10.0.1"), ("glance", "27.1.1"))),
-        Release("2024.1", "2024.1", "2024.1",
-                (("keystone", "25.0.0"), ("openstack-placement", "11.0.1"), ("glance", "28.1.0"))),
+        Release(
+            "2023.2.0",
+            "2023.2",
+            "2023.2, first patch",
+            (("keystone", "24.0.0"), ("openstack-placement", "10.0.0"), ("glance", "27.0.0")),
+        ),
+        Release(
+            "2023.2.latest",
+            "2023.2",
+            "2023.2, latest patch",
+            (("keystone", "24.1.0"), ("openstack-placement", "10.0.1"), ("glance", "27.1.1")),
+        ),
+        Release(
+            "2024.1",
+            "2024.1",
+            "2024.1",
+            (("keystone", "25.0.0"), ("openstack-placement", "11.0.1"), ("glance", "28.1.0")),
+        ),
     ),
     "2025.1": (
-        Release("2025.1.0", "2025.1", "2025.1, first patch",
-                (("keystone", "27.0.0"), ("openstack-placement", "13.0.0"), ("glance", "30.0.0"))),
-        Release("2025.1.latest", "2025.1", "2025.1, latest patch",
-                (("keystone", "27.1.0"), ("openstack-placement", "13.0.1"), ("glance", "30.2.0"))),
-        Release("2025.2", "2025.2", "2025.2",
-                (("keystone", "28.1.0"), ("openstack-placement", "14.0.0"), ("glance", "31.1.0"))),
+        Release(
+            "2025.1.0",
+            "2025.1",
+            "2025.1, first patch",
+            (("keystone", "27.0.0"), ("openstack-placement", "13.0.0"), ("glance", "30.0.0")),
+        ),
+        Release(
+            "2025.1.latest",
+            "2025.1",
+            "2025.1, latest patch",
+            (("keystone", "27.1.0"), ("openstack-placement", "13.0.1"), ("glance", "30.2.0")),
+        ),
+        Release(
+            "2025.2",
+            "2025.2",
+            "2025.2",
+            (("keystone", "28.1.0"), ("openstack-placement", "14.0.0"), ("glance", "31.1.0")),
+        ),
     ),
 }
 
 SERVICES: dict[str, RealService] = {
-    "keystone": RealService("keystone", "keystone", "keystone-wsgi-public",
-                            "/etc/keystone/keystone.conf", "OS_KEYSTONE_CONFIG_FILES",
-                            "keystone-manage", "keystone-status", "/healthcheck"),
-    "placement_api": RealService("placement_api", "openstack-placement", "placement-api",
-                                 "/etc/placement/placement.conf", "OS_PLACEMENT_CONFIG_DIR",
-                                 "placement-manage", "placement-status", "/"),
-    "glance_api": RealService("glance_api", "glance", "glance-wsgi-api",
-                              "/etc/glance/glance-api.conf", "OS_GLANCE_CONFIG_DIR",
-                              "glance-manage", "glance-status", "/healthcheck"),
+    "keystone": RealService(
+        "keystone",
+        "keystone",
+        "keystone-wsgi-public",
+        "/etc/keystone/keystone.conf",
+        "OS_KEYSTONE_CONFIG_FILES",
+        "keystone-manage",
+        "keystone-status",
+        "/healthcheck",
+    ),
+    "placement_api": RealService(
+        "placement_api",
+        "openstack-placement",
+        "placement-api",
+        "/etc/placement/placement.conf",
+        "OS_PLACEMENT_CONFIG_DIR",
+        "placement-manage",
+        "placement-status",
+        "/",
+    ),
+    "glance_api": RealService(
+        "glance_api",
+        "glance",
+        "glance-wsgi-api",
+        "/etc/glance/glance-api.conf",
+        "OS_GLANCE_CONFIG_DIR",
+        "glance-manage",
+        "glance-status",
+        "/healthcheck",
+    ),
 }
 
 #: schema tool name -> the real service it belongs to

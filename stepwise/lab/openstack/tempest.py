@@ -15,9 +15,9 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from stepwise.lab.openstack.venvs import BuildProgress, ensure_venv
 
@@ -54,7 +54,7 @@ EXCLUDED: tuple[str, ...] = (
 # threads of one uWSGI process (threads > 1): another request's roles end up in the new
 # credential. With `threads = 1` (and more processes) they pass run after run.
 
-_PARSE = r'''
+_PARSE = r"""
 import json, sys
 import subunit, testtools
 from testtools import StreamToDict
@@ -77,7 +77,7 @@ try:
 finally:
     result.stopTestRun()
 json.dump(out, sys.stdout)
-'''
+"""
 
 
 @dataclass(frozen=True)
@@ -100,12 +100,21 @@ class TempestResult:
 
 
 def _ini(sections: dict[str, dict[str, str]]) -> str:
-    return "".join(f"[{name}]\n" + "".join(f"{k} = {v}\n" for k, v in values.items()) + "\n"
-                   for name, values in sections.items())
+    return "".join(
+        f"[{name}]\n" + "".join(f"{k} = {v}\n" for k, v in values.items()) + "\n"
+        for name, values in sections.items()
+    )
 
 
-def write_config(workdir: Path, auth_url: str, admin_user: str, admin_password: str, admin_project: str,
-                 region: str, image_file: Path | None = None) -> Path:
+def write_config(
+    workdir: Path,
+    auth_url: str,
+    admin_user: str,
+    admin_password: str,
+    admin_project: str,
+    region: str,
+    image_file: Path | None = None,
+) -> Path:
     """A tempest workspace in `workdir` for the cloud at `auth_url` (keystone v3): its
     `etc/tempest.conf` (0600: the admin password) is returned. tempest creates a project and
     users per test class with the admin credentials (dynamic credentials) and removes them
@@ -115,31 +124,71 @@ def write_config(workdir: Path, auth_url: str, admin_user: str, admin_password: 
     for d in ("etc", "logs", "tempest_lock"):
         (workdir / d).mkdir(parents=True, exist_ok=True)
     sections: dict[str, dict[str, str]] = {
-        "DEFAULT": {"log_dir": str(workdir / "logs"), "log_file": "tempest.log", "use_stderr": "false"},
+        "DEFAULT": {
+            "log_dir": str(workdir / "logs"),
+            "log_file": "tempest.log",
+            "use_stderr": "false",
+        },
         "oslo_concurrency": {"lock_path": str(workdir / "tempest_lock")},
-        "auth": {"use_dynamic_credentials": "true", "admin_username": admin_user,
-                 "admin_password": admin_password, "admin_project_name": admin_project,
-                 "admin_domain_name": "Default", "create_isolated_networks": "false"},
-        "identity": {"uri_v3": auth_url, "auth_version": "v3", "region": region, "v3_endpoint_type": "public",
-                     "admin_domain_scope": "false", "default_domain_id": "default"},
+        "auth": {
+            "use_dynamic_credentials": "true",
+            "admin_username": admin_user,
+            "admin_password": admin_password,
+            "admin_project_name": admin_project,
+            "admin_domain_name": "Default",
+            "create_isolated_networks": "false",
+        },
+        "identity": {
+            "uri_v3": auth_url,
+            "auth_version": "v3",
+            "region": region,
+            "v3_endpoint_type": "public",
+            "admin_domain_scope": "false",
+            "default_domain_id": "default",
+        },
         # what keystone 27/28 have (tempest's defaults lag behind: trusts and app credentials
         # are on in every supported keystone)
-        "identity-feature-enabled": {"trust": "true", "application_credentials": "true",
-                                     "access_rules": "true", "project_tags": "true",
-                                     "security_compliance": "false", "immutable_user_source": "false"},
-        "service_available": {"glance": "true", "nova": "false", "neutron": "false", "cinder": "false",
-                              "swift": "false", "heat": "false"},
-        "image": {"region": region, "endpoint_type": "public", "build_timeout": "60", "build_interval": "1",
-                  "container_formats": "bare,ami,ari,aki,ovf,ova", "disk_formats": "raw,qcow2,ami,ari,aki,vmdk"},
+        "identity-feature-enabled": {
+            "trust": "true",
+            "application_credentials": "true",
+            "access_rules": "true",
+            "project_tags": "true",
+            "security_compliance": "false",
+            "immutable_user_source": "false",
+        },
+        "service_available": {
+            "glance": "true",
+            "nova": "false",
+            "neutron": "false",
+            "cinder": "false",
+            "swift": "false",
+            "heat": "false",
+        },
+        "image": {
+            "region": region,
+            "endpoint_type": "public",
+            "build_timeout": "60",
+            "build_interval": "1",
+            "container_formats": "bare,ami,ari,aki,ovf,ova",
+            "disk_formats": "raw,qcow2,ami,ari,aki,vmdk",
+        },
         # the lab's glance: a file store, no image cache, no location API, no import plugins
-        "image-feature-enabled": {"api_v2": "true", "import_image": "true", "manage_locations": "false",
-                                  "os_glance_reserved": "true", "image_caching_enabled": "false"},
+        "image-feature-enabled": {
+            "api_v2": "true",
+            "import_image": "true",
+            "manage_locations": "false",
+            "os_glance_reserved": "true",
+            "image_caching_enabled": "false",
+        },
         "validation": {"run_validation": "false"},
         "network-feature-enabled": {"ipv6": "false"},
     }
     if image_file is not None:
-        sections["scenario"] = {"img_file": str(Path(image_file).resolve()), "img_disk_format": "raw",
-                                "img_container_format": "bare"}
+        sections["scenario"] = {
+            "img_file": str(Path(image_file).resolve()),
+            "img_disk_format": "raw",
+            "img_container_format": "bare",
+        }
     conf = workdir / "etc" / "tempest.conf"
     fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
@@ -160,13 +209,25 @@ def _result_of(python: Path, subunit: bytes, seconds: float, error: str | None) 
     ran = passed + skipped + failed
     if error:  # a run that did not finish as it should is a failure, even if its tests passed
         failed, failures = failed + 1, failures + (("tempest run", error),)
-    return TempestResult(run=ran, passed=passed, failed=failed, skipped=skipped,
-                         failures=failures, seconds=seconds, error=error)
+    return TempestResult(
+        run=ran,
+        passed=passed,
+        failed=failed,
+        skipped=skipped,
+        failures=failures,
+        seconds=seconds,
+        error=error,
+    )
 
 
-def run(workdir: Path, tests: Sequence[str] = DEFAULT_TESTS, timeout: float = 600.0,
-        concurrency: int = 2, exclude: Sequence[str] = EXCLUDED,
-        progress: BuildProgress | None = None) -> TempestResult:
+def run(
+    workdir: Path,
+    tests: Sequence[str] = DEFAULT_TESTS,
+    timeout: float = 600.0,
+    concurrency: int = 2,
+    exclude: Sequence[str] = EXCLUDED,
+    progress: BuildProgress | None = None,
+) -> TempestResult:
     """Run the tests matching the regexes `tests` (tempest's `--include-list`) in the workspace
     `write_config` made, at most `timeout` seconds, and count the outcome from the subunit
     stream. A run that could not start or timed out is a failure (`error` says why)."""
@@ -175,8 +236,16 @@ def run(workdir: Path, tests: Sequence[str] = DEFAULT_TESTS, timeout: float = 60
     (workdir / "logs").mkdir(parents=True, exist_ok=True)
     include = workdir / "include-list.txt"
     include.write_text("".join(t + "\n" for t in tests))
-    cmd = [str(venv / "bin" / "tempest"), "run", "--config-file", str(workdir / "etc" / "tempest.conf"),
-           "--include-list", str(include), "--concurrency", str(max(1, min(concurrency, 4)))]
+    cmd = [
+        str(venv / "bin" / "tempest"),
+        "run",
+        "--config-file",
+        str(workdir / "etc" / "tempest.conf"),
+        "--include-list",
+        str(include),
+        "--concurrency",
+        str(max(1, min(concurrency, 4))),
+    ]
     if exclude:
         (workdir / "exclude-list.txt").write_text("".join(t + "\n" for t in exclude))
         cmd += ["--exclude-list", str(workdir / "exclude-list.txt")]
@@ -188,8 +257,15 @@ def run(workdir: Path, tests: Sequence[str] = DEFAULT_TESTS, timeout: float = 60
     start = time.monotonic()
     error = None
     with open(workdir / "logs" / "tempest-run.out", "w") as out:
-        proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=workdir,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             rc = proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -197,11 +273,24 @@ def run(workdir: Path, tests: Sequence[str] = DEFAULT_TESTS, timeout: float = 60
             proc.wait(30)
             rc, error = None, f"timed out after {timeout:.0f}s"
     seconds = time.monotonic() - start
-    last = subprocess.run([str(venv / "bin" / "stestr"), "last", "--subunit"], cwd=workdir, env=env,
-                          capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
-    (workdir / "logs" / "last.subunit").write_bytes(last.stdout)  # the whole outcome, for a closer look
+    last = subprocess.run(
+        [str(venv / "bin" / "stestr"), "last", "--subunit"],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    (workdir / "logs" / "last.subunit").write_bytes(
+        last.stdout
+    )  # the whole outcome, for a closer look
     if error is None and (rc != 0 and not last.stdout):
-        tail = (workdir / "logs" / "tempest-run.out").read_text(errors="replace").strip().splitlines()[-3:]
+        tail = (
+            (workdir / "logs" / "tempest-run.out")
+            .read_text(errors="replace")
+            .strip()
+            .splitlines()[-3:]
+        )
         error = f"tempest run exited {rc}: " + " | ".join(tail)[-300:]
     python = venv / "bin" / "python"
     result = _result_of(python, last.stdout if rc is not None else b"", seconds, error)
@@ -209,5 +298,7 @@ def run(workdir: Path, tests: Sequence[str] = DEFAULT_TESTS, timeout: float = 60
         result = _result_of(python, b"", seconds, "no test matched the list")
     elif result.error is None and rc != 0 and result.failed == 0:
         # every test it reported passed, yet tempest failed: a worker died, a class never ran
-        result = _result_of(python, last.stdout, seconds, f"tempest run exited {rc} with no failed test")
+        result = _result_of(
+            python, last.stdout, seconds, f"tempest run exited {rc} with no failed test"
+        )
     return result

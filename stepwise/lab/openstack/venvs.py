@@ -20,8 +20,8 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 #: (done, total, what): packages collected of the lock's total, then "installing"
 BuildProgress = Callable[[int, int, str], None]
@@ -59,8 +59,9 @@ def requirements(name: str) -> list[str]:
 
 
 def _python_version(python: str) -> str:
-    r = subprocess.run([python, "-c", "import sys; print(sys.version)"], capture_output=True, text=True,
-                       timeout=30)
+    r = subprocess.run(
+        [python, "-c", "import sys; print(sys.version)"], capture_output=True, text=True, timeout=30
+    )
     if r.returncode != 0:
         raise VenvError(f"{python} does not run: {r.stderr.strip()[-200:]}")
     return r.stdout.strip()
@@ -69,7 +70,9 @@ def _python_version(python: str) -> str:
 def venv_path(name: str, python: str = SYSTEM_PYTHON) -> Path:
     """Where venv `name` lives for this lock content and interpreter."""
     if not Path(python).exists():
-        raise VenvError(f"{python} not found: install the Debian package python3 (and python3-venv)")
+        raise VenvError(
+            f"{python} not found: install the Debian package python3 (and python3-venv)"
+        )
     # the pins, not the file: a reworded comment rebuilds nothing
     pins = "\n".join(requirements(name))
     digest = hashlib.sha256((pins + "\n" + _python_version(python)).encode()).hexdigest()
@@ -81,7 +84,9 @@ def is_built(name: str, python: str = SYSTEM_PYTHON) -> bool:
     return (venv_path(name, python) / READY).is_file()
 
 
-def ensure_venv(name: str, progress: BuildProgress | None = None, python: str = SYSTEM_PYTHON) -> Path:
+def ensure_venv(
+    name: str, progress: BuildProgress | None = None, python: str = SYSTEM_PYTHON
+) -> Path:
     """The path of venv `name`, built first if this machine has not built it yet."""
     path = venv_path(name, python)
     if (path / READY).is_file():
@@ -107,18 +112,34 @@ _COLLECTING = re.compile(r"^\s*(Collecting|Processing|Requirement already satisf
 def _build(name: str, path: Path, python: str, progress: BuildProgress) -> None:
     reqs = requirements(name)
     if not reqs:  # a venv of nothing would pass for built and fail later, far from the cause
-        raise VenvError(f"the lock {lock_file(name)} lists no package: regenerate it (scripts/lock-openstack.sh)")
+        raise VenvError(
+            f"the lock {lock_file(name)} lists no package: regenerate it (scripts/lock-openstack.sh)"
+        )
     total = len(reqs)
     progress(0, total, f"creating the {name} venv")
-    r = subprocess.run([python, "-m", "venv", str(path)], capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [python, "-m", "venv", str(path)], capture_output=True, text=True, timeout=300
+    )
     if r.returncode != 0:
-        raise VenvError(f"python3 -m venv failed for {name}: {r.stderr.strip()[-300:]} "
-                        "(install the Debian package python3-venv)")
+        raise VenvError(
+            f"python3 -m venv failed for {name}: {r.stderr.strip()[-300:]} "
+            "(install the Debian package python3-venv)"
+        )
     # The lock is complete (a freeze), so no resolution is needed: --no-deps installs exactly it.
-    cmd = [str(path / "bin" / "pip"), "install", "--no-deps", "--disable-pip-version-check",
-           "--progress-bar", "off", "-r", str(lock_file(name))]
+    cmd = [
+        str(path / "bin" / "pip"),
+        "install",
+        "--no-deps",
+        "--disable-pip-version-check",
+        "--progress-bar",
+        "off",
+        "-r",
+        str(lock_file(name)),
+    ]
     env = dict(os.environ, PIP_NO_INPUT="1")
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
     done, tail = 0, []
     assert proc.stdout is not None
     for line in proc.stdout:

@@ -5,14 +5,27 @@ summary) that people hand around before a maintenance window and look at afterwa
 big); `html` renders it with inline SVG (no script or style from elsewhere, no network)."""
 
 import os
-from typing import Iterable
+from collections.abc import Iterable
+from datetime import UTC
 
-from stepwise.observe.report.model import Report, Section, plan_section, run_section, run_section_from_store  # noqa: F401
 from stepwise.observe.report.html import render  # noqa: F401
+from stepwise.observe.report.model import (
+    Report,
+    Section,
+    plan_section,
+    run_section,
+    run_section_from_store,
+)  # noqa: F401
 
 
-def write_report(path: "os.PathLike[str] | str", title: str, sections: "Iterable[Section]", *,
-                 field: str = "--output", force: bool = False) -> int:
+def write_report(
+    path: "os.PathLike[str] | str",
+    title: str,
+    sections: "Iterable[Section]",
+    *,
+    field: str = "--output",
+    force: bool = False,
+) -> int:
     """Write the report of `sections` to `path` (private to the user: it tells the cloud's
     layout and history); returns its size in bytes. Through `stepwise.paths.write_output`:
     atomic, never through a link, replacing only a report stepwise wrote (or with `force`)."""
@@ -21,7 +34,9 @@ def write_report(path: "os.PathLike[str] | str", title: str, sections: "Iterable
     from stepwise.observe.report.html import HEAD
     from stepwise.paths import write_output
 
-    doc = render(Report(title, list(sections), datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")))
+    doc = render(
+        Report(title, list(sections), datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"))
+    )
     data = doc.encode("utf-8")
     write_output(path, data, field=field, force=force, ours=HEAD.encode("utf-8"), mode=0o600)
     return len(data)

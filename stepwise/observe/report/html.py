@@ -15,7 +15,7 @@ import base64
 import hashlib
 import html
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from stepwise.observe.report.model import Bar, Report, Section, Series, _fmt_s
 
@@ -23,8 +23,17 @@ WIDTH = 1360
 LABEL_W = 190
 CHART_W = WIDTH - LABEL_W - 16
 AXIS_H = 34
-COLOURS = {"planned": "#9db4d6", "done": "#3a9d5d", "late": "#e0a030", "resumed": "#7b5fc7", "skipped": "#c8c8c8",
-           "pending": "#e4e4e4", "running": "#4aa3df", "interrupted": "#c77d7d", "failed": "#d33"}
+COLOURS = {
+    "planned": "#9db4d6",
+    "done": "#3a9d5d",
+    "late": "#e0a030",
+    "resumed": "#7b5fc7",
+    "skipped": "#c8c8c8",
+    "pending": "#e4e4e4",
+    "running": "#4aa3df",
+    "interrupted": "#c77d7d",
+    "failed": "#d33",
+}
 
 STYLE = """
 body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0;color:#222;background:#fafafa}
@@ -61,9 +70,11 @@ document.documentElement.setAttribute('data-selfcheck',JSON.stringify(c));});})(
 
 #: the script allowed by its hash, not any inline script: a string from data that somehow
 #: became a <script> would not run; base-uri and form-action are not covered by default-src
-CSP = ("default-src 'none'; style-src 'unsafe-inline'; "
-       f"script-src 'sha256-{base64.b64encode(hashlib.sha256(SELF_CHECK.encode()).digest()).decode()}'; "
-       "img-src data:; base-uri 'none'; form-action 'none'")
+CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; "
+    f"script-src 'sha256-{base64.b64encode(hashlib.sha256(SELF_CHECK.encode()).digest()).decode()}'; "
+    "img-src data:; base-uri 'none'; form-action 'none'"
+)
 #: how every report begins: `write_output` replaces an existing file only if it starts so
 HEAD = '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="generator" content="stepwise">'
 
@@ -78,7 +89,26 @@ def _x(t: float, axis: float) -> float:
 
 def _ticks(axis: float) -> list[float]:
     """Round tick steps (1, 2, 5 x 10^n seconds, or minutes/hours) giving ~8-12 ticks."""
-    steps = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400]
+    steps = [
+        1,
+        2,
+        5,
+        10,
+        15,
+        30,
+        60,
+        120,
+        300,
+        600,
+        900,
+        1800,
+        3600,
+        7200,
+        10800,
+        21600,
+        43200,
+        86400,
+    ]
     step = next((s for s in steps if axis / s <= 12), steps[-1] * math.ceil(axis / 12 / steps[-1]))
     return [i * step for i in range(int(axis // step) + 1)]
 
@@ -87,8 +117,10 @@ def _axis(axis: float, height: int) -> list[str]:
     out = []
     for t in _ticks(axis):
         x = _x(t, axis)
-        out.append(f'<line x1="{x:.1f}" y1="{AXIS_H - 6}" x2="{x:.1f}" y2="{height}" stroke="#eee"/>'
-                   f'<text x="{x:.1f}" y="{AXIS_H - 10}" text-anchor="middle">{esc(_fmt_s(t))}</text>')
+        out.append(
+            f'<line x1="{x:.1f}" y1="{AXIS_H - 6}" x2="{x:.1f}" y2="{height}" stroke="#eee"/>'
+            f'<text x="{x:.1f}" y="{AXIS_H - 10}" text-anchor="middle">{esc(_fmt_s(t))}</text>'
+        )
     return out
 
 
@@ -96,21 +128,29 @@ def _boundaries(sec: Section, height: int) -> list[str]:
     out, last_x = [], -1e9
     for t, label, starts_part in sec.boundaries:
         x = _x(t, sec.axis_s)
-        out.append(f'<line x1="{x:.1f}" y1="{AXIS_H - 4}" x2="{x:.1f}" y2="{height}" stroke="#8a6" '
-                   f'stroke-dasharray="3,3"><title>{esc(label)} at {esc(_fmt_s(t))}</title></line>')
+        out.append(
+            f'<line x1="{x:.1f}" y1="{AXIS_H - 4}" x2="{x:.1f}" y2="{height}" stroke="#8a6" '
+            f'stroke-dasharray="3,3"><title>{esc(label)} at {esc(_fmt_s(t))}</title></line>'
+        )
         if starts_part and x - last_x > 90:
             right = x > LABEL_W + CHART_W - 110  # near the right edge: the label ends at its line
             anchor = ' text-anchor="end"' if right else ""
-            out.append(f'<text x="{x + (-2 if right else 2):.1f}" y="10" fill="#585"{anchor}>{esc(label)}</text>')
+            out.append(
+                f'<text x="{x + (-2 if right else 2):.1f}" y="10" fill="#585"{anchor}>{esc(label)}</text>'
+            )
             last_x = x
     return out
 
 
 def _bar(b: Bar, axis: float, y: float, h: float) -> str:
     x1, x2 = _x(b.start, axis), _x(b.end, axis)
-    tip = f"{b.label}\n{b.kind}: {_fmt_s(b.start)} to {_fmt_s(b.end)}" + (f"\nwhy: {b.detail}" if b.detail else "")
-    return (f'<rect class="bar {esc(b.kind)}" x="{x1:.1f}" y="{y:.1f}" width="{max(x2 - x1, 1.5):.1f}" '
-            f'height="{h}" rx="2" fill="{COLOURS.get(b.kind, "#999")}"><title>{esc(tip)}</title></rect>')
+    tip = f"{b.label}\n{b.kind}: {_fmt_s(b.start)} to {_fmt_s(b.end)}" + (
+        f"\nwhy: {b.detail}" if b.detail else ""
+    )
+    return (
+        f'<rect class="bar {esc(b.kind)}" x="{x1:.1f}" y="{y:.1f}" width="{max(x2 - x1, 1.5):.1f}" '
+        f'height="{h}" rx="2" fill="{COLOURS.get(b.kind, "#999")}"><title>{esc(tip)}</title></rect>'
+    )
 
 
 def timeline_svg(sec: Section) -> str:
@@ -121,8 +161,7 @@ def timeline_svg(sec: Section) -> str:
     top = AXIS_H + row * len(win_services)
     height = top + row * len(sec.lanes) + 6
     index = {lane: i for i, (lane, _) in enumerate(sec.lanes)}
-    parts = [f'<svg viewBox="0 0 {WIDTH} {height}" role="img" '
-             f'aria-label="timeline">']
+    parts = [f'<svg viewBox="0 0 {WIDTH} {height}" role="img" aria-label="timeline">']
     parts += _axis(sec.axis_s, height)
     for i, svc in enumerate(win_services):
         y = AXIS_H + i * row
@@ -130,9 +169,11 @@ def timeline_svg(sec: Section) -> str:
         for s, a, b, why in sec.windows:
             if s == svc:
                 x1, x2 = _x(a, sec.axis_s), _x(b, sec.axis_s)
-                parts.append(f'<rect class="window" x="{x1:.1f}" y="{y + 3}" width="{max(x2 - x1, 1.5):.1f}" '
-                             f'height="{row - 6}" fill="#f6c7a8"><title>{esc(f"{svc} down {_fmt_s(a)} to {_fmt_s(b)}: {why}")}'
-                             f'</title></rect>')
+                parts.append(
+                    f'<rect class="window" x="{x1:.1f}" y="{y + 3}" width="{max(x2 - x1, 1.5):.1f}" '
+                    f'height="{row - 6}" fill="#f6c7a8"><title>{esc(f"{svc} down {_fmt_s(a)} to {_fmt_s(b)}: {why}")}'
+                    f"</title></rect>"
+                )
     group = None
     for i, (lane, g) in enumerate(sec.lanes):
         y = top + i * row
@@ -140,7 +181,9 @@ def timeline_svg(sec: Section) -> str:
             parts.append(f'<rect x="0" y="{y}" width="{WIDTH}" height="{row}" fill="#f7f9fc"/>')
         name = lane if lane == g or not g or g == group else f"{lane}  ({g})"
         group = g
-        parts.append(f'<text class="lane" x="4" y="{y + 15}">{esc(name[:34])}<title>{esc(lane)}</title></text>')
+        parts.append(
+            f'<text class="lane" x="4" y="{y + 15}">{esc(name[:34])}<title>{esc(lane)}</title></text>'
+        )
     two = sec.kind == "run"
     for b in sec.planned:
         if b.lane in index:
@@ -155,17 +198,23 @@ def timeline_svg(sec: Section) -> str:
 
 def _series_row(s: Series, axis: float, y: int, h: int) -> list[str]:
     name = s.service[:24] + (f" ({s.total})" if s.total else "")
-    out = [f'<text class="lane" x="4" y="{y + 14}">{esc(name)}<title>{esc(s.service)}: {s.total} instances'
-           f'</title></text>',
-           f'<text class="lane" x="4" y="{y + 28}" fill="#777">{esc(s.rule[:34])}<title>{esc(s.rule)}</title></text>',
-           f'<rect x="{LABEL_W}" y="{y}" width="{CHART_W}" height="{h}" fill="#fbfbfb" stroke="#eee"/>']
+    out = [
+        f'<text class="lane" x="4" y="{y + 14}">{esc(name)}<title>{esc(s.service)}: {s.total} instances'
+        f"</title></text>",
+        f'<text class="lane" x="4" y="{y + 28}" fill="#777">{esc(s.rule[:34])}<title>{esc(s.rule)}</title></text>',
+        f'<rect x="{LABEL_W}" y="{y}" width="{CHART_W}" height="{h}" fill="#fbfbfb" stroke="#eee"/>',
+    ]
     for a, b, why in s.windows:
         x1, x2 = _x(a, axis), _x(b, axis)
-        out.append(f'<rect x="{x1:.1f}" y="{y}" width="{max(x2 - x1, 1.5):.1f}" height="{h}" fill="#f6c7a8" '
-                   f'opacity="0.6"><title>{esc(f"planned downtime window {_fmt_s(a)} to {_fmt_s(b)}: {why}")}</title></rect>')
+        out.append(
+            f'<rect x="{x1:.1f}" y="{y}" width="{max(x2 - x1, 1.5):.1f}" height="{h}" fill="#f6c7a8" '
+            f'opacity="0.6"><title>{esc(f"planned downtime window {_fmt_s(a)} to {_fmt_s(b)}: {why}")}</title></rect>'
+        )
     if s.total:
+
         def yv(v: float) -> float:
             return y + h - 2 - (h - 6) * v / s.total
+
         d, prev = [], None
         for t, v in s.points:
             x = _x(t, axis)
@@ -173,24 +222,32 @@ def _series_row(s: Series, axis: float, y: int, h: int) -> list[str]:
             prev = v
         d.append(f"H{LABEL_W + CHART_W}")
         low = min(v for _, v in s.points)
-        out.append(f'<path class="serving" d="{"".join(d)}" fill="none" stroke="#2f6db5" stroke-width="1.5">'
-                   f'<title>{esc(f"{s.service}: instances serving, lowest {low} of {s.total}")}</title></path>')
+        out.append(
+            f'<path class="serving" d="{"".join(d)}" fill="none" stroke="#2f6db5" stroke-width="1.5">'
+            f"<title>{esc(f'{s.service}: instances serving, lowest {low} of {s.total}')}</title></path>"
+        )
         if s.min_serving is not None:
             ym = yv(s.min_serving)
-            out.append(f'<line x1="{LABEL_W}" y1="{ym:.1f}" x2="{LABEL_W + CHART_W}" y2="{ym:.1f}" stroke="#c33" '
-                       f'stroke-dasharray="4,3"><title>{esc(f"rule {s.rule}: at least {s.min_serving} serving")}'
-                       f'</title></line>')
+            out.append(
+                f'<line x1="{LABEL_W}" y1="{ym:.1f}" x2="{LABEL_W + CHART_W}" y2="{ym:.1f}" stroke="#c33" '
+                f'stroke-dasharray="4,3"><title>{esc(f"rule {s.rule}: at least {s.min_serving} serving")}'
+                f"</title></line>"
+            )
     if s.probe:
         a, b = s.probe[0][0], s.probe[-1][0] + 1
-        out.append(f'<rect x="{_x(a, axis):.1f}" y="{y + h - 3}" width="{max(_x(b, axis) - _x(a, axis), 1):.1f}" '
-                   f'height="3" fill="#9c9"><title>probed</title></rect>')
+        out.append(
+            f'<rect x="{_x(a, axis):.1f}" y="{y + h - 3}" width="{max(_x(b, axis) - _x(a, axis), 1):.1f}" '
+            f'height="3" fill="#9c9"><title>probed</title></rect>'
+        )
         for t, req, failed, ms in s.probe:
             if failed:
                 x1, x2 = _x(t, axis), _x(t + 1, axis)
                 fh = max(3.0, (h - 4) * failed / max(req, 1))
-                out.append(f'<rect class="probe-failed" x="{x1:.1f}" y="{y + h - fh:.1f}" width="{max(x2 - x1, 1.5):.1f}" '
-                           f'height="{fh:.1f}" fill="#d33"><title>{esc(f"{s.service}: {failed} of {req} probe requests failed at {_fmt_s(t)} (max {ms:.0f} ms)")}'
-                           f'</title></rect>')
+                out.append(
+                    f'<rect class="probe-failed" x="{x1:.1f}" y="{y + h - fh:.1f}" width="{max(x2 - x1, 1.5):.1f}" '
+                    f'height="{fh:.1f}" fill="#d33"><title>{esc(f"{s.service}: {failed} of {req} probe requests failed at {_fmt_s(t)} (max {ms:.0f} ms)")}'
+                    f"</title></rect>"
+                )
     return out
 
 
@@ -199,8 +256,7 @@ def availability_svg(sec: Section) -> str:
     dashes), its planned windows (orange) and, for a lab run, the probe's failures (red)."""
     h, gap = 34, 8
     height = AXIS_H + (h + gap) * max(len(sec.series), 1)
-    parts = [f'<svg viewBox="0 0 {WIDTH} {height}" role="img" '
-             f'aria-label="availability">']
+    parts = [f'<svg viewBox="0 0 {WIDTH} {height}" role="img" aria-label="availability">']
     parts += _axis(sec.axis_s, height)
     for i, s in enumerate(sec.series):
         parts += _series_row(s, sec.axis_s, AXIS_H + i * (h + gap), h)
@@ -211,52 +267,93 @@ def availability_svg(sec: Section) -> str:
 
 
 def _table(head: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "") -> str:
-    body = "".join("<tr>" + "".join(f"<td{' class=why' if h == 'why' else ''}>{esc(c)}</td>" for h, c in zip(head, r))
-                   + "</tr>" for r in rows)
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td{' class=why' if h == 'why' else ''}>{esc(c)}</td>" for h, c in zip(head, r))
+        + "</tr>"
+        for r in rows
+    )
     header = "" if not any(head) else "<tr>" + "".join(f"<th>{esc(h)}</th>" for h in head) + "</tr>"
     return f'<table class="{esc(cls)}">{header}{body}</table>'
 
 
 def _legend(sec: Section) -> str:
-    kinds = ["planned"] + (["done", "late", "resumed", "skipped", "failed", "interrupted", "running", "pending"]
-                           if sec.kind == "run" else [])
+    kinds = ["planned"] + (
+        ["done", "late", "resumed", "skipped", "failed", "interrupted", "running", "pending"]
+        if sec.kind == "run"
+        else []
+    )
     items = "".join(f'<span><i style="background:{COLOURS[k]}"></i>{esc(k)}</span>' for k in kinds)
     items += '<span><i style="background:#f6c7a8"></i>planned downtime window</span>'
     note = ""
     if sec.kind == "run" and abs(sec.plan_scale - 1.0) > 1e-9:
-        note = (f'<p class="muted">Planned bars are scaled x{sec.plan_scale:.3g} to this run\'s clock: the estimate '
-                "is for real hardware, so they show the plan's shape, not its duration.</p>")
+        note = (
+            f'<p class="muted">Planned bars are scaled x{sec.plan_scale:.3g} to this run\'s clock: the estimate '
+            "is for real hardware, so they show the plan's shape, not its duration.</p>"
+        )
     return f'<div class="legend">{items}</div>{note}'
 
 
 def section_html(sec: Section, first: bool) -> str:
-    sid = (lambda name: f' id="{name}"' if first else "")
-    out = [f'<section class="sec"><h2>{esc(sec.title)}</h2>',
-           f'<div class="summary"{sid("summary")}>' + _table(("", ""), sec.summary, "kv")]
+    sid = lambda name: f' id="{name}"' if first else ""
+    out = [
+        f'<section class="sec"><h2>{esc(sec.title)}</h2>',
+        f'<div class="summary"{sid("summary")}>' + _table(("", ""), sec.summary, "kv"),
+    ]
     if sec.continue_command:
-        out.append(f'<p>To continue: <code>{esc(sec.continue_command)}</code></p>')
+        out.append(f"<p>To continue: <code>{esc(sec.continue_command)}</code></p>")
     out.append("</div>")
     if sec.failures:
-        out.append("<h3>Failures</h3>" + _table(("host", "unit", "task", "status", "message"),
-                                               ([f[k] for k in ("host", "unit", "task", "status", "message")]
-                                                for f in sec.failures)))
+        out.append(
+            "<h3>Failures</h3>"
+            + _table(
+                ("host", "unit", "task", "status", "message"),
+                (
+                    [f[k] for k in ("host", "unit", "task", "status", "message")]
+                    for f in sec.failures
+                ),
+            )
+        )
     lanes = "node" if any(g and lane != g for lane, g in sec.lanes) else "role (batches aggregated)"
-    out.append(f'<h3>Timeline</h3><p class="muted">One lane per {lanes}; hover a bar for its units and why.</p>'
-               + _legend(sec) + f'<div class="chart timeline"{sid("timeline")}>{timeline_svg(sec)}</div>')
-    out.append('<h3>Availability</h3><p class="muted">Instances serving (blue) vs the least the rule allows (red '
-               'dashes); planned windows (orange)' + ("; for a lab run, the probe: requests answered (green strip), failed requests per second (red)"
-                  if sec.kind == "run" else "")
-               + f'.</p><div class="chart availability"{sid("availability")}>{availability_svg(sec)}</div>')
+    out.append(
+        f'<h3>Timeline</h3><p class="muted">One lane per {lanes}; hover a bar for its units and why.</p>'
+        + _legend(sec)
+        + f'<div class="chart timeline"{sid("timeline")}>{timeline_svg(sec)}</div>'
+    )
+    out.append(
+        '<h3>Availability</h3><p class="muted">Instances serving (blue) vs the least the rule allows (red '
+        "dashes); planned windows (orange)"
+        + (
+            "; for a lab run, the probe: requests answered (green strip), failed requests per second (red)"
+            if sec.kind == "run"
+            else ""
+        )
+        + f'.</p><div class="chart availability"{sid("availability")}>{availability_svg(sec)}</div>'
+    )
     if sec.probe_targets:
-        out.append("<h3>Probe</h3>" + _table(("target", "requests", "failed", "max latency ms"),
-                                             ([p["target"], str(p["requests"]), str(p["failed"]), str(p["max_ms"])]
-                                              for p in sec.probe_targets)))
+        out.append(
+            "<h3>Probe</h3>"
+            + _table(
+                ("target", "requests", "failed", "max latency ms"),
+                (
+                    [p["target"], str(p["requests"]), str(p["failed"]), str(p["max_ms"])]
+                    for p in sec.probe_targets
+                ),
+            )
+        )
     if sec.batches:
-        out.append(f"<details{' open' if sec.kind == 'plan' else ''}><summary>Batches and why "
-                   f"({len(sec.batches)})</summary>"
-                   + _table(("batch", "roles", "nodes", "steps", "start", "end", "why"),
-                            ([b[k] for k in ("batch", "roles", "nodes", "steps", "start", "end", "why")]
-                             for b in sec.batches)) + "</details>")
+        out.append(
+            f"<details{' open' if sec.kind == 'plan' else ''}><summary>Batches and why "
+            f"({len(sec.batches)})</summary>"
+            + _table(
+                ("batch", "roles", "nodes", "steps", "start", "end", "why"),
+                (
+                    [b[k] for k in ("batch", "roles", "nodes", "steps", "start", "end", "why")]
+                    for b in sec.batches
+                ),
+            )
+            + "</details>"
+        )
     out.append("</section>")
     return "".join(out)
 
@@ -264,8 +361,10 @@ def section_html(sec: Section, first: bool) -> str:
 def render(report: Report) -> str:
     """The whole report as one HTML document (no external resource of any kind)."""
     body = "".join(section_html(s, i == 0) for i, s in enumerate(report.sections))
-    return (HEAD + f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-            '<meta name="viewport" content="width=device-width,initial-scale=1">'
-            f"<title>{esc(report.title)}</title><script>{SELF_CHECK}</script><style>{STYLE}</style></head><body>"
-            f"<header><h1>{esc(report.title)}</h1><p>stepwise report, generated {esc(report.generated_at)}</p></header>"
-            f"<main>{body}</main></body></html>\n")
+    return (
+        HEAD + f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>{esc(report.title)}</title><script>{SELF_CHECK}</script><style>{STYLE}</style></head><body>"
+        f"<header><h1>{esc(report.title)}</h1><p>stepwise report, generated {esc(report.generated_at)}</p></header>"
+        f"<main>{body}</main></body></html>\n"
+    )

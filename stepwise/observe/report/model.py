@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import calendar
 import shlex
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from stepwise.model.catalog import allowance, effective_rule
 from stepwise.model.deployment import Deployment
@@ -24,8 +25,16 @@ NODE_LANES_MAX = 60
 BUCKETS = 600
 DEPLOYMENT_LANE = "(deployment-wide)"
 #: how bad an actual state is, when a bar stands for several units: the worst one shows
-SEVERITY = {"done": 0, "resumed": 1, "late": 2, "skipped": 3, "pending": 4, "running": 5, "interrupted": 6,
-            "failed": 7}
+SEVERITY = {
+    "done": 0,
+    "resumed": 1,
+    "late": 2,
+    "skipped": 3,
+    "pending": 4,
+    "running": 5,
+    "interrupted": 6,
+    "failed": 7,
+}
 
 
 @dataclass
@@ -33,7 +42,9 @@ class Bar:
     lane: str
     start: float
     end: float
-    kind: str  # planned | done | late | resumed | skipped | pending | running | interrupted | failed
+    kind: (
+        str  # planned | done | late | resumed | skipped | pending | running | interrupted | failed
+    )
     label: str
     detail: str = ""
     units: int = 1
@@ -99,7 +110,9 @@ def _lanes_of(plan: Plan, dep: Deployment) -> tuple[bool, list[tuple[str, str]]]
     touched = {n for u in plan.units for n in u.nodes}
     per_node = len(touched) <= NODE_LANES_MAX
     lanes: list[tuple[str, str]] = []
-    if any(not u.nodes or str(u.scope) == "deployment" for u in plan.units if u.step is not Step.GATE):
+    if any(
+        not u.nodes or str(u.scope) == "deployment" for u in plan.units if u.step is not Step.GATE
+    ):
         lanes.append((DEPLOYMENT_LANE, ""))
     for r in dep.roles:
         names = [n.name for n in r.nodes if n.name in touched]
@@ -148,8 +161,12 @@ def _aggregate(items: Iterable[tuple[str, str, float, float, str, Unit]]) -> lis
     return out
 
 
-def _availability(dep: Deployment, events: Sequence[tuple[float, int, str, tuple[str, ...]]], axis_s: float,
-                  services: Sequence[str]) -> list[Series]:
+def _availability(
+    dep: Deployment,
+    events: Sequence[tuple[float, int, str, tuple[str, ...]]],
+    axis_s: float,
+    services: Sequence[str],
+) -> list[Series]:
     """Step functions of serving instances from (t, +1 start / -1 stop, service, nodes) events,
     cut into BUCKETS points keeping each bucket's lowest value (a dip is never averaged away)."""
     out = []
@@ -180,8 +197,15 @@ def _availability(dep: Deployment, events: Sequence[tuple[float, int, str, tuple
             pts.append((i * width, low))
             if last != low:
                 pts.append(((i + 1) * width, last))
-        out.append(Series(svc, total, None if allowed is None else total - allowed,
-                          rule.describe() if rule else "no rule", pts))
+        out.append(
+            Series(
+                svc,
+                total,
+                None if allowed is None else total - allowed,
+                rule.describe() if rule else "no rule",
+                pts,
+            )
+        )
     return out
 
 
@@ -229,8 +253,18 @@ def _batches(plan: Plan, dep: Deployment) -> list[dict[str, str]]:
         if u.step is Step.GATE:
             continue
         key = u.batch or u.id
-        r = rows.setdefault(key, {"batch": key, "roles": {}, "nodes": {}, "steps": {}, "why": {},
-                                  "start": u.start_s, "end": u.end_s})
+        r = rows.setdefault(
+            key,
+            {
+                "batch": key,
+                "roles": {},
+                "nodes": {},
+                "steps": {},
+                "why": {},
+                "start": u.start_s,
+                "end": u.end_s,
+            },
+        )
         for n in u.nodes:
             r["nodes"][n] = None
             if n in dep.node_by_name:
@@ -239,41 +273,80 @@ def _batches(plan: Plan, dep: Deployment) -> list[dict[str, str]]:
         if u.why:
             r["why"][u.why] = None
         r["start"], r["end"] = min(r["start"], u.start_s), max(r["end"], u.end_s)
-    return [{"batch": r["batch"], "roles": ", ".join(r["roles"]), "nodes": str(len(r["nodes"])),
-             "steps": ", ".join(r["steps"]), "start": _fmt_s(r["start"]), "end": _fmt_s(r["end"]),
-             "why": " / ".join(list(r["why"])[:3])} for r in rows.values()]
+    return [
+        {
+            "batch": r["batch"],
+            "roles": ", ".join(r["roles"]),
+            "nodes": str(len(r["nodes"])),
+            "steps": ", ".join(r["steps"]),
+            "start": _fmt_s(r["start"]),
+            "end": _fmt_s(r["end"]),
+            "why": " / ".join(list(r["why"])[:3]),
+        }
+        for r in rows.values()
+    ]
 
 
 def _plan_summary(plan: Plan, dep: Deployment) -> list[tuple[str, str]]:
     nodes = {n for u in plan.units for n in u.nodes}
     params = {k: v for k, v in plan.params.items() if v not in (None, [], "", {}, False)}
-    return [("workflow", str(plan.workflow)), ("deployment", plan.deployment or dep.name),
-            ("selection", ", ".join(f"{k}={v}" for k, v in params.items()) or "all"),
-            ("units", unit_count(plan)), ("nodes", str(len(nodes))),
-            ("estimate", _fmt_s(plan.duration_s)), ("lower bound", _fmt_s(plan.lower_bound_s)),
-            ("planned downtime windows", "none" if not plan.windows else "; ".join(
+    return [
+        ("workflow", str(plan.workflow)),
+        ("deployment", plan.deployment or dep.name),
+        ("selection", ", ".join(f"{k}={v}" for k, v in params.items()) or "all"),
+        ("units", unit_count(plan)),
+        ("nodes", str(len(nodes))),
+        ("estimate", _fmt_s(plan.duration_s)),
+        ("lower bound", _fmt_s(plan.lower_bound_s)),
+        (
+            "planned downtime windows",
+            "none"
+            if not plan.windows
+            else "; ".join(
                 f"{w.service} {_fmt_s(w.end_s - w.start_s) if w.end_s != float('inf') else 'open at the end'}"
-                for w in plan.windows))]
+                for w in plan.windows
+            ),
+        ),
+    ]
 
 
 def plan_section(plan: Plan, dep: Deployment, title: str | None = None) -> Section:
     """The view of a plan that has not run: planned bars, planned availability, the why of batches."""
     per_node, lanes = _lanes_of(plan, dep)
     axis = max(plan.duration_s, max((u.end_s for u in plan.units), default=0.0), 1.0)
-    planned = _aggregate((lane, _group_key(u, per_node), u.start_s, u.end_s, "planned", u)
-                         for u in plan.units if u.step is not Step.GATE for lane in _unit_lanes(u, dep, per_node))
+    planned = _aggregate(
+        (lane, _group_key(u, per_node), u.start_s, u.end_s, "planned", u)
+        for u in plan.units
+        if u.step is not Step.GATE
+        for lane in _unit_lanes(u, dep, per_node)
+    )
     windows = [(w.service, w.start_s, min(w.end_s, axis), w.why) for w in plan.windows]
     series = _availability(dep, _plan_events(plan), axis, _stopped_services(plan))
     for s in series:
         s.windows = [(a, b, why) for svc, a, b, why in windows if svc == s.service]
-    return Section(title or f"plan: {plan.workflow} of {plan.deployment or dep.name}", "plan", axis, lanes,
-                   planned, [], 1.0, _boundaries(plan), windows, series, _plan_summary(plan, dep),
-                   batches=_batches(plan, dep))
+    return Section(
+        title or f"plan: {plan.workflow} of {plan.deployment or dep.name}",
+        "plan",
+        axis,
+        lanes,
+        planned,
+        [],
+        1.0,
+        _boundaries(plan),
+        windows,
+        series,
+        _plan_summary(plan, dep),
+        batches=_batches(plan, dep),
+    )
 
 
 def _actual_kind(row: Any, planned_s: float) -> str:
     if row.state == "done":
-        took = (row.ended_at - row.started_at).total_seconds() if row.started_at and row.ended_at else 0.0
+        took = (
+            (row.ended_at - row.started_at).total_seconds()
+            if row.started_at and row.ended_at
+            else 0.0
+        )
         if took > max(1.5 * planned_s, planned_s + 10.0):
             return "late"
         return "resumed" if (row.attempts or 0) > 1 else "done"
@@ -293,23 +366,35 @@ def _mask(command: str) -> str:
     return command if masked == argv else " ".join(shlex.quote(a) for a in masked)
 
 
-def run_section(plan: Plan, dep: Deployment, run: Any, units: Sequence[Any], failures: Sequence[Mapping[str, Any]],
-                samples: Sequence[Mapping[str, Any]] = (),
-                window_spans: Mapping[str, list[tuple[float, float]]] | None = None) -> Section:
+def run_section(
+    plan: Plan,
+    dep: Deployment,
+    run: Any,
+    units: Sequence[Any],
+    failures: Sequence[Mapping[str, Any]],
+    samples: Sequence[Mapping[str, Any]] = (),
+    window_spans: Mapping[str, list[tuple[float, float]]] | None = None,
+) -> Section:
     """The view of one stored run: actual bars beside the planned ones on the run's own clock
     (planned bars scaled to it when the estimate is for other hardware, as in the lab)."""
     t0 = _epoch(run.started_at)
     # the run's end, or its last unit's if later (a run still going, or one read mid-write)
     ends = [_epoch(u.ended_at or u.started_at) for u in units if u.started_at]
-    actual_s = max(max(ends, default=t0) - t0, (_epoch(run.ended_at) - t0) if run.ended_at else 0.0, 1.0)
+    actual_s = max(
+        max(ends, default=t0) - t0, (_epoch(run.ended_at) - t0) if run.ended_at else 0.0, 1.0
+    )
     scale = 1.0
     if plan.duration_s > 0 and not 0.5 <= actual_s / plan.duration_s <= 2.0:
         scale = actual_s / plan.duration_s  # the estimate is for real hardware: show its shape
     axis = max(actual_s, plan.duration_s * scale, 1.0)
     per_node, lanes = _lanes_of(plan, dep)
     rows = {r.unit_id: r for r in units}
-    planned = _aggregate((lane, _group_key(u, per_node), u.start_s * scale, u.end_s * scale, "planned", u)
-                         for u in plan.units if u.step is not Step.GATE for lane in _unit_lanes(u, dep, per_node))
+    planned = _aggregate(
+        (lane, _group_key(u, per_node), u.start_s * scale, u.end_s * scale, "planned", u)
+        for u in plan.units
+        if u.step is not Step.GATE
+        for lane in _unit_lanes(u, dep, per_node)
+    )
     items = []
     events = []
     starts: dict[str, float] = {}
@@ -326,55 +411,111 @@ def run_section(plan: Plan, dep: Deployment, run: Any, units: Sequence[Any], fai
         if u.step is Step.GATE:
             continue
         kind = _actual_kind(r, u.duration_s)
-        items += [(lane, _group_key(u, per_node), a, b, kind, u) for lane in _unit_lanes(u, dep, per_node)]
+        items += [
+            (lane, _group_key(u, per_node), a, b, kind, u) for lane in _unit_lanes(u, dep, per_node)
+        ]
     for u in plan.units:  # skipped units never started: shown at their planned place
         r = rows.get(u.id)
         if r is not None and r.state == "skipped" and u.step is not Step.GATE:
-            items += [(lane, _group_key(u, per_node), u.start_s * scale, u.end_s * scale, "skipped", u)
-                      for lane in _unit_lanes(u, dep, per_node)]
+            items += [
+                (lane, _group_key(u, per_node), u.start_s * scale, u.end_s * scale, "skipped", u)
+                for lane in _unit_lanes(u, dep, per_node)
+            ]
     events.sort(key=lambda e: (e[0], -e[1]))
     series = _availability(dep, events, axis, _stopped_services(plan))
     spans = {svc: [(a - t0, b - t0) for a, b in v] for svc, v in (window_spans or {}).items()}
-    windows = [(svc, a, min(b, axis), "planned window, as it ran") for svc, v in spans.items() for a, b in v]
+    windows = [
+        (svc, a, min(b, axis), "planned window, as it ran")
+        for svc, v in spans.items()
+        for a, b in v
+    ]
     by_target: dict[str, list[tuple[float, int, int, float]]] = {}
     for s in samples:
-        by_target.setdefault(s["target"], []).append((float(s["t"]) - t0, int(s["requests"]), int(s["failed"]),
-                                                      float(s.get("max_ms") or 0.0)))
+        by_target.setdefault(s["target"], []).append(
+            (
+                float(s["t"]) - t0,
+                int(s["requests"]),
+                int(s["failed"]),
+                float(s.get("max_ms") or 0.0),
+            )
+        )
     for s in series:
         s.windows = [(a, b, why) for svc, a, b, why in windows if svc == s.service]
         s.probe = sorted(by_target.pop(f"vip:{s.service}", []))
     for target, pts in sorted(by_target.items()):  # probed targets the plan never stopped
-        series.append(Series(target, 0, None, "probe only: not stopped by this plan", [], [], sorted(pts)))
+        series.append(
+            Series(target, 0, None, "probe only: not stopped by this plan", [], [], sorted(pts))
+        )
     counts: dict[str, int] = {}
     for r in units:
         counts[r.state] = counts.get(r.state, 0) + 1
     probe_targets = []
     for target in sorted({s["target"] for s in samples}):
         ts = [s for s in samples if s["target"] == target]
-        probe_targets.append({"target": target, "requests": sum(int(s["requests"]) for s in ts),
-                              "failed": sum(int(s["failed"]) for s in ts),
-                              "max_ms": round(max(float(s.get("max_ms") or 0) for s in ts), 1)})
-    summary = [("run", str(run.id)), ("workflow", run.workflow), ("status", run.status + (f": {run.message}" if run.message else "")),
-               ("who", f"{run.user or '?'} on {run.host or '?'}"), ("command", _mask(run.command or "")),
-               ("started", run.started_at.isoformat(timespec="seconds") + "Z"),
-               ("duration", f"{_fmt_s(actual_s)} (estimate {_fmt_s(plan.duration_s)}, lower bound {_fmt_s(plan.lower_bound_s)})"),
-               ("units", ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + f" of {len(units)}"),
-               ("attempts", str(run.attempts))]
+        probe_targets.append(
+            {
+                "target": target,
+                "requests": sum(int(s["requests"]) for s in ts),
+                "failed": sum(int(s["failed"]) for s in ts),
+                "max_ms": round(max(float(s.get("max_ms") or 0) for s in ts), 1),
+            }
+        )
+    summary = [
+        ("run", str(run.id)),
+        ("workflow", run.workflow),
+        ("status", run.status + (f": {run.message}" if run.message else "")),
+        ("who", f"{run.user or '?'} on {run.host or '?'}"),
+        ("command", _mask(run.command or "")),
+        ("started", run.started_at.isoformat(timespec="seconds") + "Z"),
+        (
+            "duration",
+            f"{_fmt_s(actual_s)} (estimate {_fmt_s(plan.duration_s)}, lower bound {_fmt_s(plan.lower_bound_s)})",
+        ),
+        ("units", ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + f" of {len(units)}"),
+        ("attempts", str(run.attempts)),
+    ]
     if samples:
         # failed API requests outside the windows the plan announced (give or take the probe's
         # period and detection, as observe.windows counts them)
-        outside = sum(int(x["failed"]) for x in samples if int(x["failed"]) and str(x["target"]).startswith("vip:")
-                      and not any(a - 3.0 <= float(x["t"]) - t0 <= b + 4.0
-                                  for a, b in spans.get(str(x["target"])[4:], [])))
-        summary.append(("probe", f"{sum(p['requests'] for p in probe_targets)} requests, "
-                                 f"{sum(p['failed'] for p in probe_targets)} failed, {outside} failed API "
-                                 "requests outside the announced windows"))
+        outside = sum(
+            int(x["failed"])
+            for x in samples
+            if int(x["failed"])
+            and str(x["target"]).startswith("vip:")
+            and not any(
+                a - 3.0 <= float(x["t"]) - t0 <= b + 4.0
+                for a, b in spans.get(str(x["target"])[4:], [])
+            )
+        )
+        summary.append(
+            (
+                "probe",
+                f"{sum(p['requests'] for p in probe_targets)} requests, "
+                f"{sum(p['failed'] for p in probe_targets)} failed, {outside} failed API "
+                "requests outside the announced windows",
+            )
+        )
     cont = "" if run.status == "done" else _mask(run.command or "").replace(" --fresh", "")
-    return Section(f"run {run.id}: {run.workflow} ({run.status})", "run", axis, lanes, planned,
-                   _aggregate(items), scale, _boundaries(plan, starts), windows, series, summary,
-                   failures=[{k: str(f.get(k) or "") for k in ("host", "unit", "task", "status", "message")}
-                             for f in failures][:200],
-                   batches=_batches(plan, dep), probe_targets=probe_targets, continue_command=cont)
+    return Section(
+        f"run {run.id}: {run.workflow} ({run.status})",
+        "run",
+        axis,
+        lanes,
+        planned,
+        _aggregate(items),
+        scale,
+        _boundaries(plan, starts),
+        windows,
+        series,
+        summary,
+        failures=[
+            {k: str(f.get(k) or "") for k in ("host", "unit", "task", "status", "message")}
+            for f in failures
+        ][:200],
+        batches=_batches(plan, dep),
+        probe_targets=probe_targets,
+        continue_command=cont,
+    )
 
 
 def run_section_from_store(store: Any, run_id: int, dep: Deployment) -> Section:
@@ -384,9 +525,26 @@ def run_section_from_store(store: Any, run_id: int, dep: Deployment) -> Section:
     run = store.run(run_id)
     if not run.plan or "workflow" not in run.plan:
         from stepwise.errors import InputError, Problem
+
         raise InputError(Problem(f"run {run_id} has no recorded plan to draw", field="--run"))
     plan = Plan.from_json(run.plan)
-    failures = [{"unit": t.unit_id, "host": t.host, "task": t.task, "status": t.status, "message": t.message}
-                for t in store.task_results(run_id) if t.status in ("failed", "unreachable")]
-    return run_section(plan, dep, run, store.units(run_id), failures, store.probe_samples(run_id),
-                       window_intervals(plan, store, run_id))
+    failures = [
+        {
+            "unit": t.unit_id,
+            "host": t.host,
+            "task": t.task,
+            "status": t.status,
+            "message": t.message,
+        }
+        for t in store.task_results(run_id)
+        if t.status in ("failed", "unreachable")
+    ]
+    return run_section(
+        plan,
+        dep,
+        run,
+        store.units(run_id),
+        failures,
+        store.probe_samples(run_id),
+        window_intervals(plan, store, run_id),
+    )

@@ -13,8 +13,9 @@ come from (`Plan.from_json`, `facts_from_dict`).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, Iterable, TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import JSON, Boolean, DateTime, Float, Integer, String, Text
 
@@ -27,9 +28,13 @@ R = TypeVar("R")
 #: what stepwise writes in the columns that name a state (anything else was written by hand)
 ALLOWED: dict[tuple[str, str], frozenset[str]] = {
     ("runs", "status"): frozenset({"running", "done", "failed", "interrupted"}),
-    ("units", "state"): frozenset({"pending", "running", "done", "failed", "interrupted", "skipped"}),
+    ("units", "state"): frozenset(
+        {"pending", "running", "done", "failed", "interrupted", "skipped"}
+    ),
     ("units", "step"): frozenset(str(s) for s in Step),
-    ("task_results", "status"): frozenset({"ok", "changed", "failed", "unreachable", "skipped", "ignored"}),
+    ("task_results", "status"): frozenset(
+        {"ok", "changed", "failed", "unreachable", "skipped", "ignored"}
+    ),
     ("markers", "state"): frozenset({"started", "done"}),
 }
 #: JSON columns that hold a list of names, and those that hold a mapping
@@ -38,9 +43,15 @@ _INT_MAX = 2**63 - 1
 
 
 def _bad(table: str, column: str, key: Any, what: str, where: str) -> InputError:
-    return InputError(Problem(f"the state store is damaged: {table}.{column} of row {key}: {what}", file=where,
-                              field="--store", hint="the store was changed outside stepwise: restore it from a "
-                                                    "backup, or give a new one with --store"))
+    return InputError(
+        Problem(
+            f"the state store is damaged: {table}.{column} of row {key}: {what}",
+            file=where,
+            field="--store",
+            hint="the store was changed outside stepwise: restore it from a "
+            "backup, or give a new one with --store",
+        )
+    )
 
 
 def _check_value(table: str, column: Any, value: Any) -> str | None:
@@ -66,14 +77,20 @@ def _check_value(table: str, column: Any, value: Any) -> str | None:
         if isinstance(value, bool) or not isinstance(value, int) or abs(value) > _INT_MAX:
             return "is not a whole number"
     elif isinstance(kind, Float):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+        ):
             return "is not a finite number"
     elif isinstance(kind, DateTime):
         if not isinstance(value, datetime):
             return "is not a timestamp"
     elif isinstance(kind, JSON):
         if (table, column.key) in LISTS:
-            if not isinstance(value, list) or not all(isinstance(v, str) and len(v) <= MAX_STRING for v in value):
+            if not isinstance(value, list) or not all(
+                isinstance(v, str) and len(v) <= MAX_STRING for v in value
+            ):
                 return "is not a list of names"
         elif not isinstance(value, dict):
             return "is not a mapping"

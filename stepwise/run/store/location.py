@@ -31,7 +31,7 @@ def existing_store_url(deployment: Any, explicit: str | None = None) -> str | No
         from stepwise.paths import checked_path
 
         try:
-            os.stat(checked_path(url[len("sqlite:///"):], "--store"))
+            os.stat(checked_path(url[len("sqlite:///") :], "--store"))
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError:

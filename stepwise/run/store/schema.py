@@ -69,11 +69,22 @@ def prepare_sqlite_file(path: Path, create: bool) -> bool:
                 os.close(fd)
                 return True
         if not stat.S_ISREG(st.st_mode):
-            raise InputError(Problem(f"the state store is {kind_of(st.st_mode)}, not a file", file=str(path),
-                                     field="--store"))
+            raise InputError(
+                Problem(
+                    f"the state store is {kind_of(st.st_mode)}, not a file",
+                    file=str(path),
+                    field="--store",
+                )
+            )
     except OSError as exc:
-        raise InputError(Problem(f"cannot use the state store file: {exc.strerror or exc}", file=str(path),
-                                 field="--store", hint="give a path in a directory you can write")) from None
+        raise InputError(
+            Problem(
+                f"cannot use the state store file: {exc.strerror or exc}",
+                file=str(path),
+                field="--store",
+                hint="give a path in a directory you can write",
+            )
+        ) from None
     return True
 
 
@@ -89,7 +100,11 @@ def make_private(path: Path) -> None:
             continue  # not there, or a link: left as it is
         try:
             st = os.fstat(fd)
-            if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077:
+            if (
+                stat.S_ISREG(st.st_mode)
+                and st.st_uid == os.getuid()
+                and stat.S_IMODE(st.st_mode) & 0o077
+            ):
                 os.fchmod(fd, 0o600)
         except OSError:
             pass
@@ -105,18 +120,26 @@ def stored_revision(engine: Engine, where: str) -> str | None:
         tables = set(inspect(conn).get_table_names())
         if VERSION_TABLE not in tables:
             if tables:
-                raise StepwiseError(Problem(
-                    f"{where} is not a stepwise state store (it holds other tables: "
-                    f"{', '.join(sorted(tables)[:5])}{', ...' if len(tables) > 5 else ''}); nothing was changed",
-                    field="--store", hint="give stepwise a database (or SQLite file) of its own"))
+                raise StepwiseError(
+                    Problem(
+                        f"{where} is not a stepwise state store (it holds other tables: "
+                        f"{', '.join(sorted(tables)[:5])}{', ...' if len(tables) > 5 else ''}); nothing was changed",
+                        field="--store",
+                        hint="give stepwise a database (or SQLite file) of its own",
+                    )
+                )
             return None
         revs = [r[0] for r in conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}"))]
     unknown = [r for r in revs if r not in known_revisions()]
     if unknown:
-        raise StepwiseError(Problem(
-            f"{where} was written by a newer stepwise (schema revision {', '.join(unknown)}); "
-            "this one cannot read it and changed nothing", field="--store",
-            hint="use the stepwise version that wrote it (or a newer one)"))
+        raise StepwiseError(
+            Problem(
+                f"{where} was written by a newer stepwise (schema revision {', '.join(unknown)}); "
+                "this one cannot read it and changed nothing",
+                field="--store",
+                hint="use the stepwise version that wrote it (or a newer one)",
+            )
+        )
     return revs[0] if revs else None
 
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import fcntl
 import os
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 from sqlalchemy import create_engine, delete, event, func, select, update
 from sqlalchemy.engine import Engine, make_url
@@ -23,8 +24,16 @@ from stepwise.errors import InputError, Problem, StepwiseError
 from stepwise.run.store import schema
 from stepwise.run.store.checked import checked, one
 from stepwise.run.store.location import ENV_VAR, default_store_url, existing_store_url  # noqa: F401 - re-exported
-from stepwise.run.store.models import (MarkerRow, NodeOsRow, NodePackageRow, NodeServiceRow, ProbeSampleRow, RunRow,
-                                       TaskResultRow, UnitRow)
+from stepwise.run.store.models import (
+    MarkerRow,
+    NodeOsRow,
+    NodePackageRow,
+    NodeServiceRow,
+    ProbeSampleRow,
+    RunRow,
+    TaskResultRow,
+    UnitRow,
+)
 
 ALEMBIC_DIR = schema.ALEMBIC_DIR
 migrate = schema.migrate
@@ -34,7 +43,7 @@ PROGRESS = "progress:"
 
 def now() -> datetime:
     """Naive UTC: portable across SQLite and PostgreSQL `timestamp without time zone`."""
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -68,10 +77,25 @@ class RunInfo:
     facts: dict | None = None
 
     @staticmethod
-    def of(r: RunRow) -> "RunInfo":
-        return RunInfo(r.id, r.cloud, r.workflow, r.key, r.command, dict(r.params or {}), dict(r.plan or {}),
-                       r.status, r.message, r.user, r.host, r.pid, r.attempts, r.started_at, r.ended_at,
-                       dict(r.facts) if r.facts else None)
+    def of(r: RunRow) -> RunInfo:
+        return RunInfo(
+            r.id,
+            r.cloud,
+            r.workflow,
+            r.key,
+            r.command,
+            dict(r.params or {}),
+            dict(r.plan or {}),
+            r.status,
+            r.message,
+            r.user,
+            r.host,
+            r.pid,
+            r.attempts,
+            r.started_at,
+            r.ended_at,
+            dict(r.facts) if r.facts else None,
+        )
 
 
 class Store:
@@ -90,8 +114,12 @@ class Store:
             except SQLAlchemyError as exc:
                 # a damaged file, a server gone, a value too long for a column: reported, not a crash
                 s.rollback()
-                raise StepwiseError(Problem(f"state store error: {getattr(exc, 'orig', None) or exc}",
-                                            file=redact(self.url))) from None
+                raise StepwiseError(
+                    Problem(
+                        f"state store error: {getattr(exc, 'orig', None) or exc}",
+                        file=redact(self.url),
+                    )
+                ) from None
             except BaseException:
                 s.rollback()
                 raise
@@ -106,38 +134,87 @@ class Store:
             with self.session() as s:
                 yield s
         except (ValueError, TypeError, OverflowError, KeyError) as exc:
-            raise InputError(Problem(f"the state store is damaged: a value cannot be read ({type(exc).__name__}: "
-                                     f"{str(exc)[:200]})", file=redact(self.url), field="--store",
-                                     hint="the store was changed outside stepwise: restore it from a backup, "
-                                          "or give a new one with --store")) from None
+            raise InputError(
+                Problem(
+                    f"the state store is damaged: a value cannot be read ({type(exc).__name__}: "
+                    f"{str(exc)[:200]})",
+                    file=redact(self.url),
+                    field="--store",
+                    hint="the store was changed outside stepwise: restore it from a backup, "
+                    "or give a new one with --store",
+                )
+            ) from None
 
     def _checked(self, rows: Iterable[Any]) -> list[Any]:
         return checked(rows, redact(self.url))
 
     # -- runs -----------------------------------------------------------------------------
-    def create_run(self, cloud: str, workflow: str, key: str, command: str, params: Mapping[str, Any],
-                   plan: Mapping[str, Any], units: Iterable[Mapping[str, Any]], user: str = "", host: str = "",
-                   pid: int = 0, facts: Mapping[str, Any] | None = None) -> int:
+    def create_run(
+        self,
+        cloud: str,
+        workflow: str,
+        key: str,
+        command: str,
+        params: Mapping[str, Any],
+        plan: Mapping[str, Any],
+        units: Iterable[Mapping[str, Any]],
+        user: str = "",
+        host: str = "",
+        pid: int = 0,
+        facts: Mapping[str, Any] | None = None,
+    ) -> int:
         """Record a new run and all its units as pending."""
         with self.session() as s:
-            row = RunRow(cloud=cloud, workflow=workflow, key=key, command=command, params=dict(params),
-                         plan=dict(plan), status="running", message="", user=user, host=host, pid=pid,
-                         attempts=1, started_at=now(), facts=dict(facts) if facts else None)
+            row = RunRow(
+                cloud=cloud,
+                workflow=workflow,
+                key=key,
+                command=command,
+                params=dict(params),
+                plan=dict(plan),
+                status="running",
+                message="",
+                user=user,
+                host=host,
+                pid=pid,
+                attempts=1,
+                started_at=now(),
+                facts=dict(facts) if facts else None,
+            )
             s.add(row)
             s.flush()
             for seq, u in enumerate(units):
-                s.add(UnitRow(run_id=row.id, unit_id=u["id"], seq=seq, step=u["step"], stage=u.get("stage", ""),
-                              batch=u.get("batch"), nodes=list(u.get("nodes", [])),
-                              services=list(u.get("services", [])), idempotent=bool(u.get("idempotent", True)),
-                              state=u.get("state", "pending"), attempts=0, message=u.get("message", "")))
+                s.add(
+                    UnitRow(
+                        run_id=row.id,
+                        unit_id=u["id"],
+                        seq=seq,
+                        step=u["step"],
+                        stage=u.get("stage", ""),
+                        batch=u.get("batch"),
+                        nodes=list(u.get("nodes", [])),
+                        services=list(u.get("services", [])),
+                        idempotent=bool(u.get("idempotent", True)),
+                        state=u.get("state", "pending"),
+                        attempts=0,
+                        message=u.get("message", ""),
+                    )
+                )
             return row.id
 
-    def reopen_run(self, run_id: int, pid: int, user: str = "", host: str = "", command: str = "") -> None:
+    def reopen_run(
+        self, run_id: int, pid: int, user: str = "", host: str = "", command: str = ""
+    ) -> None:
         with self.session() as s:
             row = s.get(RunRow, run_id)
             assert row is not None
             row.status, row.pid, row.attempts = "running", pid, row.attempts + 1
-            row.user, row.host, row.ended_at, row.message = user or row.user, host or row.host, None, ""
+            row.user, row.host, row.ended_at, row.message = (
+                user or row.user,
+                host or row.host,
+                None,
+                "",
+            )
             if command:
                 row.command = command
 
@@ -164,21 +241,37 @@ class Store:
     def runs(self, cloud: str, limit: int = 50) -> list[RunInfo]:
         """Most recent first."""
         with self.reading() as s:
-            rows = s.scalars(select(RunRow).where(RunRow.cloud == cloud).order_by(RunRow.id.desc()).limit(limit))
+            rows = s.scalars(
+                select(RunRow).where(RunRow.cloud == cloud).order_by(RunRow.id.desc()).limit(limit)
+            )
             return [RunInfo.of(r) for r in self._checked(rows)]
 
     def latest_run(self, cloud: str, key: str) -> RunInfo | None:
         """The latest run of the same command, whatever its status."""
         with self.reading() as s:
-            row = one(s.scalars(select(RunRow).where(RunRow.cloud == cloud, RunRow.key == key)
-                                .order_by(RunRow.id.desc()).limit(1)).first(), redact(self.url))
+            row = one(
+                s.scalars(
+                    select(RunRow)
+                    .where(RunRow.cloud == cloud, RunRow.key == key)
+                    .order_by(RunRow.id.desc())
+                    .limit(1)
+                ).first(),
+                redact(self.url),
+            )
             return RunInfo.of(row) if row else None
 
     def resumable(self, cloud: str, key: str) -> RunInfo | None:
         """The latest unfinished run of the same command, if the latest such run is unfinished."""
         with self.reading() as s:
-            row = one(s.scalars(select(RunRow).where(RunRow.cloud == cloud, RunRow.key == key)
-                                .order_by(RunRow.id.desc()).limit(1)).first(), redact(self.url))
+            row = one(
+                s.scalars(
+                    select(RunRow)
+                    .where(RunRow.cloud == cloud, RunRow.key == key)
+                    .order_by(RunRow.id.desc())
+                    .limit(1)
+                ).first(),
+                redact(self.url),
+            )
             if row is None or row.status == "done":
                 return None
             return RunInfo.of(row)
@@ -189,19 +282,33 @@ class Store:
             q = update(RunRow).where(RunRow.cloud == cloud, RunRow.status == "running")
             if keep_pid is not None:
                 q = q.where(RunRow.pid != keep_pid)
-            res = s.execute(q.values(status="interrupted", message="the stepwise process stopped (killed or crashed)"))
+            res = s.execute(
+                q.values(
+                    status="interrupted", message="the stepwise process stopped (killed or crashed)"
+                )
+            )
             return res.rowcount or 0
 
     # -- units ----------------------------------------------------------------------------
     def units(self, run_id: int) -> list[UnitRow]:
         with self.reading() as s:
-            return self._checked(s.scalars(select(UnitRow).where(UnitRow.run_id == run_id).order_by(UnitRow.seq)))
+            return self._checked(
+                s.scalars(select(UnitRow).where(UnitRow.run_id == run_id).order_by(UnitRow.seq))
+            )
 
     def unit_states(self, run_id: int) -> dict[str, str]:
         return {u.unit_id: u.state for u in self.units(run_id)}
 
-    def set_unit(self, run_id: int, unit_id: str, state: str, message: str | None = None,
-                 started: bool = False, ended: bool = False, count_attempt: bool = False) -> None:
+    def set_unit(
+        self,
+        run_id: int,
+        unit_id: str,
+        state: str,
+        message: str | None = None,
+        started: bool = False,
+        ended: bool = False,
+        count_attempt: bool = False,
+    ) -> None:
         with self.session() as s:
             row = s.get(UnitRow, (run_id, unit_id))
             if row is None:
@@ -216,13 +323,18 @@ class Store:
             if count_attempt:
                 row.attempts += 1
 
-    def set_units(self, run_id: int, unit_ids: Iterable[str], state: str, message: str = "") -> None:
+    def set_units(
+        self, run_id: int, unit_ids: Iterable[str], state: str, message: str = ""
+    ) -> None:
         ids = list(unit_ids)
         if not ids:
             return
         with self.session() as s:
-            s.execute(update(UnitRow).where(UnitRow.run_id == run_id, UnitRow.unit_id.in_(ids))
-                      .values(state=state, message=message))
+            s.execute(
+                update(UnitRow)
+                .where(UnitRow.run_id == run_id, UnitRow.unit_id.in_(ids))
+                .values(state=state, message=message)
+            )
 
     def add_task_results(self, rows: Iterable[Mapping[str, Any]]) -> None:
         rows = list(rows)
@@ -240,16 +352,30 @@ class Store:
 
     def task_counts(self, run_id: int) -> dict[str, int]:
         with self.reading() as s:
-            counts = dict(s.execute(select(TaskResultRow.status, func.count()).where(TaskResultRow.run_id == run_id)
-                                    .group_by(TaskResultRow.status)).all())
+            counts = dict(
+                s.execute(
+                    select(TaskResultRow.status, func.count())
+                    .where(TaskResultRow.run_id == run_id)
+                    .group_by(TaskResultRow.status)
+                ).all()
+            )
         # the statuses are keys of a JSON document: a tampered one (a number, bytes) is refused
         return {str(k)[:20]: int(v) for k, v in counts.items()}
 
     # -- probe samples (what an availability probe measured during a run) -----------------
     def add_probe_samples(self, run_id: int, samples: Iterable[Mapping[str, Any]]) -> int:
         """Keep per-second probe samples ({target, t, requests, failed, max_ms}) with a run."""
-        rows = [ProbeSampleRow(run_id=run_id, target=str(x["target"]), t=float(x["t"]), requests=int(x["requests"]),
-                               failed=int(x["failed"]), max_ms=float(x.get("max_ms") or 0.0)) for x in samples]
+        rows = [
+            ProbeSampleRow(
+                run_id=run_id,
+                target=str(x["target"]),
+                t=float(x["t"]),
+                requests=int(x["requests"]),
+                failed=int(x["failed"]),
+                max_ms=float(x.get("max_ms") or 0.0),
+            )
+            for x in samples
+        ]
         if rows:
             with self.session() as s:
                 s.add_all(rows)
@@ -257,10 +383,21 @@ class Store:
 
     def probe_samples(self, run_id: int) -> list[dict[str, Any]]:
         with self.reading() as s:
-            q = select(ProbeSampleRow).where(ProbeSampleRow.run_id == run_id).order_by(ProbeSampleRow.t,
-                                                                                      ProbeSampleRow.target)
-            return [{"target": r.target, "t": float(r.t), "requests": r.requests, "failed": r.failed,
-                     "max_ms": float(r.max_ms)} for r in self._checked(s.scalars(q))]
+            q = (
+                select(ProbeSampleRow)
+                .where(ProbeSampleRow.run_id == run_id)
+                .order_by(ProbeSampleRow.t, ProbeSampleRow.target)
+            )
+            return [
+                {
+                    "target": r.target,
+                    "t": float(r.t),
+                    "requests": r.requests,
+                    "failed": r.failed,
+                    "max_ms": float(r.max_ms),
+                }
+                for r in self._checked(s.scalars(q))
+            ]
 
     # -- markers (once-only operations) ---------------------------------------------------
     def marker(self, cloud: str, key: str) -> MarkerRow | None:
@@ -271,45 +408,84 @@ class Store:
         with self.session() as s:
             row = s.get(MarkerRow, (cloud, key))
             if row is None:
-                s.add(MarkerRow(cloud=cloud, key=key, run_id=run_id, unit_id=unit_id, state=state, at=now()))
+                s.add(
+                    MarkerRow(
+                        cloud=cloud, key=key, run_id=run_id, unit_id=unit_id, state=state, at=now()
+                    )
+                )
             else:
                 row.run_id, row.unit_id, row.state, row.at = run_id, unit_id, state, now()
 
     def progress(self, cloud: str) -> frozenset[str]:
         """The milestones reached on this cloud (stepwise.plan.progress)."""
         with self.reading() as s:
-            rows = self._checked(s.scalars(select(MarkerRow).where(MarkerRow.cloud == cloud,
-                                                                   MarkerRow.key.like(PROGRESS + "%"))))
-            return frozenset(r.key[len(PROGRESS):] for r in rows)
+            rows = self._checked(
+                s.scalars(
+                    select(MarkerRow).where(
+                        MarkerRow.cloud == cloud, MarkerRow.key.like(PROGRESS + "%")
+                    )
+                )
+            )
+            return frozenset(r.key[len(PROGRESS) :] for r in rows)
 
-    def record_progress(self, cloud: str, run_id: int, unit_id: str, marks: Iterable[str],
-                        clears: Iterable[str] = ()) -> None:
+    def record_progress(
+        self,
+        cloud: str,
+        run_id: int,
+        unit_id: str,
+        marks: Iterable[str],
+        clears: Iterable[str] = (),
+    ) -> None:
         """Add milestones a unit reached and forget those it ended (by prefix), at once."""
         with self.session() as s:
             for prefix in clears:
-                s.execute(delete(MarkerRow).where(MarkerRow.cloud == cloud,
-                                                  MarkerRow.key.like(PROGRESS + prefix + "%")))
+                s.execute(
+                    delete(MarkerRow).where(
+                        MarkerRow.cloud == cloud, MarkerRow.key.like(PROGRESS + prefix + "%")
+                    )
+                )
             for m in marks:
                 key = PROGRESS + m
                 row = s.get(MarkerRow, (cloud, key))
                 if row is None:
-                    s.add(MarkerRow(cloud=cloud, key=key, run_id=run_id, unit_id=unit_id, state="done", at=now()))
+                    s.add(
+                        MarkerRow(
+                            cloud=cloud,
+                            key=key,
+                            run_id=run_id,
+                            unit_id=unit_id,
+                            state="done",
+                            at=now(),
+                        )
+                    )
 
     def clear_marker(self, cloud: str, key: str) -> None:
         with self.session() as s:
             s.execute(delete(MarkerRow).where(MarkerRow.cloud == cloud, MarkerRow.key == key))
 
     # -- what runs where ------------------------------------------------------------------
-    def set_services(self, cloud: str, pairs: Iterable[tuple[str, str]], version: str | None = None,
-                     state: str | None = None, run_id: int | None = None,
-                     versions: Mapping[tuple[str, str], str | None] | None = None) -> None:
+    def set_services(
+        self,
+        cloud: str,
+        pairs: Iterable[tuple[str, str]],
+        version: str | None = None,
+        state: str | None = None,
+        run_id: int | None = None,
+        versions: Mapping[tuple[str, str], str | None] | None = None,
+    ) -> None:
         """Update version and/or state of (node, service) pairs; `versions` gives per-pair versions."""
         with self.session() as s:
             for node, service in pairs:
                 row = s.get(NodeServiceRow, (cloud, node, service))
                 if row is None:
-                    row = NodeServiceRow(cloud=cloud, node=node, service=service, version=None, state="unknown",
-                                         updated_at=now())
+                    row = NodeServiceRow(
+                        cloud=cloud,
+                        node=node,
+                        service=service,
+                        version=None,
+                        state="unknown",
+                        updated_at=now(),
+                    )
                     s.add(row)
                 v = versions.get((node, service), version) if versions is not None else version
                 if v is not None:
@@ -322,8 +498,13 @@ class Store:
 
     def node_services(self, cloud: str) -> list[NodeServiceRow]:
         with self.reading() as s:
-            return self._checked(s.scalars(select(NodeServiceRow).where(NodeServiceRow.cloud == cloud)
-                                           .order_by(NodeServiceRow.node, NodeServiceRow.service)))
+            return self._checked(
+                s.scalars(
+                    select(NodeServiceRow)
+                    .where(NodeServiceRow.cloud == cloud)
+                    .order_by(NodeServiceRow.node, NodeServiceRow.service)
+                )
+            )
 
     # -- facts (discover) -----------------------------------------------------------------
     def save_facts(self, cloud: str, facts: Mapping[str, Any]) -> None:
@@ -331,22 +512,47 @@ class Store:
         was known about the nodes it names."""
         with self.session() as s:
             for node, nf in (facts.get("nodes") or {}).items():
-                s.execute(delete(NodePackageRow).where(NodePackageRow.cloud == cloud, NodePackageRow.node == node))
+                s.execute(
+                    delete(NodePackageRow).where(
+                        NodePackageRow.cloud == cloud, NodePackageRow.node == node
+                    )
+                )
                 for pkg, pf in (nf.get("packages") or {}).items():
-                    s.add(NodePackageRow(cloud=cloud, node=node, package=pkg, installed=pf.get("installed"),
-                                         available=pf.get("available"), updated_at=now()))
+                    s.add(
+                        NodePackageRow(
+                            cloud=cloud,
+                            node=node,
+                            package=pkg,
+                            installed=pf.get("installed"),
+                            available=pf.get("available"),
+                            updated_at=now(),
+                        )
+                    )
                 os_ = nf.get("os") or {}
                 row = s.get(NodeOsRow, (cloud, node))
                 if row is None:
-                    s.add(NodeOsRow(cloud=cloud, node=node, major=os_.get("major"), target=os_.get("target"),
-                                    updated_at=now()))
+                    s.add(
+                        NodeOsRow(
+                            cloud=cloud,
+                            node=node,
+                            major=os_.get("major"),
+                            target=os_.get("target"),
+                            updated_at=now(),
+                        )
+                    )
                 else:
-                    row.major, row.target, row.updated_at = os_.get("major"), os_.get("target"), now()
+                    row.major, row.target, row.updated_at = (
+                        os_.get("major"),
+                        os_.get("target"),
+                        now(),
+                    )
 
     def facts(self, cloud: str) -> dict[str, Any] | None:
         """The stored facts in the FactsSpec shape, or None when `discover` never ran."""
         with self.reading() as s:
-            pkgs = self._checked(s.scalars(select(NodePackageRow).where(NodePackageRow.cloud == cloud)))
+            pkgs = self._checked(
+                s.scalars(select(NodePackageRow).where(NodePackageRow.cloud == cloud))
+            )
             oses = self._checked(s.scalars(select(NodeOsRow).where(NodeOsRow.cloud == cloud)))
         if not pkgs and not oses:
             return None
@@ -358,8 +564,11 @@ class Store:
                 entry["os"] = os_
         for p in pkgs:
             entry = nodes.setdefault(p.node, {"packages": {}})
-            entry["packages"][p.package] = {k: v for k, v in (("installed", p.installed), ("available", p.available))
-                                            if v is not None}
+            entry["packages"][p.package] = {
+                k: v
+                for k, v in (("installed", p.installed), ("available", p.available))
+                if v is not None
+            }
         return {"nodes": dict(sorted(nodes.items()))}
 
     def update_node_facts(self, cloud: str, node: str, facts: Mapping[str, Any]) -> None:
@@ -371,15 +580,31 @@ class Store:
                     continue  # the node does not know this package: that is no fact
                 row = s.get(NodePackageRow, (cloud, node, pkg))
                 if row is None:
-                    s.add(NodePackageRow(cloud=cloud, node=node, package=pkg, installed=pf.get("installed"),
-                                         available=pf.get("available"), updated_at=now()))
+                    s.add(
+                        NodePackageRow(
+                            cloud=cloud,
+                            node=node,
+                            package=pkg,
+                            installed=pf.get("installed"),
+                            available=pf.get("available"),
+                            updated_at=now(),
+                        )
+                    )
                 else:
-                    row.installed, row.available, row.updated_at = pf.get("installed"), pf.get("available"), now()
+                    row.installed, row.available, row.updated_at = (
+                        pf.get("installed"),
+                        pf.get("available"),
+                        now(),
+                    )
             major = (facts.get("os") or {}).get("major")
             if major is not None:
                 row = s.get(NodeOsRow, (cloud, node))
                 if row is None:
-                    s.add(NodeOsRow(cloud=cloud, node=node, major=major, target=None, updated_at=now()))
+                    s.add(
+                        NodeOsRow(
+                            cloud=cloud, node=node, major=major, target=None, updated_at=now()
+                        )
+                    )
                 else:
                     row.major, row.updated_at = major, now()
 
@@ -404,6 +629,7 @@ def redact(url: str) -> str:
     """A store URL without its password, for messages."""
     try:
         from sqlalchemy.engine import make_url
+
         return make_url(url).render_as_string(hide_password=True)
     except Exception:
         return url
@@ -415,14 +641,25 @@ def open_store(url: str, *, create: bool = True) -> Store | None:
     A database that is not a stepwise store, or one from a newer stepwise, is refused untouched."""
     try:
         if url.startswith("postgresql://"):
-            url = "postgresql+psycopg://" + url[len("postgresql://"):]
+            url = "postgresql+psycopg://" + url[len("postgresql://") :]
         parsed = make_url(url)
         parsed.port  # noqa: B018 - a port that is not a number raises here, not deep in a driver
     except (ArgumentError, ValueError, TypeError) as exc:
-        raise InputError(Problem(f"cannot use state store URL: {exc}", field="--store",
-                                 hint="use sqlite:///path/file.sqlite or postgresql+psycopg://user:pw@host/db")) from None
-    path = Path(parsed.database) if parsed.get_backend_name() == "sqlite" and parsed.database else None
-    if path is not None and str(path) != ":memory:" and not schema.prepare_sqlite_file(path, create):
+        raise InputError(
+            Problem(
+                f"cannot use state store URL: {exc}",
+                field="--store",
+                hint="use sqlite:///path/file.sqlite or postgresql+psycopg://user:pw@host/db",
+            )
+        ) from None
+    path = (
+        Path(parsed.database) if parsed.get_backend_name() == "sqlite" and parsed.database else None
+    )
+    if (
+        path is not None
+        and str(path) != ":memory:"
+        and not schema.prepare_sqlite_file(path, create)
+    ):
         return None
     engine = None
     try:
@@ -440,14 +677,22 @@ def open_store(url: str, *, create: bool = True) -> Store | None:
             schema.migrate(engine)
     except (ArgumentError, ModuleNotFoundError) as exc:
         _dispose(engine)
-        raise InputError(Problem(f"cannot use state store URL: {exc}", field="--store",
-                                 hint="use sqlite:///path/file.sqlite or postgresql+psycopg://user:pw@host/db "
-                                      "(PostgreSQL needs `pip install 'stepwise[postgres]'`)")) from None
+        raise InputError(
+            Problem(
+                f"cannot use state store URL: {exc}",
+                field="--store",
+                hint="use sqlite:///path/file.sqlite or postgresql+psycopg://user:pw@host/db "
+                "(PostgreSQL needs `pip install 'stepwise[postgres]'`)",
+            )
+        ) from None
     except (SQLAlchemyError, OSError, ValueError) as exc:
         _dispose(engine)
-        raise StepwiseError(Problem(f"cannot open the state store {redact(url)}: "
-                                    f"{getattr(exc, 'orig', None) or exc}",
-                                    hint="check the URL, that the server runs and the credentials")) from None
+        raise StepwiseError(
+            Problem(
+                f"cannot open the state store {redact(url)}: {getattr(exc, 'orig', None) or exc}",
+                hint="check the URL, that the server runs and the credentials",
+            )
+        ) from None
     except StepwiseError:
         _dispose(engine)
         raise

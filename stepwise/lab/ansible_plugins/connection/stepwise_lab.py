@@ -74,8 +74,16 @@ class Connection(ConnectionBase):
     def exec_command(self, cmd, in_data=None, sudoable=True):
         super().exec_command(cmd, in_data=in_data, sudoable=sudoable)
         _, _, root = self._lab()
-        proc = subprocess.Popen(cmd, shell=True, executable="/bin/sh", env=self._env(), cwd=root,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            cmd,
+            shell=True,
+            executable="/bin/sh",
+            env=self._env(),
+            cwd=root,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         stdout, stderr = proc.communicate(in_data)
         return proc.returncode, stdout, stderr
 

@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 """Ansible module shipped with stepwise: installed and available versions of packages and the
 OS major version of a node, in the shape of stepwise's facts file (one node's entry)."""
 
@@ -46,7 +45,10 @@ def _rpm(module, packages):
     for p in packages:
         rc, lines = _lines(module, ["rpm", "-q", "--qf", "%{VERSION}-%{RELEASE}\n", p])
         installed = lines[-1] if rc == 0 and lines else None
-        rc, lines = _lines(module, ["dnf", "-q", "repoquery", "--latest-limit", "1", "--qf", "%{version}-%{release}", p])
+        rc, lines = _lines(
+            module,
+            ["dnf", "-q", "repoquery", "--latest-limit", "1", "--qf", "%{version}-%{release}", p],
+        )
         available = lines[-1] if rc == 0 and lines else None
         out[p] = {"installed": installed, "available": available}
     return out
@@ -96,11 +98,15 @@ def _dpkg(module, packages):
 
 
 def main():
-    module = AnsibleModule(argument_spec={"packages": {"type": "list", "elements": "str", "default": []},
-                                          "command": {"type": "str"},
-                                          "os_release": {"type": "str", "default": "/etc/os-release"},
-                                          "required": {"type": "bool", "default": True}},
-                           supports_check_mode=True)
+    module = AnsibleModule(
+        argument_spec={
+            "packages": {"type": "list", "elements": "str", "default": []},
+            "command": {"type": "str"},
+            "os_release": {"type": "str", "default": "/etc/os-release"},
+            "required": {"type": "bool", "default": True},
+        },
+        supports_check_mode=True,
+    )
     packages = module.params["packages"]
     if module.params.get("command"):
         cmd = module.params["command"] + " " + " ".join(shlex.quote(p) for p in packages)
@@ -119,10 +125,14 @@ def main():
     elif module.get_bin_path("dpkg-query"):
         pk = _dpkg(module, packages)
     elif module.params["required"]:
-        module.fail_json(msg="no dnf, rpm or dpkg-query on this node: set stepwise_discover_command")
+        module.fail_json(
+            msg="no dnf, rpm or dpkg-query on this node: set stepwise_discover_command"
+        )
     else:
         module.exit_json(changed=False, stepwise_facts={})
-    facts = {"packages": {k: {kk: vv for kk, vv in v.items() if vv is not None} for k, v in pk.items()}}
+    facts = {
+        "packages": {k: {kk: vv for kk, vv in v.items() if vv is not None} for k, v in pk.items()}
+    }
     major = _os_major(module.params["os_release"])
     if major is not None:
         facts["os"] = {"major": major}

@@ -12,9 +12,12 @@ target_metadata = Base.metadata
 
 def run_migrations_online() -> None:
     connection = context.config.attributes["connection"]
-    context.configure(connection=connection, target_metadata=target_metadata,
-                      render_as_batch=connection.dialect.name == "sqlite",
-                      version_table="stepwise_alembic_version")
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        render_as_batch=connection.dialect.name == "sqlite",
+        version_table="stepwise_alembic_version",
+    )
     with context.begin_transaction():
         context.run_migrations()
 

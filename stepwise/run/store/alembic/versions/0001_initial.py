@@ -4,8 +4,9 @@ Revision ID: 0001
 Revises:
 Create Date: 2025-01-01
 """
-from alembic import op
+
 import sqlalchemy as sa
+from alembic import op
 
 revision = "0001"
 down_revision = None
@@ -36,7 +37,9 @@ def upgrade() -> None:
     op.create_index("ix_runs_key", "runs", ["key"])
     op.create_table(
         "units",
-        sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+        sa.Column(
+            "run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
+        ),
         sa.Column("unit_id", sa.String(300), primary_key=True),
         sa.Column("seq", sa.Integer, nullable=False),
         sa.Column("step", sa.String(60), nullable=False),
@@ -54,7 +57,9 @@ def upgrade() -> None:
     op.create_table(
         "task_results",
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-        sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+        sa.Column(
+            "run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False
+        ),
         sa.Column("unit_id", sa.String(300), nullable=False),
         sa.Column("host", sa.String(200), nullable=False),
         sa.Column("task", sa.Text, nullable=False),
@@ -103,5 +108,13 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    for t in ("markers", "node_os", "node_packages", "node_services", "task_results", "units", "runs"):
+    for t in (
+        "markers",
+        "node_os",
+        "node_packages",
+        "node_services",
+        "task_results",
+        "units",
+        "runs",
+    ):
         op.drop_table(t)

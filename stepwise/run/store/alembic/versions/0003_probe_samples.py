@@ -5,8 +5,9 @@ Revision ID: 0003
 Revises: 0002
 Create Date: 2026-11-23
 """
-from alembic import op
+
 import sqlalchemy as sa
+from alembic import op
 
 revision = "0003"
 down_revision = "0002"
@@ -18,7 +19,9 @@ def upgrade() -> None:
     op.create_table(
         "probe_samples",
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-        sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+        sa.Column(
+            "run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False
+        ),
         sa.Column("target", sa.String(300), nullable=False),
         sa.Column("t", sa.Float, nullable=False),
         sa.Column("requests", sa.Integer, nullable=False),
