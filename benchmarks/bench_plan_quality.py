@@ -52,7 +52,8 @@ def disruptions(plan) -> tuple[int, int, int]:
 def main() -> None:
     dep = reference_cloud()
     print(
-        f"reference cloud: {len(dep.nodes)} nodes in {len(dep.roles)} roles, {len(dep.catalog)} services"
+        f"reference cloud: {len(dep.nodes)} nodes in {len(dep.roles)} roles, "
+        f"{len(dep.catalog)} services"
     )
     kernel = facts_with_kernel(dep)
     for wf, facts in (

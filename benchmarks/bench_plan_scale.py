@@ -41,7 +41,8 @@ def stepwise_command() -> list[str]:
 
 
 def run_once(argv: list[str]) -> tuple[float, float]:
-    """Run one command with stdout to /dev/null; return (wall seconds, peak RSS MiB) of that child."""
+    """Run one command with stdout to /dev/null; return (wall seconds, peak RSS MiB) of that
+    child."""
     with open(os.devnull, "wb") as devnull, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=devnull, stderr=err)
@@ -58,8 +59,8 @@ def run_once(argv: list[str]) -> tuple[float, float]:
 def whole_process(dep_file: Path, repeat: int) -> None:
     cmd = stepwise_command()
     print(
-        f"whole process ({Path(cmd[0]).name} plan ... -d {dep_file.name} > /dev/null), best / median of {repeat} "
-        f"after a warm-up run:"
+        f"whole process ({Path(cmd[0]).name} plan ... -d {dep_file.name} > /dev/null), "
+        f"best / median of {repeat} after a warm-up run:"
     )
     run_once(
         cmd + ["plan", "update", "-d", str(dep_file), "--json"]
@@ -87,7 +88,8 @@ def phases(dep_file: Path) -> None:
     from stepwise.verify import PERTURBATIONS, verify_plan
 
     print(
-        f"in-process phases (verify: the estimate + {PERTURBATIONS} perturbed replays + lower bound, as the CLI):"
+        f"in-process phases (verify: the estimate + {PERTURBATIONS} perturbed replays + "
+        "lower bound, as the CLI):"
     )
     gc.disable()  # as the CLI's plan command (stepwise.cli.common.gc_paused)
     for wf in ("update", "upgrade"):
@@ -111,8 +113,8 @@ def phases(dep_file: Path) -> None:
         print(
             f"  {wf:8} load {t1 - t0:.3f} s | plan {t2 - t1:.3f} s ({len(plan.units)} units) | "
             f"verify {t3 - t2:.3f} s | JSON {t4 - t3:.3f} s | tree {t5 - t4:.3f} s | "
-            f"estimated {verified.duration_s / 3600:.1f} h, {verified.duration_s / verified.lower_bound_s:.3f}x "
-            f"the lower bound"
+            f"estimated {verified.duration_s / 3600:.1f} h, "
+            f"{verified.duration_s / verified.lower_bound_s:.3f}x the lower bound"
         )
         del dep, plan, verified
     gc.enable()
@@ -130,7 +132,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="stepwise-bench-") as tmp:
         dep_file = write_big_cloud(Path(tmp), args.nodes, 60)
         print(
-            f"cloud: {args.nodes} nodes x 60 services, {dep_file.stat().st_size / 1024:.1f} KiB deployment + "
+            f"cloud: {args.nodes} nodes x 60 services, "
+            f"{dep_file.stat().st_size / 1024:.1f} KiB deployment + "
             f"{len(list((Path(tmp) / 'catalog').glob('*.yaml')))} catalog files in {tmp}"
         )
         whole_process(dep_file, args.repeat)

@@ -1,7 +1,8 @@
 """Chaos on the lab: random faults across a minor update and a major upgrade, run the way an
 operator would (the same stepwise commands, repeated after each fault is repaired).
 
-    .venv/bin/python benchmarks/chaos.py [--deployment examples/classic.yaml] [--faults 6] [--seed 1] [--json]
+    .venv/bin/python benchmarks/chaos.py [--deployment examples/classic.yaml] [--faults 6]
+        [--seed 1] [--json]
 
 Faults: a node loses power (crash, recovered after the command stopped), a service ignores
 stop requests (hang-stop, cleared after), the package tool is slow (slow), stepwise is killed
@@ -119,7 +120,8 @@ def main() -> int:
                         if p.poll() is None:
                             _inject(fault, p, the_lab, nodes, rnd, inject)
                             say(
-                                f"{title}: attempt {attempts}: {fault.kind} {fault.node} {fault.target}".rstrip()
+                                f"{title}: attempt {attempts}: "
+                                f"{fault.kind} {fault.node} {fault.target}".rstrip()
                             )
                     out, err = p.communicate(timeout=1800)
                     rc = p.returncode
@@ -131,7 +133,8 @@ def main() -> int:
                     if rc == 0 and not todo:
                         break
                     if rc == 0 and todo:
-                        # a fault left for this command: the command is done, so the next one gets it
+                        # a fault left for this command: the command is done, so the next one
+                        # gets it
                         nxt = _next_command(title)
                         for f in todo:
                             f.command = nxt or title
@@ -142,7 +145,8 @@ def main() -> int:
                     "last_error": "" if rc == 0 else last,
                 }
                 say(
-                    f"{title}: {'finished' if rc == 0 else 'NOT finished'} after {attempts} attempt(s)"
+                    f"{title}: {'finished' if rc == 0 else 'NOT finished'} "
+                    f"after {attempts} attempt(s)"
                 )
             probe_records = list(probe.records)
         probe.stop()

@@ -131,11 +131,13 @@ def main() -> None:
     s, n = results["stop-first"], results["naive"]
     print(f"management node upgrade of {args.deployment.name} on the lab (R1 -> R2)")
     print(
-        f"stop-first (stepwise): {s['wall_s']:.1f} s, {s['failed']} failed, {len(s['unhealthy'])} unhealthy at the end"
+        f"stop-first (stepwise): {s['wall_s']:.1f} s, {s['failed']} failed, "
+        f"{len(s['unhealthy'])} unhealthy at the end"
     )
     print(
-        f"naive in-place order:  {n['wall_s']:.1f} s, {n['failed']} failed command(s), {len(n['unhealthy'])} "
-        f"unhealthy at the end ({', '.join(n['unhealthy'][:6])}{'...' if len(n['unhealthy']) > 6 else ''})"
+        f"naive in-place order:  {n['wall_s']:.1f} s, {n['failed']} failed command(s), "
+        f"{len(n['unhealthy'])} unhealthy at the end ({', '.join(n['unhealthy'][:6])}"
+        f"{'...' if len(n['unhealthy']) > 6 else ''})"
     )
     print(
         f"  repaired by stepwise in {n['repair_s']:.1f} s ({n['repair_status']}, "

@@ -9,7 +9,8 @@ then the seed's OS upgrade (12 steps as commands, to the new OS and 2024.1 at on
 lab of the same deployment: its wall time, the client's calls and failed calls (and those
 outside the announced windows), the migrations' time and tempest after it.
 
-    .venv/bin/python benchmarks/real_upgrade.py [--deployment examples/openstack.yaml] [--os-upgrade]
+    .venv/bin/python benchmarks/real_upgrade.py [--deployment examples/openstack.yaml]
+        [--os-upgrade]
 """
 
 from __future__ import annotations
@@ -56,23 +57,26 @@ def main() -> int:
         return 1
     report = json.loads(r.stdout[r.stdout.index("{") :])
     print(
-        f"demo on {Path(args.deployment).name}: {wall:.0f} s in all (lab up, runs, checks, tempest, lab down)"
+        f"demo on {Path(args.deployment).name}: {wall:.0f} s in all "
+        "(lab up, runs, checks, tempest, lab down)"
     )
     print(
-        f"{'phase':<30} {'wall s':>7} {'units':>6} {'client calls':>13} {'failed':>7} {'migrations s':>13}"
+        f"{'phase':<30} {'wall s':>7} {'units':>6} "
+        f"{'client calls':>13} {'failed':>7} {'migrations s':>13}"
     )
     for p in report["phases"]:
         calls = sum(c["requests"] for c in p["probe"]["client"].values())
         failed = sum(c["failed"] for c in p["probe"]["client"].values())
         print(
-            f"{p['phase']:<30} {p['elapsed_s']:>7.1f} {p['units']:>6} {calls:>13} {failed:>7} {p['migration_s']:>13.1f}"
+            f"{p['phase']:<30} {p['elapsed_s']:>7.1f} {p['units']:>6} "
+            f"{calls:>13} {failed:>7} {p['migration_s']:>13.1f}"
         )
     os_report = report.get("openstack", {})
     t = os_report.get("tempest", {})
     if t:
         print(
-            f"tempest after the upgrade: {t['run']} tests, {t['passed']} passed, {t['failed']} failed, "
-            f"{t['skipped']} skipped, {t['seconds']:.0f} s"
+            f"tempest after the upgrade: {t['run']} tests, {t['passed']} passed, "
+            f"{t['failed']} failed, {t['skipped']} skipped, {t['seconds']:.0f} s"
         )
     for svc, sc in os_report.get("schemas", {}).items():
         print(f"{svc}: schema {sc['version']} at the head of {sc['code']}: {sc['at_head']}")
@@ -134,9 +138,11 @@ def os_upgrade(deployment: Path, stepwise: str) -> int:
         sum(c["failed"] for c in client.values()),
     )
     print(
-        f"OS upgrade (seed's 12 steps, {len(commands)} commands): {wall:.0f} s, {len(units)} units; client "
-        f"{calls} calls, {failed} failed ({sum(v for k, v in outside.items() if k.startswith('client:'))} outside "
-        f"the announced windows); migrations {migration_s:.1f} s; seeded resources kept: {kept['kept']}"
+        f"OS upgrade (seed's 12 steps, {len(commands)} commands): {wall:.0f} s, "
+        f"{len(units)} units; client {calls} calls, {failed} failed "
+        f"({sum(v for k, v in outside.items() if k.startswith('client:'))} outside "
+        f"the announced windows); migrations {migration_s:.1f} s; "
+        f"seeded resources kept: {kept['kept']}"
     )
     for r in late:
         near = {
@@ -145,12 +151,12 @@ def os_upgrade(deployment: Path, stepwise: str) -> int:
             if svc in ("keystone", "placement_api", "glance_api")
         }
         print(
-            f"  outside the windows at {r['t'] - t0_wall:.1f} s: {r['target']}: {str(r.get('detail', ''))[:200]} "
-            f"(windows: {near})"
+            f"  outside the windows at {r['t'] - t0_wall:.1f} s: {r['target']}: "
+            f"{str(r.get('detail', ''))[:200]} (windows: {near})"
         )
     print(
-        f"tempest after the OS upgrade: {tempest['run']} tests, {tempest['passed']} passed, {tempest['failed']} "
-        f"failed, {tempest['skipped']} skipped, {tempest['seconds']:.0f} s"
+        f"tempest after the OS upgrade: {tempest['run']} tests, {tempest['passed']} passed, "
+        f"{tempest['failed']} failed, {tempest['skipped']} skipped, {tempest['seconds']:.0f} s"
     )
     return 0 if kept["kept"] and not tempest["failed"] else 1
 

@@ -161,7 +161,8 @@ def main() -> int:
         print(
             json.dumps(out)
             if args.json
-            else f"{out['mode']}: {out['plays']} plays, {n_tasks} tasks ({n_record} of them stepwise's record), "
+            else f"{out['mode']}: {out['plays']} plays, {n_tasks} tasks "
+            f"({n_record} of them stepwise's record), "
             f"{out['hosts']} hosts: ansible-playbook {statistics.median(plain):.2f}s, "
             f"stepwise {statistics.median(ours):.2f}s, ratio {ratio:.3f} (target <= 1.15); "
             f"ansible-playbook without the record tasks {statistics.median(bare_s):.2f}s "

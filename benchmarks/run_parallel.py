@@ -2,7 +2,8 @@
 executor, against the makespan of the same plan's DAG replayed with the measured unit
 durations (wall / makespan, target <= 1.15), and the same run with one unit at a time.
 
-    .venv/bin/python benchmarks/run_parallel.py [--deployment examples/composed.yaml] [--skip-sequential | --skip-parallel]
+    .venv/bin/python benchmarks/run_parallel.py [--deployment examples/composed.yaml]
+        [--skip-sequential | --skip-parallel]
 
 Prints, for each engine: wall time of the run, sum of the unit durations, the replayed
 makespan and their ratios. Brings a fresh lab up for each run and takes it down after.
@@ -105,8 +106,9 @@ def main() -> None:
         r = one_run(args.deployment, k)
         print(
             f"{name:<10} (max {k} unit(s) at once): {r['units']} units, wall {r['wall_s']:.1f} s "
-            f"(engine {r['engine_s']:.1f} s), sum of unit durations {r['sum_s']:.1f} s, makespan of the DAG with the "
-            f"measured durations {r['makespan_s']:.1f} s -> wall / makespan = {r['wall_s'] / r['makespan_s']:.2f}, "
+            f"(engine {r['engine_s']:.1f} s), sum of unit durations {r['sum_s']:.1f} s, "
+            f"makespan of the DAG with the measured durations {r['makespan_s']:.1f} s -> "
+            f"wall / makespan = {r['wall_s'] / r['makespan_s']:.2f}, "
             f"sum / wall = {r['sum_s'] / r['wall_s']:.2f}"
         )
 

@@ -32,6 +32,10 @@ if [ -z "${STEPWISE_TEST_PG_URL:-}" ] && [ -n "$pg_bin" ]; then
   echo "test: PostgreSQL for the store tests on 127.0.0.1:$port"
 fi
 
+# the linter first: a second or two, and a style slip fails CI the way a test does
+.venv/bin/ruff check .
+.venv/bin/ruff format --check . >/dev/null || { .venv/bin/ruff format --check . >&2; exit 1; }
+
 set +e
 # two workers: the lab scenarios wait on services more than they compute, so two of them
 # share the machine's two cores (tests/conftest.py puts them in two lanes, longest first);

@@ -110,7 +110,8 @@ def test_bad_input_is_a_clear_error_not_a_traceback(args, message, code):
 def test_unknown_service_names_file_line_and_field(tmp_path):
     dep = tmp_path / "d.yaml"
     dep.write_text(
-        "name: x\nroles:\n  - name: A\n    services: [keystone, novaa_api]\n    nodes: [{name: a-0}]\n"
+        "name: x\nroles:\n  - name: A\n"
+        "    services: [keystone, novaa_api]\n    nodes: [{name: a-0}]\n"
     )
     r = run("validate", "-d", str(dep))
     assert r.exit_code == 2

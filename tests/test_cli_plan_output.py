@@ -22,17 +22,18 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 _register()
 
-WIDE = """\
-name: wide
-roles:
-  - name: Controller
-    tags: [controlplane]
-    services: [pacemaker, haproxy, galera, rabbitmq, keystone, nova_api, nova_conductor, nova_scheduler, neutron_server]
-    nodes: {count: 3, name: "controller-{index}"}
-  - name: Compute
-    services: [nova_compute, neutron_ovs_agent, openvswitch]
-    nodes: {count: 45, name: "compute-{index}"}
-"""
+WIDE = (
+    "name: wide\n"
+    "roles:\n"
+    "  - name: Controller\n"
+    "    tags: [controlplane]\n"
+    "    services: [pacemaker, haproxy, galera, rabbitmq, keystone, nova_api, nova_conductor,"
+    " nova_scheduler, neutron_server]\n"
+    '    nodes: {count: 3, name: "controller-{index}"}\n'
+    "  - name: Compute\n"
+    "    services: [nova_compute, neutron_ovs_agent, openvswitch]\n"
+    '    nodes: {count: 45, name: "compute-{index}"}\n'
+)
 
 
 def run(*args: str):
@@ -40,7 +41,8 @@ def run(*args: str):
 
 
 def no_store(tmp_path: Path) -> str:
-    """A store that does not exist: the plan starts from nothing recorded, as make_plan's default."""
+    """A store that does not exist: the plan starts from nothing recorded, as make_plan's
+    default."""
     return f"sqlite:///{tmp_path / 'none.sqlite'}"
 
 

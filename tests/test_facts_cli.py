@@ -53,7 +53,8 @@ def test_the_template_is_not_written_over_a_file_of_someone_else(tmp_path):
 def test_wrong_shapes_say_the_shape_expected(tmp_path):
     cases = {
         "nodes: [a, b]\n": "nodes: wrong shape: expected a mapping of node name",
-        "defaults:\n  packages:\n    nova: 1.0\n": "defaults.packages.nova: wrong shape: expected {installed: VERSION",
+        "defaults:\n  packages:\n    nova: 1.0\n": "defaults.packages.nova: wrong shape: "
+        "expected {installed: VERSION",
         "defaults:\n  os: 9\n": "defaults.os: wrong shape: expected {major: 8, target: 9}",
     }
     for text, said in cases.items():

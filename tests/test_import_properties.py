@@ -69,7 +69,7 @@ def test_random_tht_roles_files_import_and_plan_safely(roles):
         path.write_text(yaml.safe_dump(roles, sort_keys=False))
         dep = import_tripleo(path, CATALOG, stack="overcloud").deployment
     # every THT name reached its entry; configuration-only entries are declared, never run
-    for role, spec in zip(dep.roles, roles):
+    for role, spec in zip(dep.roles, roles, strict=True):
         assert set(role.declared) == {CATALOG.resolve(n) for n in spec["ServicesDefault"]}
         assert all(CATALOG[s].has_runtime for s in role.services)
         assert (

@@ -244,7 +244,8 @@ def test_unknown_tht_service_is_named_with_file_line_and_closest_alias(catalog, 
         ("name: Controller\n", "a roles file is a list of roles"),
         ("- name: Controller\n  CountDefault: many\n", "CountDefault must be a number"),
         (
-            "- name: Controller\n  CountDefault: 1\n  ServicesDefault: [OS::TripleO::Services::MySQL]\n",
+            "- name: Controller\n  CountDefault: 1\n"
+            "  ServicesDefault: [OS::TripleO::Services::MySQL]\n",
             "cannot hold with 1 instance",
         ),
         (
@@ -285,14 +286,15 @@ def test_import_command_writes_a_deployment_that_validates_and_plans(tmp_path):
     assert r.exit_code == 0, r.output
 
 
-# ------------------------------------------------------------------------------ aliases in deployments
+# --------------------------------------------------------------------------- aliases in deployments
 
 
 def test_a_deployment_may_name_services_by_their_tht_names(tmp_path):
     f = tmp_path / "d.yaml"
     f.write_text(
         "name: x\nroles:\n  - name: A\n    services:\n      - OS::TripleO::Services::Keystone\n"
-        "      - OS::TripleO::Services::Timezone\n      - memcached\n    nodes: [{name: a-0}, {name: a-1}]\n"
+        "      - OS::TripleO::Services::Timezone\n      - memcached\n"
+        "    nodes: [{name: a-0}, {name: a-1}]\n"
     )
     dep = load_deployment(f)
     assert dep.roles[0].services == ("keystone", "memcached")

@@ -12,7 +12,8 @@ from stepwise.model import load_catalog, load_deployment, load_facts
 SMALL_CATALOG = {
     "db": "name: db\nplane: infra\navailability: {quorum: majority}\ncluster: galera\n",
     "api": "name: api\nplane: control\ndepends_on: [db]\navailability: {min_available: 1}\n",
-    "agent": 'name: agent\nplane: data\ndepends_on: [api]\navailability: {max_unavailable: "10%"}\n',
+    "agent": "name: agent\nplane: data\ndepends_on: [api]\n"
+    'availability: {max_unavailable: "10%"}\n',
 }
 
 
@@ -100,7 +101,8 @@ def test_unknown_service_without_close_match_says_how_to_fix(tmp_path):
             "update_serial",
         ),
         (
-            "roles:\n  - name: R\n    nodes:\n      - {name: n0}\n      - {name: n1, adress: 10.0.0.1}\n",
+            "roles:\n  - name: R\n    nodes:\n"
+            "      - {name: n0}\n      - {name: n1, adress: 10.0.0.1}\n",
             7,
             "roles[0].nodes[1].adress",
             "name, address, vars",
@@ -302,7 +304,8 @@ roles:
 def test_availability_rule_holds_iff_one_instance_can_go_down(tmp_path, rule, count, ok):
     f = deployment(
         tmp_path,
-        f'roles:\n  - name: R\n    services: [x]\n    nodes: {{count: {count}, name: "r-{{index}}"}}\n',
+        "roles:\n  - name: R\n    services: [x]\n"
+        f'    nodes: {{count: {count}, name: "r-{{index}}"}}\n',
         {"x": f"name: x\nplane: infra\navailability: {rule}\n"},
     )
     if ok:
@@ -376,8 +379,8 @@ def test_bad_percentage(tmp_path, value):
     assert (p.file, p.line, p.field) == (str(cat / "agent.yaml"), 4, "availability.max_unavailable")
     if "%" in value:
         assert (
-            f"'{value.strip(chr(34))}' is not a number of instances or a percentage between 0% and 100%"
-            in p.message
+            f"'{value.strip(chr(34))}' is not a number of instances "
+            "or a percentage between 0% and 100%" in p.message
         )
 
 
@@ -463,13 +466,15 @@ def test_unknown_catalog_key(tmp_path, text, line, field, hint):
             "expand_contract needs 'expand' tasks",
         ),
         (
-            "name: api\nplane: control\nschema:\n  strategy: offline\n  expand: [{name: x, command: y}]\n",
+            "name: api\nplane: control\nschema:\n  strategy: offline\n"
+            "  expand: [{name: x, command: y}]\n",
             3,
             "schema",
             "an offline schema has no expand or contract tasks",
         ),
         (
-            "name: api\nplane: control\nrolling: false\nschema:\n  strategy: expand_contract\n  expand: [{name: x, command: y}]\n",
+            "name: api\nplane: control\nrolling: false\n"
+            "schema:\n  strategy: expand_contract\n  expand: [{name: x, command: y}]\n",
             1,
             None,
             "expand_contract rolls node by node",
@@ -563,7 +568,8 @@ def test_a_cloud_name_longer_than_a_file_name_is_refused(tmp_path):
     # the name becomes the store's file name: a 250-character name once crashed `plan`
     f = deployment(
         tmp_path,
-        "roles:\n  - name: R\n    services: [db]\n    nodes: [{name: r-0}, {name: r-1}, {name: r-2}]\n",
+        "roles:\n  - name: R\n    services: [db]\n"
+        "    nodes: [{name: r-0}, {name: r-1}, {name: r-2}]\n",
     )
     f.write_text(f.read_text().replace("name: cloud", "name: " + "c" * 250))
     p = only(load_deployment, f)

@@ -1,4 +1,5 @@
-"""Properties of the loaders: round trips, located unknown keys, cycle detection, rule arithmetic."""
+"""Properties of the loaders: round trips, located unknown keys, cycle detection, rule
+arithmetic."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ SERVICES = ["db", "api", "agent", "cache"]
 @pytest.fixture(scope="module")
 def catalog(tmp_path_factory):
     d = tmp_path_factory.mktemp("cat")
-    for name, plane in zip(SERVICES, ["infra", "control", "data", "infra"]):
+    for name, plane in zip(SERVICES, ["infra", "control", "data", "infra"], strict=True):
         (d / f"{name}.yaml").write_text(f"name: {name}\nplane: {plane}\n")
     return load_catalog(d)
 
@@ -108,7 +109,7 @@ def test_valid_deployments_round_trip(catalog, doc, flow):
         dep = load_deployment(f, catalog)
     assert dep.name == doc["name"]
     assert [r.name for r in dep.roles] == [r["name"] for r in doc["roles"]]
-    for role, spec in zip(dep.roles, doc["roles"]):
+    for role, spec in zip(dep.roles, doc["roles"], strict=True):
         assert role.services == tuple(spec["services"])
         assert role.tags == tuple(spec.get("tags", ()))
         assert role.update_serial == spec.get("update_serial", 1)
@@ -203,7 +204,7 @@ graphs = st.integers(1, 7).flatmap(
 def has_cycle(graph) -> bool:
     """Reference: Kahn's algorithm leaves nodes over iff there is a cycle."""
     indeg = {n: 0 for n in graph}
-    for n, deps in graph.items():
+    for _n, deps in graph.items():
         for d in deps:
             indeg[d] += 1
     ready = [n for n, k in indeg.items() if k == 0]
@@ -221,7 +222,7 @@ def has_cycle(graph) -> bool:
 def assert_real_cycle(graph, cycle):
     assert len(cycle) >= 2 and cycle[0] == cycle[-1]
     assert len(set(cycle[:-1])) == len(cycle) - 1  # a simple cycle
-    for a, b in zip(cycle, cycle[1:]):
+    for a, b in zip(cycle, cycle[1:], strict=False):
         assert b in graph[a], (a, b)
 
 

@@ -60,8 +60,8 @@ def list_services(
             # data as Text: a catalog's names and aliases never become markup
             console.print(
                 Text(
-                    f"{r['name']:<{width}}  {r['plane']:<7}  {'yes' if r['runtime'] else 'none':<7}  "
-                    + ", ".join(r["aliases"])
+                    f"{r['name']:<{width}}  {r['plane']:<7}  "
+                    f"{'yes' if r['runtime'] else 'none':<7}  " + ", ".join(r["aliases"])
                 ),
                 soft_wrap=True,
             )

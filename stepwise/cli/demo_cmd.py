@@ -155,7 +155,8 @@ def _phase(
                 )
                 + (
                     "".join(
-                        f"\n   planned window: {w['service']} {w['end_s'] - w['start_s']:.0f}s ({w['why']})"
+                        f"\n   planned window: {w['service']} "
+                        f"{w['end_s'] - w['start_s']:.0f}s ({w['why']})"
                         for w in windows
                     )
                     if failed
@@ -258,8 +259,8 @@ def _openstack_before(lab_dir: Path, report: dict[str, Any], say) -> dict[str, A
         "schemas_before": checks.schemas(lab),
     }
     say(
-        f"real OpenStack {lab.spec['openstack']['series']}: seeded a project, a resource provider and an image "
-        "to find again after the upgrade"
+        f"real OpenStack {lab.spec['openstack']['series']}: seeded a project, "
+        "a resource provider and an image to find again after the upgrade"
     )
     return seeded
 
@@ -322,8 +323,8 @@ def _openstack_after(
     t = os_report["tempest"]
     console.print(
         Text(
-            f"tempest: {t['run']} tests, {t['passed']} passed, {t['failed']} failed, {t['skipped']} "
-            f"skipped in {t['seconds']:.0f}s"
+            f"tempest: {t['run']} tests, {t['passed']} passed, {t['failed']} failed, "
+            f"{t['skipped']} skipped in {t['seconds']:.0f}s"
             + "".join(f"\n   failed: {f}" for f in t["failures"][:10]),
             style="green" if t["run"] and not t["failed"] else "red",
         ),

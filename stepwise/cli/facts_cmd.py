@@ -45,7 +45,8 @@ def template_cmd(
         # comment (a constant header)
         text = (
             f"{HEADER}: fill in the versions (a package whose available version differs from the\n"
-            "# installed one changes); `stepwise plan ... --facts FILE` reads it. Format: docs/facts.md\n"
+            "# installed one changes); `stepwise plan ... --facts FILE` reads it. "
+            "Format: docs/facts.md\n"
             + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120)
         )
         if output == "-":
@@ -70,7 +71,8 @@ def template_cmd(
             print_json({"wrote": output, "nodes": len(doc["nodes"]), "packages": packages})
         else:
             console.print(
-                f"wrote {output}: {len(doc['nodes'])} node(s), {packages} package entries to fill in",
+                f"wrote {output}: {len(doc['nodes'])} node(s), "
+                f"{packages} package entries to fill in",
                 markup=False,
                 soft_wrap=True,
             )

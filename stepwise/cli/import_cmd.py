@@ -55,7 +55,10 @@ def _catalog_ref(catalog: Path | None, output: str) -> str | None:
 
 #: the first line of every deployment `import` writes (no data in it: a file name with a
 #: newline in a comment would start YAML of its own); only a file that starts so is replaced
-HEADER = "# Imported by `stepwise import` (the source is in `description`); check it, then keep it with the cloud.\n"
+HEADER = (
+    "# Imported by `stepwise import` (the source is in `description`); "
+    "check it, then keep it with the cloud.\n"
+)
 
 
 def _write(result: Imported, output: str, force: bool = False, json_out: bool = False) -> None:

@@ -1,4 +1,5 @@
-"""`stepwise lab ...`: bring a rehearsal cloud up on this machine, probe it, break it, take it down."""
+"""`stepwise lab ...`: bring a rehearsal cloud up on this machine, probe it, break it, take it
+down."""
 
 from __future__ import annotations
 
@@ -120,8 +121,8 @@ def status_cmd(
         db = st.get("database") or {}
         if db:
             console.print(
-                f"  database {db['service']}: real Galera cluster ({db['software']}), {db['status']}, "
-                f"{db['cluster_size']} member(s): "
+                f"  database {db['service']}: real Galera cluster ({db['software']}), "
+                f"{db['status']}, {db['cluster_size']} member(s): "
                 + ", ".join(f"{n} {m['state']}" for n, m in db["members"].items()),
                 markup=False,
             )
@@ -134,9 +135,7 @@ def probe_cmd(
     rate: float = typer.Option(
         5.0, "--rate", min=0.1, max=50, help="Rounds of requests per second."
     ),
-    out: Path | None = typer.Option(
-        None, "--out", help="Append every outcome as JSON lines here."
-    ),
+    out: Path | None = typer.Option(None, "--out", help="Append every outcome as JSON lines here."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Send real requests through every VIP and to every workload; summarise downtime."""

@@ -10,7 +10,8 @@ from stepwise import __version__
 
 app = typer.Typer(
     name="stepwise",
-    help="Upgrade a running multi-node cloud without breaking it: plan, verify, run through Ansible, resume.",
+    help="Upgrade a running multi-node cloud without breaking it: "
+    "plan, verify, run through Ansible, resume.",
     no_args_is_help=True,
     add_completion=True,  # --install-completion / --show-completion SHELL
     pretty_exceptions_enable=False,

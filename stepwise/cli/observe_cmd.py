@@ -116,8 +116,8 @@ def history(
             return
         for u in data["units"]:
             console.print(
-                f"{u['state']:<11} x{u['attempts']} {u['id']:<6} {u['step']:<28} {','.join(u['nodes'][:4])}"
-                + (f"  {u['message']}" if u["message"] else ""),
+                f"{u['state']:<11} x{u['attempts']} {u['id']:<6} {u['step']:<28} "
+                f"{','.join(u['nodes'][:4])}" + (f"  {u['message']}" if u["message"] else ""),
                 markup=False,
                 soft_wrap=True,
             )

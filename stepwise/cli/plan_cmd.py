@@ -62,7 +62,8 @@ def validate(
             "[green]valid[/]: "
             + esc(
                 f"{dep.name}: {len(dep.roles)} role(s), {len(dep.nodes)} node(s), "
-                f"{len(dep.instances)} placed service(s) of {len(dep.catalog)} in {dep.catalog.path}"
+                f"{len(dep.instances)} placed service(s) of {len(dep.catalog)} "
+                f"in {dep.catalog.path}"
             )
         )
         for r in dep.roles:  # data: printed as text, brackets included

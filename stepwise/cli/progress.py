@@ -168,7 +168,8 @@ class LineProgress(_Counts):
     def run_started(self, run_id: int, units: list[Unit], todo: list[Unit], resumed: bool) -> None:
         super().run_started(run_id, units, todo, resumed)
         self._line(
-            f"{self.title}: run {run_id}{' resumed' if resumed else ''}: {len(todo)} of {len(units)} units to run"
+            f"{self.title}: run {run_id}{' resumed' if resumed else ''}: "
+            f"{len(todo)} of {len(units)} units to run"
         )
 
     def unit_started(self, unit: Unit) -> None:

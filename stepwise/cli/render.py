@@ -48,7 +48,8 @@ def render_plan(
     """Print the plan as a tree (stages > segments > batches > steps) and its windows.
 
     A segment shows all its batches when it has fewer than SHORT_LEVEL, else its first
-    `most_batches`; one of FOLD_AT batches or more shows one line per role instead. `expand` shows every batch, `verbose` every batch and unit."""
+    `most_batches`; one of FOLD_AT batches or more shows one line per role instead. `expand`
+    shows every batch, `verbose` every batch and unit."""
     n_nodes = len({n for u in plan.units for n in u.nodes})
     # data (names, reasons) is escaped wherever it meets markup: brackets print as they are
     # the bound is of the procedure from its start: no measure of a preview of one later step
@@ -60,7 +61,8 @@ def render_plan(
     from stepwise.plan import workflow_label
 
     title = (
-        f"[bold]{escape(workflow_label(plan.workflow))}[/] of [bold]{escape(plan.deployment)}[/]: {unit_count(plan)} on {n_nodes} node(s), "
+        f"[bold]{escape(workflow_label(plan.workflow))}[/] of "
+        f"[bold]{escape(plan.deployment)}[/]: {unit_count(plan)} on {n_nodes} node(s), "
         f"estimated [bold]{hms(plan.duration_s)}[/]{ratio}"
     )
     if not plan.units:
@@ -115,7 +117,8 @@ def render_plan(
         for w in plan.windows:
             console.print(
                 f"  [yellow]{escape(w.service)}[/] {hms(w.start_s)} → {hms(w.end_s)} "
-                f"({hms(w.end_s - w.start_s) if w.end_s != float('inf') else 'until the plan ends'}): "
+                f"({hms(w.end_s - w.start_s) if w.end_s != float('inf') else 'until the plan ends'}"
+                "): "
                 f"{escape(w.why)}"
             )
     else:
@@ -162,7 +165,8 @@ def _add_folded(seg: Tree, batches: OrderedDict[str, list[Unit]]) -> None:
         node = seg.add(
             f"[bold]{key}[/]: {len(groups)} batches of {_span(min(sizes), max(sizes))} node(s) "
             f"({sum(sizes)} in all), {_span(min(lengths), max(lengths), hms)} each, "
-            f"[dim]{hms(min(us[0].start_s for us in groups))} → {hms(max(us[-1].end_s for us in groups))}[/]"
+            f"[dim]{hms(min(us[0].start_s for us in groups))} → "
+            f"{hms(max(us[-1].end_s for us in groups))}[/]"
             + (f"  down: {', '.join(down[:6])}{' …' if len(down) > 6 else ''}" if down else "")
             + "  [dim](--expand shows all)[/]"
         )
@@ -175,9 +179,13 @@ def _add_batch(seg: Tree, key: str, units: list[Unit], verbose: bool) -> None:
     first = units[0]
     start, end = first.start_s, units[-1].end_s
     if len(units) == 1 and not first.batch:
+        services = ""
+        if first.services:
+            more = ", …" if len(first.services) > 5 else ""
+            services = escape("[" + ", ".join(first.services[:5]) + more + "]")
         node = seg.add(
             f"[magenta]{escape(str(first.step))}[/] {escape(_nodes(first.nodes))} "
-            f"{escape('[' + ', '.join(first.services[:5]) + (', …' if len(first.services) > 5 else '') + ']') if first.services else ''} "
+            f"{services} "
             f"[dim]{hms(start)} → {hms(end)} {escape(first.id)}[/]"
             + ("" if first.idempotent else " [red](runs once)[/]")
         )
@@ -200,6 +208,7 @@ def _add_batch(seg: Tree, key: str, units: list[Unit], verbose: bool) -> None:
         for u in units:
             node.add(
                 escape(
-                    f"{u.id} {u.step} {_nodes(u.nodes)} [{', '.join(u.services)}] {hms(u.start_s)} → {hms(u.end_s)}"
+                    f"{u.id} {u.step} {_nodes(u.nodes)} [{', '.join(u.services)}] "
+                    f"{hms(u.start_s)} → {hms(u.end_s)}"
                 )
             )

@@ -183,7 +183,8 @@ def _say(title: str, result) -> None:
     if result.stale_lock:
         err_console.print(
             Text(
-                f"note: took over a stale lock of a dead process (pid {result.stale_lock.get('pid')})"
+                "note: took over a stale lock of a dead process "
+                f"(pid {result.stale_lock.get('pid')})"
             )
         )
     if result.status == "nothing":
@@ -191,8 +192,8 @@ def _say(title: str, result) -> None:
     elif result.ok:
         console.print(
             Text(
-                f"{title}: run {result.run_id} finished ({result.units_done}/{result.units_total} units, "
-                f"{result.elapsed_s:.1f}s"
+                f"{title}: run {result.run_id} finished "
+                f"({result.units_done}/{result.units_total} units, {result.elapsed_s:.1f}s"
                 + (f", {result.units_reused} done before" if result.units_reused else "")
                 + ")",
                 style="green",
@@ -293,8 +294,8 @@ _workflow_command(
     Command.UPGRADE_RUN,
     True,
     "Upgrade nodes (--plane control|data to split). With --tags system_upgrade_prepare|"
-    "system_upgrade_run --limit NODES the OS upgrade's prepare or reboot of those nodes; while an OS "
-    "upgrade is under way, --limit NODES upgrades nodes that run the new OS (its step 6).",
+    "system_upgrade_run --limit NODES the OS upgrade's prepare or reboot of those nodes; while an "
+    "OS upgrade is under way, --limit NODES upgrades nodes that run the new OS (its step 6).",
     with_plane=True,
 )
 _workflow_command(
@@ -321,8 +322,8 @@ _workflow_command(
     "management upgrade",
     Command.MANAGEMENT_UPGRADE_RUN,
     True,
-    "Upgrade the management node (undercloud): the tool first, dump the database while it runs, stop "
-    "every service, all packages, restore, re-run install, every DB sync. With --tags "
+    "Upgrade the management node (undercloud): the tool first, dump the database while it runs, "
+    "stop every service, all packages, restore, re-run install, every DB sync. With --tags "
     "system_upgrade_prepare|system_upgrade_run --limit NODE its own OS upgrade first.",
 )
 
@@ -407,7 +408,7 @@ def forget(
     store: str | None = STORE,
     yes: bool = YES,
 ) -> None:
-    """Forget that a once-only operation completed (after removing its flag file on the node by hand)."""
+    """Forget that a once-only operation completed (its flag file on the node removed by hand)."""
     from stepwise.run.store.store import existing_store
 
     with reported():

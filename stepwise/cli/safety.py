@@ -44,7 +44,8 @@ def crash_dir() -> Path:
 
 
 def write_crash_log(exc: BaseException, argv: Sequence[str]) -> Path | None:
-    """Write the traceback of an unexpected exception to a new 0600 file; None if even that fails."""
+    """Write the traceback of an unexpected exception to a new 0600 file; None if even that
+    fails."""
     from stepwise.secrets import Redactor, argv_secrets, known_secrets, mask_argv
 
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -127,8 +128,8 @@ def guarded(invoke: Callable[[], Any], argv: Sequence[str]) -> int:
         log = write_crash_log(exc, argv)
         where = f"details in {log}" if log else "no log could be written"
         print(
-            f"internal error: stepwise hit a bug ({type(exc).__name__}); nothing more was done. {where}; "
-            "please report it with that file",
+            f"internal error: stepwise hit a bug ({type(exc).__name__}); nothing more was done. "
+            f"{where}; please report it with that file",
             file=sys.stderr,
         )
         return EXIT_BUG

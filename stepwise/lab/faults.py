@@ -31,14 +31,18 @@ def inject(lab: Lab, kind: str, node: str, target: str | None = None, seconds: f
         return f"{node} crashed"
     if kind == "recover":
         res = lab.call("boot", node=node, units=S.units_enabled(lab, node), timeout=120)
-        return f"{node} booted ({sum(1 for r in res.get('units', {}).values() if r.get('ok'))} units started)"
+        return (
+            f"{node} booted "
+            f"({sum(1 for r in res.get('units', {}).values() if r.get('ok'))} units started)"
+        )
     with lab.node_lock(node):
         f: dict[str, Any] = lab.read_state(node, "faults.json", {}) or {}
         if kind == "hang-stop":
             if not target or target not in lab.node(node)["services"]:
                 raise InputError(
                     Problem(
-                        f"hang-stop needs a service of {node}: {', '.join(lab.node(node)['services'])}"
+                        f"hang-stop needs a service of {node}: "
+                        f"{', '.join(lab.node(node)['services'])}"
                     )
                 )
             f["hang_stop"] = sorted(set(f.get("hang_stop", [])) | {target})

@@ -262,11 +262,13 @@ def start(
                 )
         if have != want_format:
             if peers:
-                # joining a running cluster: the state transfer (SST) replaces whatever the datadir held
+                # joining a running cluster: the state transfer (SST) replaces whatever the
+                # datadir held
                 mariadb.init_datadir(root, want_format)
             elif have is not None and _major(have) > _major(want_format):
                 raise StartError(
-                    f"mariadbd {want_format}: datadir was written by MariaDB {have}, a newer major: "
+                    f"mariadbd {want_format}: "
+                    f"datadir was written by MariaDB {have}, a newer major: "
                     "a downgrade in place is not supported; restore a dump taken before the upgrade"
                 )
             # an older major's datadir opens (as MariaDB's in-place upgrade does); mariadb-upgrade

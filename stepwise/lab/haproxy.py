@@ -100,6 +100,6 @@ def command(lab: Lab, cmd: str) -> str:
 
 def set_node_state(lab: Lab, node: str, state: str) -> None:
     """Put every server of `node` into `state` (maint | ready) in all backends."""
-    for name, svc in lab.spec["vips"].items():
+    for name, _svc in lab.spec["vips"].items():
         if node in lab.service(name)["instances"]:
             command(lab, f"set server {name}/{node} state {state}")

@@ -53,7 +53,8 @@ def quorum(lab: Lab, service: str) -> tuple[bool, str]:
         if len(majors) > 1:
             return (
                 False,
-                f"cluster cannot form: members on OS majors {sorted(majors)} cannot talk to each other",
+                f"cluster cannot form: members on OS majors {sorted(majors)} "
+                "cannot talk to each other",
             )
     expected = [n for n in members if n in running or not left(lab, n, service)]
     if not running:
@@ -80,7 +81,8 @@ def rpc_state(lab: Lab, group: str) -> tuple[bool, str]:
     if bad:
         return (
             False,
-            f"RPC {group}: {', '.join(bad)} send version {max(p[3] for p in peers)} to peers running {oldest} (not pinned)",
+            f"RPC {group}: {', '.join(bad)} send version {max(p[3] for p in peers)} "
+            f"to peers running {oldest} (not pinned)",
         )
     return True, f"RPC {group}: ok"
 
@@ -126,7 +128,8 @@ def service_health(
             if contracted is not None and contracted > major:
                 return (
                     False,
-                    f"database schema contracted to {contracted}: code {major} no longer runs on it",
+                    f"database schema contracted to {contracted}: "
+                    f"code {major} no longer runs on it",
                 )
     if svc.get("cluster"):
         ok, why = quorum(lab, service)

@@ -55,7 +55,8 @@ def check_installed() -> None:
     for name, pkg in (("mariabackup", "mariadb-backup"), ("socat", "socat")):
         if not shutil.which(name):
             raise RuntimeError(
-                f"'{name}' not found (Galera's state transfers use it): install the Debian package {pkg}"
+                f"'{name}' not found (Galera's state transfers use it): "
+                f"install the Debian package {pkg}"
             )
 
 
@@ -208,7 +209,8 @@ def ensure_template() -> Path:
         _sql(
             sock,
             f"CREATE DATABASE {META_DB}; CREATE TABLE {META_DB}.schema_versions "
-            "(project VARCHAR(64) PRIMARY KEY, version INT NOT NULL, online INT NOT NULL DEFAULT 0);"
+            "(project VARCHAR(64) PRIMARY KEY, version INT NOT NULL, "
+            "online INT NOT NULL DEFAULT 0);"
             f"CREATE TABLE {META_DB}.data (k VARCHAR(128) PRIMARY KEY, v TEXT);",
             proc,
         )

@@ -93,7 +93,8 @@ def dnf(lab: Lab, node: str, args: list[str]) -> int:
         if best is None:
             if verb == "install" or names:
                 return err(
-                    f"Error: Unable to find a match: {p} (enabled repositories: {', '.join(enabled)})"
+                    f"Error: Unable to find a match: {p} "
+                    f"(enabled repositories: {', '.join(enabled)})"
                 )
             continue
         if p not in pkgs and verb != "install":
@@ -105,7 +106,8 @@ def dnf(lab: Lab, node: str, args: list[str]) -> int:
         return 0
     if disk_full(lab, node):
         return err(
-            "Error: Transaction test error:\n  installing package needs more space on the / filesystem "
+            "Error: Transaction test error:\n"
+            "  installing package needs more space on the / filesystem "
             "[Errno 28] No space left on device"
         )
     for p, (v, r) in sorted(changes.items()):
@@ -129,7 +131,8 @@ def dnf(lab: Lab, node: str, args: list[str]) -> int:
             continue
         if not res.get("ok"):
             err(
-                f"warning: %postun({svc}) scriptlet failed: restart of {svc}.service failed: {res.get('message')}"
+                f"warning: %postun({svc}) scriptlet failed: "
+                f"restart of {svc}.service failed: {res.get('message')}"
             )
     if any(p in changes for p in lab.spec.get("reboot_packages", ["kernel", "kernel-core"])):
         out("A reboot is required to run the new kernel.")
@@ -188,7 +191,8 @@ def systemctl(lab: Lab, node: str, args: list[str]) -> int:
     words = [a for a in args if not a.startswith("-")]
     if len(words) < 2:
         return err(
-            "usage: systemctl start|stop|restart|reload|kill|status|is-active|is-enabled|enable|disable UNIT"
+            "usage: systemctl start|stop|restart|reload|kill|status|"
+            "is-active|is-enabled|enable|disable UNIT"
         )
     verb = words[0]
     rc = 0
@@ -201,7 +205,8 @@ def systemctl(lab: Lab, node: str, args: list[str]) -> int:
             continue
         if verb in ("start", "restart") and not S.service_version(lab, node, unit):
             err(
-                f"Failed to {verb} {shown}.service: Unit {shown}.service not found (package not installed)."
+                f"Failed to {verb} {shown}.service: "
+                f"Unit {shown}.service not found (package not installed)."
             )
             rc = 5
             continue
@@ -234,8 +239,11 @@ def systemctl(lab: Lab, node: str, args: list[str]) -> int:
                 out(active.split(" ")[0] if healthy or state != "active" else "failed")
             else:
                 out(
-                    f"* {shown}.service\n   Loaded: loaded (enabled: {unit in S.units_enabled(lab, node)})\n"
-                    f"   Active: {active}\n  Version: {S.service_version(lab, node, unit)}\n   Health: {detail}"
+                    f"* {shown}.service\n"
+                    f"   Loaded: loaded (enabled: {unit in S.units_enabled(lab, node)})\n"
+                    f"   Active: {active}\n"
+                    f"  Version: {S.service_version(lab, node, unit)}\n"
+                    f"   Health: {detail}"
                 )
             rc = rc or (0 if healthy else 3)
         else:
@@ -372,7 +380,8 @@ def manage(lab: Lab, node: str, project: str, args: list[str]) -> int:
         if action == "expand":
             if code < cur[0]:
                 return err(
-                    f"database schema {cur[0]} is newer than this code ({code}): downgrade is not supported"
+                    f"database schema {cur[0]} is newer than this code ({code}): "
+                    "downgrade is not supported"
                 )
             S.set_schema(lab, project, code)
             out(f"{project} database schema at version {code}")
@@ -384,13 +393,15 @@ def manage(lab: Lab, node: str, project: str, args: list[str]) -> int:
                 return err(f"{project}: this code ({code}) cannot contract schema {cur[0]}")
             S.set_schema(lab, S.contract_key(project), cur[0])
             out(
-                f"{project} database schema {cur[0]} contracted: code older than {cur[0]} can no longer use it"
+                f"{project} database schema {cur[0]} contracted: "
+                f"code older than {cur[0]} can no longer use it"
             )
         elif words[:2] in (["db", "version"], ["current"]):
             out(str(cur[0]))
         else:
             return err(
-                f"usage: {project}-manage db sync|expand|migrate|contract|online_data_migrations|version"
+                f"usage: {project}-manage db "
+                "sync|expand|migrate|contract|online_data_migrations|version"
             )
     except Exception as exc:  # noqa: BLE001 - report DB errors the way the tool would
         return err(f"{project}-manage: database error: {exc}")

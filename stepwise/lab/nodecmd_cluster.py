@@ -33,7 +33,8 @@ def pcs(lab: Lab, node: str, args: list[str]) -> int:
             if (lab.read_state(n, "cluster.json", {}) or {}).get(svc, {}).get("standby")
         ]
         out(
-            f"Cluster: {svc}\n  {why}\n  Online: [ {' '.join(n for n in running if n not in standby)} ]\n"
+            f"Cluster: {svc}\n  {why}\n"
+            f"  Online: [ {' '.join(n for n in running if n not in standby)} ]\n"
             f"  Standby: [ {' '.join(standby)} ]"
         )
         if node not in running:
@@ -44,7 +45,8 @@ def pcs(lab: Lab, node: str, args: list[str]) -> int:
         for n in targets:
             res = lab.call(words[1], node=n, unit=svc)
             out(
-                f"{n}: {'Stopping' if words[1] == 'stop' else 'Starting'} Cluster... {res.get('message')}"
+                f"{n}: {'Stopping' if words[1] == 'stop' else 'Starting'} Cluster... "
+                f"{res.get('message')}"
             )
             rc = rc or (0 if res.get("ok") else 1)
         return rc
@@ -218,7 +220,7 @@ def reboot(lab: Lab, node: str, args: list[str]) -> int:
     lab.call("poweroff", node=node)
     with lab.node_lock(node):
         wl = S.workloads(lab)
-        for vm, st in wl.items():
+        for _vm, st in wl.items():
             if st["host"] == node and st["state"] == "running":
                 st["state"] = "lost"  # not moved away: the instance died with its host
         S.save_workloads(lab, wl)
@@ -250,7 +252,7 @@ def reprovision(lab: Lab, node: str, args: list[str]) -> int:
     lab.call("poweroff", node=node)
     with lab.node_lock(node):
         wl = S.workloads(lab)
-        for vm, st in wl.items():
+        for _vm, st in wl.items():
             if st["host"] == node and st["state"] == "running":
                 st["state"] = "lost"  # not moved away: the instance died with its host
         S.save_workloads(lab, wl)
@@ -271,7 +273,8 @@ def reprovision(lab: Lab, node: str, args: list[str]) -> int:
         S.write_os_release(lab, node, target)
     lab.call("boot", node=node, units=[], timeout=120)
     out(
-        f"{node} reprovisioned with the OS {target} image ({release}); nothing runs, nothing was kept"
+        f"{node} reprovisioned with the OS {target} image ({release}); "
+        "nothing runs, nothing was kept"
     )
     return 0
 

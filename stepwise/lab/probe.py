@@ -140,7 +140,9 @@ class Probe:
                 and len(self.records) + len(self.targets) <= MAX_REQUESTS
             ):
                 now = time.time()
-                for t, (ok, detail, ms) in zip(self.targets, pool.map(timed_request, self.targets)):
+                for t, (ok, detail, ms) in zip(
+                    self.targets, pool.map(timed_request, self.targets), strict=True
+                ):
                     rec = {
                         "t": round(now, 3),
                         "target": t.name,

@@ -188,8 +188,9 @@ def start_service(unit: Unit) -> tuple[str, int, bool]:
     want = cfg.get("DEFAULT", "config_for", fallback="")
     if not svc["db"] and want != f"R{R.major(unit.version)}" and main not in R.SYSTEM_PACKAGES:
         fail(
-            f"{name} {unit.version}: configuration is for '{want or 'nothing'}', not R{R.major(unit.version)}: "
-            "unknown options / missing required options (apply the configuration of the new version)"
+            f"{name} {unit.version}: configuration is for '{want or 'nothing'}', "
+            f"not R{R.major(unit.version)}: unknown options / missing required options "
+            "(apply the configuration of the new version)"
         )
     if svc.get("schema"):
         v = H.schema_version(lab, svc["project"], ttl=0)
@@ -252,7 +253,8 @@ def start_real(unit: Unit) -> None:
     have = C.rendered_for(lab, node, name)
     if have != release.lock:
         fail(
-            f"{name} {RL.version_of(release, name)}: configuration is for '{have or 'nothing'}', not "
+            f"{name} {RL.version_of(release, name)}: "
+            f"configuration is for '{have or 'nothing'}', not "
             f"{release.lock}: apply the configuration of the new version"
         )
     uwsgi = shutil.which("uwsgi") or "/usr/bin/uwsgi"
@@ -270,7 +272,8 @@ def start_real(unit: Unit) -> None:
     while True:
         if unit.child.poll() is not None:
             fail(
-                f"{name}: uwsgi exited ({unit.child.returncode}); see {C.paths(lab, node, name)['log']}"
+                f"{name}: uwsgi exited ({unit.child.returncode}); "
+                f"see {C.paths(lab, node, name)['log']}"
             )
         try:
             with urllib.request.urlopen(url, timeout=2) as r:

@@ -258,7 +258,8 @@ def load_catalog(path: Path | str | None = None) -> Catalog:
             Problem(
                 "catalog directory not found",
                 file=str(directory),
-                hint="set 'catalog:' in the deployment to a directory of service files, or leave it out for the built-in catalog",
+                hint="set 'catalog:' in the deployment to a directory of service files, "
+                "or leave it out for the built-in catalog",
             )
         )
     files = sorted(list(directory.glob("*.yaml")) + list(directory.glob("*.yml")))
@@ -280,7 +281,8 @@ def load_catalog(path: Path | str | None = None) -> Catalog:
         if spec.name in services:
             problems.append(
                 Problem(
-                    f"service '{spec.name}' is defined twice (also in {services[spec.name].source})",
+                    f"service '{spec.name}' is defined twice "
+                    f"(also in {services[spec.name].source})",
                     file=str(f),
                     line=line_of(doc, ["name"]),
                     field="name",
@@ -383,7 +385,8 @@ def check_catalog(catalog: Catalog) -> list[Problem]:
             elif not catalog[dep].has_runtime:
                 problems.append(
                     Problem(
-                        f"depends_on names '{dep}', which has 'runtime: none' (nothing to wait for)",
+                        f"depends_on names '{dep}', which has 'runtime: none' "
+                        "(nothing to wait for)",
                         file=svc.source,
                         line=line,
                         field=where,
@@ -393,12 +396,13 @@ def check_catalog(catalog: Catalog) -> list[Problem]:
             elif dep in catalog and catalog[dep].plane == "data" and svc.plane != "data":
                 problems.append(
                     Problem(
-                        f"{svc.plane}-plane service '{svc.name}' depends_on data-plane service '{dep}', but the control "
-                        f"plane is upgraded first",
+                        f"{svc.plane}-plane service '{svc.name}' depends_on data-plane service "
+                        f"'{dep}', but the control plane is upgraded first",
                         file=svc.source,
                         line=line,
                         field=where,
-                        hint=f"remove '{dep}' from depends_on, or make '{svc.name}' a data-plane service",
+                        hint=f"remove '{dep}' from depends_on, "
+                        f"or make '{svc.name}' a data-plane service",
                     )
                 )
     if problems:
@@ -414,7 +418,8 @@ def check_catalog(catalog: Catalog) -> list[Problem]:
                 file=first.source,
                 line=first.lines.get(where, first.lines.get("depends_on", first.line)),
                 field=where,
-                hint="remove one of these depends_on entries; upgrade order must be a chain, not a loop",
+                hint="remove one of these depends_on entries; "
+                "upgrade order must be a chain, not a loop",
             )
         )
     return problems

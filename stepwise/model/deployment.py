@@ -178,7 +178,8 @@ def load_deployment(path: Path | str, catalog: Catalog | None = None) -> Deploym
                         file=fname,
                         line=line_of(doc, ["catalog"]),
                         field="catalog",
-                        hint="give a directory relative to the deployment file, or remove 'catalog' to use the built-in catalog",
+                        hint="give a directory relative to the deployment file, "
+                        "or remove 'catalog' to use the built-in catalog",
                     )
                 )
         catalog = load_catalog(cat_dir)
@@ -258,7 +259,8 @@ def build_deployment(
                     file=fname,
                     line=line_of(doc, where + ["bootstrap"]),
                     field=f"roles[{ri}].bootstrap",
-                    hint="name one of the role's nodes, or remove 'bootstrap' to use the first node",
+                    hint="name one of the role's nodes, "
+                    "or remove 'bootstrap' to use the first node",
                 )
             )
         running = tuple(s for s in declared if catalog[s].has_runtime)
@@ -322,8 +324,9 @@ def check_availability(dep: Deployment, doc: Any = None, fname: str = "<memory>"
             )
             problems.append(
                 Problem(
-                    f"availability rule '{rule.describe()}' of service '{name}' (from {rule_at}) cannot hold with "
-                    f"{len(nodes)} instance(s): no instance could ever be taken down to update it",
+                    f"availability rule '{rule.describe()}' of service '{name}' (from {rule_at}) "
+                    f"cannot hold with {len(nodes)} instance(s): no instance could ever be taken "
+                    "down to update it",
                     file=fname,
                     line=line_of(doc, ["roles", ri, "services", si]),
                     field=f"roles[{ri}].services[{si}]",

@@ -79,13 +79,14 @@ NO_FACTS = Facts(MappingProxyType({}), known=False)
 
 #: the shape expected where a facts file has another one (by the last part of the field path)
 SHAPES = {
-    "nodes": "a mapping of node name to that node's facts, e.g. nodes: {compute-0: {os: {major: 8}, "
-    "packages: {openstack-nova-compute: {installed: 1.0.0, available: 1.1.0}}}}",
+    "nodes": "a mapping of node name to that node's facts, e.g. nodes: {compute-0: "
+    "{os: {major: 8}, packages: {openstack-nova-compute: {installed: 1.0.0, available: 1.1.0}}}}",
     "defaults": "the facts every node shares: {os: {major: 8, target: 9}, packages: {PACKAGE: "
     "{installed: VERSION, available: VERSION}}}",
     "packages": "a mapping of package name to {installed: VERSION, available: VERSION}",
     "package": "{installed: VERSION, available: VERSION} (either may be left out)",
-    "os": "{major: 8, target: 9} (the OS major version installed, and the one an OS upgrade goes to)",
+    "os": "{major: 8, target: 9} (the OS major version installed, "
+    "and the one an OS upgrade goes to)",
     "progress": "a list of milestones stepwise recorded (leave it out in a hand-written file)",
 }
 

@@ -53,7 +53,8 @@ def closest(name: str, catalog: Catalog) -> str:
     return (
         f"did you mean {' or '.join(close)}?"
         if close
-        else "add a catalog entry (or an alias to an existing one) for it; `stepwise catalog list` shows them all"
+        else "add a catalog entry (or an alias to an existing one) for it; "
+        "`stepwise catalog list` shows them all"
     )
 
 
@@ -126,9 +127,9 @@ def _tag_roles(roles: list[dict[str, Any]], catalog: Catalog, notes: list[str]) 
         r["tags"] = _tags(r["name"], r["tags"], own, catalog)
         if r["name"] not in MANAGEMENT_ROLES and not any(catalog[s].has_runtime for s in own):
             notes.append(
-                f"{r['name']}: no service of its own is left running (disabled, or only what every "
-                "role runs): not tagged control plane; an update touches its nodes only for packages "
-                "no service owns and reboots"
+                f"{r['name']}: no service of its own is left running (disabled, or only what "
+                "every role runs): not tagged control plane; an update touches its nodes only "
+                "for packages no service owns and reboots"
             )
 
 
@@ -296,8 +297,8 @@ def import_tripleo(
             if not re.fullmatch(NAME_RE, template.format(index=0)):
                 problems.append(
                     Problem(
-                        f"HostnameFormatDefault gives node names like '{template.format(index=0)}', "
-                        "not a valid node name",
+                        "HostnameFormatDefault gives node names like "
+                        f"'{template.format(index=0)}', not a valid node name",
                         file=fname,
                         line=line_of(doc, where + ["HostnameFormatDefault"]),
                         field=f"{name}.HostnameFormatDefault",

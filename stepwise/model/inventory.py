@@ -65,7 +65,8 @@ def load_inventory(path: Path | str) -> Inventory:
                 "a dynamic inventory script is not read",
                 file=fname,
                 line=1,
-                hint="run it once (`ansible-inventory -i SCRIPT --list -y > inv.yaml`) and import the YAML",
+                hint="run it once (`ansible-inventory -i SCRIPT --list -y > inv.yaml`) "
+                "and import the YAML",
             )
         )
     try:

@@ -94,10 +94,12 @@ def check_yaml_events(text: str, filename: str, loader: type = yaml.SafeLoader) 
                     sizes[anchor] = total - start + 1
             if total > MAX_YAML_NODES:
                 raise _problem(
-                    f"the document expands to more than {MAX_YAML_NODES:,} values (aliases included)",
+                    f"the document expands to more than {MAX_YAML_NODES:,} values "
+                    "(aliases included)",
                     filename,
                     getattr(ev, "start_mark", None),
-                    hint="write the values out instead of multiplying them through anchors and aliases",
+                    hint="write the values out instead of multiplying them "
+                    "through anchors and aliases",
                 )
     except yaml.YAMLError:
         return  # the parse that follows reports it, with its line

@@ -62,7 +62,8 @@ class AvailabilitySpec(Strict):
         # YAML `true` would otherwise pass as the number 1
         if isinstance(v, bool):
             raise ValueError(
-                f"'{str(v).lower()}' is not a number of instances (or, for max_unavailable, a percentage like \"10%\")"
+                f"'{str(v).lower()}' is not a number of instances "
+                '(or, for max_unavailable, a percentage like "10%")'
             )
         return v
 
@@ -80,7 +81,8 @@ class AvailabilitySpec(Strict):
         m = PERCENT_RE.fullmatch(v)
         if not m or not (0 < float(m.group(1)) <= 100):
             raise ValueError(
-                f"'{v}' is not a number of instances or a percentage between 0% and 100% (e.g. \"10%\")"
+                f"'{v}' is not a number of instances or a percentage between 0% and 100% "
+                '(e.g. "10%")'
             )
         return v
 

@@ -101,14 +101,23 @@ def command_for(unit: Unit, deployment_path: str) -> str:
     ):
         return f"stepwise upgrade run {d} --tags system_upgrade_prepare --limit {nodes}"
     if unit.step is Step.EXTERNAL_SYSTEM_UPGRADE_PREPARE:
-        return f"stepwise external-upgrade run {d} --tags system_upgrade_prepare -e system_upgrade_nodes={nodes}"
+        return (
+            f"stepwise external-upgrade run {d} --tags system_upgrade_prepare "
+            f"-e system_upgrade_nodes={nodes}"
+        )
     if unit.step is Step.SYSTEM_UPGRADE_RUN:
         return f"stepwise upgrade run {d} --tags system_upgrade_run --limit {nodes}"
     if unit.stage is Stage.SYSTEM_UPGRADE_TRANSFER_DATA:
         roles = unit.vars.get("roles") or [nodes]
-        return f"stepwise external-upgrade run {d} --tags system_upgrade_transfer_data --limit {','.join(roles)}"
+        return (
+            f"stepwise external-upgrade run {d} --tags system_upgrade_transfer_data "
+            f"--limit {','.join(roles)}"
+        )
     if unit.step is Step.EXTERNAL_SYSTEM_UPGRADE_RUN:
-        return f"stepwise external-upgrade run {d} --tags system_upgrade_run -e system_upgrade_nodes={nodes}"
+        return (
+            f"stepwise external-upgrade run {d} --tags system_upgrade_run "
+            f"-e system_upgrade_nodes={nodes}"
+        )
     if unit.stage is Stage.ONLINE_UPGRADE:
         return f"stepwise external-upgrade run {d} --tags online_upgrade"
     if unit.stage is Stage.CONVERGE:
@@ -149,12 +158,15 @@ def refuse_prepared_nodes(plan: Plan, facts: Facts, deployment_path: str) -> Non
     shown = ", ".join(touched[:8]) + (f" and {len(touched) - 8} more" if len(touched) > 8 else "")
     raise UnsafePlanError(
         Problem(
-            f"{shown} {'is' if len(touched) == 1 else 'are'} prepared for the OS upgrade and not yet upgraded: "
-            f"the {plan.workflow} would touch {'it' if len(touched) == 1 else 'them'}, and a reboot there starts "
+            f"{shown} {'is' if len(touched) == 1 else 'are'} prepared for the OS upgrade and not "
+            f"yet upgraded: the {plan.workflow} would touch "
+            f"{'it' if len(touched) == 1 else 'them'}, and a reboot there starts "
             "the staged OS upgrade unplanned",
             file=deployment_path,
             field="--limit",
-            hint=f"finish their OS upgrade first (stepwise upgrade run -d {deployment_path or 'DEPLOYMENT'} --tags system_upgrade_run "
-            f"--limit {','.join(touched)}), or leave them out: --limit '{','.join('!' + n for n in touched)}'",
+            hint="finish their OS upgrade first (stepwise upgrade run "
+            f"-d {deployment_path or 'DEPLOYMENT'} --tags system_upgrade_run "
+            f"--limit {','.join(touched)}), or leave them out: "
+            f"--limit '{','.join('!' + n for n in touched)}'",
         )
     )

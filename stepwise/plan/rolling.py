@@ -319,7 +319,8 @@ def _emit_batch(
         why = (
             first_why
             if i == 0
-            else f"{step} of {label} ({', '.join(step_nodes[:3])}{', ...' if len(step_nodes) > 3 else ''})"
+            else f"{step} of {label} "
+            f"({', '.join(step_nodes[:3])}{', ...' if len(step_nodes) > 3 else ''})"
         )
         uid = builder.add(
             step,

@@ -138,6 +138,7 @@ def rollout(
                 dep, rolling, levels, level, workflow, order, extra_pending, reboot_here, visited
             )
             if visits:
+                level_svcs = sorted({s for vs in visits.values() for v in vs for s in v.services})
                 cur = _schedule(
                     builder,
                     dep,
@@ -150,7 +151,7 @@ def rollout(
                     part,
                     workflow,
                     tags,
-                    f"{part} level {level}: {', '.join(sorted({s for vs in visits.values() for v in vs for s in v.services}))}",
+                    f"{part} level {level}: {', '.join(level_svcs)}",
                 )
             group = sorted(s for s in grouped if levels.get(s) == level)
             if group:
@@ -198,7 +199,8 @@ def rollout(
                 part,
                 workflow,
                 tags,
-                f"{part}: packages no service owns, and reboots for a new kernel after every service is upgraded",
+                f"{part}: packages no service owns, and reboots for a new kernel after every "
+                "service is upgraded",
             )
     return cur
 
@@ -319,12 +321,12 @@ def _level_visits(
             )
             verb = "needs" if len(svcs) == 1 else "need"
             again = (
-                f"{node} is visited again: {', '.join(svcs)} {verb} {', '.join(needs)} on the new release "
-                f"everywhere first (depends_on)"
+                f"{node} is visited again: {', '.join(svcs)} {verb} {', '.join(needs)} "
+                "on the new release everywhere first (depends_on)"
                 if needs
-                else f"{node} is visited again: its data-plane services ({', '.join(svcs)}) wait until the "
-                f"infrastructure and control plane ({', '.join(visited[node])} here) run the new release "
-                f"everywhere"
+                else f"{node} is visited again: its data-plane services ({', '.join(svcs)}) "
+                f"wait until the infrastructure and control plane ({', '.join(visited[node])} "
+                "here) run the new release everywhere"
             )
         visited.setdefault(node, []).extend(svcs)
         extra = extra_pending.pop(node, ())

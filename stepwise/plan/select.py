@@ -243,10 +243,12 @@ def check_safety(
             )
             problems.append(
                 Problem(
-                    f"--limit '{selection.limit}' covers the whole role {role.name} ({len(names)} nodes); "
-                    f"{', '.join(refusing)} refuses to run on a whole role at once",
+                    f"--limit '{selection.limit}' covers the whole role {role.name} "
+                    f"({len(names)} nodes); {', '.join(refusing)} refuses to run on a whole role "
+                    "at once",
                     field="--limit",
-                    hint=f"upgrade the nodes of {role.name} one by one, e.g. --limit {sorted(names)[0]}",
+                    hint=f"upgrade the nodes of {role.name} one by one, "
+                    f"e.g. --limit {sorted(names)[0]}",
                 )
             )
     if problems:
@@ -289,7 +291,8 @@ def check_requires(
         if missing:
             raise InputError(
                 Problem(
-                    f"{u.step} on {', '.join(u.nodes) or 'the cloud'} needs {_needs(missing[0])} first",
+                    f"{u.step} on {', '.join(u.nodes) or 'the cloud'} "
+                    f"needs {_needs(missing[0])} first",
                     field="--tags" if plan.params.get("tags") else "--limit",
                     hint="run first: "
                     + _next_command(missing[0], producers, reached, deployment_path, command_for),

@@ -136,10 +136,12 @@ def _refuse_offline_elsewhere(
         if elsewhere:
             problems.append(
                 Problem(
-                    f"the OS upgrade of {', '.join(todo)} migrates the schema of {s} (offline) while {s} keeps "
-                    f"running old code on {', '.join(elsewhere[:3])} (another role)",
+                    f"the OS upgrade of {', '.join(todo)} migrates the schema of {s} (offline) "
+                    f"while {s} keeps running old code on {', '.join(elsewhere[:3])} "
+                    "(another role)",
                     field="--limit",
-                    hint=f"place {s} on one role, or declare its schema expand_contract in the catalog",
+                    hint=f"place {s} on one role, "
+                    "or declare its schema expand_contract in the catalog",
                 )
             )
     if problems:
@@ -226,8 +228,8 @@ def plan_system_upgrade(
             instances,
             cur,
             Phase.OS_FIRST,
-            "step 8: the other nodes of the sensitive roles, one by one: they join the new clusters "
-            "(no data transfer)",
+            "step 8: the other nodes of the sensitive roles, one by one: they join the new "
+            "clusters (no data transfer)",
         )
     rest = [n.name for r in c.roles if r not in c.sensitive for n in r.nodes if not c.done(n.name)]
     if rest:
@@ -345,7 +347,6 @@ def _first_wave(builder: PlanBuilder, c: _Cloud, wave: list[str], cur: Cursor) -
         )
         t += seconds
 
-    names = ", ".join(wave)
     prep = {
         n: tuple(s for s in c.internal(n) if catalog[s].system_upgrade.get("prepare"))
         for n in wave
@@ -364,7 +365,8 @@ def _first_wave(builder: PlanBuilder, c: _Cloud, wave: list[str], cur: Cursor) -
     add(
         Step.SYSTEM_UPGRADE_PREPARE,
         prep,
-        f"step 2: first node of each sensitive role ({', '.join(prep)}): stop its services and prepare the OS upgrade",
+        f"step 2: first node of each sensitive role ({', '.join(prep)}): stop its services "
+        "and prepare the OS upgrade",
         max([_secs(dep, c.internal(n), Step.STOP) for n in prep] + [0.0])
         + _secs(dep, [], "prepare"),
         Stage.SYSTEM_UPGRADE_PREPARE,
@@ -380,8 +382,8 @@ def _first_wave(builder: PlanBuilder, c: _Cloud, wave: list[str], cur: Cursor) -
     add(
         Step.EXTERNAL_SYSTEM_UPGRADE_PREPARE,
         ext,
-        f"step 2 (external): take {', '.join(sorted({s for v in ext.values() for s in v}))} on {', '.join(ext)} out "
-        f"(the monitors keep a majority)",
+        f"step 2 (external): take {', '.join(sorted({s for v in ext.values() for s in v}))} "
+        f"on {', '.join(ext)} out (the monitors keep a majority)",
         max([_secs(dep, ss, Step.STOP) for ss in ext.values()] + [1.0]),
         Stage.SYSTEM_UPGRADE_PREPARE,
         stops={s: [n for n in ext if s in ext[n]] for n in ext for s in ext[n]},
@@ -411,7 +413,8 @@ def _first_wave(builder: PlanBuilder, c: _Cloud, wave: list[str], cur: Cursor) -
             add(
                 Step.STOP,
                 stop_old,
-                f"step 5: control-plane downtime starts for {r.name}: stop its services on its old-OS nodes"
+                f"step 5: control-plane downtime starts for {r.name}: "
+                "stop its services on its old-OS nodes"
                 + (f" except {', '.join(keep)}" if keep else "")
                 + " (their clusters cannot span two OS majors)",
                 max(_secs(dep, ss, Step.STOP) for ss in stop_old.values()) if stop_old else 1.0,
@@ -429,7 +432,8 @@ def _first_wave(builder: PlanBuilder, c: _Cloud, wave: list[str], cur: Cursor) -
             add(
                 Step.SYSTEM_UPGRADE_TRANSFER_DATA,
                 {n: movers},
-                f"step 5: transfer the data once from {old[0]} to {n} (refuses to run twice: flag file on {n})",
+                f"step 5: transfer the data once from {old[0]} to {n} "
+                f"(refuses to run twice: flag file on {n})",
                 _secs(dep, movers, "transfer_data"),
                 Stage.SYSTEM_UPGRADE_TRANSFER_DATA,
                 idempotent=False,
@@ -521,8 +525,8 @@ def _first_wave(builder: PlanBuilder, c: _Cloud, wave: list[str], cur: Cursor) -
     add(
         Step.EXTERNAL_SYSTEM_UPGRADE_RUN,
         ext_run,
-        f"step 7: {', '.join(sorted({s for v in ext_run.values() for s in v}))} back on {', '.join(ext_run)} "
-        f"(the monitor count is restored)",
+        f"step 7: {', '.join(sorted({s for v in ext_run.values() for s in v}))} "
+        f"back on {', '.join(ext_run)} (the monitor count is restored)",
         max([_secs(dep, ss, Step.START) for ss in ext_run.values()] + [1.0]),
         Stage.SYSTEM_UPGRADE_RUN,
         starts={s: [n for n in ext_run if s in ext_run[n]] for n in ext_run for s in ext_run[n]},
@@ -659,7 +663,7 @@ def _roll(
 def _finish(builder: PlanBuilder, c: _Cloud, cur: Cursor) -> None:
     """Steps 10-12: online data migrations, converge, cleanup."""
     dep, catalog = c.dep, c.dep.catalog
-    after, t = cur.after, cur.t
+    after = cur.after
     services = {s for r in c.roles for s in r.services}
     if M.ONLINE_UPGRADED not in c.p:
         conv = on_bootstrap(dep, services, lambda s: bool(s.converge))
@@ -755,7 +759,8 @@ def _finish(builder: PlanBuilder, c: _Cloud, cur: Cursor) -> None:
         scope=Scope.DEPLOYMENT,
         duration_s=_secs(dep, [], "cleanup"),
         requires=[M.CONVERGED],
-        why="step 12: remove what the OS upgrade persisted (it may hold secrets) and re-assert flags",
+        why="step 12: remove what the OS upgrade persisted (it may hold secrets) "
+        "and re-assert flags",
     )
 
 

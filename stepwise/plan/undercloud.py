@@ -61,8 +61,9 @@ def plan_undercloud_upgrade(
             Problem(
                 f"the management node's OS upgrade runs in place, not '{os_mode}'",
                 field="-e",
-                hint=f"use -e system_upgrade_mode={UpgradeMode.IN_PLACE}; a reprovisioned management "
-                "node is restored from its backup (the seed's backup and restore procedure)",
+                hint=f"use -e system_upgrade_mode={UpgradeMode.IN_PLACE}; a reprovisioned "
+                "management node is restored from its backup (the seed's backup and restore "
+                "procedure)",
             )
         )
     roles = [r for r in dep.roles if r.is_management]
@@ -86,7 +87,10 @@ def plan_undercloud_upgrade(
         rest = [s for s in svcs if s not in db]
         prev: str | None = None
 
-        def add(step: Step, services: list[str], why: str, seconds: float, **kw) -> None:
+        # add/secs are called only within this iteration: bind the current node explicitly
+        def add(
+            step: Step, services: list[str], why: str, seconds: float, *, node: str = node, **kw
+        ) -> None:
             nonlocal prev
             prev = builder.add(
                 step,
@@ -101,7 +105,7 @@ def plan_undercloud_upgrade(
                 **{"work": {node: tuple(services)}, **kw},
             )
 
-        def secs(services: list[str], step: Step | str) -> float:
+        def secs(services: list[str], step: Step | str, *, node: str = node) -> float:
             return node_step_seconds([catalog[s] for s in services], step)
 
         add(
@@ -140,7 +144,8 @@ def plan_undercloud_upgrade(
                 if os_mode
                 else "the database's major version changes: dump every database while it still runs"
                 if change
-                else "the database's major version may change (no facts): dump every database while it runs",
+                else "the database's major version may change (no facts): dump every database "
+                "while it runs",
                 secs(db, "backup"),
             )
         add(

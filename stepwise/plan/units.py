@@ -212,7 +212,8 @@ class Plan:
         if not rest:
             out.write(head + b"\n")
             return
-        # head ends with "\n}"; the rest continues the same object: '{\n  "estimate": ...' without its "{"
+        # head ends with "\n}"; the rest continues the same object:
+        # '{\n  "estimate": ...' without its "{"
         out.write(memoryview(head)[:-2])
         out.write(b",")
         out.write(json.dumps(rest, indent=2, allow_nan=False)[1:].encode())

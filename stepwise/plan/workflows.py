@@ -117,10 +117,12 @@ def refuse_split_offline(
             if not catalog[s].rolling and any(s in c.services for c in changes.values()):
                 problems.append(
                     Problem(
-                        f"--limit upgrades {s} on some nodes but not on {node}: its schema migration is offline "
-                        f"(rolling: false) and would run under the old {s} there",
+                        f"--limit upgrades {s} on some nodes but not on {node}: its schema "
+                        f"migration is offline (rolling: false) and would run under the old {s} "
+                        "there",
                         field="--limit",
-                        hint=f"add {node} to --limit (every node where {s} changes), or upgrade without --limit",
+                        hint=f"add {node} to --limit (every node where {s} changes), "
+                        "or upgrade without --limit",
                     )
                 )
     if problems:
@@ -274,7 +276,8 @@ def plan_upgrade(
         Step.CONTRACT,
         Stage.CONVERGE,
         contract,
-        "contract the expanded schemas, once per service: no old code is left to read the old columns",
+        "contract the expanded schemas, once per service: "
+        "no old code is left to read the old columns",
     )
     health = per_node(dep, changes, lambda s: bool(s.health) or s.has_step(wf, "verify"))
     _node_wide(

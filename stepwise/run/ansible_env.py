@@ -85,7 +85,8 @@ import os, signal, subprocess, sys
 signal.signal(signal.SIGHUP, signal.SIG_IGN)
 with open({pidfile!r}, "w") as f:
     f.write(str(os.getpid()))
-p = subprocess.Popen([{playbook!r}] + sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+p = subprocess.Popen([{playbook!r}] + sys.argv[1:], \
+stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 out, relay = sys.stdout.buffer, True
 for chunk in iter(lambda: p.stdout.read1(65536), b""):
     if relay:

@@ -264,7 +264,8 @@ class Engine:
                 private_data_dir=str(d),
                 inventory=str(self.inventory_path),
                 # With our wrapper as `binary`, ansible-runner passes no playbook: give it here.
-                cmdline=f"{shlex.quote(str(playbook))} -e @{shlex.quote(str(self.extravars_path))}{self.secret_args}",
+                cmdline=f"{shlex.quote(str(playbook))} "
+                f"-e @{shlex.quote(str(self.extravars_path))}{self.secret_args}",
                 envvars=env,
                 forks=forks,
                 binary=str(wrapper),
@@ -588,14 +589,18 @@ class Engine:
             res.status = "interrupted"
             head = (
                 f"{stop.reason}: {len(interrupted)} running unit(s) cut "
-                f"({', '.join(interrupted[:5])}) and recorded interrupted; they run again from their start"
+                f"({', '.join(interrupted[:5])}) and recorded interrupted; "
+                "they run again from their start"
             )
         else:
             res.status = "failed"
             if self.failures:
                 first = self.failures[0]
                 where = sorted({f.host for f in self.failures})
-                head = f"unit {first.unit} failed on {', '.join(where)}: task '{first.task}': {first.message}"
+                head = (
+                    f"unit {first.unit} failed on {', '.join(where)}: "
+                    f"task '{first.task}': {first.message}"
+                )
             elif failed:
                 msg = next(
                     (u.message for u in self.store.units(self.run_id) if u.unit_id == failed[0]), ""
@@ -658,7 +663,8 @@ def execute(
         raise StepwiseError(
             Problem(
                 "refusing to run a plan that was not verified",
-                hint="plan with stepwise.plan.make_plan and verify with stepwise.verify.verify_plan",
+                hint="plan with stepwise.plan.make_plan "
+                "and verify with stepwise.verify.verify_plan",
             )
         )
     ids = {u.id for u in plan.units}

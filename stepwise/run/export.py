@@ -81,7 +81,8 @@ def export(
 
 
 def _replaceable(out: Path, force: bool) -> bool:
-    """Whether `out` holds an export to replace (True) or does not exist (False); refuses anything else."""
+    """Whether `out` holds an export to replace (True) or does not exist (False); refuses
+    anything else."""
     if out.is_symlink():
         raise InputError(
             Problem(
@@ -136,7 +137,8 @@ def _play_title(unit: Unit) -> str:
 
 
 def _write(plan: Plan, deployment: Deployment, out: Path, connector: Connector | None) -> list[str]:
-    """Write the export into the fresh directory `out`; returns the paths written, relative to it."""
+    """Write the export into the fresh directory `out`; returns the paths written, relative
+    to it."""
     (out / "units").mkdir()
     written: list[str] = []
     plays = []

@@ -211,7 +211,8 @@ def _stop_orphans(previous: dict[str, Any], wait_s: float = 6 * 3600) -> None:
             import sys
 
             print(
-                f"stepwise: waiting for the once-only unit left running by the killed run (pid {pid})",
+                "stepwise: waiting for the once-only unit left running by the killed run "
+                f"(pid {pid})",
                 file=sys.stderr,
                 flush=True,
             )

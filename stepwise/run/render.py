@@ -27,7 +27,7 @@ from stepwise.run.ansible_files import unsafe
 
 DEFAULT_FLAG_DIR = "/var/lib/stepwise/flags"
 FLAG_VAR = "stepwise_flag_dir"
-FLAG_DIR = "{{ %s | default('%s') }}" % (FLAG_VAR, DEFAULT_FLAG_DIR)
+FLAG_DIR = "{{ " + FLAG_VAR + " | default('" + DEFAULT_FLAG_DIR + "') }}"
 OS_RELEASE = "{{ stepwise_os_release | default('/etc/os-release') }}"
 #: what a successful OS-upgrade prepare leaves on the node: the OS major it was prepared on
 PREPARED_FLAG = FLAG_DIR + "/system_upgrade_prepared"
@@ -93,7 +93,7 @@ def service_tasks(
             {
                 "name": f"Update the packages of {service}",
                 "ansible.builtin.command": {
-                    "argv": "{{ ['dnf', '-y', 'update'] + stepwise_packages[%r] }}" % service
+                    "argv": f"{{{{ ['dnf', '-y', 'update'] + stepwise_packages[{service!r}] }}}}"
                 },
             }
         ]
@@ -130,7 +130,7 @@ def health_tasks(service: str, health: Mapping[str, str]) -> list[dict[str, Any]
             {
                 "name": f"Check that {service} answers its HTTP health check",
                 "ansible.builtin.uri": {
-                    "url": "{{ %s }}" % filled("http"),
+                    "url": "{{ " + filled("http") + " }}",
                     "status_code": 200,
                     "timeout": 5,
                 },
@@ -144,8 +144,10 @@ def health_tasks(service: str, health: Mapping[str, str]) -> list[dict[str, Any]
             {
                 "name": f"Check that {service} accepts connections",
                 "ansible.builtin.wait_for": {
-                    "host": "{{ %s.rpartition(':')[0] or stepwise_node_address }}" % filled("tcp"),
-                    "port": "{{ %s.rpartition(':')[2] }}" % filled("tcp"),
+                    "host": "{{ "
+                    + filled("tcp")
+                    + ".rpartition(':')[0] or stepwise_node_address }}",
+                    "port": "{{ " + filled("tcp") + ".rpartition(':')[2] }}",
                     "timeout": 30,
                 },
             }
@@ -160,7 +162,7 @@ def health_tasks(service: str, health: Mapping[str, str]) -> list[dict[str, Any]
         out.append(
             {
                 "name": f"Check that {service} is healthy",
-                module: {"cmd": "{{ %s }}" % filled("command")},
+                module: {"cmd": "{{ " + filled("command") + " }}"},
                 "register": "_stepwise_health",
                 "until": "_stepwise_health.rc == 0",
                 "changed_when": False,
@@ -189,7 +191,8 @@ def _task_label(task: Mapping[str, Any]) -> str:
 def _cmd_form(task: dict[str, Any]) -> dict[str, Any]:
     """stepwise's own shell tasks pass their script as the module's `cmd` parameter: a
     free-form string would go through Ansible's argument splitting, which trips on the
-    quoting of longer scripts. (Services' tasks, in blocks, are left as their authors wrote them.)"""
+    quoting of longer scripts. (Services' tasks, in blocks, are left as their authors wrote
+    them.)"""
     shell = task.get("ansible.builtin.shell")
     if isinstance(shell, str) and "block" not in task:
         task = {**task, "ansible.builtin.shell": {"cmd": shell}}
@@ -263,12 +266,14 @@ def _guard_tasks(
     path = f"{FLAG_DIR}/{name}"
     check = (
         f'f="{path}"\n'
-        f'if [ -e "$f" ] && grep -qxF {shlex.quote(token)} "$f"; then echo STEPWISE_ALREADY_DONE; exit 0; fi\n'
+        f'if [ -e "$f" ] && grep -qxF {shlex.quote(token)} "$f"; '
+        "then echo STEPWISE_ALREADY_DONE; exit 0; fi\n"
         'if [ -e "$f" ]; then echo "refusing: $f exists on {{ inventory_hostname }}: '
         f'{unit.step} already completed here ($(cat "$f")); it must never run twice. '
         'Remove the flag file by hand only if you are sure." >&2; exit 3; fi\n'
         'mkdir -p "$(dirname "$f")"\n'
-        'if [ -e "$f.attempt" ]; then echo "a previous attempt ($(cat "$f.attempt")) did not complete: running again"; fi\n'
+        'if [ -e "$f.attempt" ]; then echo "a previous attempt ($(cat "$f.attempt")) '
+        'did not complete: running again"; fi\n'
         f'echo {shlex.quote(token)} > "$f.attempt"\n'
     )
     pre = [
@@ -287,7 +292,8 @@ def _guard_tasks(
     post = [
         {
             "name": f"Stepwise: mark {unit.step} completed (flag file)",
-            "ansible.builtin.shell": f'echo {shlex.quote(token)} > "{path}" && rm -f "{path}.attempt"',
+            "ansible.builtin.shell": f'echo {shlex.quote(token)} > "{path}" '
+            f'&& rm -f "{path}.attempt"',
         }
     ]
     return pre, post
@@ -346,7 +352,8 @@ def _persist_tasks() -> list[dict[str, Any]]:
     return [
         {
             "name": "Node: archive the data the node must keep",
-            "ansible.builtin.shell": f'mkdir -p "{NODE_ROOT}/tmp" && cd "{NODE_ROOT}/" && tar --ignore-failed-read {OS_OWN_FILES} -czf '
+            "ansible.builtin.shell": f'mkdir -p "{NODE_ROOT}/tmp" && cd "{NODE_ROOT}/" '
+            f"&& tar --ignore-failed-read {OS_OWN_FILES} -czf "
             f'"{NODE_ROOT}/tmp/{PERSIST_FILE}" {PERSIST_PATHS}',
         },
         {
@@ -374,7 +381,9 @@ def _restore_tasks() -> list[dict[str, Any]]:
         },
         {
             "name": "Node: restore the data the node kept",
-            "ansible.builtin.shell": f'cd "{NODE_ROOT}/" && tar -xzf "{NODE_ROOT}/tmp/{PERSIST_FILE}" && rm -f "{NODE_ROOT}/tmp/{PERSIST_FILE}"',
+            "ansible.builtin.shell": f'cd "{NODE_ROOT}/" '
+            f'&& tar -xzf "{NODE_ROOT}/tmp/{PERSIST_FILE}" '
+            f'&& rm -f "{NODE_ROOT}/tmp/{PERSIST_FILE}"',
         },
     ]
 
@@ -402,9 +411,11 @@ def _transfer_assert() -> dict[str, Any]:
                 "(_stepwise_os.results | map(attribute='stdout') | map('int') | max) > "
                 "(_stepwise_os.results | map(attribute='stdout') | map('int') | min)",
                 "(_stepwise_os.results | map(attribute='stdout') | map('int') | select('equalto', "
-                "_stepwise_os.results | map(attribute='stdout') | map('int') | max) | list | length) == 1",
+                "_stepwise_os.results | map(attribute='stdout') | map('int') | max) "
+                "| list | length) == 1",
             ],
-            "fail_msg": "refusing the data transfer: the role needs at least one old-OS node and exactly one new-OS node "
+            "fail_msg": "refusing the data transfer: the role needs at least one old-OS node "
+            "and exactly one new-OS node "
             "(found OS majors {{ _stepwise_os.results | map(attribute='stdout') | list }})",
         },
     }
@@ -422,7 +433,8 @@ def node_work_tasks(
             {
                 "name": "Node: switch repositories to the target release",
                 "ansible.builtin.command": {
-                    "argv": "{{ [stepwise_repos_command | default('tripleo-repos'), target_release] }}"
+                    "argv": "{{ [stepwise_repos_command | default('tripleo-repos'), "
+                    "target_release] }}"
                 },
                 "changed_when": True,
             }
@@ -435,7 +447,8 @@ def node_work_tasks(
                 "name": "Node: update packages no service owns",
                 "ansible.builtin.command": {
                     "argv": "{{ ['dnf', '-y', 'update'] + "
-                    "(stepwise_node_packages[inventory_hostname] | reject('equalto', '*') | list) }}"
+                    "(stepwise_node_packages[inventory_hostname] "
+                    "| reject('equalto', '*') | list) }}"
                 },
                 "when": "inventory_hostname in stepwise_node_packages",
             }
@@ -450,24 +463,28 @@ def node_work_tasks(
             tasks = [
                 {
                     "name": "Node: prepare the OS upgrade",
-                    "ansible.builtin.command": "{{ stepwise_os_upgrade_command | default('leapp upgrade') }}",
+                    "ansible.builtin.command": "{{ stepwise_os_upgrade_command "
+                    "| default('leapp upgrade') }}",
                 }
             ]
         return tasks + [
             {
                 "name": "Stepwise: record that the OS upgrade is prepared",
-                "ansible.builtin.shell": f'mkdir -p "{FLAG_DIR}" && echo "$({_OS_MAJOR}) {mode}" > "{PREPARED_FLAG}"',
+                "ansible.builtin.shell": f'mkdir -p "{FLAG_DIR}" '
+                f'&& echo "$({_OS_MAJOR}) {mode}" > "{PREPARED_FLAG}"',
             }
         ]
     if work is NodeWork.UPGRADE_OS:
         check = (
             f'f="{PREPARED_FLAG}"\n'
-            'if [ ! -s "$f" ]; then echo "refusing: the OS upgrade was not prepared successfully on '
-            '{{ inventory_hostname }} (run system_upgrade_prepare first)" >&2; exit 3; fi\n'
+            'if [ ! -s "$f" ]; then echo "refusing: the OS upgrade was not prepared successfully '
+            'on {{ inventory_hostname }} (run system_upgrade_prepare first)" >&2; exit 3; fi\n'
             f'now=$({_OS_MAJOR}); set -- $(cat "$f"); was=$1; how=${{2:-{UpgradeMode.IN_PLACE}}}\n'
-            'if [ "$now" != "$was" ]; then echo "refusing: {{ inventory_hostname }} already runs OS $now '
+            'if [ "$now" != "$was" ]; then '
+            'echo "refusing: {{ inventory_hostname }} already runs OS $now '
             '(prepared on OS $was): it was upgraded already" >&2; exit 3; fi\n'
-            f'if [ "$how" != "{mode}" ]; then echo "refusing: {{{{ inventory_hostname }}}} was prepared for '
+            f'if [ "$how" != "{mode}" ]; then echo "refusing: '
+            "{{ inventory_hostname }} was prepared for "
             f'$how, not {mode} (-e system_upgrade_mode)" >&2; exit 3; fi\n'
         )
         first = [
@@ -501,10 +518,12 @@ def node_work_tasks(
         return [
             {
                 "name": "Node: remove what the OS upgrade left on the node",
-                "ansible.builtin.shell": f'rm -rf "{FLAG_DIR}/system_upgrade_prepared" "{FLAG_DIR}"/*.attempt "{NODE_ROOT}/tmp/{PERSIST_FILE}"',
+                "ansible.builtin.shell": f'rm -rf "{FLAG_DIR}/system_upgrade_prepared" '
+                f'"{FLAG_DIR}"/*.attempt "{NODE_ROOT}/tmp/{PERSIST_FILE}"',
             },
             {
-                "name": "Stepwise: remove what the OS upgrade persisted for this node (it may hold secrets)",
+                "name": "Stepwise: remove what the OS upgrade persisted for this node "
+                "(it may hold secrets)",
                 "ansible.builtin.file": {
                     "path": "{{ stepwise_persist_dir }}/{{ inventory_hostname }}",
                     "state": "absent",
@@ -548,7 +567,7 @@ def render_unit(
             health[service] = dict(deployment.catalog[service].health)
         block: dict[str, Any] = {"name": f"Tasks of {service}"}
         if sorted(nodes) != sorted(hosts):
-            block["when"] = "inventory_hostname in stepwise_on[%r]" % service
+            block["when"] = f"inventory_hostname in stepwise_on[{service!r}]"
         block["block"] = body  # last: Ansible's (and ansible-lint's) order name, when, block
         tasks.append(block)
     node_work = unit.step.info.node_work
@@ -560,7 +579,8 @@ def render_unit(
     if not tasks:
         raise InputError(
             Problem(
-                f"unit {unit.id} ({unit.step} on {', '.join(hosts) or 'no node'}) has nothing to run",
+                f"unit {unit.id} ({unit.step} on {', '.join(hosts) or 'no node'}) "
+                "has nothing to run",
                 hint="this is a planner bug: a unit with no work must be a barrier",
             )
         )
@@ -586,7 +606,8 @@ def render_unit(
             {
                 "name": "Stepwise: skip hosts that failed earlier in this run",
                 "ansible.builtin.meta": "end_host",
-                "when": "inventory_hostname in (lookup('ansible.builtin.file', stepwise_failed_hosts_file, "
+                "when": "inventory_hostname in "
+                "(lookup('ansible.builtin.file', stepwise_failed_hosts_file, "
                 "errors='ignore') | default('', true) | split)",
             },
         )

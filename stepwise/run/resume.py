@@ -305,14 +305,20 @@ def plan_difference(plan: Plan, stored: Mapping[str, Any]) -> str:
     new = [u.to_json() for u in plan.units]
     if len(old) != len(new):
         return f"{len(old)} units stored, {len(new)} planned now"
-    for o, n in zip(old, new):
+    for o, n in zip(old, new, strict=True):
         if o != n:
             keys = sorted(k for k in set(o) | set(n) if o.get(k) != n.get(k))
             k = keys[0]
-            return f"unit {n['id']} ({n['step']}): {k} is {_short(o.get(k))} in the store, {_short(n.get(k))} now"
+            return (
+                f"unit {n['id']} ({n['step']}): {k} is {_short(o.get(k))} in the store, "
+                f"{_short(n.get(k))} now"
+            )
     for var in ("target_release", "system_upgrade_mode"):
         if dict(stored.get("params", {})).get(var) != plan.params.get(var):
-            return f"{var} is {stored.get('params', {}).get(var)} in the store, {plan.params.get(var)} now"
+            return (
+                f"{var} is {stored.get('params', {}).get(var)} in the store, "
+                f"{plan.params.get(var)} now"
+            )
     return ""
 
 
@@ -387,15 +393,17 @@ def _refuse_repeats(store: Store, cloud: str, run_id: int | None, todo: list[Uni
     for u in todo:
         if u.idempotent:
             continue
-        for key, host in zip(marker_keys(u), flag_hosts(u)):
+        for key, host in zip(marker_keys(u), flag_hosts(u), strict=True):
             m = store.marker(cloud, key)
             if m is None or m.state != "done" or (m.run_id == run_id and m.unit_id == u.id):
                 continue
             problems.append(
                 Problem(
-                    f"{u.step} on {host} already completed in run {m.run_id} (unit {m.unit_id}); it must never run twice",
-                    hint=f"the target holds the data now. Only if you know it must be redone: remove the flag file "
-                    f"{DEFAULT_FLAG_DIR}/{flag_name(u)} (or under stepwise_flag_dir) on {host} and clear the record "
+                    f"{u.step} on {host} already completed in run {m.run_id} (unit {m.unit_id}); "
+                    "it must never run twice",
+                    hint="the target holds the data now. Only if you know it must be redone: "
+                    f"remove the flag file {DEFAULT_FLAG_DIR}/{flag_name(u)} "
+                    f"(or under stepwise_flag_dir) on {host} and clear the record "
                     f"with `stepwise forget {key}`",
                 )
             )

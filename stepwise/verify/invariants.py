@@ -90,7 +90,8 @@ def prepare(plan: Plan, dep: Deployment) -> Prepared:
         for a in u.after:
             if a not in seen:
                 problems.append(
-                    f"{_where(u)} waits for {a}, which is not an earlier unit (the plan must be a DAG in order)"
+                    f"{_where(u)} waits for {a}, which is not an earlier unit "
+                    "(the plan must be a DAG in order)"
                 )
         seen.add(u.id)
     if problems:
@@ -134,8 +135,9 @@ def prepare(plan: Plan, dep: Deployment) -> Prepared:
         for g, members in sorted(groups.items()):
             if not any(catalog[s].has_step(Section.UPGRADE, "pin") for s in members):
                 pre.static_problems.append(
-                    f"RPC group '{g}' ({', '.join(members)}) has no `upgrade.pin` tasks: new code would talk "
-                    f"unpinned RPC to old peers; add pin/unpin tasks to one of its services"
+                    f"RPC group '{g}' ({', '.join(members)}) has no `upgrade.pin` tasks: "
+                    "new code would talk unpinned RPC to old peers; add pin/unpin tasks to one of "
+                    "its services"
                 )
     # batches hold role capacity from their first unit's start to their last unit's end
     first_of: dict[str, Unit] = {}
@@ -255,8 +257,8 @@ def check(
                 for role, busy in role_busy.items():
                     if busy > serial[role] and u.phase is not Phase.OS_REST:
                         problems.append(
-                            f"at {_fmt(t)} {_where(u)}: {busy} nodes of {role} are being worked on; "
-                            f"its update_serial is {serial[role]}"
+                            f"at {_fmt(t)} {_where(u)}: {busy} nodes of {role} "
+                            f"are being worked on; its update_serial is {serial[role]}"
                         )
             if step is Step.UNPIN_RPC:
                 for s in u.services:
@@ -264,8 +266,8 @@ def check(
                     if g and not partial and old_count[g]:
                         example = _old_instance(dep, groups[g], st)
                         problems.append(
-                            f"at {_fmt(t)} {_where(u)} lifts the RPC pin of '{g}' while {old_count[g]} "
-                            f"instance(s) still run old code (e.g. {example})"
+                            f"at {_fmt(t)} {_where(u)} lifts the RPC pin of '{g}' "
+                            f"while {old_count[g]} instance(s) still run old code (e.g. {example})"
                         )
                     st.pinned.discard(g)
             elif step is Step.CONTRACT:
@@ -276,8 +278,9 @@ def check(
                         ]
                         if old and not partial:
                             problems.append(
-                                f"at {_fmt(t)} {_where(u)} contracts the schema of {s} while old code "
-                                f"still runs on {', '.join(old[:3])}; contract after the last old instance"
+                                f"at {_fmt(t)} {_where(u)} contracts the schema of {s} "
+                                f"while old code still runs on {', '.join(old[:3])}; "
+                                "contract after the last old instance"
                             )
             elif step is Step.MIGRATE:
                 for n in u.nodes:
@@ -292,23 +295,27 @@ def check(
                         ]
                         if live:
                             problems.append(
-                                f"at {_fmt(t)} {_where(u)} migrates the schema of {s} while old code still "
-                                f"serves on {', '.join(live[:3])}; stop its old readers first"
+                                f"at {_fmt(t)} {_where(u)} migrates the schema of {s} "
+                                f"while old code still serves on {', '.join(live[:3])}; "
+                                "stop its old readers first"
                             )
             elif step is Step.SYSTEM_UPGRADE_TRANSFER_DATA:
                 for n in u.nodes:
                     transfers[n] += 1
                     if transfers[n] > 1:
                         problems.append(
-                            f"{_where(u)}: data transfer onto {n} a second time would overwrite newer data"
+                            f"{_where(u)}: data transfer onto {n} a second time "
+                            "would overwrite newer data"
                         )
                     if n in started_on and started_on[n] < t:
                         problems.append(
-                            f"{_where(u)}: data transfer onto {n} after services started there destroys newer data"
+                            f"{_where(u)}: data transfer onto {n} after services started there "
+                            "destroys newer data"
                         )
                     if u.idempotent:
                         problems.append(
-                            f"{_where(u)}: a data transfer must be marked non-idempotent (it must never run twice)"
+                            f"{_where(u)}: a data transfer must be marked non-idempotent "
+                            "(it must never run twice)"
                         )
             if u.stops:
                 changed = upgraded.get(u.batch) if u.batch else None
@@ -330,8 +337,8 @@ def check(
                             else "quorum: majority (clustered)"
                         )
                         problems.append(
-                            f"at {_fmt(t)} {_where(u)} takes {s} down on {len(d)} of {totals[s]} nodes; "
-                            f"its rule ({rule}) allows {a}"
+                            f"at {_fmt(t)} {_where(u)} takes {s} down on {len(d)} of {totals[s]} "
+                            f"nodes; its rule ({rule}) allows {a}"
                         )
                     if len(d) >= totals.get(s, 0) and s not in open_win:
                         open_win[s] = (t, u.why)
@@ -368,8 +375,9 @@ def check(
                         start_last[s] = t
                     if s in pre.expands and s not in expanded:
                         problems.append(
-                            f"at {_fmt(t)} {_where(u)} starts new {s} on {', '.join(nodes[:3])} before "
-                            f"its schema is expanded; the expand runs first, on the bootstrap node"
+                            f"at {_fmt(t)} {_where(u)} starts new {s} "
+                            f"on {', '.join(nodes[:3])} before its schema is expanded; "
+                            "the expand runs first, on the bootstrap node"
                         )
                     newly = new_code.get(s)
                     if newly is None:
@@ -382,15 +390,17 @@ def check(
                     if pre.rpc_check and g and old_count[g] and g not in st.pinned:
                         problems.append(
                             f"at {_fmt(t)} {_where(u)} starts new {s} while "
-                            f"{_old_instance(dep, groups[g], st)} runs old code and RPC group '{g}' is not pinned"
+                            f"{_old_instance(dep, groups[g], st)} runs old code "
+                            f"and RPC group '{g}' is not pinned"
                         )
                     if os_upgrade and catalog[s].cluster and not catalog[s].mixed_os:
                         serving = st.serving(s, tuple(m.name for m in dep.instances[s]))
                         oses = {n in st.new_os for n in serving}
                         if len(oses) > 1:
                             problems.append(
-                                f"at {_fmt(t)} {_where(u)}: {s} cluster would have members on two OS major "
-                                f"versions ({', '.join(serving[:4])}); such a cluster cannot form"
+                                f"at {_fmt(t)} {_where(u)}: {s} cluster would have members "
+                                f"on two OS major versions ({', '.join(serving[:4])}); "
+                                "such a cluster cannot form"
                             )
             if u.phase is Phase.CONTROLPLANE and (u.stops or u.starts):
                 ctrl_end = max(ctrl_end, t)
@@ -402,8 +412,8 @@ def check(
         windows.append(Window(s, t0, float("inf"), why))
     if data_start is not None and data_start < ctrl_end:
         problems.append(
-            f"the data plane starts stopping at {_fmt(data_start)} before the control plane is done "
-            f"({_fmt(ctrl_end)})"
+            f"the data plane starts stopping at {_fmt(data_start)} "
+            f"before the control plane is done ({_fmt(ctrl_end)})"
         )
     # An OS or management-node upgrade takes every service of a node down at once by design.
     dep_check = not plan.workflow.exempt_from_dependency_order
@@ -411,8 +421,8 @@ def check(
         for d in catalog[s].depends_on:
             if d in start_last and stop_first[s] < start_last[d]:
                 problems.append(
-                    f"{s} starts its upgrade at {_fmt(stop_first[s])} but its dependency {d} is upgraded "
-                    f"everywhere only at {_fmt(start_last[d])}"
+                    f"{s} starts its upgrade at {_fmt(stop_first[s])} "
+                    f"but its dependency {d} is upgraded everywhere only at {_fmt(start_last[d])}"
                 )
     # A selected part of a workflow may end with instances down (the OS upgrade's steps leave
     # nodes stopped for the next command): the rules were checked at every moment, the end

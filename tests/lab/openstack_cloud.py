@@ -171,7 +171,7 @@ class TestCloud:
             try:
                 mariadb.execute("127.0.0.1", self.db_port, "SELECT 1")
                 break
-            except Exception:
+            except Exception as err:
                 if time.monotonic() > deadline or self.procs["mariadb"].poll() is not None:
                     log = root / "var/log/mariadb/mariadb.log"
                     tail = (
@@ -179,7 +179,7 @@ class TestCloud:
                         if log.exists()
                         else []
                     )
-                    raise RuntimeError(f"mariadbd did not start: {' | '.join(tail)}")
+                    raise RuntimeError(f"mariadbd did not start: {' | '.join(tail)}") from err
                 time.sleep(0.2)
         for name in SERVICES:
             mariadb.execute("127.0.0.1", self.db_port, f"CREATE DATABASE {name}")
@@ -193,13 +193,18 @@ class TestCloud:
             f"username = admin\npassword = {PASSWORD}\n"
         )
         files = {
-            "keystone/keystone.conf": f"[DEFAULT]\nlog_file = {keys}/keystone.log\n[database]\nconnection = {self._db_url('keystone')}\n"
-            f"[fernet_tokens]\nkey_repository = {keys}/fernet\n[credential]\nkey_repository = {keys}/cred\n"
+            "keystone/keystone.conf": "[DEFAULT]\n"
+            f"log_file = {keys}/keystone.log\n"
+            f"[database]\nconnection = {self._db_url('keystone')}\n"
+            f"[fernet_tokens]\nkey_repository = {keys}/fernet\n"
+            f"[credential]\nkey_repository = {keys}/cred\n"
             "[identity]\npassword_hash_rounds = 4\n[token]\nprovider = fernet\n",
-            "placement/placement.conf": f"[DEFAULT]\nlog_file = {self.dir}/placement/placement.log\n"
-            f"[placement_database]\nconnection = {self._db_url('placement')}\n[api]\nauth_strategy = keystone\n"
-            + auth,
-            "glance/glance-api.conf": f"[DEFAULT]\nlog_file = {self.dir}/glance/glance.log\nenabled_backends = fs:file\n"
+            "placement/placement.conf": "[DEFAULT]\n"
+            f"log_file = {self.dir}/placement/placement.log\n"
+            f"[placement_database]\nconnection = {self._db_url('placement')}\n"
+            "[api]\nauth_strategy = keystone\n" + auth,
+            "glance/glance-api.conf": "[DEFAULT]\n"
+            f"log_file = {self.dir}/glance/glance.log\nenabled_backends = fs:file\n"
             f"[database]\nconnection = {self._db_url('glance')}\n"
             + auth
             + "[paste_deploy]\nflavor = keystone\n[glance_store]\ndefault_backend = fs\n"
@@ -306,8 +311,9 @@ class TestCloud:
                     ),
                     "buffer-size = 65535",
                     "disable-logging = true",
-                    # no HAProxy in front here: http-socket closes every connection after its response
-                    # without saying so, and tempest's urllib3 would race that close on a reused one
+                    # no HAProxy in front here: http-socket closes every connection after its
+                    # response without saying so, and tempest's urllib3 would race that close on a
+                    # reused one
                     "add-header = Connection: close",
                     "",
                 ]

@@ -1,4 +1,5 @@
-"""Ansible (through ansible-runner) runs node commands on every lab node via the shipped connection."""
+"""Ansible (through ansible-runner) runs node commands on every lab node via the shipped
+connection."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ PLAYBOOK = [
             },
             {
                 "name": "config",
-                "command": "crudini --set /etc/stepwise-test.conf DEFAULT node {{ inventory_hostname }}",
+                "command": "crudini --set /etc/stepwise-test.conf DEFAULT node "
+                "{{ inventory_hostname }}",
             },
             {
                 "name": "read back",

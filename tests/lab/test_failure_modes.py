@@ -48,7 +48,7 @@ def test_minor_update_naive_all_at_once_vs_rolling(lab, node):
             if n == "ctrl-0":
                 c.run("keystone-manage db sync")  # expand/contract: old keystones keep working
             c.run("systemctl start keystone")
-            wait_for(lambda: c.run("healthcheck keystone", check=False).returncode == 0)
+            wait_for(lambda c=c: c.run("healthcheck keystone", check=False).returncode == 0)
             c.run("pcs node unstandby")
             settle(lab, 0.8)
     rolling = p2.stop()

@@ -29,7 +29,8 @@ def _tasks(service: str, step: str) -> list[dict]:
     t = [
         {
             "name": f"{step} trace",
-            "ansible.builtin.shell": f'echo "{line}" >> {{{{ trace }}}}/{{{{ inventory_hostname }}}}.log && sleep {{{{ step_sleep | default(0) }}}}',
+            "ansible.builtin.shell": f'echo "{line}" >> '
+            "{{ trace }}/{{ inventory_hostname }}.log && sleep {{ step_sleep | default(0) }}",
         }
     ]
     if step == "start":
@@ -71,7 +72,8 @@ def write_cloud(
             [
                 {
                     "name": "converge",
-                    "ansible.builtin.shell": f"echo '{name} converge' >> {{{{ trace }}}}/{{{{ inventory_hostname }}}}.log",
+                    "ansible.builtin.shell": f"echo '{name} converge' >> "
+                    "{{ trace }}/{{ inventory_hostname }}.log",
                 }
             ],
         )
@@ -81,7 +83,9 @@ def write_cloud(
                 k: [
                     {
                         "name": k,
-                        "ansible.builtin.shell": f"sleep {{{{ step_sleep | default(0) }}}} && echo '{name} system_upgrade_{k}' >> {{{{ trace }}}}/{{{{ inventory_hostname }}}}.log",
+                        "ansible.builtin.shell": "sleep {{ step_sleep | default(0) }} && "
+                        f"echo '{name} system_upgrade_{k}' >> "
+                        "{{ trace }}/{{ inventory_hostname }}.log",
                     }
                 ]
                 for k in ("prepare", "run", "transfer_data", "cleanup")

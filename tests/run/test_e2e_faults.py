@@ -34,8 +34,9 @@ def _small_classic(path: Path) -> Path:
 
 
 def test_a_node_crashed_mid_batch_stops_the_run_before_the_next_batch(
-    tmp_path: Path, lab_dir: Path
-):  # noqa: F811
+    tmp_path: Path,
+    lab_dir: Path,  # noqa: F811 - the fixture imported above
+):
     _lab_or_skip()
     import stepwise.lab as lab
     from stepwise.lab.faults import inject

@@ -25,8 +25,9 @@ def _t(dt) -> float:
 
 
 def test_management_node_os_and_release_upgrade_across_a_database_major(
-    tmp_path: Path, lab_dir: Path
-):  # noqa: F811
+    tmp_path: Path,
+    lab_dir: Path,  # noqa: F811 - the fixture imported above
+):
     _lab_or_skip()
     import stepwise.lab as lab
     from stepwise.lab import mariadb

@@ -222,7 +222,7 @@ def test_postgresql_store(pg_url: str):
 
 def test_lock_refuses_a_second_run_and_says_who(tmp_path: Path):
     path = tmp_path / "c.lock"
-    with RunLock.acquire(path, "c", "stepwise update run -d d.yaml") as lock:
+    with RunLock.acquire(path, "c", "stepwise update run -d d.yaml"):
         assert read_holder(path)["pid"] == os.getpid()
         with pytest.raises(LockedError, match=r"update run -d d.yaml") as exc:
             RunLock.acquire(path, "c")
@@ -233,9 +233,10 @@ def test_lock_refuses_a_second_run_and_says_who(tmp_path: Path):
 def test_stale_lock_of_a_dead_process_is_taken_over(tmp_path: Path):
     path = tmp_path / "c.lock"
     code = (
-        "import sys, os, signal; sys.path[:0] = %r; from stepwise.run.lock import RunLock; "
-        "l = RunLock.acquire(%r, 'c', 'killed run'); os.kill(os.getpid(), signal.SIGKILL)"
-        % (sys_path(), str(path))
+        f"import sys, os, signal; sys.path[:0] = {sys_path()!r}; "
+        "from stepwise.run.lock import RunLock; "
+        f"l = RunLock.acquire({str(path)!r}, 'c', 'killed run'); "
+        "os.kill(os.getpid(), signal.SIGKILL)"
     )
     subprocess.run([os.sys.executable, "-c", code])
     lock = RunLock.acquire(path, "c")

@@ -176,7 +176,8 @@ def yaml_text(draw: Any, doc: Any) -> str:
         text = (
             "a: &a [x,x,x,x,x,x,x,x,x]\n"
             + "".join(
-                f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi")
+                f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n"
+                for p, c in zip("abcdefgh", "bcdefghi", strict=True)
             )
             + text
         )
@@ -409,7 +410,7 @@ def test_fuzz_cli_arguments(command: str, options: list[tuple[str, str | None]])
         _check(args, root, allowed=out)
 
 
-# ------------------------------------------------------------------------------ issue #19: stores, names, paths
+# ------------------------------------------------------------------ issue #19: stores, names, paths
 STORE_COLUMNS = (
     [
         ("runs", c)

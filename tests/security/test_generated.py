@@ -28,7 +28,8 @@ def test_a_file_name_with_newlines_starts_no_yaml_in_an_import(tmp_path: Path):
     roles.write_bytes(ROLES.read_bytes())
     inv = tmp_path / ("inv\ncatalog: evil\n#")
     inv.write_text(
-        "[Controller]\nctl-[0:2] ansible_host=10.0.0.1\n[Controller:vars]\nstepwise_services=keystone\n"
+        "[Controller]\nctl-[0:2] ansible_host=10.0.0.1\n"
+        "[Controller:vars]\nstepwise_services=keystone\n"
     )
     for args in (["import", "tripleo", "-r", roles], ["import", "inventory", inv]):
         out = tmp_path / "out.yaml"
@@ -41,7 +42,7 @@ def test_a_file_name_with_newlines_starts_no_yaml_in_an_import(tmp_path: Path):
         assert cli("validate", "-d", out).code == 0
 
 
-# ------------------------------------------------------------------------------ secrets in crash logs
+# ------------------------------------------------------------------------ secrets in crash logs
 @pytest.mark.parametrize(
     "argv, secret",
     [

@@ -32,7 +32,8 @@ def test_template_payloads_in_data_are_never_executed(tmp_path: Path, monkeypatc
                     "packages": [
                         {
                             "name": "echo data",
-                            "ansible.builtin.shell": "printf '%s|%s|%s|%s|%s|%s\\n' '{{ dep_var }}' '{{ role_var }}' '{{ node_var }}' "
+                            "ansible.builtin.shell": "printf '%s|%s|%s|%s|%s|%s\\n' "
+                            "'{{ dep_var }}' '{{ role_var }}' '{{ node_var }}' "
                             "'{{ extra_var }}' '{{ vault_key }}' '{{ stepwise_node_address }}' "
                             ">> {{ trace }}/echo.log",
                         }

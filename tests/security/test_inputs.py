@@ -120,11 +120,14 @@ def test_non_finite_durations_are_refused(tmp_path: Path):
         # a 1 KB alias bomb: 9^9 values once expanded
         "a: &a [x,x,x,x,x,x,x,x,x]\n"
         + "".join(
-            f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi")
+            f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n"
+            for p, c in zip("abcdefgh", "bcdefghi", strict=True)
         ),
         "[" * 100_000,  # crashed libyaml's composer (SIGSEGV)
-        "name: n\nroles:\n- name: C\n  services: [nova_compute]\n  nodes: {count: 10000000, name: 'c{index}'}\n",
-        "name: n\nroles:\n- name: C\n  services: [nova_compute]\n  nodes: {count: 1000000000000000000, name: 'c{index}'}\n",
+        "name: n\nroles:\n- name: C\n  services: [nova_compute]\n"
+        "  nodes: {count: 10000000, name: 'c{index}'}\n",
+        "name: n\nroles:\n- name: C\n  services: [nova_compute]\n"
+        "  nodes: {count: 1000000000000000000, name: 'c{index}'}\n",
     ],
 )
 def test_hostile_documents_are_refused_quickly_in_bounded_memory(tmp_path: Path, text: str):

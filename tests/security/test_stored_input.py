@@ -112,7 +112,8 @@ TAMPERED = {
     "plan not JSON": "UPDATE runs SET plan = 'not json {'",
     "plan a list": "UPDATE runs SET plan = '[1, 2]'",
     "plan unit unknown step": "UPDATE runs SET plan = json_set(plan, '$.units[0].step', 'rm -rf')",
-    "plan duration infinite": "UPDATE runs SET plan = json_set(plan, '$.units[0].duration_s', 9e999)",
+    "plan duration infinite": "UPDATE runs SET plan = "
+    "json_set(plan, '$.units[0].duration_s', 9e999)",
     "plan units not a list": "UPDATE runs SET plan = json_set(plan, '$.units', 'x')",
     "bad timestamp": "UPDATE runs SET started_at = 'yesterday'",
     "timestamp a number": "UPDATE units SET ended_at = 12",
@@ -129,7 +130,8 @@ TAMPERED = {
     "facts over limits": "UPDATE node_packages SET available = printf('%.500c', 'x')",
     "facts os major text": "UPDATE node_os SET major = 'eight'",
     "facts unknown node name": "UPDATE node_os SET node = '../../x'",
-    "marker state": "INSERT INTO markers VALUES ('testcloud', 'progress:x', 1, 'u', 'weird', '2024-01-01 00:00:00')",
+    "marker state": "INSERT INTO markers VALUES "
+    "('testcloud', 'progress:x', 1, 'u', 'weird', '2024-01-01 00:00:00')",
     "service version long": "UPDATE node_services SET version = printf('%.900c', 'v')",
 }
 

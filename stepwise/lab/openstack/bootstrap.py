@@ -104,7 +104,8 @@ def databases(lab: Any, say: Say) -> None:
             tool(lab, boot, "glance_api", ["glance-manage", "db_sync"]), "glance-manage db_sync"
         )
     say(
-        f"real OpenStack databases synced ({', '.join(_placed(lab))}) in {time.monotonic() - t0:.1f}s"
+        f"real OpenStack databases synced ({', '.join(_placed(lab))}) "
+        f"in {time.monotonic() - t0:.1f}s"
     )
 
 
@@ -265,7 +266,8 @@ def register(lab: Any, say: Say, timeout: float = 60.0) -> None:
             )
     write_clouds_yaml(lab)
     say(
-        f"keystone catalog: {', '.join(_placed(lab))}; clouds.yaml for 'openstack --os-cloud {lab.spec['name']}'"
+        f"keystone catalog: {', '.join(_placed(lab))}; "
+        f"clouds.yaml for 'openstack --os-cloud {lab.spec['name']}'"
     )
 
 

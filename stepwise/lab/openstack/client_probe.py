@@ -97,7 +97,7 @@ def short_error(step: str, exc: BaseException) -> str:
     # a connection error's cause sits at the end of a long urllib3 message: it goes first
     root = _ROOT_CAUSE.findall(msg)
     cause = f"{root[-1].rstrip('.')}: " if root else ""
-    text = f"{step}: {'HTTP %s ' % code if code else ''}{type(exc).__name__}: {cause}{msg}"
+    text = f"{step}: {f'HTTP {code} ' if code else ''}{type(exc).__name__}: {cause}{msg}"
     return text[:200]
 
 

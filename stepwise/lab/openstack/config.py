@@ -162,7 +162,8 @@ def service_ini(lab: Any, node: str, service: str) -> str:
                 "paste_deploy": {"flavor": "keystone"},
                 "glance_store": {"default_backend": "fs"},
                 # one image directory for every glance node: it stands in for the NFS/ceph share a
-                # real deployment gives glance, so an image uploaded through one node is served by all
+                # real deployment gives glance, so an image uploaded through one node is served
+                # by all
                 "fs": {"filesystem_store_datadir": str(shared / "images")},
                 # staging is shared too: an image staged through one node is imported by another
                 # (tempest's glance-direct import failed with a staging directory per node)

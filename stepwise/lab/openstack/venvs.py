@@ -113,7 +113,8 @@ def _build(name: str, path: Path, python: str, progress: BuildProgress) -> None:
     reqs = requirements(name)
     if not reqs:  # a venv of nothing would pass for built and fail later, far from the cause
         raise VenvError(
-            f"the lock {lock_file(name)} lists no package: regenerate it (scripts/lock-openstack.sh)"
+            f"the lock {lock_file(name)} lists no package: "
+            "regenerate it (scripts/lock-openstack.sh)"
         )
     total = len(reqs)
     progress(0, total, f"creating the {name} venv")

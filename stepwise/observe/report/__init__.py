@@ -8,14 +8,24 @@ import os
 from collections.abc import Iterable
 from datetime import UTC
 
-from stepwise.observe.report.html import render  # noqa: F401
+from stepwise.observe.report.html import render
 from stepwise.observe.report.model import (
     Report,
     Section,
     plan_section,
     run_section,
     run_section_from_store,
-)  # noqa: F401
+)
+
+__all__ = [
+    "Report",
+    "Section",
+    "plan_section",
+    "render",
+    "run_section",
+    "run_section_from_store",
+    "write_report",
+]
 
 
 def write_report(
@@ -29,14 +39,12 @@ def write_report(
     """Write the report of `sections` to `path` (private to the user: it tells the cloud's
     layout and history); returns its size in bytes. Through `stepwise.paths.write_output`:
     atomic, never through a link, replacing only a report stepwise wrote (or with `force`)."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from stepwise.observe.report.html import HEAD
     from stepwise.paths import write_output
 
-    doc = render(
-        Report(title, list(sections), datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"))
-    )
+    doc = render(Report(title, list(sections), datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")))
     data = doc.encode("utf-8")
     write_output(path, data, field=field, force=force, ours=HEAD.encode("utf-8"), mode=0o600)
     return len(data)

@@ -36,19 +36,24 @@ COLOURS = {
 }
 
 STYLE = """
-body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0;color:#222;background:#fafafa}
+body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;\
+margin:0;color:#222;background:#fafafa}
 header{background:#243447;color:#fff;padding:12px 24px}header h1{margin:0;font-size:20px}
 header p{margin:2px 0 0;color:#cfd8e3;font-size:12px}
 main{padding:8px 24px 40px;max-width:1400px}
-section.sec{background:#fff;border:1px solid #ddd;border-radius:6px;padding:8px 16px 16px;margin:16px 0}
+section.sec{background:#fff;border:1px solid #ddd;border-radius:6px;\
+padding:8px 16px 16px;margin:16px 0}
 h2{font-size:18px;margin:8px 0}h3{font-size:15px;margin:14px 0 4px}
-table{border-collapse:collapse;font-size:12px}td,th{border-bottom:1px solid #eee;padding:2px 8px;text-align:left;
+table{border-collapse:collapse;font-size:12px}\
+td,th{border-bottom:1px solid #eee;padding:2px 8px;text-align:left;
 vertical-align:top}th{background:#f3f3f3}
 .summary table td:first-child{font-weight:600;white-space:nowrap}
 .chart svg{width:100%;height:auto;display:block}
 .legend span{display:inline-block;margin-right:12px;font-size:12px}
-.legend i{display:inline-block;width:12px;height:10px;margin-right:4px;vertical-align:middle;border-radius:2px}
-.muted{color:#777;font-size:12px}code{background:#f3f3f3;padding:1px 4px;border-radius:3px;word-break:break-all}
+.legend i{display:inline-block;width:12px;height:10px;margin-right:4px;\
+vertical-align:middle;border-radius:2px}
+.muted{color:#777;font-size:12px}\
+code{background:#f3f3f3;padding:1px 4px;border-radius:3px;word-break:break-all}
 .why{max-width:640px}details summary{cursor:pointer;margin:8px 0}
 svg text{font:11px system-ui,sans-serif;fill:#333}svg .lane{font-size:11px}
 """
@@ -60,10 +65,13 @@ SELF_CHECK = """
 (function(){var errors=0,blocked=0;
 window.addEventListener('error',function(){errors++});
 document.addEventListener('securitypolicyviolation',function(){blocked++});
-function size(sel){var e=document.querySelector(sel);if(!e)return [0,0];var r=e.getBoundingClientRect();
+function size(sel){var e=document.querySelector(sel);if(!e)return [0,0];\
+var r=e.getBoundingClientRect();
 return [Math.round(r.width),Math.round(r.height)]}
-window.addEventListener('load',function(){var c={timeline:size('#timeline svg'),availability:size('#availability svg'),
-summary:size('#summary'),bars:document.querySelectorAll('rect.bar').length,errors:errors,blocked:blocked};
+window.addEventListener('load',function(){var c={timeline:size('#timeline svg'),\
+availability:size('#availability svg'),
+summary:size('#summary'),bars:document.querySelectorAll('rect.bar').length,\
+errors:errors,blocked:blocked};
 document.documentElement.setAttribute('data-selfcheck',JSON.stringify(c));});})();
 """
 
@@ -72,11 +80,15 @@ document.documentElement.setAttribute('data-selfcheck',JSON.stringify(c));});})(
 #: became a <script> would not run; base-uri and form-action are not covered by default-src
 CSP = (
     "default-src 'none'; style-src 'unsafe-inline'; "
-    f"script-src 'sha256-{base64.b64encode(hashlib.sha256(SELF_CHECK.encode()).digest()).decode()}'; "
+    "script-src 'sha256-"
+    f"{base64.b64encode(hashlib.sha256(SELF_CHECK.encode()).digest()).decode()}'; "
     "img-src data:; base-uri 'none'; form-action 'none'"
 )
 #: how every report begins: `write_output` replaces an existing file only if it starts so
-HEAD = '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="generator" content="stepwise">'
+HEAD = (
+    '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+    '<meta name="generator" content="stepwise">'
+)
 
 
 def esc(s: object) -> str:
@@ -136,7 +148,8 @@ def _boundaries(sec: Section, height: int) -> list[str]:
             right = x > LABEL_W + CHART_W - 110  # near the right edge: the label ends at its line
             anchor = ' text-anchor="end"' if right else ""
             out.append(
-                f'<text x="{x + (-2 if right else 2):.1f}" y="10" fill="#585"{anchor}>{esc(label)}</text>'
+                f'<text x="{x + (-2 if right else 2):.1f}" y="10" fill="#585"{anchor}>'
+                f"{esc(label)}</text>"
             )
             last_x = x
     return out
@@ -170,8 +183,9 @@ def timeline_svg(sec: Section) -> str:
             if s == svc:
                 x1, x2 = _x(a, sec.axis_s), _x(b, sec.axis_s)
                 parts.append(
-                    f'<rect class="window" x="{x1:.1f}" y="{y + 3}" width="{max(x2 - x1, 1.5):.1f}" '
-                    f'height="{row - 6}" fill="#f6c7a8"><title>{esc(f"{svc} down {_fmt_s(a)} to {_fmt_s(b)}: {why}")}'
+                    f'<rect class="window" x="{x1:.1f}" y="{y + 3}" '
+                    f'width="{max(x2 - x1, 1.5):.1f}" height="{row - 6}" fill="#f6c7a8"><title>'
+                    f"{esc(f'{svc} down {_fmt_s(a)} to {_fmt_s(b)}: {why}')}"
                     f"</title></rect>"
                 )
     group = None
@@ -182,7 +196,8 @@ def timeline_svg(sec: Section) -> str:
         name = lane if lane == g or not g or g == group else f"{lane}  ({g})"
         group = g
         parts.append(
-            f'<text class="lane" x="4" y="{y + 15}">{esc(name[:34])}<title>{esc(lane)}</title></text>'
+            f'<text class="lane" x="4" y="{y + 15}">{esc(name[:34])}'
+            f"<title>{esc(lane)}</title></text>"
         )
     two = sec.kind == "run"
     for b in sec.planned:
@@ -199,16 +214,20 @@ def timeline_svg(sec: Section) -> str:
 def _series_row(s: Series, axis: float, y: int, h: int) -> list[str]:
     name = s.service[:24] + (f" ({s.total})" if s.total else "")
     out = [
-        f'<text class="lane" x="4" y="{y + 14}">{esc(name)}<title>{esc(s.service)}: {s.total} instances'
-        f"</title></text>",
-        f'<text class="lane" x="4" y="{y + 28}" fill="#777">{esc(s.rule[:34])}<title>{esc(s.rule)}</title></text>',
-        f'<rect x="{LABEL_W}" y="{y}" width="{CHART_W}" height="{h}" fill="#fbfbfb" stroke="#eee"/>',
+        f'<text class="lane" x="4" y="{y + 14}">{esc(name)}'
+        f"<title>{esc(s.service)}: {s.total} instances</title></text>",
+        f'<text class="lane" x="4" y="{y + 28}" fill="#777">{esc(s.rule[:34])}'
+        f"<title>{esc(s.rule)}</title></text>",
+        f'<rect x="{LABEL_W}" y="{y}" width="{CHART_W}" height="{h}" '
+        'fill="#fbfbfb" stroke="#eee"/>',
     ]
     for a, b, why in s.windows:
         x1, x2 = _x(a, axis), _x(b, axis)
         out.append(
-            f'<rect x="{x1:.1f}" y="{y}" width="{max(x2 - x1, 1.5):.1f}" height="{h}" fill="#f6c7a8" '
-            f'opacity="0.6"><title>{esc(f"planned downtime window {_fmt_s(a)} to {_fmt_s(b)}: {why}")}</title></rect>'
+            f'<rect x="{x1:.1f}" y="{y}" width="{max(x2 - x1, 1.5):.1f}" height="{h}" '
+            'fill="#f6c7a8" opacity="0.6"><title>'
+            f"{esc(f'planned downtime window {_fmt_s(a)} to {_fmt_s(b)}: {why}')}"
+            "</title></rect>"
         )
     if s.total:
 
@@ -223,30 +242,38 @@ def _series_row(s: Series, axis: float, y: int, h: int) -> list[str]:
         d.append(f"H{LABEL_W + CHART_W}")
         low = min(v for _, v in s.points)
         out.append(
-            f'<path class="serving" d="{"".join(d)}" fill="none" stroke="#2f6db5" stroke-width="1.5">'
-            f"<title>{esc(f'{s.service}: instances serving, lowest {low} of {s.total}')}</title></path>"
+            f'<path class="serving" d="{"".join(d)}" fill="none" '
+            'stroke="#2f6db5" stroke-width="1.5">'
+            f"<title>{esc(f'{s.service}: instances serving, lowest {low} of {s.total}')}"
+            "</title></path>"
         )
         if s.min_serving is not None:
             ym = yv(s.min_serving)
             out.append(
-                f'<line x1="{LABEL_W}" y1="{ym:.1f}" x2="{LABEL_W + CHART_W}" y2="{ym:.1f}" stroke="#c33" '
-                f'stroke-dasharray="4,3"><title>{esc(f"rule {s.rule}: at least {s.min_serving} serving")}'
+                f'<line x1="{LABEL_W}" y1="{ym:.1f}" x2="{LABEL_W + CHART_W}" y2="{ym:.1f}" '
+                'stroke="#c33" stroke-dasharray="4,3">'
+                f"<title>{esc(f'rule {s.rule}: at least {s.min_serving} serving')}"
                 f"</title></line>"
             )
     if s.probe:
         a, b = s.probe[0][0], s.probe[-1][0] + 1
         out.append(
-            f'<rect x="{_x(a, axis):.1f}" y="{y + h - 3}" width="{max(_x(b, axis) - _x(a, axis), 1):.1f}" '
+            f'<rect x="{_x(a, axis):.1f}" y="{y + h - 3}" '
+            f'width="{max(_x(b, axis) - _x(a, axis), 1):.1f}" '
             f'height="3" fill="#9c9"><title>probed</title></rect>'
         )
         for t, req, failed, ms in s.probe:
             if failed:
                 x1, x2 = _x(t, axis), _x(t + 1, axis)
                 fh = max(3.0, (h - 4) * failed / max(req, 1))
+                tip = (
+                    f"{s.service}: {failed} of {req} probe requests failed at {_fmt_s(t)} "
+                    f"(max {ms:.0f} ms)"
+                )
                 out.append(
-                    f'<rect class="probe-failed" x="{x1:.1f}" y="{y + h - fh:.1f}" width="{max(x2 - x1, 1.5):.1f}" '
-                    f'height="{fh:.1f}" fill="#d33"><title>{esc(f"{s.service}: {failed} of {req} probe requests failed at {_fmt_s(t)} (max {ms:.0f} ms)")}'
-                    f"</title></rect>"
+                    f'<rect class="probe-failed" x="{x1:.1f}" y="{y + h - fh:.1f}" '
+                    f'width="{max(x2 - x1, 1.5):.1f}" height="{fh:.1f}" fill="#d33">'
+                    f"<title>{esc(tip)}</title></rect>"
                 )
     return out
 
@@ -269,7 +296,10 @@ def availability_svg(sec: Section) -> str:
 def _table(head: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "") -> str:
     body = "".join(
         "<tr>"
-        + "".join(f"<td{' class=why' if h == 'why' else ''}>{esc(c)}</td>" for h, c in zip(head, r))
+        + "".join(
+            f"<td{' class=why' if h == 'why' else ''}>{esc(c)}</td>"
+            for h, c in zip(head, r, strict=True)
+        )
         + "</tr>"
         for r in rows
     )
@@ -288,8 +318,9 @@ def _legend(sec: Section) -> str:
     note = ""
     if sec.kind == "run" and abs(sec.plan_scale - 1.0) > 1e-9:
         note = (
-            f'<p class="muted">Planned bars are scaled x{sec.plan_scale:.3g} to this run\'s clock: the estimate '
-            "is for real hardware, so they show the plan's shape, not its duration.</p>"
+            f'<p class="muted">Planned bars are scaled x{sec.plan_scale:.3g} to this run\'s clock: '
+            "the estimate is for real hardware, so they show the plan's shape, "
+            "not its duration.</p>"
         )
     return f'<div class="legend">{items}</div>{note}'
 
@@ -316,15 +347,17 @@ def section_html(sec: Section, first: bool) -> str:
         )
     lanes = "node" if any(g and lane != g for lane, g in sec.lanes) else "role (batches aggregated)"
     out.append(
-        f'<h3>Timeline</h3><p class="muted">One lane per {lanes}; hover a bar for its units and why.</p>'
+        f'<h3>Timeline</h3><p class="muted">One lane per {lanes}; '
+        "hover a bar for its units and why.</p>"
         + _legend(sec)
         + f'<div class="chart timeline"{sid("timeline")}>{timeline_svg(sec)}</div>'
     )
     out.append(
-        '<h3>Availability</h3><p class="muted">Instances serving (blue) vs the least the rule allows (red '
-        "dashes); planned windows (orange)"
+        '<h3>Availability</h3><p class="muted">Instances serving (blue) '
+        "vs the least the rule allows (red dashes); planned windows (orange)"
         + (
-            "; for a lab run, the probe: requests answered (green strip), failed requests per second (red)"
+            "; for a lab run, the probe: requests answered (green strip), "
+            "failed requests per second (red)"
             if sec.kind == "run"
             else ""
         )
@@ -364,7 +397,9 @@ def render(report: Report) -> str:
     return (
         HEAD + f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"<title>{esc(report.title)}</title><script>{SELF_CHECK}</script><style>{STYLE}</style></head><body>"
-        f"<header><h1>{esc(report.title)}</h1><p>stepwise report, generated {esc(report.generated_at)}</p></header>"
+        f"<title>{esc(report.title)}</title><script>{SELF_CHECK}</script>"
+        f"<style>{STYLE}</style></head><body>"
+        f"<header><h1>{esc(report.title)}</h1>"
+        f"<p>stepwise report, generated {esc(report.generated_at)}</p></header>"
         f"<main>{body}</main></body></html>\n"
     )

@@ -156,7 +156,10 @@ def _aggregate(items: Iterable[tuple[str, str, float, float, str, Unit]]) -> lis
         cur[4] += 1
     out = []
     for (lane, key), (a, b, kind, steps, n, why) in acc.items():
-        label = f"{key}: {', '.join(list(steps)[:6])}{' ...' if len(steps) > 6 else ''} ({n} unit{'s' * (n > 1)})"
+        label = (
+            f"{key}: {', '.join(list(steps)[:6])}{' ...' if len(steps) > 6 else ''} "
+            f"({n} unit{'s' * (n > 1)})"
+        )
         out.append(Bar(lane, a, b, kind, label, why, n))
     return out
 
@@ -303,7 +306,8 @@ def _plan_summary(plan: Plan, dep: Deployment) -> list[tuple[str, str]]:
             "none"
             if not plan.windows
             else "; ".join(
-                f"{w.service} {_fmt_s(w.end_s - w.start_s) if w.end_s != float('inf') else 'open at the end'}"
+                f"{w.service} "
+                f"{_fmt_s(w.end_s - w.start_s) if w.end_s != float('inf') else 'open at the end'}"
                 for w in plan.windows
             ),
         ),
@@ -311,7 +315,8 @@ def _plan_summary(plan: Plan, dep: Deployment) -> list[tuple[str, str]]:
 
 
 def plan_section(plan: Plan, dep: Deployment, title: str | None = None) -> Section:
-    """The view of a plan that has not run: planned bars, planned availability, the why of batches."""
+    """The view of a plan that has not run: planned bars, planned availability, the why of
+    batches."""
     per_node, lanes = _lanes_of(plan, dep)
     axis = max(plan.duration_s, max((u.end_s for u in plan.units), default=0.0), 1.0)
     planned = _aggregate(
@@ -469,7 +474,8 @@ def run_section(
         ("started", run.started_at.isoformat(timespec="seconds") + "Z"),
         (
             "duration",
-            f"{_fmt_s(actual_s)} (estimate {_fmt_s(plan.duration_s)}, lower bound {_fmt_s(plan.lower_bound_s)})",
+            f"{_fmt_s(actual_s)} (estimate {_fmt_s(plan.duration_s)}, "
+            f"lower bound {_fmt_s(plan.lower_bound_s)})",
         ),
         ("units", ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + f" of {len(units)}"),
         ("attempts", str(run.attempts)),

@@ -15,7 +15,8 @@ ENV_VAR = "STEPWISE_STORE"
 
 
 def default_store_url(deployment_path: str | Path, cloud: str, explicit: str | None = None) -> str:
-    """`--store` wins, then $STEPWISE_STORE, then `.stepwise/<cloud>.sqlite` next to the deployment."""
+    """`--store` wins, then $STEPWISE_STORE, then `.stepwise/<cloud>.sqlite` next to the
+    deployment."""
     url = explicit or os.environ.get(ENV_VAR)
     if url:
         return url

@@ -123,7 +123,8 @@ def stored_revision(engine: Engine, where: str) -> str | None:
                 raise StepwiseError(
                     Problem(
                         f"{where} is not a stepwise state store (it holds other tables: "
-                        f"{', '.join(sorted(tables)[:5])}{', ...' if len(tables) > 5 else ''}); nothing was changed",
+                        f"{', '.join(sorted(tables)[:5])}{', ...' if len(tables) > 5 else ''}); "
+                        "nothing was changed",
                         field="--store",
                         hint="give stepwise a database (or SQLite file) of its own",
                     )
@@ -144,7 +145,8 @@ def stored_revision(engine: Engine, where: str) -> str | None:
 
 
 def migrate(engine: Engine, attempts: int = 5) -> None:
-    """Bring the store's schema to the latest revision; safe when several processes do it at once."""
+    """Bring the store's schema to the latest revision; safe when several processes do it at
+    once."""
     from alembic import command
 
     for attempt in range(attempts):

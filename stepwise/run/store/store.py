@@ -99,7 +99,8 @@ class RunInfo:
 
 
 class Store:
-    """Access to one store. Every method commits before returning: what it says happened is durable."""
+    """Access to one store. Every method commits before returning: what it says happened is
+    durable."""
 
     def __init__(self, engine: Engine, url: str):
         self.engine = engine
@@ -112,7 +113,8 @@ class Store:
                 yield s
                 s.commit()
             except SQLAlchemyError as exc:
-                # a damaged file, a server gone, a value too long for a column: reported, not a crash
+                # a damaged file, a server gone, a value too long for a column: reported,
+                # not a crash
                 s.rollback()
                 raise StepwiseError(
                     Problem(
@@ -473,7 +475,8 @@ class Store:
         run_id: int | None = None,
         versions: Mapping[tuple[str, str], str | None] | None = None,
     ) -> None:
-        """Update version and/or state of (node, service) pairs; `versions` gives per-pair versions."""
+        """Update version and/or state of (node, service) pairs; `versions` gives per-pair
+        versions."""
         with self.session() as s:
             for node, service in pairs:
                 row = s.get(NodeServiceRow, (cloud, node, service))

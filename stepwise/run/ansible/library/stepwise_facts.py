@@ -9,7 +9,9 @@ module: stepwise_facts
 short_description: Report installed/available package versions and the OS major version
 options:
   packages: {type: list, elements: str, default: []}
-  command: {type: str, description: "a command printing the node's facts as JSON; package names are appended"}
+  command:
+    type: str
+    description: "a command printing the node's facts as JSON; package names are appended"
   os_release: {type: str, default: /etc/os-release}
   required: {type: bool, default: true, description: "fail when no package tool is found"}
 """
@@ -75,7 +77,7 @@ def _dnf(module, packages):
             base = name.rsplit(".", 1)[0] if name not in out else name
             if base in out:
                 out[base]["available"] = parts[1]
-    for p, v in out.items():
+    for _p, v in out.items():
         # check-update lists only newer versions: otherwise what is installed is the latest
         if v["available"] is None and v["installed"] is not None:
             v["available"] = v["installed"]
