@@ -8,7 +8,6 @@ import tempfile
 import time
 from datetime import UTC
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import typer
@@ -67,18 +66,15 @@ def _phase(
     import stepwise.lab as lab
     from stepwise.lab.nodes import Lab
     from stepwise.lab.probe import Probe
-    from stepwise.plan import make_plan, selection_for
+    from stepwise.plan import selection_for
     from stepwise.run.engine import EngineOptions
     from stepwise.run.inventory import Connector
     from stepwise.run.resume import RunRequest, run_plan
-    from stepwise.verify import verify_plan
+    from stepwise.verify import plan_verified
 
     extra = kw.pop("extra_vars", {})
     selection = selection_for(workflow, kw.pop("limit", None), **kw)
-    plan = make_plan(workflow, dep, facts, selection=selection)
-    if extra:
-        plan = plan.with_units(plan.units, params=MappingProxyType({**plan.params, **extra}))
-    plan = verify_plan(plan, dep)
+    plan = plan_verified(workflow, dep, facts, selection, variables=extra)
     observer = None
     if not json_out:
         from stepwise.cli.progress import LineProgress, LiveProgress
@@ -377,9 +373,11 @@ def demo(
     probe summary, lab down."""
     import stepwise.lab as lab
     from stepwise.model import NO_FACTS, load_deployment
-    from stepwise.plan import make_plan
+    from stepwise.model.vocab import Workflow
+    from stepwise.plan import selection_for
     from stepwise.run.discover import discover, stored_facts
     from stepwise.run.store import open_store
+    from stepwise.verify import plan_verified
 
     with reported():
         dep = load_deployment(deployment)
@@ -408,7 +406,8 @@ def demo(
             )
             discover(dep, store, connector=conn)
             facts = stored_facts(dep, store)
-            p = make_plan("update", dep, facts)
+            # verified: its windows (the planned downtime said below) are the verifier's
+            p = plan_verified(Workflow.UPDATE, dep, facts, selection_for(Workflow.UPDATE))
             if not json_out:
                 console.print(
                     Text(

@@ -48,28 +48,19 @@ def export(
 ) -> None:
     """Write the verified plan as standalone playbooks (site.yml, one file per unit, inventory,
     ansible.cfg) for `ansible-playbook`."""
-    from stepwise.plan import make_plan, parse_workflow
+    from stepwise.plan import parse_workflow, selection_for
     from stepwise.run.export import export as do_export
     from stepwise.run.store.store import existing_store
-    from stepwise.verify import verify_plan
+    from stepwise.verify import plan_verified
 
     with reported():
         dep = load_deployment(deployment)
         wf = parse_workflow(workflow)
         fx = facts_for(dep, facts, existing_store(dep, store), wf)
-        plan = verify_plan(
-            make_plan(
-                wf,
-                dep,
-                fx,
-                limit,
-                stage=stage,
-                plane=plane,
-                tags=tags or (),
-                skip_tags=skip_tags or (),
-            ),
-            dep,
+        sel = selection_for(
+            wf, limit, stage=stage, plane=plane, tags=tags or (), skip_tags=skip_tags or ()
         )
+        plan = plan_verified(wf, dep, fx, sel, runnable=False)
         files = do_export(plan, dep, output, connector=connector(lab, inventory), force=force)
         if json_out:
             print_json(

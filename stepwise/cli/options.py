@@ -308,7 +308,7 @@ def facts_for(deployment: Deployment, facts_file: Path | None, store, workflow=N
     """--facts, else what `discover` and the runs stored, else nothing known (everything
     changes), with the milestones reached. A major upgrade takes every package to change:
     discover sees only the current release's repositories."""
-    from stepwise.model.vocab import Workflow
+    from stepwise.plan.table import StoredFacts, entry
 
     progress = store.progress(deployment.name) if store is not None else frozenset()
     if facts_file:
@@ -316,9 +316,10 @@ def facts_for(deployment: Deployment, facts_file: Path | None, store, workflow=N
         return fx.with_progress(progress | fx.progress)
     if store is None:
         return NO_FACTS
-    packages = workflow in (None, Workflow.UPDATE, Workflow.UNDERCLOUD_UPGRADE)
-    if workflow is Workflow.UPGRADE:
+    wanted = StoredFacts.PACKAGES if workflow is None else entry(workflow).stored_facts
+    if wanted is StoredFacts.NONE:
         return NO_FACTS.with_progress(progress)
+    packages = wanted is StoredFacts.PACKAGES
     from stepwise.run.discover import (
         stored_facts,
     )  # the run layer only when there is a store to read

@@ -160,8 +160,8 @@ def plan(
     from stepwise.cli.options import facts_for, parse_extra_vars
     from stepwise.errors import UnsafePlanError
     from stepwise.model import load_deployment
-    from stepwise.plan import make_plan, parse_workflow
-    from stepwise.verify import verify_plan
+    from stepwise.plan import parse_workflow, selection_for
+    from stepwise.verify import plan_verified
 
     with reported(), gc_paused():
         dep = load_deployment(deployment)
@@ -169,29 +169,16 @@ def plan(
         fx = facts_for(dep, facts, _existing_store(dep, store), wf)
         ev = parse_extra_vars(extra_vars)
 
-        def planned(preview: bool):
-            return make_plan(
-                wf,
-                dep,
-                fx,
-                limit,
-                stage=stage,
-                plane=plane,
-                tags=tags or (),
-                skip_tags=skip_tags or (),
-                variables=ev,
-                preview=preview,
-            )
-
-        preview = planned(True)
+        sel = selection_for(
+            wf, limit, stage=stage, plane=plane, tags=tags or (), skip_tags=skip_tags or ()
+        )
         try:
-            p = verify_plan(preview, dep)
+            p = plan_verified(wf, dep, fx, sel, variables=ev, runnable=False, preview=True)
         except UnsafePlanError:
-            if not preview.params.get("assumed"):
-                raise
-            # the step cannot be proven safe on assumptions alone: the refusal a run would
-            # get, with the command of the earliest step still to run
-            p = verify_plan(planned(False), dep)
+            # a step cannot be proven safe on assumptions alone: the refusal a run would get,
+            # with the command of the earliest step still to run (when the preview assumed
+            # nothing, the same plan and the same refusal)
+            p = plan_verified(wf, dep, fx, sel, variables=ev, runnable=False)
         if html is not None:
             from stepwise.cli.report_cmd import write_plan_html
 

@@ -101,23 +101,14 @@ def report(
             if run:
                 raise InputError(Problem("give --run or --plan, not both", field="--plan"))
             from stepwise.cli.options import facts_for, parse_extra_vars
-            from stepwise.plan import make_plan, parse_workflow
-            from stepwise.verify import verify_plan
+            from stepwise.plan import parse_workflow, selection_for
+            from stepwise.verify import plan_verified
 
             wf = parse_workflow(plan)
             fx = facts_for(dep, facts, existing_store(dep, store), wf)
-            p = verify_plan(
-                make_plan(
-                    wf,
-                    dep,
-                    fx,
-                    limit,
-                    stage=stage,
-                    plane=plane,
-                    variables=parse_extra_vars(extra_vars),
-                ),
-                dep,
-            )
+            sel = selection_for(wf, limit, stage=stage, plane=plane)
+            ev = parse_extra_vars(extra_vars)
+            p = plan_verified(wf, dep, fx, sel, variables=ev, runnable=False)
             size = write_plan_html(p, dep, output, force=force)
         else:
             st = existing_store(dep, store)

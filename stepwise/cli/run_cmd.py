@@ -40,24 +40,8 @@ from stepwise.cli.options import (
 )
 from stepwise.errors import InputError, Problem
 from stepwise.model import load_deployment
-from stepwise.plan.commands import Command
-
-update_app = typer.Typer(help="Minor update: rolling, with no API downtime.", no_args_is_help=True)
-upgrade_app = typer.Typer(
-    help="Major upgrade: prepare, run (control plane, then data plane), converge.",
-    no_args_is_help=True,
-)
-external_app = typer.Typer(
-    help="Operations run by tag: system_upgrade_prepare/run/transfer_data/cleanup, "
-    "online_upgrade, ...",
-    no_args_is_help=True,
-)
-management_app = typer.Typer(help="Upgrade the management node (undercloud).", no_args_is_help=True)
-app.add_typer(update_app, name="update")
-app.add_typer(upgrade_app, name="upgrade")
-app.add_typer(external_app, name="external-upgrade")
-app.add_typer(management_app, name="management-upgrade")
-app.add_typer(management_app, name="undercloud-upgrade", hidden=True)
+from stepwise.plan.commands import COMMANDS, FAMILIES, Command
+from stepwise.plan.table import WORKFLOW_TABLE
 
 EXIT_FAILED, EXIT_INTERRUPTED = 1, 130
 
@@ -87,14 +71,14 @@ def _run(
     keep: bool,
     ask: bool,
 ) -> None:
-    from stepwise.plan import make_plan
+    from stepwise.plan import PLAN_VARIABLES
     from stepwise.plan.commands import command_selection
     from stepwise.plan.select import split_list
     from stepwise.run.engine import EngineOptions
-    from stepwise.run.resume import RunRequest, check_variables, run_plan
+    from stepwise.run.resume import RunRequest, run_plan
     from stepwise.run.store.store import existing_store
     from stepwise.secrets import Redactor, secret_values
-    from stepwise.verify import verify_plan
+    from stepwise.verify import plan_verified
 
     with reported():
         dep = load_deployment(deployment)
@@ -113,17 +97,9 @@ def _run(
             command, progress=progress, limit=limit, tags=tag_list, skip_tags=skip_list, plane=plane
         )
         fx = facts_for(dep, facts, store, workflow)
-        variables = {k: ev[k] for k in ("target_release", "system_upgrade_mode") if k in ev}
+        variables = {k: ev[k] for k in PLAN_VARIABLES if k in ev}
         # bad input and unsafe plans are refused here, before any file is created
-        plan = make_plan(workflow, dep, fx, selection=selection, variables=variables)
-        if variables:
-            from types import MappingProxyType
-
-            plan = plan.with_units(
-                plan.units, params=MappingProxyType({**plan.params, **variables})
-            )
-        check_variables(plan)
-        plan = verify_plan(plan, dep)
+        plan = plan_verified(workflow, dep, fx, selection, variables=variables)
         conn = connector(lab, inventory)
         store = store or open_cloud_store(dep, store_url)
         cmd = redact(command_line())
@@ -270,62 +246,28 @@ def _workflow_command(
     group.command(name)(cmd)
 
 
-_workflow_command(
-    update_app,
-    "run",
-    "update",
-    Command.UPDATE_RUN,
-    False,
-    "Run the minor update (rolling; continues an unfinished update run).",
-)
-_workflow_command(
-    upgrade_app,
-    "prepare",
-    "upgrade prepare",
-    Command.UPGRADE_PREPARE,
-    True,
-    "Validations, repositories of -e target_release, backup, pin RPC: the upgrade's first stage "
-    "(the OS upgrade's step 1).",
-)
-_workflow_command(
-    upgrade_app,
-    "run",
-    "upgrade run",
-    Command.UPGRADE_RUN,
-    True,
-    "Upgrade nodes (--plane control|data to split). With --tags system_upgrade_prepare|"
-    "system_upgrade_run --limit NODES the OS upgrade's prepare or reboot of those nodes; while an "
-    "OS upgrade is under way, --limit NODES upgrades nodes that run the new OS (its step 6).",
-    with_plane=True,
-)
-_workflow_command(
-    upgrade_app,
-    "converge",
-    "upgrade converge",
-    Command.UPGRADE_CONVERGE,
-    True,
-    "Unpin RPC, online data migrations, re-assert state: the upgrade's last stage.",
-)
-_workflow_command(
-    external_app,
-    "run",
-    "external-upgrade",
-    Command.EXTERNAL_UPGRADE_RUN,
-    True,
-    "The OS upgrade's operations of external installers and of the whole cloud, by tag: "
-    "system_upgrade_prepare / system_upgrade_run (ceph), system_upgrade_transfer_data (--limit "
-    "roles), online_upgrade, system_upgrade_cleanup; -e system_upgrade_nodes=... works as --limit.",
-)
-_workflow_command(
-    management_app,
-    "run",
-    "management upgrade",
-    Command.MANAGEMENT_UPGRADE_RUN,
-    True,
-    "Upgrade the management node (undercloud): the tool first, dump the database while it runs, "
-    "stop every service, all packages, restore, re-run install, every DB sync. With --tags "
-    "system_upgrade_prepare|system_upgrade_run --limit NODE its own OS upgrade first.",
-)
+def _register_commands() -> None:
+    """One command group per family of the workflow table's commands (`upgrade`: prepare, run,
+    converge); a workflow whose operator name differs from its stored one (`management-upgrade`)
+    keeps the stored one as a hidden alias."""
+    groups: dict[str, typer.Typer] = {}
+    for wf, entry in WORKFLOW_TABLE.items():
+        for command in entry.commands:
+            group = groups.get(command.family)
+            if group is None:
+                group = groups[command.family] = typer.Typer(
+                    help=FAMILIES[command.family], no_args_is_help=True
+                )
+                app.add_typer(group, name=command.family)
+                if entry.label == command.family:
+                    app.add_typer(group, name=str(wf), hidden=True)
+            info = COMMANDS[command]
+            _workflow_command(
+                group, command.verb, info.title, command, info.asks, info.help, info.plane
+            )
+
+
+_register_commands()
 
 
 #: the first line of a YAML facts file `discover -o` writes

@@ -16,7 +16,7 @@ from types import MappingProxyType
 
 
 class Workflow(StrEnum):
-    """The four workflows of stepwise."""
+    """The four workflows of stepwise (their planners, commands and traits: `plan.table`)."""
 
     UPDATE = "update"
     UPGRADE = "upgrade"
@@ -27,14 +27,6 @@ class Workflow(StrEnum):
     def task_section(self) -> Section:
         """Which section of a service file its node steps take their tasks from."""
         return Section.UPDATE if self is Workflow.UPDATE else Section.UPGRADE
-
-    @property
-    def exempt_from_dependency_order(self) -> bool:
-        """`depends_on` orders nothing across nodes here. An OS or management-node upgrade
-        takes every service of a node down at once by design; a minor update keeps schema
-        and RPC compatible, so each node is visited once, its services in dependency order
-        inside the visit, without waiting for the other nodes."""
-        return self in (Workflow.UPDATE, Workflow.SYSTEM_UPGRADE, Workflow.UNDERCLOUD_UPGRADE)
 
 
 class Section(StrEnum):

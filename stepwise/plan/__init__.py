@@ -11,30 +11,31 @@ from typing import Any
 from stepwise.errors import InputError, Problem
 from stepwise.model.deployment import Deployment
 from stepwise.model.facts import NO_FACTS, Facts
-from stepwise.model.vocab import UPGRADE_STAGES, Plane, Stage, Workflow
+from stepwise.model.vocab import Plane, Stage, Step, UpgradeMode, Workflow
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.limits import resolve_limit
 from stepwise.plan.progress import refuse_prepared_nodes
 from stepwise.plan.schedule import asap
 from stepwise.plan.select import Selection, check_requires, select, split_list
-from stepwise.plan.system_upgrade import plan_system_upgrade
-from stepwise.plan.undercloud import plan_undercloud_upgrade
+from stepwise.plan.table import WORKFLOW_TABLE, entry
 from stepwise.plan.units import WORKFLOWS, Plan, Unit, Window
-from stepwise.plan.workflows import plan_update, plan_upgrade
 
-STAGES = {Workflow.UPGRADE: UPGRADE_STAGES}
+#: the -e variables a plan's units read: recorded in the plan's params, checked before a run
+PLAN_VARIABLES = ("target_release", "system_upgrade_mode")
+
+STAGES = {wf: e.stages for wf, e in WORKFLOW_TABLE.items() if e.stages}
 PLANES = tuple(Plane)
 
 
 #: the names an operator may type for a workflow besides its own: the management node's
 #: upgrade is `management-upgrade` in every command (`management-upgrade run`, `plan
 #: management-upgrade`); `undercloud-upgrade`, TripleO's word, stays accepted and stored
-WORKFLOW_ALIASES = {"management-upgrade": Workflow.UNDERCLOUD_UPGRADE}
+WORKFLOW_ALIASES = {e.label: wf for wf, e in WORKFLOW_TABLE.items() if e.label}
 
 
 def workflow_label(workflow: Workflow) -> str:
     """The name an operator types for `workflow` (`management-upgrade`, not the stored value)."""
-    return next((alias for alias, wf in WORKFLOW_ALIASES.items() if wf is workflow), str(workflow))
+    return entry(workflow).name
 
 
 def parse_workflow(workflow: str | Workflow) -> Workflow:
@@ -121,21 +122,8 @@ def make_plan(
     )
     nodes = resolve_limit(deployment, sel.limit)
     builder = PlanBuilder()
-    if wf is Workflow.UPDATE:
-        plan_update(builder, deployment, facts, nodes)
-    elif wf is Workflow.UPGRADE:
-        plan_upgrade(builder, deployment, facts, nodes)
-    elif wf is Workflow.SYSTEM_UPGRADE:
-        plan_system_upgrade(builder, deployment, facts, nodes, sel.limit)
-    else:
-        plan_undercloud_upgrade(
-            builder,
-            deployment,
-            facts,
-            nodes,
-            os_mode=(variables or {}).get("system_upgrade_mode"),
-            target_release=(variables or {}).get("target_release"),
-        )
+    table_entry = entry(wf)
+    table_entry.planner(builder, deployment, facts, nodes, sel, variables or {})
     units, makespan = asap(builder.units)
     _check_total(makespan, deployment)
     params = {"facts": facts.source if facts.known else None, **builder.params}
@@ -145,9 +133,31 @@ def make_plan(
     selected = select(plan, deployment, sel, nodes)
     if any(u.requires for u in plan.units):
         selected = check_requires(selected, plan, facts.progress, deployment.path, preview=preview)
-    if wf in (Workflow.UPDATE, Workflow.UPGRADE):
+    if table_entry.rolling:
         refuse_prepared_nodes(selected, facts, deployment.path)
     return selected
+
+
+def check_variables(plan: Plan) -> None:
+    """Plan variables the units need: refused now rather than as an undefined variable on a
+    node halfway through."""
+    if any(u.step is Step.REPOS for u in plan.units) and not plan.params.get("target_release"):
+        raise InputError(
+            Problem(
+                f"the {plan.workflow} plan switches repositories and needs the target release",
+                field="-e",
+                hint="add -e target_release=R2 (the release to upgrade to)",
+            )
+        )
+    mode = plan.params.get("system_upgrade_mode")
+    if mode is not None and mode not in tuple(UpgradeMode):
+        raise InputError(
+            Problem(
+                f"system_upgrade_mode '{mode}' is not a way to upgrade an OS",
+                field="-e",
+                hint=f"use one of: {', '.join(UpgradeMode)}",
+            )
+        )
 
 
 def _check_total(seconds: float, deployment: Deployment) -> None:
@@ -169,6 +179,8 @@ def _check_total(seconds: float, deployment: Deployment) -> None:
 
 __all__ = [
     "make_plan",
+    "check_variables",
+    "PLAN_VARIABLES",
     "selection_for",
     "parse_workflow",
     "workflow_label",
@@ -180,4 +192,6 @@ __all__ = [
     "PLANES",
     "Selection",
     "resolve_limit",
+    "WORKFLOW_TABLE",
+    "entry",
 ]

@@ -7,8 +7,10 @@ converge` its step 11. `stepwise plan` previews the same part with the same argu
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from enum import StrEnum
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from stepwise.errors import InputError, Problem
@@ -21,12 +23,89 @@ if TYPE_CHECKING:
 
 
 class Command(StrEnum):
+    """A command that changes the cloud: its family (`upgrade`) and verb (`run`)."""
+
     UPDATE_RUN = "update run"
     UPGRADE_PREPARE = "upgrade prepare"
     UPGRADE_RUN = "upgrade run"
     UPGRADE_CONVERGE = "upgrade converge"
     EXTERNAL_UPGRADE_RUN = "external-upgrade run"
     MANAGEMENT_UPGRADE_RUN = "management-upgrade run"
+
+    @property
+    def family(self) -> str:
+        return self.value.split()[0]
+
+    @property
+    def verb(self) -> str:
+        return self.value.split()[1]
+
+
+@dataclass(frozen=True)
+class CommandInfo:
+    """How a command presents itself: what a run of it is called, whether it asks before it
+    changes anything (unless --yes), its help, and whether it takes --plane."""
+
+    title: str
+    asks: bool
+    help: str
+    plane: bool = False
+
+
+#: the help of each command family (`stepwise upgrade --help`)
+FAMILIES: Mapping[str, str] = MappingProxyType(
+    {
+        "update": "Minor update: rolling, with no API downtime.",
+        "upgrade": "Major upgrade: prepare, run (control plane, then data plane), converge.",
+        "external-upgrade": "Operations run by tag: system_upgrade_prepare/run/transfer_data/"
+        "cleanup, online_upgrade, ...",
+        "management-upgrade": "Upgrade the management node (undercloud).",
+    }
+)
+
+COMMANDS: Mapping[Command, CommandInfo] = MappingProxyType(
+    {
+        Command.UPDATE_RUN: CommandInfo(
+            "update", False, "Run the minor update (rolling; continues an unfinished update run)."
+        ),
+        Command.UPGRADE_PREPARE: CommandInfo(
+            "upgrade prepare",
+            True,
+            "Validations, repositories of -e target_release, backup, pin RPC: the upgrade's "
+            "first stage (the OS upgrade's step 1).",
+        ),
+        Command.UPGRADE_RUN: CommandInfo(
+            "upgrade run",
+            True,
+            "Upgrade nodes (--plane control|data to split). With --tags system_upgrade_prepare|"
+            "system_upgrade_run --limit NODES the OS upgrade's prepare or reboot of those nodes; "
+            "while an OS upgrade is under way, --limit NODES upgrades nodes that run the new OS "
+            "(its step 6).",
+            plane=True,
+        ),
+        Command.UPGRADE_CONVERGE: CommandInfo(
+            "upgrade converge",
+            True,
+            "Unpin RPC, online data migrations, re-assert state: the upgrade's last stage.",
+        ),
+        Command.EXTERNAL_UPGRADE_RUN: CommandInfo(
+            "external-upgrade",
+            True,
+            "The OS upgrade's operations of external installers and of the whole cloud, by tag: "
+            "system_upgrade_prepare / system_upgrade_run (ceph), system_upgrade_transfer_data "
+            "(--limit roles), online_upgrade, system_upgrade_cleanup; -e system_upgrade_nodes=... "
+            "works as --limit.",
+        ),
+        Command.MANAGEMENT_UPGRADE_RUN: CommandInfo(
+            "management upgrade",
+            True,
+            "Upgrade the management node (undercloud): the tool first, dump the database while "
+            "it runs, stop every service, all packages, restore, re-run install, every DB sync. "
+            "With --tags system_upgrade_prepare|system_upgrade_run --limit NODE its own OS "
+            "upgrade first.",
+        ),
+    }
+)
 
 
 SYSTEM_UPGRADE_TAG = "system_upgrade_"

@@ -87,10 +87,9 @@ def select(
     # Asked for by name: with no --tags, an OS-upgrade plan is the preview of the whole
     # procedure, and the management node's plan has its OS upgrade only when asked for
     # (-e system_upgrade_mode); any other workflow leaves its by-name-only operations out.
-    by_name = bool(asked) or plan.workflow not in (
-        Workflow.SYSTEM_UPGRADE,
-        Workflow.UNDERCLOUD_UPGRADE,
-    )
+    from stepwise.plan.table import entry  # the table imports the commands, which import this
+
+    by_name = bool(asked) or not entry(plan.workflow).shows_named_steps
     for u in plan.units:
         kept = _narrow(u, keep_nodes) if _wanted(u, selection, asked, skip, by_name) else None
         if kept is not u:
@@ -211,9 +210,12 @@ def check_safety(
     """The seed's rules: `system_upgrade_*` operations never without --limit; reboots and
     reprovisioning never on every node of a role (of more than one node) at once."""
     named = [u for u in units if u.step.info.by_name_only]
-    if workflow is Workflow.UNDERCLOUD_UPGRADE:
+    from stepwise.plan.table import entry  # the table imports the commands, which import this
+
+    traits = entry(workflow)
+    if traits.whole_outage:
         return  # one management node, its OS upgrade asked for explicitly (-e system_upgrade_mode)
-    if not named or (workflow is Workflow.SYSTEM_UPGRADE and not selection.tags):
+    if not named or (traits.shows_named_steps and not selection.tags):
         return  # nothing named, or the preview of the whole OS-upgrade procedure (`stepwise plan`)
     steps = sorted({str(u.step) for u in named if u.step.info.needs_limit})
     if steps and (selection.limit is None or nodes is None):

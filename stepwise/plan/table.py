@@ -18,7 +18,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from stepwise.model.vocab import UPGRADE_STAGES, Section, Stage, Workflow
+from stepwise.model.vocab import UPGRADE_STAGES, Stage, Workflow
 from stepwise.plan.commands import Command
 from stepwise.plan.system_upgrade import plan_system_upgrade
 from stepwise.plan.undercloud import plan_undercloud_upgrade
@@ -64,8 +64,6 @@ class WorkflowEntry:
     #: the name an operator types when it differs from the stored value
     label: str = ""
     stages: tuple[Stage, ...] = ()
-    #: which section of a service file its node steps take their tasks from
-    task_section: Section = Section.UPGRADE
     #: nodes are visited in rolling batches: each batch's packages step changes the code of
     #: what it works on, a node an OS upgrade prepared is refused, the bound is the work bound
     rolling: bool = False
@@ -122,7 +120,6 @@ _ENTRIES: Sequence[WorkflowEntry] = (
         "minor update: same schema and RPC, one rolling visit per node, no API downtime",
         _update,
         (Command.UPDATE_RUN,),
-        task_section=Section.UPDATE,
         rolling=True,
     ),
     WorkflowEntry(

@@ -7,10 +7,16 @@ runs is exactly what was checked.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from types import MappingProxyType
+from typing import Any
 
 from stepwise.errors import Problem, UnsafePlanError
 from stepwise.model.deployment import Deployment
+from stepwise.model.facts import Facts
+from stepwise.model.vocab import Workflow
+from stepwise.plan import PLAN_VARIABLES, Selection, check_variables, make_plan
 from stepwise.plan.units import Plan
 from stepwise.verify.bounds import lower_bound
 from stepwise.verify.invariants import check, prepare
@@ -73,4 +79,30 @@ def verify_plan(
         _minting.on = False
 
 
-__all__ = ["verify_plan", "VerifiedPlan", "check", "lower_bound"]
+def plan_verified(
+    workflow: Workflow | str,
+    deployment: Deployment,
+    facts: Facts,
+    selection: Selection,
+    *,
+    variables: Mapping[str, Any] | None = None,
+    runnable: bool = True,
+    preview: bool = False,
+) -> VerifiedPlan:
+    """The one path from a deployment to a verified plan (run, resume, demo, plan, export,
+    report): plan the selection, record in the plan the -e variables its units read, refuse a
+    plan that would miss one when it is to run (`runnable`), verify.
+
+    `preview`: see `make_plan` (steps earlier commands would have done are assumed done)."""
+    chosen = {k: v for k, v in (variables or {}).items() if k in PLAN_VARIABLES}
+    plan = make_plan(
+        workflow, deployment, facts, selection=selection, variables=chosen, preview=preview
+    )
+    if chosen:
+        plan = plan.with_units(plan.units, params=MappingProxyType({**plan.params, **chosen}))
+    if runnable:
+        check_variables(plan)
+    return verify_plan(plan, deployment)
+
+
+__all__ = ["verify_plan", "plan_verified", "VerifiedPlan", "check", "lower_bound"]

@@ -34,6 +34,7 @@ from stepwise.model.catalog import node_step_seconds
 from stepwise.model.deployment import Deployment
 from stepwise.model.vocab import Phase, Section, Step, Workflow
 from stepwise.plan.rollout import service_allowances
+from stepwise.plan.table import Bound, entry
 from stepwise.plan.units import Plan, Unit
 from stepwise.plan.visits import make_visit
 
@@ -59,7 +60,7 @@ def weighted_bound(jobs: list[tuple[float, int]], cap: int) -> float:
 
 def lower_bound(plan: Plan, dep: Deployment) -> float:
     """A lower bound on the makespan of any plan doing `plan`'s work under the rules."""
-    if plan.workflow in (Workflow.UPDATE, Workflow.UPGRADE):
+    if entry(plan.workflow).bound is Bound.WORK:
         return work_bound(plan, dep)
     return segment_bound(plan, dep)
 
@@ -180,7 +181,7 @@ def _part_bound(
     for s in offline:
         own[s] = _offline_seconds(dep, s, section)
     earliest = (
-        _earliest_starts(dep, own) if workflow is Workflow.UPGRADE else dict.fromkeys(own, 0.0)
+        _earliest_starts(dep, own) if entry(workflow).dependency_order else dict.fromkeys(own, 0.0)
     )
     bound = max((earliest[s] + own[s] for s in own), default=0.0)
     for t in sorted(set(earliest.values()) | {0.0}):

@@ -15,8 +15,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from stepwise.model.deployment import Deployment
-from stepwise.model.vocab import Phase, Section, Stage, Step, Workflow
+from stepwise.model.vocab import Phase, Section, Stage, Step
 from stepwise.plan.rollout import service_allowances
+from stepwise.plan.table import entry
 from stepwise.plan.units import Plan, Unit, Window
 from stepwise.verify.replay import State, timeline
 
@@ -35,12 +36,13 @@ def _where(u: Unit) -> str:
 def exempt_services(plan: Plan, dep: Deployment) -> set[str]:
     """Services whose full outage is the plan's announced window rather than a fault."""
     catalog = dep.catalog
-    if plan.workflow is Workflow.UNDERCLOUD_UPGRADE:
+    traits = entry(plan.workflow)
+    if traits.whole_outage:
         return set(dep.instances)
     out: set[str] = set()
-    if plan.workflow in (Workflow.UPGRADE, Workflow.SYSTEM_UPGRADE):
+    if traits.pins_rpc:
         out |= {s for s in dep.instances if not catalog[s].rolling}
-    if plan.workflow is Workflow.SYSTEM_UPGRADE:
+    if traits.replaces_os:
         for u in plan.units:
             if u.step is Step.STOP and Stage.SYSTEM_UPGRADE_TRANSFER_DATA in u.tags:
                 out |= set(u.stops)
@@ -99,7 +101,8 @@ def prepare(plan: Plan, dep: Deployment) -> Prepared:
     pre = Prepared([])
     pre.allow, pre.totals = service_allowances(dep)
     pre.exempt = exempt_services(plan, dep)
-    pre.rpc_check = plan.workflow in (Workflow.UPGRADE, Workflow.SYSTEM_UPGRADE)
+    traits = entry(plan.workflow)
+    pre.rpc_check = traits.pins_rpc
     st = pre.initial
     initial = plan.params.get("initial") or {}
     st.new_os.update(initial.get("new_os", ()))
@@ -108,7 +111,7 @@ def prepare(plan: Plan, dep: Deployment) -> Prepared:
     for s, ns in (initial.get("new_code") or {}).items():
         st.new_code.setdefault(s, set()).update(ns)
     has_pin = any(u.step is Step.PIN_RPC for u in units)
-    after_prepare = plan.workflow is Workflow.SYSTEM_UPGRADE or plan.params.get("stage") in (
+    after_prepare = traits.replaces_os or plan.params.get("stage") in (
         Stage.RUN,
         Stage.CONVERGE,
     )
@@ -159,14 +162,14 @@ def prepare(plan: Plan, dep: Deployment) -> Prepared:
     # it stops (everything on a node it reboots) comes back on the code it had. (The OS
     # upgrade's starts bring services up on the new OS and release: all new code.)
     upgraded: dict[str, set[tuple[str, str]]] = defaultdict(set)
-    for u in units if plan.workflow in (Workflow.UPDATE, Workflow.UPGRADE) else ():
+    for u in units if traits.rolling else ():
         if u.batch and u.step is Step.PACKAGES:
             for n in u.nodes:
                 upgraded[u.batch].update((s, n) for s in u.services_on(n))
     pre.upgraded = dict(upgraded)
     # expand/contract: no new code before the expand (a selected part of the workflow, or a
     # cloud where some instances already run the target, ran it earlier)
-    if plan.workflow is Workflow.UPGRADE:
+    if traits.expand_contract:
         in_plan = {
             s for u in units if u.step is Step.MIGRATE for n in u.nodes for s in u.services_on(n)
         }
@@ -231,7 +234,7 @@ def check(
     )
     old_count = dict(pre.old_count)
     partial = bool(plan.params.get("partial"))
-    os_upgrade = plan.workflow is Workflow.SYSTEM_UPGRADE
+    os_upgrade = entry(plan.workflow).replaces_os
     role_busy: dict[str, int] = defaultdict(int)
     transfers: dict[str, int] = defaultdict(int)
     started_on: dict[str, float] = {}
@@ -416,7 +419,7 @@ def check(
             f"before the control plane is done ({_fmt(ctrl_end)})"
         )
     # An OS or management-node upgrade takes every service of a node down at once by design.
-    dep_check = not plan.workflow.exempt_from_dependency_order
+    dep_check = entry(plan.workflow).dependency_order
     for s in sorted(stop_first) if dep_check else ():
         for d in catalog[s].depends_on:
             if d in start_last and stop_first[s] < start_last[d]:

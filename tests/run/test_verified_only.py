@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from sqlalchemy import update
 
 import stepwise.run.resume as resume
+import stepwise.verify as verify_layer
 from stepwise.errors import InputError, UnsafePlanError
 from stepwise.model import load_deployment
 from stepwise.plan.limits import resolve_limit
@@ -45,6 +46,8 @@ def captured(monkeypatch) -> Captured:
         return RunResult(run_id, "failed", "stopped by the test", units_total=len(plan.units))
 
     monkeypatch.setattr(resume, "verify_plan", verify)
+    # the one path to a verified plan (stepwise.verify.plan_verified) calls it from there
+    monkeypatch.setattr(verify_layer, "verify_plan", verify)
     monkeypatch.setattr(resume, "execute", execute)
     return cap
 
