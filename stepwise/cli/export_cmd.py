@@ -22,29 +22,36 @@ from stepwise.cli.options import (
 )
 from stepwise.model import load_deployment
 
+EXPORT_WORKFLOW = typer.Argument(
+    ..., metavar="WORKFLOW", help="update | upgrade | system-upgrade | management-upgrade"
+)
+EXPORT_OUTPUT = typer.Option(..., "--output", "-o", help="Directory to write.")
+EXPORT_STAGE = typer.Option(None, "--stage")
+EXPORT_PLANE = typer.Option(None, "--plane")
+EXPORT_FORCE = typer.Option(
+    False,
+    "--force",
+    help="Replace an export stepwise wrote in that directory (never another directory).",
+)
+EXPORT_JSON_OUT = typer.Option(False, "--json", help="Print what was written as JSON.")
+
 
 @app.command()
 def export(
-    workflow: str = typer.Argument(
-        ..., metavar="WORKFLOW", help="update | upgrade | system-upgrade | management-upgrade"
-    ),
+    workflow: str = EXPORT_WORKFLOW,
     deployment: Path = DEP,
-    output: Path = typer.Option(..., "--output", "-o", help="Directory to write."),
+    output: Path = EXPORT_OUTPUT,
     limit: str | None = LIMIT,
     tags: list[str] | None = TAGS,
     skip_tags: list[str] | None = SKIP,
-    stage: str | None = typer.Option(None, "--stage"),
-    plane: str | None = typer.Option(None, "--plane"),
+    stage: str | None = EXPORT_STAGE,
+    plane: str | None = EXPORT_PLANE,
     facts: Path | None = FACTS,
     store: str | None = STORE,
     lab: Path | None = LAB,
     inventory: Path | None = INV,
-    force: bool = typer.Option(
-        False,
-        "--force",
-        help="Replace an export stepwise wrote in that directory (never another directory).",
-    ),
-    json_out: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
+    force: bool = EXPORT_FORCE,
+    json_out: bool = EXPORT_JSON_OUT,
 ) -> None:
     """Write the verified plan as standalone playbooks (site.yml, one file per unit, inventory,
     ansible.cfg) for `ansible-playbook`."""

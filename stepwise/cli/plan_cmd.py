@@ -79,78 +79,87 @@ def validate(
             )
 
 
+PLAN_WORKFLOW = typer.Argument(
+    ..., metavar="WORKFLOW", help="update | upgrade | system-upgrade | management-upgrade"
+)
+PLAN_LIMIT = typer.Option(
+    None,
+    "--limit",
+    "-l",
+    help="Nodes or roles, Ansible-style: "
+    "controller-0,Compute,'compute-*','!compute-3'. Required for system-upgrade.",
+)
+PLAN_FACTS = typer.Option(
+    None,
+    "--facts",
+    help="Installed/available versions per node (YAML/JSON); "
+    "without it every service's packages are taken to change.",
+)
+PLAN_STAGE = typer.Option(None, "--stage", help="upgrade only: prepare | run | converge.")
+PLAN_PLANE = typer.Option(None, "--plane", help="control | data: only that part of the rollout.")
+PLAN_TAGS = typer.Option(
+    None,
+    "--tags",
+    "-t",
+    help="Only units with these tags or steps, as the "
+    "run commands take them (system_upgrade_prepare, ...).",
+)
+PLAN_SKIP_TAGS = typer.Option(None, "--skip-tags", help="Leave out units with these tags.")
+PLAN_STORE = typer.Option(
+    None,
+    "--store",
+    help="State store whose facts and progress the plan "
+    "starts from (default: the cloud's, if it exists).",
+)
+PLAN_EXTRA_VARS = typer.Option(
+    None,
+    "--extra-vars",
+    "-e",
+    help="As the run commands take "
+    "them: -e system_upgrade_mode=in-place previews the management "
+    "node's upgrade with its OS upgrade.",
+)
+PLAN_JSON_OUT = typer.Option(
+    False, "--json", help="Print the plan as JSON (the documented contract)."
+)
+PLAN_HTML = typer.Option(
+    None,
+    "--html",
+    metavar="FILE",
+    help="Also write the plan's report: one "
+    "self-contained HTML file (timeline, availability, the why of each batch).",
+)
+PLAN_EXPAND = typer.Option(
+    False,
+    "--expand",
+    help="Show every batch (a level with many batches is otherwise folded into one line per role).",
+)
+PLAN_VERBOSE = typer.Option(False, "--verbose", "-v", help="Show every batch and unit.")
+PLAN_FORCE = typer.Option(
+    False,
+    "--force",
+    help="With --html: replace an existing file stepwise did not "
+    "write (a report it wrote is replaced anyway).",
+)
+
+
 @app.command()
 def plan(
-    workflow: str = typer.Argument(
-        ..., metavar="WORKFLOW", help="update | upgrade | system-upgrade | management-upgrade"
-    ),
+    workflow: str = PLAN_WORKFLOW,
     deployment: Path = DEPLOYMENT_OPT,
-    limit: str | None = typer.Option(
-        None,
-        "--limit",
-        "-l",
-        help="Nodes or roles, Ansible-style: "
-        "controller-0,Compute,'compute-*','!compute-3'. Required for system-upgrade.",
-    ),
-    facts: Path | None = typer.Option(
-        None,
-        "--facts",
-        help="Installed/available versions per node (YAML/JSON); "
-        "without it every service's packages are taken to change.",
-    ),
-    stage: str | None = typer.Option(
-        None, "--stage", help="upgrade only: prepare | run | converge."
-    ),
-    plane: str | None = typer.Option(
-        None, "--plane", help="control | data: only that part of the rollout."
-    ),
-    tags: list[str] | None = typer.Option(
-        None,
-        "--tags",
-        "-t",
-        help="Only units with these tags or steps, as the "
-        "run commands take them (system_upgrade_prepare, ...).",
-    ),
-    skip_tags: list[str] | None = typer.Option(
-        None, "--skip-tags", help="Leave out units with these tags."
-    ),
-    store: str | None = typer.Option(
-        None,
-        "--store",
-        help="State store whose facts and progress the plan "
-        "starts from (default: the cloud's, if it exists).",
-    ),
-    extra_vars: list[str] | None = typer.Option(
-        None,
-        "--extra-vars",
-        "-e",
-        help="As the run commands take "
-        "them: -e system_upgrade_mode=in-place previews the management "
-        "node's upgrade with its OS upgrade.",
-    ),
-    json_out: bool = typer.Option(
-        False, "--json", help="Print the plan as JSON (the documented contract)."
-    ),
-    html: Path | None = typer.Option(
-        None,
-        "--html",
-        metavar="FILE",
-        help="Also write the plan's report: one "
-        "self-contained HTML file (timeline, availability, the why of each batch).",
-    ),
-    expand: bool = typer.Option(
-        False,
-        "--expand",
-        help="Show every batch (a level with many batches is "
-        "otherwise folded into one line per role).",
-    ),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every batch and unit."),
-    force: bool = typer.Option(
-        False,
-        "--force",
-        help="With --html: replace an existing file stepwise did not "
-        "write (a report it wrote is replaced anyway).",
-    ),
+    limit: str | None = PLAN_LIMIT,
+    facts: Path | None = PLAN_FACTS,
+    stage: str | None = PLAN_STAGE,
+    plane: str | None = PLAN_PLANE,
+    tags: list[str] | None = PLAN_TAGS,
+    skip_tags: list[str] | None = PLAN_SKIP_TAGS,
+    store: str | None = PLAN_STORE,
+    extra_vars: list[str] | None = PLAN_EXTRA_VARS,
+    json_out: bool = PLAN_JSON_OUT,
+    html: Path | None = PLAN_HTML,
+    expand: bool = PLAN_EXPAND,
+    verbose: bool = PLAN_VERBOSE,
+    force: bool = PLAN_FORCE,
 ) -> None:
     """Show what a workflow will do, in what order, how long it takes and where the downtime is.
 
@@ -180,19 +189,24 @@ def plan(
             # nothing, the same plan and the same refusal)
             p = plan_verified(wf, dep, fx, sel, variables=ev, runnable=False)
         if html is not None:
-            from stepwise.cli.report_cmd import write_plan_html
-
-            size = write_plan_html(p, dep, html, "--html", force=force)
-            # under --json stdout is the plan: the note goes where a script does not parse
-            (err_console if json_out else console).print(
-                f"wrote {html} ({size / 1024:.0f} KiB)", markup=False, soft_wrap=True
-            )
+            _write_html(p, dep, html, json_out, force)
         if json_out:
             write_stdout(p.write_json)
             return
         from stepwise.cli.render import render_plan
 
         render_plan(p, console, verbose=verbose, expand=expand)
+
+
+def _write_html(p, dep: Deployment, html: Path, json_out: bool, force: bool) -> None:
+    """The plan's report beside what is printed; the note goes to stderr under --json (stdout
+    is the plan there, and scripts parse it)."""
+    from stepwise.cli.report_cmd import write_plan_html
+
+    size = write_plan_html(p, dep, html, "--html", force=force)
+    (err_console if json_out else console).print(
+        f"wrote {html} ({size / 1024:.0f} KiB)", markup=False, soft_wrap=True
+    )
 
 
 def _existing_store(dep: Deployment, url: str | None) -> Store | None:

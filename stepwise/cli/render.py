@@ -50,79 +50,99 @@ def render_plan(
     A segment shows all its batches when it has fewer than SHORT_LEVEL, else its first
     `most_batches`; one of FOLD_AT batches or more shows one line per role instead. `expand`
     shows every batch, `verbose` every batch and unit."""
-    n_nodes = len({n for u in plan.units for n in u.nodes})
     # data (names, reasons) is escaped wherever it meets markup: brackets print as they are
+    title = _title(plan)
+    if not plan.units:
+        console.print(title)
+        console.print("Nothing to do: no package of any service changes on the selected nodes.")
+        return
+    _say_assumed(plan, console)
+    root = Tree(title)
+    stage_nodes: OrderedDict[str, Tree] = OrderedDict()
+    for part in parts(plan):
+        if part.name not in stage_nodes:
+            stage_nodes[part.name] = root.add(f"[bold cyan]{escape(part.name)}[/]")
+        _add_part(
+            stage_nodes[part.name], list(part.units), part.heading, most_batches, verbose, expand
+        )
+    console.print(root)
+    _say_windows(plan, console)
+
+
+def _title(plan: Plan) -> str:
+    """What, of which cloud, how many units on how many nodes, how long, and how far above the
+    lower bound."""
+    from stepwise.plan import workflow_label
+
+    n_nodes = len({n for u in plan.units for n in u.nodes})
     # the bound is of the procedure from its start: no measure of a preview of one later step
     ratio = (
         f", {plan.duration_s / plan.lower_bound_s:.2f}x the lower bound {hms(plan.lower_bound_s)}"
         if plan.lower_bound_s and not plan.params.get("assumed")
         else ""
     )
-    from stepwise.plan import workflow_label
-
-    title = (
+    return (
         f"[bold]{escape(workflow_label(plan.workflow))}[/] of "
         f"[bold]{escape(plan.deployment)}[/]: {unit_count(plan)} on {n_nodes} node(s), "
         f"estimated [bold]{hms(plan.duration_s)}[/]{ratio}"
     )
-    if not plan.units:
-        console.print(title)
-        console.print("Nothing to do: no package of any service changes on the selected nodes.")
-        return
-    assumed = plan.params.get("assumed") or ()
+
+
+def _say_assumed(plan: Plan, console: Console) -> None:
+    """A preview of one step of a multi-command procedure: what earlier commands would do."""
     by_command: OrderedDict[str, list[str]] = OrderedDict()
-    for a in assumed:
+    for a in plan.params.get("assumed") or ():
         by_command.setdefault(a["command"], []).append(a["needs"])
     for command, needs in by_command.items():
-        # a preview of one step of a multi-command procedure: what earlier commands would do
         shown = ", ".join(needs[:6]) + (f" and {len(needs) - 6} more" if len(needs) > 6 else "")
         console.print(
             f"[yellow]preview[/]: assumes {escape(shown)} done by earlier commands "
             f"(the earliest still to run: [bold]{escape(command)}[/])",
             soft_wrap=True,
         )
-    root = Tree(title)
-    stage_nodes: OrderedDict[str, Tree] = OrderedDict()
-    for part in parts(plan):
-        units = list(part.units)
-        if part.name not in stage_nodes:
-            stage_nodes[part.name] = root.add(f"[bold cyan]{escape(part.name)}[/]")
-        start = min(u.start_s for u in units)
-        end = max(u.end_s for u in units)
-        seg = stage_nodes[part.name].add(
-            f"{escape(part.heading)}  [dim]{hms(start)} → {hms(end)}[/]"
-        )
-        batches: OrderedDict[str, list[Unit]] = OrderedDict()
-        for u in units:
-            batches.setdefault(u.batch or u.id, []).append(u)
-        if len(batches) >= FOLD_AT and not (expand or verbose):
-            _add_folded(seg, batches)
-            continue
-        shown = 0
-        cut = not (verbose or expand) and len(batches) >= SHORT_LEVEL
-        for key, bunits in batches.items():
-            if cut and shown >= most_batches:
-                rest = list(batches.values())[shown:]
-                nodes = {n for us in rest for u in us for n in u.nodes}
-                seg.add(
-                    f"[dim]… {len(rest)} more batch(es) on {len(nodes)} node(s), until "
-                    f"{hms(max(u.end_s for us in rest for u in us))} (--expand shows all)[/]"
-                )
-                break
-            shown += 1
-            _add_batch(seg, key, bunits, verbose)
-    console.print(root)
-    if plan.windows:
-        console.print("[bold]Downtime windows[/] (every instance of the service down):")
-        for w in plan.windows:
-            console.print(
-                f"  [yellow]{escape(w.service)}[/] {hms(w.start_s)} → {hms(w.end_s)} "
-                f"({hms(w.end_s - w.start_s) if w.end_s != float('inf') else 'until the plan ends'}"
-                "): "
-                f"{escape(w.why)}"
+
+
+def _add_part(
+    stage: Tree, units: list[Unit], heading: str, most_batches: int, verbose: bool, expand: bool
+) -> None:
+    """One part of a stage: its batches, all of them, the first few, or one line per role."""
+    start = min(u.start_s for u in units)
+    end = max(u.end_s for u in units)
+    seg = stage.add(f"{escape(heading)}  [dim]{hms(start)} → {hms(end)}[/]")
+    batches: OrderedDict[str, list[Unit]] = OrderedDict()
+    for u in units:
+        batches.setdefault(u.batch or u.id, []).append(u)
+    if len(batches) >= FOLD_AT and not (expand or verbose):
+        _add_folded(seg, batches)
+        return
+    shown = 0
+    cut = not (verbose or expand) and len(batches) >= SHORT_LEVEL
+    for key, bunits in batches.items():
+        if cut and shown >= most_batches:
+            rest = list(batches.values())[shown:]
+            nodes = {n for us in rest for u in us for n in u.nodes}
+            seg.add(
+                f"[dim]… {len(rest)} more batch(es) on {len(nodes)} node(s), until "
+                f"{hms(max(u.end_s for us in rest for u in us))} (--expand shows all)[/]"
             )
-    else:
+            break
+        shown += 1
+        _add_batch(seg, key, bunits, verbose)
+
+
+def _say_windows(plan: Plan, console: Console) -> None:
+    """The downtime windows: every instance of a service down, when and why."""
+    if not plan.windows:
         console.print("[green]No downtime window[/]: every service keeps serving throughout.")
+        return
+    console.print("[bold]Downtime windows[/] (every instance of the service down):")
+    for w in plan.windows:
+        console.print(
+            f"  [yellow]{escape(w.service)}[/] {hms(w.start_s)} → {hms(w.end_s)} "
+            f"({hms(w.end_s - w.start_s) if w.end_s != float('inf') else 'until the plan ends'}"
+            "): "
+            f"{escape(w.why)}"
+        )
 
 
 def _role_of_batch(key: str, units: list[Unit]) -> str | None:

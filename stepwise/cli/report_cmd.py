@@ -54,39 +54,45 @@ def _write(out: Path, do: Callable[[], int], option: str = "--output") -> int:
         ) from None
 
 
+REPORT_RUN = typer.Option(
+    None,
+    "--run",
+    help="A run to report (repeatable; default: the latest run).",
+    min=1,
+    max=2**62,
+)
+REPORT_PLAN = typer.Option(
+    None,
+    "--plan",
+    metavar="WORKFLOW",
+    help="Report a plan that has not "
+    "run instead: update | upgrade | system-upgrade | management-upgrade.",
+)
+REPORT_STAGE = typer.Option(None, "--stage", help="With --plan: upgrade stage.")
+REPORT_PLANE = typer.Option(None, "--plane", help="With --plan: control | data.")
+REPORT_OUTPUT = typer.Option(..., "--output", "-o", help="The HTML file to write.", metavar="FILE")
+REPORT_FORCE = typer.Option(
+    False,
+    "--force",
+    help="Replace an existing file stepwise did not write (a report it wrote is replaced anyway).",
+)
+REPORT_JSON_OUT = typer.Option(False, "--json", help="Print what was written as JSON.")
+
+
 @app.command()
 def report(
     deployment: Path = DEP,
     store: str | None = STORE,
-    run: list[int] | None = typer.Option(
-        None,
-        "--run",
-        help="A run to report (repeatable; default: the latest run).",
-        min=1,
-        max=2**62,
-    ),
-    plan: str | None = typer.Option(
-        None,
-        "--plan",
-        metavar="WORKFLOW",
-        help="Report a plan that has not "
-        "run instead: update | upgrade | system-upgrade | management-upgrade.",
-    ),
+    run: list[int] | None = REPORT_RUN,
+    plan: str | None = REPORT_PLAN,
     limit: str | None = LIMIT,
     facts: Path | None = FACTS,
-    stage: str | None = typer.Option(None, "--stage", help="With --plan: upgrade stage."),
-    plane: str | None = typer.Option(None, "--plane", help="With --plan: control | data."),
+    stage: str | None = REPORT_STAGE,
+    plane: str | None = REPORT_PLANE,
     extra_vars: list[str] | None = EXTRA,
-    output: Path = typer.Option(
-        ..., "--output", "-o", help="The HTML file to write.", metavar="FILE"
-    ),
-    force: bool = typer.Option(
-        False,
-        "--force",
-        help="Replace an existing file stepwise did not write "
-        "(a report it wrote is replaced anyway).",
-    ),
-    json_out: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
+    output: Path = REPORT_OUTPUT,
+    force: bool = REPORT_FORCE,
+    json_out: bool = REPORT_JSON_OUT,
 ) -> None:
     """Write one self-contained HTML report (timeline, availability, summary) of runs or a plan.
 
@@ -111,32 +117,42 @@ def report(
             p = plan_verified(wf, dep, fx, sel, variables=ev, runnable=False)
             size = write_plan_html(p, dep, output, force=force)
         else:
-            st = existing_store(dep, store)
-            runs = st.runs(dep.name, limit=1) if st is not None else []
-            if st is None or not runs:
-                raise InputError(
-                    Problem(
-                        f"no run recorded for cloud {dep.name} yet",
-                        field="--run",
-                        hint="report a plan with --plan WORKFLOW",
-                    )
-                )
-            ids = list(run or [runs[0].id])
-            for i in ids:
-                r = st.run(i)
-                if r is None or r.cloud != dep.name:
-                    raise InputError(
-                        Problem(
-                            f"no run {i} for cloud {dep.name}",
-                            field="--run",
-                            hint="see `stepwise history` for the run ids",
-                        )
-                    )
+            st, ids = _runs_to_report(dep, store, run)
             size = write_runs_html(st, dep, ids, output, force=force)
         if json_out:
             print_json({"wrote": str(output), "bytes": size})
         else:
             console.print(f"wrote {output} ({size / 1024:.0f} KiB)", markup=False, soft_wrap=True)
+
+
+def _runs_to_report(dep, store: str | None, run: list[int] | None):
+    """The cloud's store and the runs to report (the last one when none is named); a run of
+    another cloud or of none is refused."""
+    from stepwise.errors import InputError, Problem
+    from stepwise.run.store.store import existing_store
+
+    st = existing_store(dep, store)
+    runs = st.runs(dep.name, limit=1) if st is not None else []
+    if st is None or not runs:
+        raise InputError(
+            Problem(
+                f"no run recorded for cloud {dep.name} yet",
+                field="--run",
+                hint="report a plan with --plan WORKFLOW",
+            )
+        )
+    ids = list(run or [runs[0].id])
+    for i in ids:
+        r = st.run(i)
+        if r is None or r.cloud != dep.name:
+            raise InputError(
+                Problem(
+                    f"no run {i} for cloud {dep.name}",
+                    field="--run",
+                    hint="see `stepwise history` for the run ids",
+                )
+            )
+    return st, ids
 
 
 def write_runs_html(

@@ -5,6 +5,7 @@ and `discover`, `forget`."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
@@ -46,111 +47,128 @@ from stepwise.plan.table import WORKFLOW_TABLE
 EXIT_FAILED, EXIT_INTERRUPTED = 1, 130
 
 
-def _run(
-    title: str,
-    command: Command,
-    deployment: Path,
-    *,
-    plane: str | None = None,
-    limit: str | None,
-    tags: list[str] | None,
-    skip_tags: list[str] | None,
-    extra_vars: list[str] | None,
-    secrets: list[str] | None,
-    yes: bool,
-    json_out: bool,
-    store_url: str | None,
-    facts: Path | None,
-    lab: Path | None,
-    inventory: Path | None,
-    fresh: bool,
-    rerun: list[str] | None,
-    forks: int,
-    max_parallel: int,
-    max_fail: int,
-    keep: bool,
-    ask: bool,
-) -> None:
+@dataclass(frozen=True)
+class RunOptions:
+    """What the operator typed for a command that changes the cloud (its typer options)."""
+
+    deployment: Path
+    limit: str | None
+    tags: list[str] | None
+    skip_tags: list[str] | None
+    extra_vars: list[str] | None
+    secrets: list[str] | None
+    yes: bool
+    json_out: bool
+    store_url: str | None
+    facts: Path | None
+    lab: Path | None
+    inventory: Path | None
+    fresh: bool
+    rerun: list[str] | None
+    forks: int
+    max_parallel: int
+    max_fail: int
+    keep: bool
+    plane: str | None = None
+
+
+def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
+    """Plan the command's part, verify it, run it (or continue its unfinished run), say how it
+    ended; the exit code says it to scripts."""
     from stepwise.plan import PLAN_VARIABLES
     from stepwise.plan.commands import command_selection
     from stepwise.plan.select import split_list
-    from stepwise.run.engine import EngineOptions
     from stepwise.run.resume import RunRequest, run_plan
     from stepwise.run.store.store import existing_store
     from stepwise.secrets import Redactor, secret_values
     from stepwise.verify import plan_verified
 
     with reported():
-        dep = load_deployment(deployment)
-        ev = parse_extra_vars(extra_vars)
-        hidden = parse_secrets(secrets)
+        dep = load_deployment(opts.deployment)
+        ev = parse_extra_vars(opts.extra_vars)
+        hidden = parse_secrets(opts.secrets)
         # every secret value is masked in whatever is recorded or shown (the command line too)
         redact = Redactor(secret_values(ev, hidden))
-        tag_list, skip_list = split_list(tags), split_list(skip_tags)
+        limit = opts.limit
         if limit is None and ev.get("system_upgrade_nodes"):
-            limit = str(
-                ev["system_upgrade_nodes"]
-            )  # the seed's external-upgrade spelling of --limit
-        store = existing_store(dep, store_url)
+            limit = str(ev["system_upgrade_nodes"])  # the seed's external-upgrade --limit
+        store = existing_store(dep, opts.store_url)
         progress = store.progress(dep.name) if store is not None else frozenset()
         workflow, selection = command_selection(
-            command, progress=progress, limit=limit, tags=tag_list, skip_tags=skip_list, plane=plane
+            command,
+            progress=progress,
+            limit=limit,
+            tags=split_list(opts.tags),
+            skip_tags=split_list(opts.skip_tags),
+            plane=opts.plane,
         )
-        fx = facts_for(dep, facts, store, workflow)
+        fx = facts_for(dep, opts.facts, store, workflow)
         variables = {k: ev[k] for k in PLAN_VARIABLES if k in ev}
         # bad input and unsafe plans are refused here, before any file is created
         plan = plan_verified(workflow, dep, fx, selection, variables=variables)
-        conn = connector(lab, inventory)
-        store = store or open_cloud_store(dep, store_url)
         cmd = redact(command_line())
-        base = Path(dep.path).resolve().parent / ".stepwise"
-        options = EngineOptions(
-            extra_vars=ev,
-            secrets=hidden,
-            redact=redact,
-            forks=forks,
-            max_fail_percentage=max_fail,
-            max_parallel_units=max_parallel,
-            connector=conn,
-            keep_work_dir=keep,
-            continue_command=cmd.replace(" --fresh", ""),
-            work_dir=(base / "work") if keep else None,
-            persist_dir=base / "persist" / dep.name,
-        )
-        observer = None
-        if not json_out:
-            from stepwise.cli.progress import LineProgress, LiveProgress
-
-            observer = (
-                LiveProgress(console, title)
-                if console.is_terminal
-                else LineProgress(err_console, title)
-            )
+        # a bad --inventory is refused before the store is created
+        engine = _engine_options(dep, opts, ev, hidden, redact, cmd)
         result = run_plan(
             RunRequest(
-                store=store,
+                store=store or open_cloud_store(dep, opts.store_url),
                 deployment=dep,
                 workflow=workflow,
                 selection=selection,
                 facts=fx,
                 variables=variables,
                 command=cmd,
-                options=options,
-                fresh=fresh,
-                rerun=split_list(rerun),
-                observer=observer,
+                options=engine,
+                fresh=opts.fresh,
+                rerun=split_list(opts.rerun),
+                observer=None if opts.json_out else _progress(title),
                 plan=plan,
-                confirm=confirm(yes) if ask else None,
+                confirm=confirm(opts.yes) if ask or opts.fresh else None,
             )
         )
-        if json_out:
-            print_json(result.to_json())
-        else:
-            _say(title, result)
-        if result.status == "interrupted":
-            raise typer.Exit(EXIT_INTERRUPTED)
-        if not result.ok:
-            raise typer.Exit(EXIT_FAILED)
+        _end(title, result, opts.json_out)
+
+
+def _engine_options(dep, opts: RunOptions, ev, hidden, redact, cmd: str):
+    """How the engine runs: the operator's -e and secrets, Ansible's forks and failure
+    percentage, the connection, and where work files are kept."""
+    from stepwise.run.engine import EngineOptions
+
+    base = Path(dep.path).resolve().parent / ".stepwise"
+    return EngineOptions(
+        extra_vars=ev,
+        secrets=hidden,
+        redact=redact,
+        forks=opts.forks,
+        max_fail_percentage=opts.max_fail,
+        max_parallel_units=opts.max_parallel,
+        connector=connector(opts.lab, opts.inventory),
+        keep_work_dir=opts.keep,
+        continue_command=cmd.replace(" --fresh", ""),
+        work_dir=(base / "work") if opts.keep else None,
+        persist_dir=base / "persist" / dep.name,
+    )
+
+
+def _progress(title: str):
+    """Live progress on a terminal, a line per event otherwise (logs, CI)."""
+    from stepwise.cli.progress import LineProgress, LiveProgress
+
+    if console.is_terminal:
+        return LiveProgress(console, title)
+    return LineProgress(err_console, title)
+
+
+def _end(title: str, result, json_out: bool) -> None:
+    """Say how the run ended (JSON for scripts) and exit with its code."""
+    if json_out:
+        print_json(result.to_json())
+    else:
+        _say(title, result)
+    if result.status == "interrupted":
+        raise typer.Exit(EXIT_INTERRUPTED)
+    if not result.ok:
+        raise typer.Exit(EXIT_FAILED)
 
 
 def _say(title: str, result) -> None:
@@ -217,30 +235,28 @@ def _workflow_command(
             None, "--plane", help="control | data (upgrade run only).", hidden=not with_plane
         ),
     ) -> None:
-        _run(
-            title,
-            command,
+        opts = RunOptions(
             deployment,
-            plane=plane,
-            limit=limit,
-            tags=tags,
-            skip_tags=skip_tags,
-            extra_vars=extra_vars,
-            secrets=secret,
-            yes=yes,
-            json_out=json_out,
-            store_url=store,
-            facts=facts,
-            lab=lab,
-            inventory=inventory,
-            fresh=fresh,
-            rerun=rerun,
-            forks=forks,
-            max_parallel=max_parallel,
-            max_fail=max_fail,
-            keep=keep,
-            ask=ask or fresh,
+            limit,
+            tags,
+            skip_tags,
+            extra_vars,
+            secret,
+            yes,
+            json_out,
+            store,
+            facts,
+            lab,
+            inventory,
+            fresh,
+            rerun,
+            forks,
+            max_parallel,
+            max_fail,
+            keep,
+            plane,
         )
+        _run(title, command, opts, ask)
 
     cmd.__doc__ = doc
     group.command(name)(cmd)
@@ -274,6 +290,16 @@ _register_commands()
 FACTS_HEADER = "# Facts gathered by `stepwise discover`.\n"
 
 
+DISCOVER_OUTPUT = typer.Option(None, "--output", "-o", help="Also write a facts file (YAML/JSON).")
+DISCOVER_OS_TARGET = typer.Option(None, "--os-target", help="Target OS major to record.")
+DISCOVER_FORCE = typer.Option(
+    False,
+    "--force",
+    help="With --output: replace an existing file stepwise "
+    "did not write (a facts file it wrote is replaced anyway).",
+)
+
+
 @app.command()
 def discover(
     deployment: Path = DEP,
@@ -282,17 +308,10 @@ def discover(
     lab: Path | None = LAB,
     inventory: Path | None = INV,
     extra_vars: list[str] | None = EXTRA,
-    output: Path | None = typer.Option(
-        None, "--output", "-o", help="Also write a facts file (YAML/JSON)."
-    ),
-    os_target: int | None = typer.Option(None, "--os-target", help="Target OS major to record."),
+    output: Path | None = DISCOVER_OUTPUT,
+    os_target: int | None = DISCOVER_OS_TARGET,
     json_out: bool = JSON,
-    force: bool = typer.Option(
-        False,
-        "--force",
-        help="With --output: replace an existing file stepwise "
-        "did not write (a facts file it wrote is replaced anyway).",
-    ),
+    force: bool = DISCOVER_FORCE,
 ) -> None:
     """Gather installed and available versions and OS majors from the nodes into the store
     (plans use them)."""
