@@ -31,7 +31,11 @@ def catalog(tmp_path_factory):
 
 # ------------------------------------------------------------------------------ deployments
 
-names = st.from_regex(r"[A-Za-z][A-Za-z0-9_]{0,8}", fullmatch=True)
+#: words YAML reads as booleans or null when unquoted (`name: ON` is True): not names
+YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
+names = st.from_regex(r"[A-Za-z][A-Za-z0-9_]{0,8}", fullmatch=True).filter(
+    lambda s: s.lower() not in YAML_WORDS
+)
 addresses = st.one_of(st.none(), st.ip_addresses(v=4).map(str))
 
 

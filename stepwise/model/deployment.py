@@ -12,7 +12,7 @@ from typing import Any
 from stepwise.errors import InputError, Problem
 from stepwise.model.catalog import Catalog, Service, _did_you_mean, load_catalog
 from stepwise.model.checks import validate
-from stepwise.model.specs import DeploymentSpec, NodeCountSpec
+from stepwise.model.specs import DeploymentSpec, NodeCountSpec, RoleSpec
 from stepwise.model.yamlsrc import line_of, load_yaml, to_plain
 from stepwise.paths import checked_path, is_directory
 
@@ -196,73 +196,22 @@ def build_deployment(
     seen_nodes: dict[str, str] = {}
     next_index = 0
     for ri, rs in enumerate(spec.roles):
-        where = ["roles", ri]
         if rs.name in seen_roles:
             problems.append(
                 Problem(
                     f"role '{rs.name}' is defined twice (also roles[{seen_roles[rs.name]}])",
                     file=fname,
-                    line=line_of(doc, where + ["name"]),
+                    line=line_of(doc, ["roles", ri, "name"]),
                     field=f"roles[{ri}].name",
                     hint="give each role a unique name",
                 )
             )
         seen_roles.setdefault(rs.name, ri)
-        # a service may be named by an alias (OS::TripleO::Services::Keystone): the canonical
-        # name is what the rest of stepwise sees
-        declared: list[str] = []
-        for si, s in enumerate(rs.services):
-            canonical = catalog.resolve(s)
-            if canonical is None:
-                problems.append(
-                    Problem(
-                        f"unknown service '{s}'",
-                        file=fname,
-                        line=line_of(doc, where + ["services", si]),
-                        field=f"roles[{ri}].services[{si}]",
-                        hint=f"{_did_you_mean(s, catalog.known_names())} (catalog: {catalog.path})",
-                    )
-                )
-            else:
-                declared.append(canonical)
-        dupes = {s for s in declared if declared.count(s) > 1}
-        for s in sorted(dupes):
-            problems.append(
-                Problem(
-                    f"service '{s}' is listed twice",
-                    file=fname,
-                    line=line_of(doc, where + ["services"]),
-                    field=f"roles[{ri}].services",
-                    hint="list each service once per role (by its name or one of its aliases)",
-                )
-            )
+        at = _RoleSource(ri, doc, fname)
+        declared = _role_services(rs, at, catalog, problems)
         nodes = _expand_nodes(rs, ri, next_index)
         next_index += len(nodes)
-        for ni, n in enumerate(nodes):
-            if n.name in seen_nodes:
-                nloc = where + ["nodes", ni] if isinstance(rs.nodes, list) else where + ["nodes"]
-                problems.append(
-                    Problem(
-                        f"duplicate node '{n.name}' (also in role {seen_nodes[n.name]})",
-                        file=fname,
-                        line=line_of(doc, nloc),
-                        field=f"roles[{ri}].nodes",
-                        hint="node names must be unique across the deployment",
-                    )
-                )
-            else:
-                seen_nodes[n.name] = rs.name
-        if rs.bootstrap and rs.bootstrap not in {n.name for n in nodes}:
-            problems.append(
-                Problem(
-                    f"bootstrap node '{rs.bootstrap}' is not a node of role {rs.name}",
-                    file=fname,
-                    line=line_of(doc, where + ["bootstrap"]),
-                    field=f"roles[{ri}].bootstrap",
-                    hint="name one of the role's nodes, "
-                    "or remove 'bootstrap' to use the first node",
-                )
-            )
+        _check_role_nodes(rs, nodes, at, seen_nodes, problems)
         running = tuple(s for s in declared if catalog[s].has_runtime)
         roles.append(
             Role(
@@ -292,6 +241,88 @@ def build_deployment(
     if problems:
         raise InputError(problems)
     return dep
+
+
+@dataclass(frozen=True)
+class _RoleSource:
+    """Where a role is in the deployment file, for the problems found in it."""
+
+    index: int
+    doc: Any
+    fname: str
+
+    def problem(self, message: str, path: list, field: str, hint: str) -> Problem:
+        return Problem(
+            message,
+            file=self.fname,
+            line=line_of(self.doc, ["roles", self.index, *path]),
+            field=f"roles[{self.index}].{field}",
+            hint=hint,
+        )
+
+
+def _role_services(
+    rs: RoleSpec, at: _RoleSource, catalog: Catalog, problems: list[Problem]
+) -> list[str]:
+    """The role's services by their canonical names (a service may be named by an alias,
+    OS::TripleO::Services::Keystone: the canonical name is what the rest of stepwise sees);
+    unknown and twice-listed services are problems."""
+    declared: list[str] = []
+    for si, s in enumerate(rs.services):
+        canonical = catalog.resolve(s)
+        if canonical is None:
+            problems.append(
+                at.problem(
+                    f"unknown service '{s}'",
+                    ["services", si],
+                    f"services[{si}]",
+                    f"{_did_you_mean(s, catalog.known_names())} (catalog: {catalog.path})",
+                )
+            )
+        else:
+            declared.append(canonical)
+    for s in sorted({s for s in declared if declared.count(s) > 1}):
+        problems.append(
+            at.problem(
+                f"service '{s}' is listed twice",
+                ["services"],
+                "services",
+                "list each service once per role (by its name or one of its aliases)",
+            )
+        )
+    return declared
+
+
+def _check_role_nodes(
+    rs: RoleSpec,
+    nodes: list[Node],
+    at: _RoleSource,
+    seen_nodes: dict[str, str],
+    problems: list[Problem],
+) -> None:
+    """Node names are unique across the deployment; the bootstrap node is one of the role's."""
+    for ni, n in enumerate(nodes):
+        if n.name in seen_nodes:
+            path = ["nodes", ni] if isinstance(rs.nodes, list) else ["nodes"]
+            problems.append(
+                at.problem(
+                    f"duplicate node '{n.name}' (also in role {seen_nodes[n.name]})",
+                    path,
+                    "nodes",
+                    "node names must be unique across the deployment",
+                )
+            )
+        else:
+            seen_nodes[n.name] = rs.name
+    if rs.bootstrap and rs.bootstrap not in {n.name for n in nodes}:
+        problems.append(
+            at.problem(
+                f"bootstrap node '{rs.bootstrap}' is not a node of role {rs.name}",
+                ["bootstrap"],
+                "bootstrap",
+                "name one of the role's nodes, or remove 'bootstrap' to use the first node",
+            )
+        )
 
 
 def check_availability(dep: Deployment, doc: Any = None, fname: str = "<memory>") -> list[Problem]:
