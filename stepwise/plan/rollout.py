@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from stepwise.model.catalog import allowance, effective_rule, node_step_seconds
+from stepwise.model.availability import service_allowances
+from stepwise.model.catalog import effective_rule, node_step_seconds
 from stepwise.model.deployment import Deployment
 from stepwise.model.vocab import Phase, Section, Stage, Step
 from stepwise.plan.builder import PlanBuilder
@@ -28,18 +29,6 @@ class Cursor:
 
     after: str | None
     t: float = 0.0
-
-
-def service_allowances(dep: Deployment) -> tuple[dict[str, int], dict[str, int]]:
-    """Per service: instances that may be down at once (services with a rule), and totals."""
-    allow: dict[str, int] = {}
-    totals: dict[str, int] = {}
-    for s, nodes in dep.instances.items():
-        totals[s] = len(nodes)
-        a = allowance(dep.catalog[s], len(nodes))
-        if a is not None:
-            allow[s] = a
-    return allow, totals
 
 
 def home_part(dep: Deployment, node: str) -> Phase:

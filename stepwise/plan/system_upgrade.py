@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from stepwise.errors import InputError, Problem, UnsafePlanError
+from stepwise.model.availability import service_allowances
 from stepwise.model.catalog import QUORUM_CLUSTERS, node_step_seconds
 from stepwise.model.deployment import Deployment, Role
 from stepwise.model.facts import Facts
@@ -37,7 +38,7 @@ from stepwise.model.vocab import Phase, Scope, Section, Stage, Step
 from stepwise.plan import progress as M
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.rolling import Visit, VisitStep, schedule_rolling
-from stepwise.plan.rollout import Cursor, describe_rule, service_allowances
+from stepwise.plan.rollout import Cursor, describe_rule
 from stepwise.plan.workflows import on_bootstrap
 
 WF = Section.UPGRADE
