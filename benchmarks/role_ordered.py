@@ -8,9 +8,9 @@ from __future__ import annotations
 from stepwise.model.deployment import Deployment
 from stepwise.model.facts import NO_FACTS, Facts
 from stepwise.model.vocab import Phase
+from stepwise.plan.batching import schedule_rolling
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.changes import node_changes
-from stepwise.plan.rolling import schedule_rolling
 from stepwise.plan.schedule import asap
 from stepwise.plan.visits import make_visit
 

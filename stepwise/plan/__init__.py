@@ -20,7 +20,7 @@ from stepwise.plan.select import Selection, check_requires, select, split_list
 from stepwise.plan.system_upgrade import plan_system_upgrade
 from stepwise.plan.undercloud import plan_undercloud_upgrade
 from stepwise.plan.units import WORKFLOWS, Plan, Unit, Window
-from stepwise.plan.workflows import plan_update, plan_upgrade
+from stepwise.plan.update_upgrade import plan_update, plan_upgrade
 
 STAGES = {Workflow.UPGRADE: UPGRADE_STAGES}
 PLANES = tuple(Plane)

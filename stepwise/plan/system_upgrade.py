@@ -36,10 +36,11 @@ from stepwise.model.deployment import Deployment, Role
 from stepwise.model.facts import Facts
 from stepwise.model.vocab import Phase, Scope, Section, Stage, Step
 from stepwise.plan import progress as M
+from stepwise.plan.batching import schedule_rolling
 from stepwise.plan.builder import PlanBuilder
-from stepwise.plan.rolling import Visit, VisitStep, schedule_rolling
-from stepwise.plan.rollout import Cursor, describe_rule
-from stepwise.plan.workflows import on_bootstrap
+from stepwise.plan.planes import Cursor, describe_rule
+from stepwise.plan.update_upgrade import on_bootstrap
+from stepwise.plan.visits import Visit, VisitStep
 
 WF = Section.UPGRADE
 UPGRADE_TAGS = (Stage.UPGRADE,)

@@ -21,31 +21,7 @@ from dataclasses import dataclass, field
 
 from stepwise.model.vocab import Phase, Section, Stage, Step
 from stepwise.plan.builder import PlanBuilder
-
-
-@dataclass(frozen=True, slots=True)
-class VisitStep:
-    step: Step
-    services: tuple[str, ...]  # services with work in this step on this node
-    seconds: float  # estimated time of the step on this node
-    extra: tuple[str, ...] = ()  # unowned packages (packages step only)
-    tags: tuple[str, ...] = ()  # what --tags matches, beyond stage and step (first one: the stage)
-
-
-@dataclass(frozen=True, slots=True)
-class Visit:
-    """One pass over one node: the services it takes down, and its steps in order."""
-
-    node: str
-    role: str
-    services: tuple[str, ...]
-    steps: tuple[VisitStep, ...]
-    leads: tuple[str, ...] = ()  # services whose once-only work (migrate) this visit does
-    again: str = ""  # why the node is visited a second time, if it is
-
-    @property
-    def seconds(self) -> float:
-        return sum(s.seconds for s in self.steps)
+from stepwise.plan.visits import Visit
 
 
 @dataclass

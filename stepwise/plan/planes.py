@@ -15,10 +15,10 @@ from stepwise.model.availability import service_allowances
 from stepwise.model.catalog import effective_rule, node_step_seconds
 from stepwise.model.deployment import Deployment
 from stepwise.model.vocab import Phase, Section, Stage, Step
+from stepwise.plan.batching import schedule_rolling
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.changes import NodeChange, dependency_levels
-from stepwise.plan.rolling import Visit, schedule_rolling
-from stepwise.plan.visits import make_visit
+from stepwise.plan.visits import Visit, make_visit
 
 CONTROL, DATA = Phase.CONTROLPLANE, Phase.DATAPLANE
 
