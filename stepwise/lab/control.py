@@ -19,8 +19,9 @@ from typing import Any
 from stepwise.errors import InputError, Problem, StepwiseError
 from stepwise.lab import haproxy, mariadb
 from stepwise.lab import services as S
-from stepwise.lab.nodes import ENV_LAB, MAX_LABS, Lab, pid_alive, pid_belongs_to, write_json
+from stepwise.lab.nodes import ENV_LAB, MAX_LABS, Lab, pid_belongs_to, write_json
 from stepwise.lab.spec import build_spec
+from stepwise.processes import pid_alive
 
 Progress = Callable[[str], None]
 NODE_COMMANDS = (

@@ -12,7 +12,8 @@ import json
 import time
 from typing import Any
 
-from stepwise.lab.nodes import Lab, pid_alive
+from stepwise.lab.nodes import Lab
+from stepwise.processes import pid_alive
 
 #: Clusters whose members leave the membership when stopped cleanly (expected votes shrink,
 #: like corosync's last-man-standing). A ceph-mon stays in the monmap until `ceph mon remove`.
