@@ -48,7 +48,6 @@ def role_ordered_duration(
             after=after,
             stage="run",
             phase=Phase.NONE,
-            workflow=workflow,
         )
         after = builder.gate(res.last_units, f"{role.name} done", "run")
         t = res.end_s

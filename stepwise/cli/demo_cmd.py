@@ -459,7 +459,7 @@ def demo(
                 )
         finally:
             if not keep:
-                lab.down(lab_dir, quiet=True)
+                lab.down(lab_dir)
                 import shutil
 
                 shutil.rmtree(work, ignore_errors=True)

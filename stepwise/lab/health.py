@@ -109,10 +109,9 @@ def schema_version(lab: Lab, project: str, ttl: float = 0.5) -> int | None:
     return v
 
 
-def service_health(
-    lab: Lab, node: str, service: str, major: int, rpc_send: int | None
-) -> tuple[bool, str]:
-    """Health of `service` on `node` running code of release `major`."""
+def service_health(lab: Lab, service: str, major: int) -> tuple[bool, str]:
+    """Health of an instance of `service` running code of release `major` (what it needs is
+    cluster-wide: its schema, its cluster's quorum, the messaging and its RPC peers)."""
     svc = lab.service(service)
     if svc.get("schema"):
         v = schema_version(lab, svc["project"])

@@ -119,7 +119,7 @@ class Deployment:
         return self.catalog[name]
 
 
-def _expand_nodes(role_spec, role_index: int, start_index: int) -> list[Node]:
+def _expand_nodes(role_spec, start_index: int) -> list[Node]:
     nodes: list[Node] = []
     spec = role_spec.nodes
     if isinstance(spec, NodeCountSpec):
@@ -236,7 +236,7 @@ def build_deployment(
                     hint="list each service once per role (by its name or one of its aliases)",
                 )
             )
-        nodes = _expand_nodes(rs, ri, next_index)
+        nodes = _expand_nodes(rs, next_index)
         next_index += len(nodes)
         for ni, n in enumerate(nodes):
             if n.name in seen_nodes:

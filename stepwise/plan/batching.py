@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from stepwise.model.vocab import Phase, Section, Stage, Step
+from stepwise.model.vocab import Phase, Stage, Step
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.visits import Visit
 
@@ -75,7 +75,6 @@ def schedule_rolling(
     after: str | None,
     stage: Stage,
     phase: Phase,
-    workflow: Section,
     describe: Callable[[str], str] = lambda s: s,
     tags: tuple[str, ...] = (),
 ) -> RollingResult:
@@ -167,9 +166,7 @@ def schedule_rolling(
                 again = next((v.again for v in batch if v.again), "")
                 if again:
                     first_why += f"; {again}"
-                last, dur = _emit_batch(
-                    builder, batch, label, tails, first_why, stage, phase, workflow, tags
-                )
+                last, dur = _emit_batch(builder, batch, label, tails, first_why, stage, phase, tags)
                 seq += 1
                 heapq.heappush(
                     active,
@@ -256,7 +253,6 @@ def _emit_batch(
     first_why: str,
     stage: Stage,
     phase: Phase,
-    workflow: Section,
     tags: tuple[str, ...],
 ) -> tuple[str, float]:
     """Add one unit per step of the batch; return the last unit's id and the batch's duration."""

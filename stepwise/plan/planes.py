@@ -138,7 +138,6 @@ def rollout(
                     cur,
                     stage,
                     part,
-                    workflow,
                     tags,
                     f"{part} level {level}: {', '.join(level_svcs)}",
                 )
@@ -186,7 +185,6 @@ def rollout(
                 cur,
                 stage,
                 part,
-                workflow,
                 tags,
                 f"{part}: packages no service owns, and reboots for a new kernel after every "
                 "service is upgraded",
@@ -242,7 +240,6 @@ def rollout_merged(
                 cur,
                 stage,
                 part,
-                workflow,
                 tags,
                 f"{part}: one visit per node (its changed services, packages no service owns, "
                 f"and its reboot when the kernel changes)",
@@ -359,7 +356,6 @@ def _schedule(
     cur: Cursor,
     stage,
     part,
-    workflow,
     tags,
     what,
     done: str = "done on every node before the next level starts",
@@ -376,7 +372,6 @@ def _schedule(
         after=cur.after,
         stage=stage,
         phase=part,
-        workflow=workflow,
         describe=lambda s: describe_rule(dep, s),
         tags=tags,
     )

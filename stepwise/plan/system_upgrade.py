@@ -655,7 +655,6 @@ def _roll(
         after=cur.after,
         stage=Stage.SYSTEM_UPGRADE_RUN,
         phase=phase,
-        workflow=WF,
         describe=lambda s: describe_rule(dep, s),
         tags=(),
     )
