@@ -204,7 +204,7 @@ def main() -> int:
             print("targets met" if ok else "TARGETS NOT MET")
         return 0 if ok else 1
     finally:
-        lab.down(lab_dir, quiet=True)
+        lab.down(lab_dir)
         shutil.rmtree(work, ignore_errors=True)
 
 

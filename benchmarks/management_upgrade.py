@@ -125,7 +125,7 @@ def main() -> None:
                         "unhealthy_after_repair": _unhealthy(the_lab),
                     }
             finally:
-                lab.down(lab_dir, quiet=True)
+                lab.down(lab_dir)
         finally:
             shutil.rmtree(work, ignore_errors=True)
     s, n = results["stop-first"], results["naive"]

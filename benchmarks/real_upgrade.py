@@ -132,7 +132,7 @@ def os_upgrade(deployment: Path, stepwise: str) -> int:
             kept = checks.seed_kept(the_lab, seeded)
             tempest = checks.acceptance(the_lab, Path(tmp) / "tempest")
         finally:
-            lab.down(lab_dir, quiet=True)
+            lab.down(lab_dir)
     calls, failed = (
         sum(c["requests"] for c in client.values()),
         sum(c["failed"] for c in client.values()),

@@ -8,9 +8,9 @@ from __future__ import annotations
 from stepwise.model.deployment import Deployment
 from stepwise.model.facts import NO_FACTS, Facts
 from stepwise.model.vocab import Phase
+from stepwise.plan.batching import schedule_rolling
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.changes import node_changes
-from stepwise.plan.rolling import schedule_rolling
 from stepwise.plan.schedule import asap
 from stepwise.plan.visits import make_visit
 
@@ -48,7 +48,6 @@ def role_ordered_duration(
             after=after,
             stage="run",
             phase=Phase.NONE,
-            workflow=workflow,
         )
         after = builder.gate(res.last_units, f"{role.name} done", "run")
         t = res.end_s

@@ -173,7 +173,7 @@ def main() -> int:
         if lab_dir is not None:
             import stepwise.lab as lab
 
-            lab.down(lab_dir, quiet=True)
+            lab.down(lab_dir)
         shutil.rmtree(root, ignore_errors=True)
 
 

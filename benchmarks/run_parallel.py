@@ -86,7 +86,7 @@ def one_run(deployment: Path, max_parallel: int) -> dict[str, float]:
                 "makespan_s": replayed_makespan(plan, durations),
             }
         finally:
-            lab.down(lab_dir, quiet=True)
+            lab.down(lab_dir)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

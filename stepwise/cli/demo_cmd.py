@@ -13,8 +13,8 @@ from typing import Any
 import typer
 from rich.text import Text
 
+from stepwise.cli.app import app
 from stepwise.cli.common import console, err_console, print_json, reported
-from stepwise.cli.main import app
 from stepwise.errors import StepwiseError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "openstack.yaml"
@@ -458,7 +458,7 @@ def demo(
                 )
         finally:
             if not keep:
-                lab.down(lab_dir, quiet=True)
+                lab.down(lab_dir)
                 import shutil
 
                 shutil.rmtree(work, ignore_errors=True)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
+from stepwise.cli.app import app
 from stepwise.cli.common import console, print_json, reported
-from stepwise.cli.main import app
 from stepwise.cli.options import DEP
 
 facts_app = typer.Typer(

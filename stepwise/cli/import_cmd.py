@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import typer
 from rich.text import Text
 
+from stepwise.cli.app import app
 from stepwise.cli.common import console, err_console, print_json, reported
-from stepwise.cli.main import app
 from stepwise.errors import InputError, Problem
 
 if TYPE_CHECKING:

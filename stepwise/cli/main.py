@@ -2,58 +2,39 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 
-import typer
+from stepwise.cli.app import app
 
-from stepwise import __version__
+__all__ = ["app", "main", "run"]
 
-app = typer.Typer(
-    name="stepwise",
-    help="Upgrade a running multi-node cloud without breaking it: "
-    "plan, verify, run through Ansible, resume.",
-    no_args_is_help=True,
-    add_completion=True,  # --install-completion / --show-completion SHELL
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+#: the command modules, in the order their commands appear in `stepwise --help`; importing
+#: one registers its commands on `app`
+COMMAND_MODULES = (
+    "stepwise.cli.plan_cmd",
+    "stepwise.cli.catalog_cmd",
+    "stepwise.cli.import_cmd",
+    "stepwise.cli.lab_cmd",
+    "stepwise.cli.run_cmd",
+    "stepwise.cli.demo_cmd",
+    "stepwise.cli.observe_cmd",
+    "stepwise.cli.export_cmd",
+    "stepwise.cli.report_cmd",
+    "stepwise.cli.facts_cmd",
 )
-
-
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"stepwise {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Show the version and exit."
-    ),
-) -> None:
-    """stepwise: rolling updates, major upgrades, OS upgrades and management-node upgrades."""
+#: command modules that need an optional part (the demo needs the lab); without it the rest
+#: of the commands still work
+OPTIONAL = frozenset({"stepwise.cli.demo_cmd"})
 
 
 def _register() -> None:
-    # Each command family lives in its own module; importing registers it on `app`.
-    import importlib
-
-    from stepwise.cli import plan_cmd  # noqa: F401
-
-    for mod in (
-        "stepwise.cli.catalog_cmd",
-        "stepwise.cli.import_cmd",
-        "stepwise.cli.lab_cmd",
-        "stepwise.cli.run_cmd",
-        "stepwise.cli.observe_cmd",
-        "stepwise.cli.export_cmd",
-        "stepwise.cli.report_cmd",
-        "stepwise.cli.facts_cmd",
-    ):
+    for mod in COMMAND_MODULES:
         try:
             importlib.import_module(mod)
-        except ModuleNotFoundError as exc:
-            if exc.name != mod:
+        except ImportError as exc:
+            missing = isinstance(exc, ModuleNotFoundError) and exc.name == mod
+            if not (missing or mod in OPTIONAL):
                 raise
 
 
@@ -67,11 +48,9 @@ def run(argv: list[str] | None = None) -> int:
 
 
 def main() -> None:
+    """The installed `stepwise` entry point: run the command and exit with its code."""
     sys.exit(run())
 
 
 if __name__ == "__main__":
-    # the command modules register on `stepwise.cli.main`, not on this `__main__` copy of it
-    from stepwise.cli.main import main as _main
-
-    _main()
+    main()

@@ -8,8 +8,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from stepwise.cli.app import app
 from stepwise.cli.common import console, print_json, reported
-from stepwise.cli.main import app
 from stepwise.cli.options import DEP, JSON, STORE
 from stepwise.model import load_deployment
 

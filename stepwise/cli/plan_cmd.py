@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from stepwise.cli.app import app
 from stepwise.cli.common import console, err_console, gc_paused, print_json, reported, write_stdout
-from stepwise.cli.main import app
 from stepwise.cli.safety import esc
 
 if TYPE_CHECKING:

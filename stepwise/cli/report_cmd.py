@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from stepwise.cli.app import app
 from stepwise.cli.common import console, print_json, reported
-from stepwise.cli.main import app
 from stepwise.cli.options import DEP, EXTRA, FACTS, LIMIT, STORE
 
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import typer
 
+from stepwise.cli.app import app
 from stepwise.cli.common import console, err_console, print_json, reported
-from stepwise.cli.main import app
 from stepwise.cli.options import (
     DEP,
     EXTRA,
@@ -380,9 +380,3 @@ def forget(
         confirm(yes)(f"Allow {key} to run again")
         st.clear_marker(dep.name, key)
         console.print(f"forgot {key}", markup=False)
-
-
-try:  # the demo needs the lab; without it the rest of the commands still work
-    from stepwise.cli import demo_cmd  # noqa: F401,E402
-except ImportError:
-    pass

@@ -19,8 +19,9 @@ from typing import Any
 from stepwise.errors import InputError, Problem, StepwiseError
 from stepwise.lab import haproxy, mariadb
 from stepwise.lab import services as S
-from stepwise.lab.nodes import ENV_LAB, MAX_LABS, Lab, pid_alive, pid_belongs_to, write_json
+from stepwise.lab.nodes import ENV_LAB, MAX_LABS, Lab, pid_belongs_to, write_json
 from stepwise.lab.spec import build_spec
+from stepwise.processes import pid_alive
 
 Progress = Callable[[str], None]
 NODE_COMMANDS = (
@@ -223,7 +224,7 @@ def up(
             Problem(f"a lab is already up in {directory}", hint="run 'stepwise lab down' first")
         )
     if directory.exists():
-        down(directory, quiet=True)
+        down(directory)
         shutil.rmtree(directory)
     directory.mkdir(parents=True)
     index = claim_index(directory)
@@ -240,9 +241,9 @@ def up(
         prepare_nodes(lab)
         start_supervisor(lab)
         boot_all(lab, progress)
-        wait_healthy(lab, timeout, progress)
+        wait_healthy(lab, timeout)
     except BaseException:
-        down(directory, quiet=True)
+        down(directory)
         raise
     progress(f"lab up in {time.monotonic() - t0:.1f}s")
     return lab
@@ -320,7 +321,7 @@ def wait_db_vip(lab: Lab, timeout: float = 15.0) -> None:
             time.sleep(0.1)
 
 
-def wait_healthy(lab: Lab, timeout: float, progress: Progress) -> None:
+def wait_healthy(lab: Lab, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     bad: list[str] = []
     while time.monotonic() < deadline:
@@ -400,7 +401,7 @@ def lab_pids(lab: Lab) -> list[int]:
     return sorted(p for p in pids if p != os.getpid() and pid_belongs_to(p, lab.dir))
 
 
-def down(lab_dir: str | Path, quiet: bool = False) -> int:
+def down(lab_dir: str | Path) -> int:
     """End every process of a lab (even if its supervisor died); returns how many were killed."""
     lab = Lab(lab_dir)
     if lab.supervisor_alive():

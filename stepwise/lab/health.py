@@ -12,7 +12,8 @@ import json
 import time
 from typing import Any
 
-from stepwise.lab.nodes import Lab, pid_alive
+from stepwise.lab.nodes import Lab
+from stepwise.processes import pid_alive
 
 #: Clusters whose members leave the membership when stopped cleanly (expected votes shrink,
 #: like corosync's last-man-standing). A ceph-mon stays in the monmap until `ceph mon remove`.
@@ -108,10 +109,9 @@ def schema_version(lab: Lab, project: str, ttl: float = 0.5) -> int | None:
     return v
 
 
-def service_health(
-    lab: Lab, node: str, service: str, major: int, rpc_send: int | None
-) -> tuple[bool, str]:
-    """Health of `service` on `node` running code of release `major`."""
+def service_health(lab: Lab, service: str, major: int) -> tuple[bool, str]:
+    """Health of an instance of `service` running code of release `major` (what it needs is
+    cluster-wide: its schema, its cluster's quorum, the messaging and its RPC peers)."""
     svc = lab.service(service)
     if svc.get("schema"):
         v = schema_version(lab, svc["project"])

@@ -211,20 +211,6 @@ def write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def pid_belongs_to(pid: int, lab_dir: Path) -> bool:
     """True when `pid` runs for this lab (its environment names the lab): guards against
     killing an unrelated process that reused a recorded PID."""

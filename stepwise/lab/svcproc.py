@@ -122,7 +122,7 @@ class Unit:
         elif self.lab.service(self.name)["db"]:
             res = self.db_health()
         else:
-            res = H.service_health(self.lab, self.node, self.name, self.major, self.rpc_send)
+            res = H.service_health(self.lab, self.name, self.major)
         self.cache = (now, res)
         return res
 

@@ -119,7 +119,7 @@ class Deployment:
         return self.catalog[name]
 
 
-def _expand_nodes(role_spec, role_index: int, start_index: int) -> list[Node]:
+def _expand_nodes(role_spec, start_index: int) -> list[Node]:
     nodes: list[Node] = []
     spec = role_spec.nodes
     if isinstance(spec, NodeCountSpec):
@@ -209,7 +209,7 @@ def build_deployment(
         seen_roles.setdefault(rs.name, ri)
         at = _RoleSource(ri, doc, fname)
         declared = _role_services(rs, at, catalog, problems)
-        nodes = _expand_nodes(rs, ri, next_index)
+        nodes = _expand_nodes(rs, next_index)
         next_index += len(nodes)
         _check_role_nodes(rs, nodes, at, seen_nodes, problems)
         running = tuple(s for s in declared if catalog[s].has_runtime)

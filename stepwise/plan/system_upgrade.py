@@ -30,15 +30,17 @@ from __future__ import annotations
 from dataclasses import replace
 
 from stepwise.errors import InputError, Problem, UnsafePlanError
+from stepwise.model.availability import service_allowances
 from stepwise.model.catalog import QUORUM_CLUSTERS, node_step_seconds
 from stepwise.model.deployment import Deployment, Role
 from stepwise.model.facts import Facts
 from stepwise.model.vocab import Phase, Scope, Section, Stage, Step
 from stepwise.plan import progress as M
+from stepwise.plan.batching import schedule_rolling
 from stepwise.plan.builder import PlanBuilder
-from stepwise.plan.rolling import Visit, VisitStep, schedule_rolling
-from stepwise.plan.rollout import Cursor, describe_rule, service_allowances
-from stepwise.plan.workflows import on_bootstrap
+from stepwise.plan.planes import Cursor, describe_rule
+from stepwise.plan.update_upgrade import on_bootstrap
+from stepwise.plan.visits import Visit, VisitStep
 
 WF = Section.UPGRADE
 UPGRADE_TAGS = (Stage.UPGRADE,)
@@ -189,7 +191,6 @@ def plan_system_upgrade(
     dep: Deployment,
     facts: Facts,
     nodes: list[str] | None,
-    limit: str | None = None,
 ) -> None:
     """What is left of the OS upgrade of the whole cloud (the selection picks the part the
     operator's command runs)."""
@@ -653,7 +654,6 @@ def _roll(
         after=cur.after,
         stage=Stage.SYSTEM_UPGRADE_RUN,
         phase=phase,
-        workflow=WF,
         describe=lambda s: describe_rule(dep, s),
         tags=(),
     )

@@ -22,7 +22,7 @@ from stepwise.model.vocab import UPGRADE_STAGES, Stage, Workflow
 from stepwise.plan.commands import Command
 from stepwise.plan.system_upgrade import plan_system_upgrade
 from stepwise.plan.undercloud import plan_undercloud_upgrade
-from stepwise.plan.workflows import plan_update, plan_upgrade
+from stepwise.plan.update_upgrade import plan_update, plan_upgrade
 
 if TYPE_CHECKING:
     from stepwise.model.deployment import Deployment
@@ -100,7 +100,7 @@ def _upgrade(builder, dep, facts, nodes, selection, variables) -> None:
 
 
 def _system_upgrade(builder, dep, facts, nodes, selection, variables) -> None:
-    plan_system_upgrade(builder, dep, facts, nodes, selection.limit)
+    plan_system_upgrade(builder, dep, facts, nodes)
 
 
 def _management_upgrade(builder, dep, facts, nodes, selection, variables) -> None:

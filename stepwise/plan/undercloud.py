@@ -105,7 +105,7 @@ def plan_undercloud_upgrade(
                 **{"work": {node: tuple(services)}, **kw},
             )
 
-        def secs(services: list[str], step: Step | str, *, node: str = node) -> float:
+        def secs(services: list[str], step: Step | str) -> float:
             return node_step_seconds([catalog[s] for s in services], step)
 
         add(

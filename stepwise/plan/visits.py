@@ -1,13 +1,42 @@
-"""Node visits: which step runs which services' tasks on one node, and for how long."""
+"""Node visits: what one pass over a node is (`Visit`, its `VisitStep`s) and how it is made:
+which step runs which services' tasks on the node, and for how long."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 from stepwise.model.catalog import node_step_seconds
 from stepwise.model.deployment import Deployment
 from stepwise.model.vocab import VISIT_STEPS, Section, Step
-from stepwise.plan.rolling import Visit, VisitStep
+
+
+@dataclass(frozen=True, slots=True)
+class VisitStep:
+    """One step of a visit: the services with work in it on this node, and its time."""
+
+    step: Step
+    services: tuple[str, ...]  # services with work in this step on this node
+    seconds: float  # estimated time of the step on this node
+    extra: tuple[str, ...] = ()  # unowned packages (packages step only)
+    tags: tuple[str, ...] = ()  # what --tags matches, beyond stage and step (first one: the stage)
+
+
+@dataclass(frozen=True, slots=True)
+class Visit:
+    """One pass over one node: the services it takes down, and its steps in order."""
+
+    node: str
+    role: str
+    services: tuple[str, ...]
+    steps: tuple[VisitStep, ...]
+    leads: tuple[str, ...] = ()  # services whose once-only work (migrate) this visit does
+    again: str = ""  # why the node is visited a second time, if it is
+
+    @property
+    def seconds(self) -> float:
+        return sum(s.seconds for s in self.steps)
+
 
 #: Steps a visit always has, even when no service has tasks there: they carry the
 #: built-in work (package transaction, health checks).

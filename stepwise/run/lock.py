@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from stepwise.errors import Problem, StepwiseError
+from stepwise.processes import pid_alive
 from stepwise.run.ansible_files import private_dir
 
 
@@ -30,21 +31,6 @@ class LockedError(StepwiseError):
     """Another stepwise run holds this cloud's lock."""
 
     exit_code = 4
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        # a zombie nobody reaps (containers without an init) is dead for our purpose
-        return stat[stat.rindex(")") + 2] != "Z"
-    except (OSError, ValueError, IndexError):
-        return True
 
 
 def _session_members(sid: int) -> list[int]:
@@ -205,7 +191,7 @@ def _stop_orphans(previous: dict[str, Any], wait_s: float = 6 * 3600) -> None:
     happen."""
     for proc in previous.get("ansible", []):
         pid = proc.get("pid")
-        if not pid or not _alive(pid) or not _is_ansible(pid):
+        if not pid or not pid_alive(pid) or not _is_ansible(pid):
             continue
         if proc.get("detached"):
             import sys
@@ -217,7 +203,7 @@ def _stop_orphans(previous: dict[str, Any], wait_s: float = 6 * 3600) -> None:
                 flush=True,
             )
             deadline = time.monotonic() + wait_s
-            while _alive(pid) and time.monotonic() < deadline:
+            while pid_alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.2)
             continue
         _stop_session(pid)
@@ -232,9 +218,9 @@ def _stop_session(pid: int) -> None:
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and any(_alive(p) for p in members):
+        while time.monotonic() < deadline and any(pid_alive(p) for p in members):
             time.sleep(0.05)
-        members = [p for p in members if _alive(p)]
+        members = [p for p in members if pid_alive(p)]
         if not members:
             return
 

@@ -30,10 +30,10 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable
 
+from stepwise.model.availability import service_allowances
 from stepwise.model.catalog import node_step_seconds
 from stepwise.model.deployment import Deployment
 from stepwise.model.vocab import Phase, Section, Step, Workflow
-from stepwise.plan.rollout import service_allowances
 from stepwise.plan.table import Bound, entry
 from stepwise.plan.units import Plan, Unit
 from stepwise.plan.visits import make_visit

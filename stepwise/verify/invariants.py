@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from stepwise.model.availability import service_allowances
 from stepwise.model.deployment import Deployment
 from stepwise.model.vocab import Phase, Section, Stage, Step
-from stepwise.plan.rollout import service_allowances
 from stepwise.plan.table import entry
 from stepwise.plan.units import Plan, Unit, Window
 from stepwise.verify.replay import State, timeline

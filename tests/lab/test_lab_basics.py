@@ -10,7 +10,7 @@ import time
 import pytest
 
 from stepwise.lab import control
-from stepwise.lab.nodes import pid_alive
+from stepwise.processes import pid_alive
 
 pytestmark = pytest.mark.lab
 

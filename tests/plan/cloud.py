@@ -125,6 +125,32 @@ def facts(
     return Facts(MappingProxyType(nodes), True, "<test>")
 
 
+def expand_contract_cloud() -> Deployment:
+    """3 controllers: galera (quorum), glance (expand/contract schema), heat (offline schema)."""
+    cat = catalog(
+        service("galera", "infra", rule={"quorum": "majority"}, cluster="galera", leave=True),
+        service(
+            "glance",
+            "control",
+            deps=("galera",),
+            rule={"min_available": 1},
+            schema="expand_contract",
+        ),
+        service("heat", "control", deps=("galera",), schema="offline"),
+    )
+    return deployment(
+        cat,
+        [
+            {
+                "name": "Controller",
+                "tags": ["controlplane"],
+                "services": ["galera", "glance", "heat"],
+                "nodes": {"count": 3, "name": "controller-{index}"},
+            }
+        ],
+    )
+
+
 def classic() -> Deployment:
     """3 controllers (galera/rabbit quorum, keystone rolling with expand/contract, nova_api
     schema-sensitive), 4 computes, 3 ceph storage nodes."""

@@ -160,5 +160,5 @@ def test_a_node_crashed_mid_batch_stops_the_run_before_the_next_batch(
         assert json.loads(again.stdout)["run_id"] == run.id
         assert all(s == "done" for s in store.unit_states(run.id).values())
     finally:
-        lab.down(lab_dir, quiet=True)
+        lab.down(lab_dir)
         shutil.rmtree(tmp_path / ".stepwise", ignore_errors=True)

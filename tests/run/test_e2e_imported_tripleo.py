@@ -60,7 +60,7 @@ def test_minor_update_of_an_imported_composed_cloud_fails_no_request(work: Path)
         discover(dep, store, connector=conn)
         out = _phase("minor update", "update", dep, store, lab_dir, stored_facts(dep, store), True)
     finally:
-        lab.down(lab_dir, quiet=True)
+        lab.down(lab_dir)
     assert out["status"] == "done", out
     assert out["probe"]["requests"] > 0
     assert out["probe"]["failed"] == 0, out["probe"]

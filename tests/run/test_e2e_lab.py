@@ -193,4 +193,4 @@ def test_sigkill_and_sigint_during_a_lab_update_then_run_again(tmp_path: Path, l
         assert stale == []
         assert agreement(store, dep, lab_dir)["mismatches"] == []
     finally:
-        lab.down(lab_dir, quiet=True)
+        lab.down(lab_dir)

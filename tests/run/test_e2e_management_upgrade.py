@@ -96,4 +96,4 @@ def test_management_node_os_and_release_upgrade_across_a_database_major(
             "DB syncs after the DB is up"
         )
     finally:
-        lab.down(lab_dir, quiet=True)
+        lab.down(lab_dir)

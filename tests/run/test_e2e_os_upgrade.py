@@ -276,5 +276,5 @@ def test_the_seeds_twelve_steps_on_composed_roles(tmp_path: Path, lab_dir: Path)
         assert workloads and all(v["failed"] == 0 for v in workloads.values()), workloads
         assert outside_windows(probe.records, intervals) == {}
     finally:
-        lab.down(lab_dir, quiet=True)
+        lab.down(lab_dir)
         (tmp_path / "commands.log").write_text("\n".join(log))

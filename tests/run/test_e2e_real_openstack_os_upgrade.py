@@ -123,5 +123,5 @@ def test_real_openstack_through_the_os_upgrade(tmp_path: Path, lab_dir: Path):  
         # the probe's and the client's failures fall inside the windows the plans announced
         assert outside_windows(probe.records, cloud_intervals(store, "openstack")) == {}
     finally:
-        lab.down(lab_dir, quiet=True)
+        lab.down(lab_dir)
         (tmp_path / "commands.log").write_text("\n".join(log))

@@ -52,7 +52,7 @@ def test_report_of_a_lab_run(tmp_path: Path):
             limit="Compute",
         )
     finally:
-        lab.down(lab_dir, quiet=True)
+        lab.down(lab_dir)
         shutil.rmtree(short, ignore_errors=True)
     assert out["status"] == "done", out
     samples = store.probe_samples(out["run"])

@@ -9,7 +9,7 @@ from stepwise.model.facts import Facts
 from stepwise.model.vocab import Scope, Section, Stage, Step
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.changes import NodeChange, node_changes
-from stepwise.plan.rollout import Cursor, rollout, rollout_merged
+from stepwise.plan.planes import Cursor, rollout, rollout_merged
 
 
 def scoped_changes(

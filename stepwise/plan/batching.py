@@ -19,33 +19,9 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from stepwise.model.vocab import Phase, Section, Stage, Step
+from stepwise.model.vocab import Phase, Stage, Step
 from stepwise.plan.builder import PlanBuilder
-
-
-@dataclass(frozen=True, slots=True)
-class VisitStep:
-    step: Step
-    services: tuple[str, ...]  # services with work in this step on this node
-    seconds: float  # estimated time of the step on this node
-    extra: tuple[str, ...] = ()  # unowned packages (packages step only)
-    tags: tuple[str, ...] = ()  # what --tags matches, beyond stage and step (first one: the stage)
-
-
-@dataclass(frozen=True, slots=True)
-class Visit:
-    """One pass over one node: the services it takes down, and its steps in order."""
-
-    node: str
-    role: str
-    services: tuple[str, ...]
-    steps: tuple[VisitStep, ...]
-    leads: tuple[str, ...] = ()  # services whose once-only work (migrate) this visit does
-    again: str = ""  # why the node is visited a second time, if it is
-
-    @property
-    def seconds(self) -> float:
-        return sum(s.seconds for s in self.steps)
+from stepwise.plan.visits import Visit
 
 
 @dataclass
@@ -99,7 +75,6 @@ def schedule_rolling(
     after: str | None,
     stage: Stage,
     phase: Phase,
-    workflow: Section,
     describe: Callable[[str], str] = lambda s: s,
     tags: tuple[str, ...] = (),
 ) -> RollingResult:
@@ -191,9 +166,7 @@ def schedule_rolling(
                 again = next((v.again for v in batch if v.again), "")
                 if again:
                     first_why += f"; {again}"
-                last, dur = _emit_batch(
-                    builder, batch, label, tails, first_why, stage, phase, workflow, tags
-                )
+                last, dur = _emit_batch(builder, batch, label, tails, first_why, stage, phase, tags)
                 seq += 1
                 heapq.heappush(
                     active,
@@ -280,7 +253,6 @@ def _emit_batch(
     first_why: str,
     stage: Stage,
     phase: Phase,
-    workflow: Section,
     tags: tuple[str, ...],
 ) -> tuple[str, float]:
     """Add one unit per step of the batch; return the last unit's id and the batch's duration."""

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from stepwise.model.catalog import allowance, effective_rule, node_step_seconds
+from stepwise.model.availability import service_allowances
+from stepwise.model.catalog import effective_rule, node_step_seconds
 from stepwise.model.deployment import Deployment
 from stepwise.model.vocab import Phase, Section, Stage, Step
+from stepwise.plan.batching import schedule_rolling
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.changes import NodeChange, dependency_levels
-from stepwise.plan.rolling import Visit, schedule_rolling
-from stepwise.plan.visits import make_visit
+from stepwise.plan.visits import Visit, make_visit
 
 CONTROL, DATA = Phase.CONTROLPLANE, Phase.DATAPLANE
 
@@ -28,18 +29,6 @@ class Cursor:
 
     after: str | None
     t: float = 0.0
-
-
-def service_allowances(dep: Deployment) -> tuple[dict[str, int], dict[str, int]]:
-    """Per service: instances that may be down at once (services with a rule), and totals."""
-    allow: dict[str, int] = {}
-    totals: dict[str, int] = {}
-    for s, nodes in dep.instances.items():
-        totals[s] = len(nodes)
-        a = allowance(dep.catalog[s], len(nodes))
-        if a is not None:
-            allow[s] = a
-    return allow, totals
 
 
 def home_part(dep: Deployment, node: str) -> Phase:
@@ -149,7 +138,6 @@ def rollout(
                     cur,
                     stage,
                     part,
-                    workflow,
                     tags,
                     f"{part} level {level}: {', '.join(level_svcs)}",
                 )
@@ -197,7 +185,6 @@ def rollout(
                 cur,
                 stage,
                 part,
-                workflow,
                 tags,
                 f"{part}: packages no service owns, and reboots for a new kernel after every "
                 "service is upgraded",
@@ -253,7 +240,6 @@ def rollout_merged(
                 cur,
                 stage,
                 part,
-                workflow,
                 tags,
                 f"{part}: one visit per node (its changed services, packages no service owns, "
                 f"and its reboot when the kernel changes)",
@@ -370,7 +356,6 @@ def _schedule(
     cur: Cursor,
     stage,
     part,
-    workflow,
     tags,
     what,
     done: str = "done on every node before the next level starts",
@@ -387,7 +372,6 @@ def _schedule(
         after=cur.after,
         stage=stage,
         phase=part,
-        workflow=workflow,
         describe=lambda s: describe_rule(dep, s),
         tags=tags,
     )

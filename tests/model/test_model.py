@@ -12,7 +12,7 @@ from stepwise.model import Availability, load_catalog, load_deployment, load_fac
 from stepwise.model.catalog import BUILTIN_CATALOG, find_cycle, node_step_seconds
 from stepwise.model.steps import DEFAULT_STEP_SECONDS, NODE_STEPS, UPGRADE_EXTRA_STEPS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
 REQUIRED_SERVICES = {
