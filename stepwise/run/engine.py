@@ -18,7 +18,6 @@ SIGTERM cut the running units and record them `interrupted`.
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import signal
 import tempfile
@@ -212,11 +211,11 @@ class Engine:
         # extra vars reach Ansible through private files, never its command line; the secret
         # ones through a file outside the artifacts, in a directory removed after the run
         self.extravars_path = write_private(self.pdd / "vars" / "extra.yml", to_yaml(extravars))
-        self.secret_args = ""
+        self.secret_files: tuple[Path, ...] = ()
         secret = {**secret, **dict(self.options.secrets)}
         if secret:
             path = write_private(self.secret_dir / "secret.yml", to_yaml(unsafe(secret)))
-            self.secret_args = f" -e @{shlex.quote(str(path))}"
+            self.secret_files = (path,)
 
     def _launch(self) -> None:
         """Start the process of every chain the scheduler says should start now."""
@@ -239,8 +238,6 @@ class Engine:
 
     # -- one chain's process ---------------------------------------------------------------
     def _run_chain(self, r: _ChainRun) -> None:
-        import ansible_runner
-
         c = r.chain
         d = self.pdd / c.id
         (d / "project").mkdir(parents=True)
@@ -258,27 +255,22 @@ class Engine:
             env["STEPWISE_GATE_SOCKET"] = str(self.socket_path)
             env["STEPWISE_CHAIN"] = c.id
         forks = max(1, min(self.options.forks, max(len(unit_hosts(u, self.dep)) for u in c.units)))
+        book = ansible_env.Playbook(
+            directory=d,
+            playbook=playbook,
+            inventory=self.inventory_path,
+            wrapper=wrapper,
+            var_files=(self.extravars_path, *self.secret_files),
+            env=env,
+            forks=forks,
+            verbosity=self.options.verbosity,
+        )
         rc = 1
         try:
-            runner = ansible_runner.run(
-                private_data_dir=str(d),
-                inventory=str(self.inventory_path),
-                # With our wrapper as `binary`, ansible-runner passes no playbook: give it here.
-                cmdline=f"{shlex.quote(str(playbook))} "
-                f"-e @{shlex.quote(str(self.extravars_path))}{self.secret_args}",
-                envvars=env,
-                forks=forks,
-                binary=str(wrapper),
-                event_handler=lambda ev: self._event(r, ev, pidfile),
-                quiet=True,
-                suppress_env_files=True,
-                verbosity=self.options.verbosity or None,
-                cancel_callback=lambda: self._cancel(r),
-                settings={
-                    "suppress_ansible_output": True,
-                    "pexpect_timeout": 0.1,
-                    "pexpect_use_poll": True,
-                },
+            runner = ansible_env.run_playbook(
+                book,
+                lambda ev: self._event(r, ev, pidfile),
+                cancel=lambda: self._cancel(r),
             )
             rc = int(runner.rc if runner.rc is not None else 1)
             canceled = runner.status == "canceled"

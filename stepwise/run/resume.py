@@ -32,7 +32,7 @@ from stepwise.plan.units import Plan, Unit
 from stepwise.run.engine import EngineOptions, execute
 from stepwise.run.events import Observer, RunResult
 from stepwise.run.lock import DbLock, RunLock
-from stepwise.run.render import DEFAULT_FLAG_DIR, flag_hosts, flag_name, marker_keys
+from stepwise.run.render import DEFAULT_FLAG_DIR, FLAG_VAR, flag_hosts, flag_name, marker_keys
 from stepwise.run.store.store import RunInfo, Store
 from stepwise.verify import VerifiedPlan, verify_plan
 
@@ -403,7 +403,7 @@ def _refuse_repeats(store: Store, cloud: str, run_id: int | None, todo: list[Uni
                     "it must never run twice",
                     hint="the target holds the data now. Only if you know it must be redone: "
                     f"remove the flag file {DEFAULT_FLAG_DIR}/{flag_name(u)} "
-                    f"(or under stepwise_flag_dir) on {host} and clear the record "
+                    f"(or under {FLAG_VAR}) on {host} and clear the record "
                     f"with `stepwise forget {key}`",
                 )
             )
