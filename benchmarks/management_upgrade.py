@@ -38,11 +38,10 @@ def _stepwise(dep, work: Path, lab_dir: Path, name: str) -> tuple[float, str]:
     import stepwise.lab as lab
     from stepwise.run.discover import discover, stored_facts
     from stepwise.run.engine import EngineOptions
-    from stepwise.run.inventory import Connector
     from stepwise.run.resume import RunRequest, run_plan
     from stepwise.run.store import open_store
 
-    conn = Connector.from_inventory(lab.inventory(lab_dir), "lab", (lab.ansible_plugin_dir(),))
+    conn = lab.connector(lab_dir)
     store = open_store(f"sqlite:///{work / (name + '.sqlite')}")
     discover(dep, store, connector=conn)
     t0 = time.monotonic()

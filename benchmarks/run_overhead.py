@@ -53,7 +53,6 @@ def main() -> int:
     from stepwise.run import ansible_env
     from stepwise.run.engine import EngineOptions
     from stepwise.run.export import export
-    from stepwise.run.inventory import Connector
     from stepwise.run.resume import RunRequest, plan_run, run_plan
     from stepwise.run.store import open_store
 
@@ -68,9 +67,7 @@ def main() -> int:
             dep_path = root / Path(args.lab).name
             dep_path.write_text(Path(args.lab).read_text())
             lab.up(dep_path, lab_dir)
-            conn = Connector.from_inventory(
-                lab.inventory(lab_dir), "lab", (lab.ansible_plugin_dir(),)
-            )
+            conn = lab.connector(lab_dir)
         else:
             from conftest import write_cloud
 

@@ -42,7 +42,6 @@ def one_run(deployment: Path, max_parallel: int) -> dict[str, float]:
     from stepwise.model import load_deployment
     from stepwise.run.discover import discover, stored_facts
     from stepwise.run.engine import EngineOptions
-    from stepwise.run.inventory import Connector
     from stepwise.run.resume import RunRequest, plan_run, run_plan
     from stepwise.run.store import open_store
 
@@ -54,9 +53,7 @@ def one_run(deployment: Path, max_parallel: int) -> dict[str, float]:
         lab_dir = work / "lab"
         lab.up(dep_path, lab_dir)
         try:
-            conn = Connector.from_inventory(
-                lab.inventory(lab_dir), "lab", (lab.ansible_plugin_dir(),)
-            )
+            conn = lab.connector(lab_dir)
             store = open_store(f"sqlite:///{work / 'store.sqlite'}")
             discover(dep, store, connector=conn)
             req = RunRequest(

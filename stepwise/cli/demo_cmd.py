@@ -68,7 +68,6 @@ def _phase(
     from stepwise.lab.probe import Probe
     from stepwise.plan import selection_for
     from stepwise.run.engine import EngineOptions
-    from stepwise.run.inventory import Connector
     from stepwise.run.resume import RunRequest, run_plan
     from stepwise.verify import plan_verified
 
@@ -84,7 +83,7 @@ def _phase(
             if console.is_terminal
             else LineProgress(err_console, title)
         )
-    conn = Connector.from_inventory(lab.inventory(lab_dir), "lab", (lab.ansible_plugin_dir(),))
+    conn = lab.connector(lab_dir)
     t0 = time.time()
     with Probe(Lab(lab_dir)) as probe:
         result = run_plan(
@@ -399,11 +398,7 @@ def demo(
             lab.up(deployment, lab_dir, progress=say, build=build)
         try:
             store = open_store(f"sqlite:///{work / (dep.name + '.sqlite')}")
-            from stepwise.run.inventory import Connector
-
-            conn = Connector.from_inventory(
-                lab.inventory(lab_dir), "lab", (lab.ansible_plugin_dir(),)
-            )
+            conn = lab.connector(lab_dir)
             discover(dep, store, connector=conn)
             facts = stored_facts(dep, store)
             # verified: its windows (the planned downtime said below) are the verifier's

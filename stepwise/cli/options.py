@@ -284,9 +284,7 @@ def connector(lab: Path | None, inventory_file: Path | None):
                     hint="bring one up with `stepwise lab up -d DEPLOYMENT`",
                 )
             )
-        found = Connector.from_inventory(
-            labmod.inventory(lab), "lab", (labmod.ansible_plugin_dir(),)
-        )
+        found = labmod.connector(lab)
     if inventory_file is not None:
         from stepwise.model.yamlsrc import load_yaml, to_plain
 

@@ -1,13 +1,17 @@
 """The lab: a real cloud on one machine that breaks the way real clouds break.
 
 `up`/`down`/`status` live in `stepwise.lab.control`; the node commands in `nodecmd`; Ansible
-reaches nodes through the `stepwise_lab` connection plugin (`ansible_plugin_dir()`).
+reaches nodes through the `stepwise_lab` connection plugin (`ansible_plugin_dir()`), with the
+connector `connector(lab_dir)` gives the run layer.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from stepwise.model.connection import Connector
 
 
 def ansible_plugin_dir() -> str:
@@ -15,31 +19,41 @@ def ansible_plugin_dir() -> str:
     return str(Path(__file__).resolve().parent / "ansible_plugins" / "connection")
 
 
-def inventory(lab_dir: str | Path) -> dict[str, Any]:
-    """An Ansible inventory of a lab: one group per role, every node on the lab connection."""
+def connector(lab_dir: str | Path) -> Connector:
+    """How Ansible reaches a lab's nodes: the `stepwise_lab` connection plugin, each node on
+    its own loopback address, and the connection contract (`NodeAccess`) of a node whose root
+    is a directory of this machine. The only place the lab's connection is built."""
+    # imported here: every lab process (node commands, the supervisor) imports this package
+    # and needs none of the model
     from stepwise.lab.nodes import Lab
+    from stepwise.model.connection import Connector, NodeAccess
 
     lab = Lab(lab_dir)
-    groups: dict[str, Any] = {}
+    roles: dict[str, dict[str, Any]] = {}
     for name, node in lab.spec["nodes"].items():
-        groups.setdefault(node["role"], {"hosts": {}})["hosts"][name] = {
+        root = lab.node_root(name)
+        # lab nodes share one filesystem: their flag files and os-release live in the node's
+        # root, `reboot` and `reprovision` are the lab's node commands, and stepwise's own
+        # shell commands (archives of the node's data) run in the node's root
+        access = NodeAccess(
+            flag_dir=str(root / "var" / "lib" / "stepwise" / "flags"),
+            os_release=str(root / "etc" / "os-release"),
+            reboot_command="reboot",
+            reprovision_command="reprovision",
+            node_root=str(root),
+        )
+        roles.setdefault(node["role"], {})[name] = {
             "ansible_connection": "stepwise_lab",
             "stepwise_lab_dir": str(lab.dir),
             "stepwise_lab_node": name,
             "ansible_host": node["address"],
             "ansible_python_interpreter": "/usr/bin/python3",
-            # Module files must land where the node's commands see them: inside the lab.
-            "ansible_remote_tmp": str(lab.node_root(name) / "tmp" / ".ansible"),
-            # Lab nodes share one filesystem: their flag files and os-release live in the
-            # node's root, and `reboot` is the lab's node command.
-            "stepwise_flag_dir": str(lab.node_root(name) / "var" / "lib" / "stepwise" / "flags"),
-            "stepwise_os_release": str(lab.node_root(name) / "etc" / "os-release"),
-            "stepwise_reboot_command": "reboot",
-            "stepwise_reprovision_command": "reprovision",
-            # stepwise's own shell commands (archives of the node's data) run in the node's root
-            "stepwise_node_root": str(lab.node_root(name)),
+            # module files must land where the node's commands see them: inside the lab
+            "ansible_remote_tmp": str(root / "tmp" / ".ansible"),
+            **access.host_vars(),
         }
-    return {"all": {"children": groups}}
+    hosts = {name: hv for nodes in roles.values() for name, hv in nodes.items()}
+    return Connector("lab", hosts, (ansible_plugin_dir(),))
 
 
 def up(*args: Any, **kwargs: Any):

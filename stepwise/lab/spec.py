@@ -86,52 +86,7 @@ def build_spec(
     dep: Deployment, lab_dir: str, index: int, workloads_per_compute: int = 1
 ) -> dict[str, Any]:
     """The whole `lab.json` of a new lab for `dep`."""
-    cat = dep.catalog
-    placed = [s for s in dep.instances]
-    migrating_projects = {project_of(s) for s in placed if _has_migrate(cat[s])}
-    services: dict[str, Any] = {}
-    used_ports: set[int] = set()
-    spare = 9100
-    db_service = None
-    for name in placed:
-        svc = cat[name]
-        health = dict(svc.health)
-        db = is_db_service(svc)
-        port = _port(health.get("http")) or _port(health.get("tcp"))
-        if db:
-            port = port or DB_PORT
-            db_service = db_service or name
-        if port is None or (port in used_ports and not db):
-            while spare in used_ports:
-                spare += 1
-            port = spare
-        used_ports.add(port)
-        proj = project_of(name)
-        schema = _has_migrate(svc) or (svc.plane == "control" and proj in migrating_projects)
-        services[name] = {
-            # a clean Galera shutdown leaves the group and flushes InnoDB: seconds on a loaded
-            # machine (mariadb.service allows it minutes), where the stand-ins get 3 s
-            **({"stop_timeout": DB_STOP_TIMEOUT} if db else {}),
-            "plane": svc.plane,
-            # the name `systemctl` knows it by on the node (its package's unit)
-            "unit": svc.unit,
-            "packages": list(svc.packages),
-            "cluster": svc.cluster,
-            # members on two OS majors cannot form a cluster (as the catalog declares it)
-            "os_bound": bool(svc.cluster) and not svc.mixed_os,
-            "rpc": svc.rpc,
-            "port": CLUSTERCHECK_PORT if db else port,
-            "db_port": port if db else None,
-            "http": bool(health.get("http")) or db,
-            "health_path": "/" if db else _path(health.get("http")),
-            "db": db,
-            "project": proj,
-            "schema": schema and not db,
-            "expand_contract": bool(svc.rolling),
-            "instances": [n.name for n in dep.instances[name]],
-            "bootstrap": dep.bootstrap_node(name).name,  # type: ignore[union-attr]
-            "workloads": False,
-        }
+    services, db_service = _lab_services(dep)
     real = _real_openstack(dep, services)
     needs_db = [n for n, s in services.items() if s["schema"] or s.get("real")]
     if needs_db and db_service is None:
@@ -143,36 +98,11 @@ def build_spec(
                 hint="place the galera service on a role; the lab runs a real MariaDB for it",
             )
         )
-    # the hypervisor agent hosts the workloads; an imported Compute role lists others with
-    # "compute" in their name first (ceilometer_agent_compute)
-    compute = (
-        "nova_compute"
-        if services.get("nova_compute", {}).get("plane") == "data"
-        else next((n for n, s in services.items() if s["plane"] == "data" and "compute" in n), None)
-    )
+    compute = _workload_host(services)
     if compute:
         services[compute]["workloads"] = True
-    nodes = {}
-    for n in dep.nodes:
-        nodes[n.name] = {
-            "address": node_address(index, n.index),
-            "role": n.role,
-            "index": n.index,
-            "services": list(dep.services_on(n)),
-            # the management node's tool and content: packages of their own
-            "tool_packages": list(dep.role_of(n.name).tool_packages),
-        }
-    workloads = {}
-    if compute:
-        k = 0
-        for host in services[compute]["instances"]:
-            for _ in range(workloads_per_compute):
-                workloads[f"vm-{k}"] = {
-                    "address": workload_address(index, k),
-                    "port": WORKLOAD_PORT,
-                    "home": host,
-                }
-                k += 1
+    nodes = _lab_nodes(dep, index)
+    workloads = _workloads(services, compute, index, workloads_per_compute)
     vip = vip_address(index)
     vips = {
         name: {"address": vip, "port": s["db_port"] if s["db"] else s["port"]}
@@ -202,3 +132,108 @@ def build_spec(
         "stop_timeout": 3.0,
         "start_delay": 0.8,
     }
+
+
+def _lab_services(dep: Deployment) -> tuple[dict[str, Any], str | None]:
+    """Every placed service as the lab runs it, each on a port of its own (its health
+    check's, else a spare one; the database's shared by its members), and the database
+    service (the first placed, if any)."""
+    cat = dep.catalog
+    placed = [s for s in dep.instances]
+    migrating_projects = {project_of(s) for s in placed if _has_migrate(cat[s])}
+    services: dict[str, Any] = {}
+    used_ports: set[int] = set()
+    spare = 9100
+    db_service = None
+    for name in placed:
+        svc = cat[name]
+        health = dict(svc.health)
+        db = is_db_service(svc)
+        port = _port(health.get("http")) or _port(health.get("tcp"))
+        if db:
+            port = port or DB_PORT
+            db_service = db_service or name
+        if port is None or (port in used_ports and not db):
+            while spare in used_ports:
+                spare += 1
+            port = spare
+        used_ports.add(port)
+        proj = project_of(name)
+        schema = _has_migrate(svc) or (svc.plane == "control" and proj in migrating_projects)
+        services[name] = _lab_service(dep, name, port, schema)
+    return services, db_service
+
+
+def _lab_service(dep: Deployment, name: str, port: int, schema: bool) -> dict[str, Any]:
+    """One service's entry in `lab.json`: what its stand-in (or real code) needs to run and
+    to fail the way the real one does."""
+    svc = dep.catalog[name]
+    health = dict(svc.health)
+    db = is_db_service(svc)
+    return {
+        # a clean Galera shutdown leaves the group and flushes InnoDB: seconds on a loaded
+        # machine (mariadb.service allows it minutes), where the stand-ins get 3 s
+        **({"stop_timeout": DB_STOP_TIMEOUT} if db else {}),
+        "plane": svc.plane,
+        # the name `systemctl` knows it by on the node (its package's unit)
+        "unit": svc.unit,
+        "packages": list(svc.packages),
+        "cluster": svc.cluster,
+        # members on two OS majors cannot form a cluster (as the catalog declares it)
+        "os_bound": bool(svc.cluster) and not svc.mixed_os,
+        "rpc": svc.rpc,
+        "port": CLUSTERCHECK_PORT if db else port,
+        "db_port": port if db else None,
+        "http": bool(health.get("http")) or db,
+        "health_path": "/" if db else _path(health.get("http")),
+        "db": db,
+        "project": project_of(name),
+        "schema": schema and not db,
+        "expand_contract": bool(svc.rolling),
+        "instances": [n.name for n in dep.instances[name]],
+        "bootstrap": dep.bootstrap_node(name).name,  # type: ignore[union-attr]
+        "workloads": False,
+    }
+
+
+def _workload_host(services: dict[str, Any]) -> str | None:
+    """The service whose nodes host the workloads: the hypervisor agent. An imported Compute
+    role lists others with "compute" in their name first (ceilometer_agent_compute)."""
+    return (
+        "nova_compute"
+        if services.get("nova_compute", {}).get("plane") == "data"
+        else next((n for n, s in services.items() if s["plane"] == "data" and "compute" in n), None)
+    )
+
+
+def _lab_nodes(dep: Deployment, index: int) -> dict[str, Any]:
+    """Every node with its own address in lab `index`, its role and services."""
+    return {
+        n.name: {
+            "address": node_address(index, n.index),
+            "role": n.role,
+            "index": n.index,
+            "services": list(dep.services_on(n)),
+            # the management node's tool and content: packages of their own
+            "tool_packages": list(dep.role_of(n.name).tool_packages),
+        }
+        for n in dep.nodes
+    }
+
+
+def _workloads(
+    services: dict[str, Any], compute: str | None, index: int, per_compute: int
+) -> dict[str, Any]:
+    """`per_compute` workloads (stand-in VMs) on each node of the hypervisor service."""
+    workloads = {}
+    if compute:
+        k = 0
+        for host in services[compute]["instances"]:
+            for _ in range(per_compute):
+                workloads[f"vm-{k}"] = {
+                    "address": workload_address(index, k),
+                    "port": WORKLOAD_PORT,
+                    "home": host,
+                }
+                k += 1
+    return workloads

@@ -1,4 +1,5 @@
-"""How stepwise invokes Ansible: environment, inventory file, and the process wrapper.
+"""How stepwise invokes Ansible: environment, the process wrapper, and the one place that
+starts ansible-playbook through ansible-runner (`run_playbook`, for the engine and discover).
 
 The same environment is used by `export` and by the benchmark's plain `ansible-playbook`, so
 the comparison measures stepwise's overhead, not a different Ansible configuration.
@@ -7,10 +8,13 @@ the comparison measures stepwise's overhead, not a different Ansible configurati
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 LIBRARY_DIR = Path(__file__).resolve().parent / "ansible" / "library"
 
@@ -113,3 +117,56 @@ def write_wrapper(directory: Path, detached: bool = False) -> tuple[Path, Path]:
     )
     path.chmod(0o755)
     return path, pidfile
+
+
+@dataclass(frozen=True)
+class Playbook:
+    """One ansible-playbook process as ansible-runner starts it: what it runs, against which
+    inventory, with which variable files (never on its command line: they may hold secrets),
+    environment and wrapper (`write_wrapper`)."""
+
+    #: ansible-runner's private data directory (its artifacts go there)
+    directory: Path
+    playbook: Path
+    inventory: Path
+    wrapper: Path
+    var_files: tuple[Path, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    forks: int = 50
+    verbosity: int = 0
+    #: how long ansible-runner waits for the process's output before it looks again (s)
+    poll_s: float = 0.1
+
+
+def run_playbook(
+    book: Playbook,
+    on_event: Callable[[Mapping[str, Any]], bool],
+    cancel: Callable[[], bool] = lambda: False,
+) -> Any:
+    """Run `book` to its end, quietly (events go to `on_event`, which returns whether
+    ansible-runner should also write the event to disk); `cancel` is asked while it runs.
+    Returns ansible-runner's Runner (`rc`, `status`)."""
+    import ansible_runner
+
+    # with our wrapper as `binary`, ansible-runner passes no playbook: it is given here
+    cmdline = shlex.quote(str(book.playbook)) + "".join(
+        f" -e @{shlex.quote(str(f))}" for f in book.var_files
+    )
+    return ansible_runner.run(
+        private_data_dir=str(book.directory),
+        inventory=str(book.inventory),
+        cmdline=cmdline,
+        envvars=dict(book.env),
+        forks=book.forks,
+        binary=str(book.wrapper),
+        event_handler=on_event,
+        quiet=True,
+        suppress_env_files=True,
+        verbosity=book.verbosity or None,
+        cancel_callback=cancel,
+        settings={
+            "suppress_ansible_output": True,
+            "pexpect_timeout": book.poll_s,
+            "pexpect_use_poll": True,
+        },
+    )

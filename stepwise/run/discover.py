@@ -4,7 +4,6 @@ it in the store (plans use it), and produce a facts file of the documented shape
 from __future__ import annotations
 
 import json
-import shlex
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -21,6 +20,7 @@ from stepwise.model.specs import FactsSpec, NodeFactsSpec
 from stepwise.run import ansible_env
 from stepwise.run.ansible_files import to_yaml, unsafe, write_private
 from stepwise.run.inventory import Connector, inventory
+from stepwise.run.node_work import OS_RELEASE
 from stepwise.run.store.store import Store
 
 
@@ -76,20 +76,44 @@ def discover(
 ) -> dict[str, Any]:
     """Gather facts from `nodes` (default: all) and store them; returns them in the FactsSpec
     shape. Unreachable or failing nodes are reported and nothing is stored for them."""
-    import ansible_runner
-
     names = list(nodes) if nodes else [n.name for n in deployment.nodes]
+    found, errors = _ask_nodes(deployment, names, extra_vars, connector, forks)
+    out_nodes: dict[str, Any] = {}
+    for host in names:
+        if host not in found:
+            continue
+        nf = valid_node_facts(found[host])
+        if nf is None:
+            errors[host] = "reported facts that are not valid (package names, versions, OS major)"
+            del found[host]
+            continue
+        out_nodes[host] = _facts_entry(nf, os_target)
+    facts = {"nodes": out_nodes}
+    if store is not None and out_nodes:
+        _save(store, cloud or deployment.name, deployment, facts)
+    missing = [h for h in names if h not in found]
+    if missing:
+        raise StepwiseError(_no_answer(missing, errors, len(names), len(out_nodes)))
+    return facts
+
+
+def _inventory(deployment: Deployment, connector: Connector | None) -> dict[str, Any]:
+    """The run's inventory, each host with the packages to ask about: its services' and the
+    ones that need a reboot (the kernel: a minor update that brings a new kernel installs it
+    and reboots into it)."""
     inv = inventory(deployment, connector)
     for role in inv["all"]["children"].values():
         for host, hv in role["hosts"].items():
-            # the services' packages and the ones that need a reboot (the kernel): a minor update
-            # that brings a new kernel installs it and reboots into it
             pkgs = sorted(
                 {p for s in deployment.services_on(host) for p in deployment.catalog[s].packages}
                 | set(deployment.reboot_packages)
             )
             hv["stepwise_packages"] = unsafe(pkgs)
-    play = {
+    return inv
+
+
+def _play(names: Sequence[str]) -> dict[str, Any]:
+    return {
         "name": "stepwise discover",
         "hosts": ",".join(names),
         "gather_facts": False,
@@ -99,13 +123,24 @@ def discover(
                 "stepwise_facts": {
                     "packages": "{{ stepwise_packages }}",
                     "command": "{{ stepwise_discover_command | default(omit) }}",
-                    "os_release": "{{ stepwise_os_release | default('/etc/os-release') }}",
+                    "os_release": OS_RELEASE,
                 },
             }
         ],
     }
+
+
+def _ask_nodes(
+    deployment: Deployment,
+    names: Sequence[str],
+    extra_vars: Mapping[str, Any] | None,
+    connector: Connector | None,
+    forks: int,
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Run the discover play: what each node answered, and why the others did not."""
+    inv = _inventory(deployment, connector)
     pdd = Path(tempfile.mkdtemp(prefix="stepwise-discover-"))
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, Any] = {}
     errors: dict[str, str] = {}
 
     def on_event(ev: Mapping[str, Any]) -> bool:
@@ -121,77 +156,72 @@ def discover(
     try:
         (pdd / "project").mkdir(parents=True)
         pb = pdd / "project" / "discover.yml"
-        pb.write_text(json.dumps([play]))
+        pb.write_text(json.dumps([_play(names)]))
         inv_path = write_private(pdd / "inventory" / "hosts.yml", to_yaml(inv))
         ev_path = write_private(pdd / "vars" / "extra.yml", to_yaml(unsafe(dict(extra_vars or {}))))
         wrapper, _pid = ansible_env.write_wrapper(pdd / "bin")
-        ansible_runner.run(
-            private_data_dir=str(pdd),
-            inventory=str(inv_path),
-            cmdline=f"{shlex.quote(str(pb))} -e @{shlex.quote(str(ev_path))}",
-            binary=str(wrapper),
+        book = ansible_env.Playbook(
+            directory=pdd,
+            playbook=pb,
+            inventory=inv_path,
+            wrapper=wrapper,
+            var_files=(ev_path,),
+            env=ansible_env.ansible_env(plugin_dirs=connector.plugin_dirs if connector else ()),
             forks=forks,
-            cancel_callback=lambda: False,
-            envvars=ansible_env.ansible_env(plugin_dirs=connector.plugin_dirs if connector else ()),
-            event_handler=on_event,
-            quiet=True,
-            suppress_env_files=True,
-            settings={"suppress_ansible_output": True, "pexpect_timeout": 0.2},
+            poll_s=0.2,
         )
+        ansible_env.run_playbook(book, on_event)
     finally:
         shutil.rmtree(pdd, ignore_errors=True)
-    out_nodes: dict[str, Any] = {}
-    for host in names:
-        if host not in found:
-            continue
-        nf = found[host]
-        nf = valid_node_facts(nf)
-        if nf is None:
-            errors[host] = "reported facts that are not valid (package names, versions, OS major)"
-            del found[host]
-            continue
-        entry: dict[str, Any] = {
-            "packages": {
-                p: {
-                    k: v
-                    for k, v in (pf or {}).items()
-                    if k in ("installed", "available") and v is not None
-                }
-                for p, pf in (nf.get("packages") or {}).items()
+    return found, errors
+
+
+def _facts_entry(nf: Mapping[str, Any], os_target: int | None) -> dict[str, Any]:
+    """A node's validated answer in the facts-file shape (installed and available versions,
+    OS major and target)."""
+    entry: dict[str, Any] = {
+        "packages": {
+            p: {
+                k: v
+                for k, v in (pf or {}).items()
+                if k in ("installed", "available") and v is not None
             }
+            for p, pf in (nf.get("packages") or {}).items()
         }
-        os_ = {
-            k: v
-            for k, v in (nf.get("os") or {}).items()
-            if k in ("major", "target") and v is not None
-        }
-        if os_target is not None:
-            os_["target"] = os_target
-        if os_:
-            entry["os"] = os_
-        out_nodes[host] = entry
-    facts = {"nodes": out_nodes}
-    if store is not None and out_nodes:
-        cloud = cloud or deployment.name
-        store.save_facts(cloud, facts)
-        pairs, versions = [], {}
-        for host, entry in out_nodes.items():
-            for s in deployment.services_on(host):
-                pkgs = deployment.catalog[s].packages
-                pairs.append((host, s))
-                versions[(host, s)] = (
-                    (entry["packages"].get(pkgs[0]) or {}).get("installed") if pkgs else None
-                )
-        store.set_services(cloud, pairs, versions=versions)
-    missing = [h for h in names if h not in found]
-    if missing:
-        problems = [Problem(f"{h}: {errors.get(h, 'no answer')}") for h in missing]
-        problems.append(
-            Problem(
-                f"discover got no facts from {len(missing)} of {len(names)} node(s)"
-                + (f"; stored what the other {len(out_nodes)} reported" if out_nodes else ""),
-                hint="check the nodes are reachable (`--limit` to retry just those)",
+    }
+    os_ = {
+        k: v for k, v in (nf.get("os") or {}).items() if k in ("major", "target") and v is not None
+    }
+    if os_target is not None:
+        os_["target"] = os_target
+    if os_:
+        entry["os"] = os_
+    return entry
+
+
+def _save(store: Store, cloud: str, deployment: Deployment, facts: dict[str, Any]) -> None:
+    """Keep the facts, and each node's services with the version of their first package."""
+    store.save_facts(cloud, facts)
+    pairs, versions = [], {}
+    for host, entry in facts["nodes"].items():
+        for s in deployment.services_on(host):
+            pkgs = deployment.catalog[s].packages
+            pairs.append((host, s))
+            versions[(host, s)] = (
+                (entry["packages"].get(pkgs[0]) or {}).get("installed") if pkgs else None
             )
+    store.set_services(cloud, pairs, versions=versions)
+
+
+def _no_answer(
+    missing: Sequence[str], errors: Mapping[str, str], asked: int, answered: int
+) -> list[Problem]:
+    problems = [Problem(f"{h}: {errors.get(h, 'no answer')}") for h in missing]
+    problems.append(
+        Problem(
+            f"discover got no facts from {len(missing)} of {asked} node(s)"
+            + (f"; stored what the other {answered} reported" if answered else ""),
+            hint="check the nodes are reachable (`--limit` to retry just those)",
         )
-        raise StepwiseError(problems)
-    return facts
+    )
+    return problems

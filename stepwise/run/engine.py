@@ -18,10 +18,6 @@ SIGTERM cut the running units and record them `interrupted`.
 from __future__ import annotations
 
 import os
-import shlex
-import shutil
-import signal
-import tempfile
 import threading
 import time
 from collections import deque
@@ -32,21 +28,21 @@ from typing import Any
 
 from stepwise.errors import Problem, StepwiseError
 from stepwise.model import Deployment
-from stepwise.model.vocab import ServiceState, Step, UnitState
-from stepwise.plan.progress import implicit_clears, implicit_marks
+from stepwise.model.vocab import UnitState
 from stepwise.plan.units import Unit
 from stepwise.run import ansible_env
-from stepwise.run.ansible_files import private_dir, to_yaml, unsafe, write_private
+from stepwise.run.ansible_files import to_yaml, write_private
 from stepwise.run.chains import Chain, make_chains
 from stepwise.run.discover import valid_node_facts
 from stepwise.run.events import Estimator, Failure, Observer, RunResult
 from stepwise.run.gate import GateServer
-from stepwise.run.inventory import Connector, inventory, plan_vars
+from stepwise.run.inventory import Connector
 from stepwise.run.lock import RunLock
+from stepwise.run.outcome import failures_summary, record_done, run_result, task_row
 from stepwise.run.render import marker_keys, render_unit, unit_hosts
-from stepwise.run.scheduler import Scheduler
-from stepwise.run.store.store import Store, now
-from stepwise.secrets import split_secret
+from stepwise.run.scheduler import Scheduler, catch_interrupts
+from stepwise.run.store.store import Store
+from stepwise.run.workfiles import RunFiles
 from stepwise.verify import VerifiedPlan
 
 #: exit code of a playbook stopped at a play boundary (see callback/stepwise_gate.py)
@@ -138,24 +134,12 @@ class Engine:
 
     # -- the main loop ---------------------------------------------------------------------
     def run(self) -> RunResult:
-        work = (
-            Path(self.options.work_dir)
-            if self.options.work_dir
-            else Path(tempfile.mkdtemp(prefix="stepwise-run-"))
-        )
-        private_dir(work)
-        self.pdd = Path(tempfile.mkdtemp(prefix=f"run{self.run_id}-", dir=work))
-        # secrets (and the gate's socket, whose path must stay short) live outside the work
-        # directory, which --keep-artifacts keeps: a private directory of their own (0700),
-        # removed when the run ends whatever happens
-        self.secret_dir = Path(tempfile.mkdtemp(prefix="stepwise-secret-"))
+        self.files = RunFiles.make(self.run_id, self.options)
         try:
-            self._prepare_files()
+            self.files.write(self.dep, self.plan, self.run_id, self.options)
             server = self._start_gate_server()
         except BaseException as exc:
-            shutil.rmtree(self.secret_dir, ignore_errors=True)
-            if not self.options.keep_work_dir:
-                shutil.rmtree(self.pdd if self.options.work_dir else work, ignore_errors=True)
+            self.files.discard(self.options)
             if isinstance(exc, OSError):
                 raise StepwiseError(
                     Problem(
@@ -165,7 +149,7 @@ class Engine:
                     )
                 ) from None
             raise
-        restore = self._install_signal_handlers()
+        restore = catch_interrupts(self.sched)
         try:
             with self.cond:
                 self._pass(self.sched.pass_barriers())
@@ -177,46 +161,13 @@ class Engine:
             for t in self.threads:
                 t.join()
         finally:
-            shutil.rmtree(self.secret_dir, ignore_errors=True)
+            self.files.remove_secrets()
             restore()
             server.close()
             with self.cond:
                 self._flush()
-            if self.options.keep_work_dir:
-                scrub = getattr(self.options.redact, "scrub_tree", None)
-                if scrub is not None:
-                    scrub(self.pdd)  # kept artifacts quote task output: secrets masked there too
-            else:
-                shutil.rmtree(self.pdd, ignore_errors=True)
-                if not self.options.work_dir:
-                    shutil.rmtree(work, ignore_errors=True)
+            self.files.finish(self.options)
         return self._result()
-
-    def _prepare_files(self) -> None:
-        inv = inventory(self.dep, self.options.connector)
-        self.inventory_path = write_private(self.pdd / "inventory" / "hosts.yml", to_yaml(inv))
-        public, secret = split_secret(dict(self.options.extra_vars))
-        extravars = {
-            **plan_vars(self.plan, self.dep),
-            "stepwise_run_id": self.run_id,
-            **unsafe(public),
-        }
-        if self.options.persist_dir is not None:
-            private_dir(self.options.persist_dir)
-            os.chmod(self.options.persist_dir, 0o700)
-            extravars["stepwise_persist_dir"] = str(self.options.persist_dir)
-        if self.options.max_fail_percentage > 0:
-            self.failed_hosts_file = self.pdd / "failed_hosts"
-            write_private(self.failed_hosts_file, "")
-            extravars["stepwise_failed_hosts_file"] = str(self.failed_hosts_file)
-        # extra vars reach Ansible through private files, never its command line; the secret
-        # ones through a file outside the artifacts, in a directory removed after the run
-        self.extravars_path = write_private(self.pdd / "vars" / "extra.yml", to_yaml(extravars))
-        self.secret_args = ""
-        secret = {**secret, **dict(self.options.secrets)}
-        if secret:
-            path = write_private(self.secret_dir / "secret.yml", to_yaml(unsafe(secret)))
-            self.secret_args = f" -e @{shlex.quote(str(path))}"
 
     def _launch(self) -> None:
         """Start the process of every chain the scheduler says should start now."""
@@ -239,10 +190,8 @@ class Engine:
 
     # -- one chain's process ---------------------------------------------------------------
     def _run_chain(self, r: _ChainRun) -> None:
-        import ansible_runner
-
         c = r.chain
-        d = self.pdd / c.id
+        d = self.files.pdd / c.id
         (d / "project").mkdir(parents=True)
         playbook = d / "project" / "stepwise.yml"
         playbook.write_text(to_yaml([self.plays[u.id] for u in c.units]))
@@ -258,27 +207,22 @@ class Engine:
             env["STEPWISE_GATE_SOCKET"] = str(self.socket_path)
             env["STEPWISE_CHAIN"] = c.id
         forks = max(1, min(self.options.forks, max(len(unit_hosts(u, self.dep)) for u in c.units)))
+        book = ansible_env.Playbook(
+            directory=d,
+            playbook=playbook,
+            inventory=self.files.inventory_path,
+            wrapper=wrapper,
+            var_files=(self.files.extravars_path, *self.files.secret_files),
+            env=env,
+            forks=forks,
+            verbosity=self.options.verbosity,
+        )
         rc = 1
         try:
-            runner = ansible_runner.run(
-                private_data_dir=str(d),
-                inventory=str(self.inventory_path),
-                # With our wrapper as `binary`, ansible-runner passes no playbook: give it here.
-                cmdline=f"{shlex.quote(str(playbook))} "
-                f"-e @{shlex.quote(str(self.extravars_path))}{self.secret_args}",
-                envvars=env,
-                forks=forks,
-                binary=str(wrapper),
-                event_handler=lambda ev: self._event(r, ev, pidfile),
-                quiet=True,
-                suppress_env_files=True,
-                verbosity=self.options.verbosity or None,
-                cancel_callback=lambda: self._cancel(r),
-                settings={
-                    "suppress_ansible_output": True,
-                    "pexpect_timeout": 0.1,
-                    "pexpect_use_poll": True,
-                },
+            runner = ansible_env.run_playbook(
+                book,
+                lambda ev: self._event(r, ev, pidfile),
+                cancel=lambda: self._cancel(r),
             )
             rc = int(runner.rc if runner.rc is not None else 1)
             canceled = runner.status == "canceled"
@@ -336,35 +280,10 @@ class Engine:
         r.seen = name
 
     def _task(self, r: _ChainRun, kind: str, data: Mapping[str, Any]) -> None:
-        unit_id = str(data.get("play") or (r.current.id if r.current else ""))
-        host = str(data.get("host") or data.get("remote_addr") or "")
-        task = self.options.redact(str(data.get("task") or ""))
+        row, message = task_row(self.run_id, kind, data, self.options.redact, r.current)
+        self.pending_rows.append(row)
+        unit_id, host, task, status = row["unit_id"], row["host"], row["task"], row["status"]
         res = data.get("res") or {}
-        status = {
-            "runner_on_ok": "changed" if res.get("changed") else "ok",
-            "runner_on_failed": "failed",
-            "runner_on_unreachable": "unreachable",
-            "runner_on_skipped": "skipped",
-        }[kind]
-        if bool(data.get("ignore_errors")) and kind == "runner_on_failed":
-            status = "ignored"
-        message = (
-            self.options.redact(_result_message(res))
-            if status in ("failed", "unreachable", "ignored")
-            else ""
-        )
-        self.pending_rows.append(
-            {
-                "run_id": self.run_id,
-                "unit_id": unit_id,
-                "host": host,
-                "task": task,
-                "status": status,
-                "duration_s": float(data.get("duration") or 0.0),
-                "message": message[:4000],
-                "at": now(),
-            }
-        )
         if status in ("ok", "changed") and isinstance(res.get("stepwise_facts"), dict):
             facts = valid_node_facts(res["stepwise_facts"])
             if facts is None:  # what a node reports is data: validated, never trusted
@@ -381,7 +300,7 @@ class Engine:
 
     # -- the gate (socket threads) -----------------------------------------------------------
     def _start_gate_server(self) -> GateServer:
-        self.socket_path = self.secret_dir / "gate.sock"
+        self.socket_path = self.files.secret_dir / "gate.sock"
         return GateServer(self.socket_path, self._gate)
 
     def _gate(self, chain_id: str, unit_id: str) -> str:
@@ -430,11 +349,13 @@ class Engine:
             and len(failed_hosts) * 100 <= self.options.max_fail_percentage * max(1, len(hosts))
         )
         if fails and not tolerated:
-            self._end_unit(u, UnitState.FAILED, _summary(fails))
+            self._end_unit(u, UnitState.FAILED, failures_summary(fails))
         else:
             if tolerated:
                 self.failed_hosts.update(failed_hosts)
-                write_private(self.failed_hosts_file, "\n".join(sorted(self.failed_hosts)) + "\n")
+                write_private(
+                    self.files.failed_hosts_file, "\n".join(sorted(self.failed_hosts)) + "\n"
+                )
                 self._check_threshold()
             self._end_unit(
                 u,
@@ -510,138 +431,26 @@ class Engine:
             )
 
     def _after_done(self, unit: Unit) -> None:
-        marks = tuple(unit.marks) + implicit_marks(unit)
-        clears = implicit_clears(unit)
-        if marks or clears:
-            self.store.record_progress(self.cloud, self.run_id, unit.id, marks, clears)
-        if not unit.idempotent:
-            for key in marker_keys(unit):
-                self.store.set_marker(self.cloud, key, self.run_id, unit.id, "done")
-        hosts = unit.nodes or unit_hosts(unit, self.dep)
-        pairs = [
-            (n, s)
-            for n in hosts
-            for s in unit.services_on(n)
-            if s in self.dep.catalog and n not in self.failed_hosts
-        ]
-        if unit.step is Step.PACKAGES:
-            versions: dict[tuple[str, str], str | None] = {}
-            for n, s in pairs:
-                pkgs = self.dep.catalog[s].packages
-                v = self.store.installed_version(self.cloud, n, pkgs[0]) if pkgs else None
-                versions[(n, s)] = v or self.plan.params.get("target_release") or "updated"
-            self.store.set_services(self.cloud, pairs, versions=versions, run_id=self.run_id)
-        state = unit.step.info.state_after
-        if state is not None and pairs:
-            self.store.set_services(self.cloud, pairs, state=state, run_id=self.run_id)
-        if unit.step.info.node_work is not None and unit.step is Step.SYSTEM_UPGRADE_RUN:
-            on_node = [(n, s) for n in hosts for s in self.dep.services_on(n)]
-            self.store.set_services(
-                self.cloud, on_node, state=ServiceState.STOPPED, run_id=self.run_id
-            )
+        record_done(
+            self.store, self.cloud, self.run_id, unit, self.plan, self.dep, self.failed_hosts
+        )
 
     def _flush(self) -> None:
         rows, self.pending_rows = self.pending_rows, []
         self.store.add_task_results(rows)
 
-    # -- interrupts ----------------------------------------------------------------------------
-    def _install_signal_handlers(self) -> Callable[[], None]:
-        if threading.current_thread() is not threading.main_thread():
-            return lambda: None
-
-        def on_signal(signum: int, _frame: Any) -> None:
-            name = signal.Signals(signum).name
-            # no lock here: a handler may interrupt the main thread while it holds it
-            self.sched.stop = _interrupt(self.sched.stop, f"interrupted ({name})")
-
-        old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-
-        def restore() -> None:
-            for s, h in old.items():
-                signal.signal(s, h)
-
-        return restore
-
     # -- the outcome -----------------------------------------------------------------------------
     def _result(self) -> RunResult:
-        states = self.store.unit_states(self.run_id)
-        all_units = self.plan.units
-        pending = [u.id for u in all_units if not UnitState(states.get(u.id, "pending")).finished]
-        failed = [u for u in pending if states.get(u) == UnitState.FAILED]
-        interrupted = [u for u in pending if states.get(u) == UnitState.INTERRUPTED]
-        done = len(all_units) - len(pending)
-        res = RunResult(
-            run_id=self.run_id,
-            status="done",
-            units_total=len(all_units),
-            units_done=done,
-            units_failed=failed,
-            units_pending=pending,
-            units_reused=len(all_units) - len(self.todo),
-            failures=self.failures,
-            elapsed_s=time.monotonic() - self.started_at,
-            continue_command=self.options.continue_command,
+        return run_result(
+            self.store,
+            self.plan,
+            self.run_id,
+            len(self.todo),
+            self.sched.stop,
+            self.failures,
+            time.monotonic() - self.started_at,
+            self.options.continue_command,
         )
-        if not pending:
-            return res
-        stop = self.sched.stop
-        if stop is not None and stop.interrupted:
-            res.status = "interrupted"
-            head = (
-                f"{stop.reason}: {len(interrupted)} running unit(s) cut "
-                f"({', '.join(interrupted[:5])}) and recorded interrupted; "
-                "they run again from their start"
-            )
-        else:
-            res.status = "failed"
-            if self.failures:
-                first = self.failures[0]
-                where = sorted({f.host for f in self.failures})
-                head = (
-                    f"unit {first.unit} failed on {', '.join(where)}: "
-                    f"task '{first.task}': {first.message}"
-                )
-            elif failed:
-                msg = next(
-                    (u.message for u in self.store.units(self.run_id) if u.unit_id == failed[0]), ""
-                )
-                head = f"unit {failed[0]} failed" + (f": {msg}" if msg else "")
-            else:
-                head = "the run stopped before finishing the plan"
-        res.message = f"{head}. {done} of {len(all_units)} units done, {len(pending)} left."
-        if self.options.continue_command:
-            res.message += (
-                " Continue with"
-                if res.status == "interrupted"
-                else " Fix the cause, then continue with"
-            ) + f": {self.options.continue_command}"
-        return res
-
-
-def _interrupt(current: Any, reason: str) -> Any:
-    from stepwise.run.scheduler import Stop
-
-    if current is not None and current.interrupted:
-        return current
-    return Stop(reason, interrupted=True)
-
-
-def _summary(fails: list[Failure]) -> str:
-    return "; ".join(str(f) for f in fails[:5]) + (
-        f" (+{len(fails) - 5} more)" if len(fails) > 5 else ""
-    )
-
-
-def _result_message(res: Mapping[str, Any]) -> str:
-    parts = []
-    for k in ("msg", "stderr", "module_stderr", "exception"):
-        v = res.get(k)
-        if v:
-            parts.append(str(v).strip().splitlines()[-1] if k == "exception" else str(v).strip())
-    if not parts and res.get("rc") is not None:
-        parts.append(f"rc={res['rc']}")
-    text = " | ".join(dict.fromkeys(parts)) or "failed"
-    return text if len(text) < 600 else text[:600] + "..."
 
 
 def execute(

@@ -2,66 +2,24 @@
 through which the nodes are reached.
 
 A connector plugs in from below, the way pyinfra's connectors do: it brings host variables
-(how to reach each node) and, when it needs one, a connection plugin directory. SSH needs
-neither beyond an inventory; the lab provides its own (`stepwise.lab.connector`). The run
-layer never knows which one it talks to.
+(how to reach each node, and the `NodeAccess` contract's values) and, when it needs one, a
+connection plugin directory. SSH needs neither beyond an inventory; the lab provides its own
+(`stepwise.lab.connector`). The run layer never knows which one it talks to. `Connector` and
+the contract live in `stepwise.model.connection` (the lab builds them without importing run);
+they are re-exported here for existing imports.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from stepwise.model import Deployment
+from stepwise.model.connection import Connector, NodeAccess
 from stepwise.plan.units import Plan
 from stepwise.run.ansible_files import unsafe
 
-
-@dataclass(frozen=True)
-class Connector:
-    """How nodes are reached: host variables merged over the deployment's, and connection
-    plugin directories for Ansible."""
-
-    name: str = "ssh"
-    host_vars: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    plugin_dirs: tuple[str, ...] = ()
-
-    @staticmethod
-    def from_inventory(
-        data: Mapping[str, Any] | None, name: str = "inventory", plugin_dirs: tuple[str, ...] = ()
-    ) -> Connector:
-        """A connector from an Ansible inventory mapping (YAML/JSON shape): its host vars,
-        with group vars inherited."""
-        hosts: dict[str, dict[str, Any]] = {}
-        if data:
-            _collect_hosts(data.get("all", data), hosts)
-        return Connector(name, hosts, plugin_dirs)
-
-    def merged(self, other: Connector | None) -> Connector:
-        """`other`'s host vars on top of these (e.g. an operator's --inventory over the lab's)."""
-        if other is None:
-            return self
-        hosts = {h: dict(v) for h, v in self.host_vars.items()}
-        for h, v in other.host_vars.items():
-            hosts.setdefault(h, {}).update(v)
-        return Connector(
-            f"{self.name}+{other.name}",
-            hosts,
-            tuple(dict.fromkeys(self.plugin_dirs + other.plugin_dirs)),
-        )
-
-
-def _collect_hosts(
-    group: Mapping[str, Any],
-    out: dict[str, dict[str, Any]],
-    inherited: Mapping[str, Any] | None = None,
-) -> None:
-    gvars = {**dict(inherited or {}), **dict(group.get("vars") or {})}
-    for h, hv in (group.get("hosts") or {}).items():
-        out.setdefault(str(h), {}).update({**gvars, **dict(hv or {})})
-    for child in (group.get("children") or {}).values():
-        _collect_hosts(child or {}, out, gvars)
+__all__ = ["Connector", "NodeAccess", "inventory", "plan_vars"]
 
 
 def inventory(

@@ -30,7 +30,7 @@ from stepwise.plan.units import Plan, Unit
 from stepwise.run.engine import EngineOptions, execute
 from stepwise.run.events import Observer, RunResult
 from stepwise.run.lock import DbLock, RunLock
-from stepwise.run.render import DEFAULT_FLAG_DIR, flag_hosts, flag_name, marker_keys
+from stepwise.run.render import DEFAULT_FLAG_DIR, FLAG_VAR, flag_hosts, flag_name, marker_keys
 from stepwise.run.store.store import RunInfo, Store
 from stepwise.verify import VerifiedPlan, plan_verified, verify_plan
 
@@ -123,13 +123,7 @@ def _run_locked(req: RunRequest, cloud: str, lock: RunLock, observer: Observer) 
         plan = req.plan if req.plan is not None else plan_run(req, req.facts)
     if prev is not None and prev.plan:
         check_plan_doc(prev.plan, f"the plan of run {prev.id} in the store")  # input, like a file
-    if (
-        not resume
-        and prev is not None
-        and not req.fresh
-        and prev.status == "done"
-        and _same_units(plan, prev.plan)
-    ):
+    if not resume and prev is not None and _done_before(req, plan, prev):
         return _nothing(
             plan,
             observer,
@@ -139,50 +133,14 @@ def _run_locked(req: RunRequest, cloud: str, lock: RunLock, observer: Observer) 
         )
     if not plan.units:
         return _nothing(plan, observer, "nothing to do: no selected node has anything to change", 0)
-    states = store.unit_states(prev.id) if resume and prev else {}
-    rerun = _rerun_units(plan, req.rerun) if resume else []
-    if req.rerun and not resume:
-        raise InputError(
-            Problem(
-                "--rerun needs an earlier run of the same command",
-                field="--rerun",
-                hint="see `stepwise history`",
-            )
-        )
-    for uid in rerun:
-        states[uid] = UnitState.PENDING
-    todo = [u for u in plan.units if not UnitState(states.get(u.id, UnitState.PENDING)).finished]
-    _refuse_repeats(store, cloud, prev.id if resume and prev else None, todo)
+    resumed = prev if resume else None
+    states, rerun, todo = _pending_units(req, plan, resumed)
+    _refuse_repeats(store, cloud, resumed.id if resumed else None, todo)
     if req.confirm is not None:
         req.confirm(
-            _what(
-                plan,
-                todo,
-                req,
-                prev if resume else None,
-                redo=prev if req.fresh and prev is not None else None,
-            )
+            _what(plan, todo, req, resumed, redo=prev if req.fresh and prev is not None else None)
         )
-    user, host = lock.info["user"], socket.gethostname()
-    if resume and prev is not None:
-        run_id = prev.id
-        store.reopen_run(run_id, os.getpid(), user=user, host=host, command=req.command)
-        if rerun:
-            store.set_units(run_id, rerun, UnitState.PENDING, "asked to run again (--rerun)")
-    else:
-        run_id = store.create_run(
-            cloud,
-            str(plan.workflow),
-            key,
-            req.command,
-            _recorded_params(plan),
-            plan.to_json(),
-            [u.to_json() for u in plan.units],
-            user=user,
-            host=host,
-            pid=os.getpid(),
-            facts=facts_to_dict(req.facts),
-        )
+    run_id = _record_start(req, cloud, key, plan, lock, resumed, rerun)
     observer.run_started(run_id, list(plan.units), todo, resume)
     try:
         result = execute(
@@ -197,15 +155,7 @@ def _run_locked(req: RunRequest, cloud: str, lock: RunLock, observer: Observer) 
             lock=lock,
         )
     except StepwiseError:
-        # refused while preparing (a play that cannot be rendered, a work file that cannot be
-        # written): if no unit started, nothing happened and nothing stays recorded
-        if _nothing_started(store, run_id, states):
-            if resume and prev is not None:
-                store.finish_run(run_id, prev.status, prev.message)
-            else:
-                store.discard_run(run_id)
-        else:
-            store.finish_run(run_id, "interrupted", "stepwise stopped unexpectedly")
+        _forget_refused(store, run_id, states, resumed)
         raise
     except BaseException:
         store.finish_run(run_id, "interrupted", "stepwise stopped unexpectedly")
@@ -219,6 +169,80 @@ def _run_locked(req: RunRequest, cloud: str, lock: RunLock, observer: Observer) 
     )
     observer.run_finished(result)
     return result
+
+
+def _done_before(req: RunRequest, plan: VerifiedPlan, prev: RunInfo) -> bool:
+    """The same command already finished this very plan (and --fresh does not ask again)."""
+    return not req.fresh and prev.status == "done" and _same_units(plan, prev.plan)
+
+
+def _pending_units(
+    req: RunRequest, plan: VerifiedPlan, resumed: RunInfo | None
+) -> tuple[dict[str, str], list[str], list[Unit]]:
+    """The recorded unit states of the run resumed, the units asked to run again, and the
+    units left to run."""
+    states = req.store.unit_states(resumed.id) if resumed else {}
+    rerun = _rerun_units(plan, req.rerun) if resumed else []
+    if req.rerun and not resumed:
+        raise InputError(
+            Problem(
+                "--rerun needs an earlier run of the same command",
+                field="--rerun",
+                hint="see `stepwise history`",
+            )
+        )
+    for uid in rerun:
+        states[uid] = UnitState.PENDING
+    todo = [u for u in plan.units if not UnitState(states.get(u.id, UnitState.PENDING)).finished]
+    return states, rerun, todo
+
+
+def _record_start(
+    req: RunRequest,
+    cloud: str,
+    key: str,
+    plan: VerifiedPlan,
+    lock: RunLock,
+    resumed: RunInfo | None,
+    rerun: list[str],
+) -> int:
+    """Record the run as started (the resumed one reopened, its units asked to run again
+    pending), before anything runs; its id."""
+    store = req.store
+    user, host = lock.info["user"], socket.gethostname()
+    if resumed is not None:
+        store.reopen_run(resumed.id, os.getpid(), user=user, host=host, command=req.command)
+        if rerun:
+            store.set_units(resumed.id, rerun, UnitState.PENDING, "asked to run again (--rerun)")
+        return resumed.id
+    return store.create_run(
+        cloud,
+        str(plan.workflow),
+        key,
+        req.command,
+        _recorded_params(plan),
+        plan.to_json(),
+        [u.to_json() for u in plan.units],
+        user=user,
+        host=host,
+        pid=os.getpid(),
+        facts=facts_to_dict(req.facts),
+    )
+
+
+def _forget_refused(
+    store: Store, run_id: int, states: Mapping[str, str], resumed: RunInfo | None
+) -> None:
+    """Refused while preparing (a play that cannot be rendered, a work file that cannot be
+    written): if no unit started, nothing happened and nothing stays recorded (a resumed run
+    is left as it was)."""
+    if _nothing_started(store, run_id, states):
+        if resumed is not None:
+            store.finish_run(run_id, resumed.status, resumed.message)
+        else:
+            store.discard_run(run_id)
+    else:
+        store.finish_run(run_id, "interrupted", "stepwise stopped unexpectedly")
 
 
 def _nothing_started(store: Store, run_id: int, before: Mapping[str, str]) -> bool:
@@ -370,7 +394,7 @@ def _refuse_repeats(store: Store, cloud: str, run_id: int | None, todo: list[Uni
                     "it must never run twice",
                     hint="the target holds the data now. Only if you know it must be redone: "
                     f"remove the flag file {DEFAULT_FLAG_DIR}/{flag_name(u)} "
-                    f"(or under stepwise_flag_dir) on {host} and clear the record "
+                    f"(or under {FLAG_VAR}) on {host} and clear the record "
                     f"with `stepwise forget {key}`",
                 )
             )

@@ -16,9 +16,11 @@ tracker and the store writes), so the state is consistent at every moment.
 
 from __future__ import annotations
 
+import signal
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from stepwise.model.vocab import UnitState
 from stepwise.plan.units import Unit
@@ -145,3 +147,29 @@ class Scheduler:
         if self.stop is None or (interrupted and not self.stop.interrupted):
             self.stop = Stop(reason, interrupted)
         self.lock.notify_all()
+
+
+def _interrupt(current: Stop | None, reason: str) -> Stop:
+    if current is not None and current.interrupted:
+        return current
+    return Stop(reason, interrupted=True)
+
+
+def catch_interrupts(sched: Scheduler) -> Callable[[], None]:
+    """While a run runs in the main thread, SIGINT and SIGTERM stop it and cut the running
+    units; returns what puts the previous handlers back."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        name = signal.Signals(signum).name
+        # no lock here: a handler may interrupt the main thread while it holds it
+        sched.stop = _interrupt(sched.stop, f"interrupted ({name})")
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def restore() -> None:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+    return restore

@@ -48,16 +48,17 @@ def test_playbook_on_every_node(make_lab, tmp_path, monkeypatch):
         "PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
     )
 
-    from stepwise.lab import ansible_plugin_dir, inventory
+    from stepwise.lab import connector
 
     lab = make_lab("tiny.yaml", workloads_per_compute=0)
+    conn = connector(lab.dir)
     (tmp_path / "runner").mkdir()
     r = ansible_runner.run(
         private_data_dir=str(tmp_path / "runner"),
         playbook=PLAYBOOK,
-        inventory=inventory(lab.dir),
+        inventory={"all": {"hosts": {h: dict(v) for h, v in conn.host_vars.items()}}},
         envvars={
-            "ANSIBLE_CONNECTION_PLUGINS": ansible_plugin_dir(),
+            "ANSIBLE_CONNECTION_PLUGINS": os.pathsep.join(conn.plugin_dirs),
             "ANSIBLE_PIPELINING": "True",
             "ANSIBLE_HOST_KEY_CHECKING": "False",
         },

@@ -37,7 +37,6 @@ def test_minor_update_of_an_imported_composed_cloud_fails_no_request(work: Path)
     from stepwise.model import load_catalog, load_deployment
     from stepwise.model.importing import import_tripleo
     from stepwise.run.discover import discover, stored_facts
-    from stepwise.run.inventory import Connector
     from stepwise.run.store import open_store
 
     # the three-node control-plane roles keep their quorums; one networker and one ceph node
@@ -56,7 +55,7 @@ def test_minor_update_of_an_imported_composed_cloud_fails_no_request(work: Path)
     lab.up(path, lab_dir)
     try:
         store = open_store(f"sqlite:///{work / 'store.sqlite'}")
-        conn = Connector.from_inventory(lab.inventory(lab_dir), "lab", (lab.ansible_plugin_dir(),))
+        conn = lab.connector(lab_dir)
         discover(dep, store, connector=conn)
         out = _phase("minor update", "update", dep, store, lab_dir, stored_facts(dep, store), True)
     finally:

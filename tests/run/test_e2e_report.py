@@ -30,7 +30,6 @@ def test_report_of_a_lab_run(tmp_path: Path):
     from stepwise.cli.report_cmd import write_runs_html
     from stepwise.model import load_deployment
     from stepwise.run.discover import discover, stored_facts
-    from stepwise.run.inventory import Connector
     from stepwise.run.store import open_store
 
     short = Path(tempfile.mkdtemp(prefix="swr-"))  # the lab's unix sockets need a short path
@@ -39,7 +38,7 @@ def test_report_of_a_lab_run(tmp_path: Path):
     store = open_store(f"sqlite:///{tmp_path / 'classic.sqlite'}")
     lab.up(CLASSIC, lab_dir)
     try:
-        conn = Connector.from_inventory(lab.inventory(lab_dir), "lab", (lab.ansible_plugin_dir(),))
+        conn = lab.connector(lab_dir)
         discover(dep, store, connector=conn)
         out = _phase(
             "minor update (computes)",

@@ -1,0 +1,308 @@
+"""stepwise's own work on a node, after the services' tasks of a step: switch repositories,
+packages no service owns, reboot, OS prepare/upgrade/reprovision, cleanup.
+
+These tasks find their way on the node through the connection contract
+(`stepwise.model.connection.NodeAccess`): each value is read from its host variable with the
+real-node default, so a connector that provides nothing (SSH) gets a real node's paths and
+commands, and the lab gets its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from stepwise.model.connection import NodeAccess
+from stepwise.model.vocab import NodeWork, UpgradeMode
+from stepwise.plan.units import Unit
+
+
+def access_value(name: str, host: str = "") -> str:
+    """A template of a contract field on the node (or on `host`, an expression such as
+    `hostvars[item]`: a delegated task is templated with the other host's variables), with
+    its real-node default."""
+    ref = f"{host}.{NodeAccess.var(name)}" if host else NodeAccess.var(name)
+    return "{{ " + ref + " | default('" + str(NodeAccess.real_default(name)) + "') }}"
+
+
+DEFAULT_FLAG_DIR = NodeAccess.real_default("flag_dir")
+FLAG_VAR = NodeAccess.var("flag_dir")
+FLAG_DIR = access_value("flag_dir")
+OS_RELEASE = access_value("os_release")
+#: the node's root as stepwise's own shell commands see it ('' on a real host, the node's
+#: directory in the lab, whose commands run with the root as their working directory)
+NODE_ROOT = access_value("node_root")
+REBOOT_COMMAND = NodeAccess.var("reboot_command")
+REPROVISION_COMMAND = NodeAccess.var("reprovision_command")
+#: what a successful OS-upgrade prepare leaves on the node: the OS major it was prepared on
+PREPARED_FLAG = FLAG_DIR + "/system_upgrade_prepared"
+#: a shell snippet printing the node's OS major version
+_OS_MAJOR = "sed -n 's/^VERSION_ID=//p' \"" + OS_RELEASE + "\" | tr -d '\"' | cut -d. -f1"
+
+#: the task after each packages unit that records what the node runs (benchmarks tell it apart)
+RECORD_TASK = "Stepwise: record what the node runs now"
+PERSIST_FILE = "stepwise-node-data.tgz"
+#: what a reprovisioned node gets back: its configuration (RPC pins live there) and stepwise's state
+OS_OWN_FILES = "--exclude=etc/os-release --exclude=etc/redhat-release --exclude=etc/system-release"
+PERSIST_PATHS = "{{ stepwise_persist_paths | default(['etc', 'var/lib/stepwise']) | join(' ') }}"
+
+
+def node_packages(unit: Unit) -> dict[str, list[str]]:
+    """node -> packages no service owns that the unit updates there (kernel, openvswitch,
+    the management tool); `["*"]` means every package of the node."""
+    out = {n: list(ps) for n, ps in (unit.vars.get("extra_packages") or {}).items() if ps}
+    for n in unit.vars.get("all_packages") or ():
+        out[n] = ["*"]
+    return out
+
+
+def record_facts(packages: bool) -> dict[str, Any]:
+    """What really is on the node now, for `status` and the next plan (facts may be stale)."""
+    return {
+        "name": RECORD_TASK,
+        "stepwise_facts": {
+            "packages": "{{ stepwise_record_packages[inventory_hostname] | default([]) }}"
+            if packages
+            else [],
+            "command": "{{ stepwise_discover_command | default(omit) }}",
+            "os_release": OS_RELEASE,
+            "required": False,
+        },
+        "changed_when": False,
+    }
+
+
+def _reboot(name: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": name,
+            "ansible.builtin.command": "{{ " + REBOOT_COMMAND + " }}",
+            "when": REBOOT_COMMAND + " is defined",
+        },
+        {
+            "name": name,
+            "ansible.builtin.reboot": {"reboot_timeout": 1800},
+            "when": REBOOT_COMMAND + " is not defined",
+        },
+    ]
+
+
+def _persist_tasks() -> list[dict[str, Any]]:
+    """Before a node is wiped: its data, archived on the node and kept on the machine that runs
+    stepwise in a directory only the upgrade user reads (the seed: persisted on the undercloud).
+    Files that describe the OS itself stay out: restored, they would make the new OS claim to
+    be the old one."""
+    return [
+        {
+            "name": "Node: archive the data the node must keep",
+            "ansible.builtin.shell": f'mkdir -p "{NODE_ROOT}/tmp" && cd "{NODE_ROOT}/" '
+            f"&& tar --ignore-failed-read {OS_OWN_FILES} -czf "
+            f'"{NODE_ROOT}/tmp/{PERSIST_FILE}" {PERSIST_PATHS}',
+        },
+        {
+            "name": "Stepwise: keep it where only the upgrade user can read it",
+            "ansible.builtin.fetch": {
+                "src": f"{NODE_ROOT}/tmp/{PERSIST_FILE}",
+                "dest": "{{ stepwise_persist_dir }}/{{ inventory_hostname }}/",
+                "flat": True,
+                "fail_on_missing": True,
+            },
+        },
+    ]
+
+
+def _restore_tasks() -> list[dict[str, Any]]:
+    """After the new image: the node's data back in place (the prepared flag with it)."""
+    return [
+        {
+            "name": "Stepwise: bring the node's data back",
+            "ansible.builtin.copy": {
+                "src": "{{ stepwise_persist_dir }}/{{ inventory_hostname }}/" + PERSIST_FILE,
+                "dest": f"{NODE_ROOT}/tmp/{PERSIST_FILE}",
+                "mode": "0600",
+            },
+        },
+        {
+            "name": "Node: restore the data the node kept",
+            "ansible.builtin.shell": f'cd "{NODE_ROOT}/" '
+            f'&& tar -xzf "{NODE_ROOT}/tmp/{PERSIST_FILE}" '
+            f'&& rm -f "{NODE_ROOT}/tmp/{PERSIST_FILE}"',
+        },
+    ]
+
+
+def transfer_check() -> dict[str, Any]:
+    """The seed's step 5, right before the data moves: at least one old-OS node and exactly
+    one new-OS node in the role, read from the nodes themselves."""
+    # delegated tasks are templated with this host's variables: name the other node's own
+    os_release = access_value("os_release", host="hostvars[item]")
+    return {
+        "name": "Stepwise: one new-OS node and at least one old-OS node in the role",
+        "ansible.builtin.shell": _OS_MAJOR.replace(OS_RELEASE, os_release),
+        "delegate_to": "{{ item }}",
+        "loop": "{{ stepwise_role_nodes }}",
+        "register": "_stepwise_os",
+        "changed_when": False,
+    }
+
+
+def transfer_assert() -> dict[str, Any]:
+    """Refuse the data transfer unless the role has exactly one new-OS node (and an old one)."""
+    return {
+        "name": "Stepwise: refuse unless exactly one node runs the new OS",
+        "ansible.builtin.assert": {
+            "that": [
+                "(_stepwise_os.results | map(attribute='stdout') | map('int') | max) > "
+                "(_stepwise_os.results | map(attribute='stdout') | map('int') | min)",
+                "(_stepwise_os.results | map(attribute='stdout') | map('int') | select('equalto', "
+                "_stepwise_os.results | map(attribute='stdout') | map('int') | max) "
+                "| list | length) == 1",
+            ],
+            "fail_msg": "refusing the data transfer: the role needs at least one old-OS node "
+            "and exactly one new-OS node "
+            "(found OS majors {{ _stepwise_os.results | map(attribute='stdout') | list }})",
+        },
+    }
+
+
+# --- one function per kind of node work: (unit, services_had_tasks, mode) -> tasks ---------
+def _answers(_unit: Unit, services_had_tasks: bool, _mode: UpgradeMode) -> list[dict[str, Any]]:
+    # a node whose services bring their own checks needs no extra round trip
+    return [] if services_had_tasks else [{"name": "Node: answers", "ansible.builtin.ping": {}}]
+
+
+def _switch_repos(_unit: Unit, _had: bool, _mode: UpgradeMode) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": "Node: switch repositories to the target release",
+            "ansible.builtin.command": {
+                "argv": "{{ [stepwise_repos_command | default('tripleo-repos'), target_release] }}"
+            },
+            "changed_when": True,
+        }
+    ]
+
+
+def _unowned_packages(unit: Unit, _had: bool, _mode: UpgradeMode) -> list[dict[str, Any]]:
+    if not node_packages(unit):
+        return []
+    return [
+        {
+            "name": "Node: update packages no service owns",
+            "ansible.builtin.command": {
+                "argv": "{{ ['dnf', '-y', 'update'] + "
+                "(stepwise_node_packages[inventory_hostname] "
+                "| reject('equalto', '*') | list) }}"
+            },
+            "when": "inventory_hostname in stepwise_node_packages",
+        }
+    ]
+
+
+def _reboot_for_kernel(
+    _unit: Unit, services_had_tasks: bool, _mode: UpgradeMode
+) -> list[dict[str, Any]]:
+    # services that bring their own reboot tasks do not get a second reboot
+    return [] if services_had_tasks else _reboot("Node: reboot for the new kernel")
+
+
+def _prepare_os(_unit: Unit, _had: bool, mode: UpgradeMode) -> list[dict[str, Any]]:
+    if mode is UpgradeMode.REPROVISION:
+        tasks = _persist_tasks()
+    else:
+        tasks = [
+            {
+                "name": "Node: prepare the OS upgrade",
+                "ansible.builtin.command": "{{ stepwise_os_upgrade_command "
+                "| default('leapp upgrade') }}",
+            }
+        ]
+    return tasks + [
+        {
+            "name": "Stepwise: record that the OS upgrade is prepared",
+            "ansible.builtin.shell": f'mkdir -p "{FLAG_DIR}" '
+            f'&& echo "$({_OS_MAJOR}) {mode}" > "{PREPARED_FLAG}"',
+        }
+    ]
+
+
+def _prepared_here_check(mode: UpgradeMode) -> dict[str, Any]:
+    """Refuse an OS upgrade not prepared on this node, already done, or prepared another way."""
+    check = (
+        f'f="{PREPARED_FLAG}"\n'
+        'if [ ! -s "$f" ]; then echo "refusing: the OS upgrade was not prepared successfully '
+        'on {{ inventory_hostname }} (run system_upgrade_prepare first)" >&2; exit 3; fi\n'
+        f'now=$({_OS_MAJOR}); set -- $(cat "$f"); was=$1; how=${{2:-{UpgradeMode.IN_PLACE}}}\n'
+        'if [ "$now" != "$was" ]; then '
+        'echo "refusing: {{ inventory_hostname }} already runs OS $now '
+        '(prepared on OS $was): it was upgraded already" >&2; exit 3; fi\n'
+        f'if [ "$how" != "{mode}" ]; then echo "refusing: '
+        "{{ inventory_hostname }} was prepared for "
+        f'$how, not {mode} (-e system_upgrade_mode)" >&2; exit 3; fi\n'
+    )
+    return {
+        "name": "Stepwise: the OS upgrade is prepared and not yet done here",
+        "ansible.builtin.shell": check,
+        "changed_when": False,
+    }
+
+
+def _upgrade_os(_unit: Unit, _had: bool, mode: UpgradeMode) -> list[dict[str, Any]]:
+    if mode is UpgradeMode.REPROVISION:
+        body = [
+            {
+                "name": "Node: reprovision with the new OS image",
+                "ansible.builtin.command": "{{ " + REPROVISION_COMMAND + " }}",
+            }
+        ] + _restore_tasks()
+    else:
+        body = _reboot("Node: reboot into the new OS")
+    return (
+        [_prepared_here_check(mode)]
+        + body
+        + [
+            {
+                "name": "Stepwise: the OS upgrade is done",
+                "ansible.builtin.shell": f'rm -f "{PREPARED_FLAG}"',
+            },
+            record_facts(packages=False),
+        ]
+    )
+
+
+def _cleanup_os(_unit: Unit, _had: bool, _mode: UpgradeMode) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": "Node: remove what the OS upgrade left on the node",
+            "ansible.builtin.shell": f'rm -rf "{FLAG_DIR}/system_upgrade_prepared" '
+            f'"{FLAG_DIR}"/*.attempt "{NODE_ROOT}/tmp/{PERSIST_FILE}"',
+        },
+        {
+            "name": "Stepwise: remove what the OS upgrade persisted for this node "
+            "(it may hold secrets)",
+            "ansible.builtin.file": {
+                "path": "{{ stepwise_persist_dir }}/{{ inventory_hostname }}",
+                "state": "absent",
+            },
+            "delegate_to": "localhost",
+            "when": "stepwise_persist_dir is defined",
+        },
+    ]
+
+
+_NODE_WORK: dict[NodeWork, Callable[[Unit, bool, UpgradeMode], list[dict[str, Any]]]] = {
+    NodeWork.ANSWERS: _answers,
+    NodeWork.SWITCH_REPOS: _switch_repos,
+    NodeWork.UNOWNED_PACKAGES: _unowned_packages,
+    NodeWork.REBOOT: _reboot_for_kernel,
+    NodeWork.PREPARE_OS: _prepare_os,
+    NodeWork.UPGRADE_OS: _upgrade_os,
+    NodeWork.CLEANUP_OS: _cleanup_os,
+}
+
+
+def node_work_tasks(
+    unit: Unit, work: NodeWork, services_had_tasks: bool, mode: UpgradeMode = UpgradeMode.IN_PLACE
+) -> list[dict[str, Any]]:
+    """stepwise's own tasks of a step on each node of the unit (after the services' tasks)."""
+    return _NODE_WORK[work](unit, services_had_tasks, mode)
