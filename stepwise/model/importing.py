@@ -1,8 +1,7 @@
 """Input adapters: a TripleO roles file or an Ansible inventory -> a stepwise deployment.
 
 The model layer's way in for a cloud as it is. `import_tripleo` reads tripleo-heat-templates'
-`roles_data.yaml` (a list of roles with `name`, `CountDefault`, `HostnameFormatDefault`,
-`tags`, `update_serial`, `ServicesDefault` of `OS::TripleO::Services::*`), optionally with the
+`roles_data.yaml` (read and checked by `tripleo.py`), optionally with the
 `tripleo-ansible-inventory.yaml` of the deployed stack for the real hosts and addresses;
 `import_inventory` reads any Ansible inventory whose groups are roles. THT names reach catalog
 entries through the catalog's alias table. The result is a plain deployment document that has
@@ -21,15 +20,18 @@ from stepwise.errors import InputError, Problem
 from stepwise.model.catalog import Catalog
 from stepwise.model.checks import validate
 from stepwise.model.deployment import CONTROLPLANE_TAG, Deployment, build_deployment
-from stepwise.model.inventory import Host, hosts_by_group, load_inventory
+from stepwise.model.inventory import Group, Host, Inventory, hosts_by_group, load_inventory
 from stepwise.model.specs import NAME_RE, DeploymentSpec
+from stepwise.model.tripleo import (
+    CONTROL_TAGS,
+    MANAGEMENT_ROLES,
+    RolesFile,
+    ThtRole,
+    disabled_services,
+    load_roles_file,
+)
 from stepwise.model.values import check_address
-from stepwise.model.yamlsrc import line_of, load_yaml
-
-#: THT role tags that make a role part of the control plane (updated before the data plane)
-CONTROL_TAGS = frozenset({"primary", "controller"})
-#: THT role names of the management node (upgraded by `undercloud-upgrade`, on its own)
-MANAGEMENT_ROLES = frozenset({"Undercloud", "UndercloudMinion"})
+from stepwise.model.yamlsrc import line_of
 
 
 @dataclass
@@ -58,36 +60,55 @@ def closest(name: str, catalog: Catalog) -> str:
     )
 
 
+@dataclass(frozen=True)
+class _Findings:
+    """What an import found: problems (raised together, in the order found) and notes."""
+
+    problems: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _ListAt:
+    """Where a list of names was read: its file and either the YAML document with the trail to
+    the list (each item at its own line) or one line for them all."""
+
+    file: str
+    doc: Any = None
+    trail: tuple[Any, ...] = ()
+    line: int | None = None
+
+    def item_line(self, i: int) -> int | None:
+        """The line of item `i` of the list."""
+        return line_of(self.doc, [*self.trail, i]) if self.doc is not None else self.line
+
+
 def _resolve_services(
     names: list[Any],
     catalog: Catalog,
-    doc: Any,
-    trail: list[Any],
-    fname: str,
-    problems: list[Problem],
-    notes: list[str],
     role: str,
-    line: int | None = None,
+    at: _ListAt,
+    found: _Findings,
     skip: frozenset[str] = frozenset(),
 ) -> list[str]:
     """Canonical names of `names` (names or aliases), each once; unknown ones become problems
-    at their line (or at `line` when the names do not come from a YAML document)."""
+    at their line."""
     out: list[str] = []
     for i, raw in enumerate(names):
         if raw in skip:
             continue
-        line = line_of(doc, trail + [i]) if doc is not None else line
+        line = at.item_line(i)
         if not isinstance(raw, str):
-            problems.append(
-                Problem(f"a service name must be a string, not {raw!r}", file=fname, line=line)
+            found.problems.append(
+                Problem(f"a service name must be a string, not {raw!r}", file=at.file, line=line)
             )
             continue
         canonical = catalog.resolve(raw)
         if canonical is None:
-            problems.append(
+            found.problems.append(
                 Problem(
                     f"unknown service '{raw}' (role {role})",
-                    file=fname,
+                    file=at.file,
                     line=line,
                     hint=closest(raw, catalog),
                 )
@@ -97,7 +118,7 @@ def _resolve_services(
             # one rabbitmq; the backend services one configuration): worth a word only when
             # something runs
             if catalog[canonical].has_runtime:
-                notes.append(f"{role}: {raw} is {canonical}, already listed")
+                found.notes.append(f"{role}: {raw} is {canonical}, already listed")
         else:
             out.append(canonical)
     return out
@@ -133,16 +154,6 @@ def _tag_roles(roles: list[dict[str, Any]], catalog: Catalog, notes: list[str]) 
             )
 
 
-def _hostname_template(fmt: str, stack: str) -> str:
-    """THT's `%stackname%-controller-%index%` as a stepwise counted name."""
-    return (
-        fmt.replace("{", "{{")
-        .replace("}", "}}")
-        .replace("%stackname%", stack)
-        .replace("%index%", "{index}")
-    )
-
-
 def _nodes_from_hosts(
     hosts: list[Host], inv_path: str, problems: list[Problem]
 ) -> list[dict[str, Any]]:
@@ -171,27 +182,15 @@ def _nodes_from_hosts(
     return nodes
 
 
-def disabled_services(environments: list[Path | str]) -> dict[str, str]:
-    """THT service names the environment files map to `OS::Heat::None` (not deployed), with
-    the file that says so; a later file overrides an earlier one, as `openstack overcloud
-    deploy -e` does."""
-    registry: dict[str, tuple[Any, str]] = {}
-    for env in environments:
-        doc = load_yaml(Path(env))
-        reg = doc.get("resource_registry") if isinstance(doc, dict) else None
-        if reg is None:
-            continue
-        if not isinstance(reg, dict):
-            raise InputError(
-                Problem(
-                    "resource_registry must be a mapping",
-                    file=str(env),
-                    line=line_of(doc, ["resource_registry"]),
-                )
-            )
-        for key, value in reg.items():
-            registry[str(key)] = (value, str(env))
-    return {k: src for k, (v, src) in registry.items() if v == "OS::Heat::None"}
+@dataclass(frozen=True)
+class _StackSources:
+    """What a roles file's roles are imported against: the catalog, the services the
+    environment files disable and the stack inventory's hosts by group (its path if given)."""
+
+    catalog: Catalog
+    disabled: dict[str, str]
+    hosts: dict[str, list[Host]]
+    inventory: str | None
 
 
 def import_tripleo(
@@ -207,128 +206,79 @@ def import_tripleo(
     """Import a THT roles file (and the stack's inventory) as a deployment document; services
     the environment files map to OS::Heat::None are left out (a roles file lists what a role
     may run, the resource registry decides what is deployed)."""
-    fname = str(roles_data)
     disabled = disabled_services(list(environments or ()))
-    doc = load_yaml(Path(roles_data))
-    if not re.fullmatch(NAME_RE, stack):
-        raise InputError(Problem(f"stack name '{stack}' is not a valid name", field="--stack"))
-    if not isinstance(doc, list) or not doc:
-        raise InputError(
-            Problem(
-                "a roles file is a list of roles (- name: Controller ...)",
-                file=fname,
-                line=getattr(doc, "line", None) or 1,
-                hint="give tripleo-heat-templates' roles_data.yaml (or one generated by "
-                "`openstack overcloud roles generate`)",
-            )
-        )
+    roles_file = load_roles_file(roles_data, stack)
+    fname = roles_file.fname
     hosts = hosts_by_group(load_inventory(inventory)) if inventory is not None else {}
+    inv_path = str(inventory) if inventory is not None else None
+    sources = _StackSources(catalog, disabled, hosts, inv_path)
     counts = dict(counts or {})
-    problems: list[Problem] = []
-    notes: list[str] = []
+    found = _Findings()
     roles: list[dict[str, Any]] = []
-    for ri, role in enumerate(doc):
-        if not isinstance(role, dict) or not isinstance(role.get("name"), str):
-            problems.append(
-                Problem(
-                    "a role must be a mapping with a 'name'", file=fname, line=line_of(doc, [ri])
-                )
-            )
-            continue
-        name = role["name"]
-        where = [ri]
-        if not re.fullmatch(NAME_RE, name):
-            problems.append(
-                Problem(
-                    f"role name '{name}' is not a valid name",
-                    file=fname,
-                    line=line_of(doc, where + ["name"]),
-                )
-            )
-            continue
-        tht_tags = role.get("tags") or []
-        serial = role.get("update_serial", 1)
-        count = role.get("CountDefault", 0)
-        services = role.get("ServicesDefault") or []
-        before = len(problems)
-        for key, value, kind in (
-            ("tags", tht_tags, list),
-            ("ServicesDefault", services, list),
-            ("update_serial", serial, int),
-            ("CountDefault", count, int),
-        ):
-            if not isinstance(value, kind) or isinstance(value, bool):
-                problems.append(
-                    Problem(
-                        f"{key} must be a {'list' if kind is list else 'number'}",
-                        file=fname,
-                        line=line_of(doc, where + [key]),
-                        field=f"{name}.{key}",
-                    )
-                )
-        if len(problems) > before:
-            continue
-        skipped = [str(s) for s in services if isinstance(s, str) and s in disabled]
-        if skipped:
-            notes.append(f"{name}: {len(skipped)} service(s) mapped to OS::Heat::None left out")
-        svc = _resolve_services(
-            services,
-            catalog,
-            doc,
-            where + ["ServicesDefault"],
-            fname,
-            problems,
-            notes,
-            name,
-            skip=frozenset(skipped),
-        )
-        out: dict[str, Any] = {
-            "name": name,
-            "tags": [str(t) for t in tht_tags],  # THT's: replaced below
-            "update_serial": max(1, serial),
-            "services": svc,
-        }
-        if name in hosts:
-            out["nodes"] = _nodes_from_hosts(hosts[name], str(inventory), problems)
-        else:
-            n = counts.pop(name, count)
-            fmt = role.get("HostnameFormatDefault") or f"%stackname%-{name.lower()}-%index%"
-            template = _hostname_template(str(fmt), stack)
-            if not re.fullmatch(NAME_RE, template.format(index=0)):
-                problems.append(
-                    Problem(
-                        "HostnameFormatDefault gives node names like "
-                        f"'{template.format(index=0)}', not a valid node name",
-                        file=fname,
-                        line=line_of(doc, where + ["HostnameFormatDefault"]),
-                        field=f"{name}.HostnameFormatDefault",
-                    )
-                )
-            out["nodes"] = {"count": n, "name": template}
-            if n == 0:
-                notes.append(
-                    f"{name}: no nodes (CountDefault is 0 and the inventory has no group {name}); "
-                    f"give --count {name}=N"
-                )
-        roles.append(out)
+    for ri in range(len(roles_file.doc)):
+        role = roles_file.role(ri, found.problems)
+        if role is not None:
+            roles.append(_imported_role(roles_file, role, sources, counts, found))
     for role_name in counts:
-        problems.append(
+        found.problems.append(
             Problem(
                 f"--count names role '{role_name}', which the roles file does not have",
                 file=fname,
                 field="--count",
             )
         )
-    if problems:
-        raise InputError(problems)
-    _tag_roles(roles, catalog, notes)
+    if found.problems:
+        raise InputError(found.problems)
+    _tag_roles(roles, catalog, found.notes)
     # the source names are data: they go into the document (serialised by the YAML library),
     # never into a comment of the written file
-    sources = Path(fname).name + (
-        f" and {Path(str(inventory)).name}" if inventory is not None else ""
+    names = Path(fname).name + (f" and {Path(inv_path).name}" if inv_path is not None else "")
+    result = {"name": stack, "description": f"imported from {names} (TripleO stack {stack})"}
+    return _checked(result, roles, catalog, catalog_ref, fname, found.notes)
+
+
+def _imported_role(
+    roles_file: RolesFile,
+    role: ThtRole,
+    sources: _StackSources,
+    counts: dict[str, int],
+    found: _Findings,
+) -> dict[str, Any]:
+    """The deployment document's role for a THT role: its deployed services as catalog
+    entries, its nodes from the stack inventory or else counted (its --count taken from
+    `counts`)."""
+    skipped = [str(s) for s in role.services if isinstance(s, str) and s in sources.disabled]
+    if skipped:
+        found.notes.append(
+            f"{role.name}: {len(skipped)} service(s) mapped to OS::Heat::None left out"
+        )
+    services = _resolve_services(
+        role.services,
+        sources.catalog,
+        role.name,
+        _ListAt(roles_file.fname, roles_file.doc, (role.index, "ServicesDefault")),
+        found,
+        skip=frozenset(skipped),
     )
-    result = {"name": stack, "description": f"imported from {sources} (TripleO stack {stack})"}
-    return _checked(result, roles, catalog, catalog_ref, fname, notes)
+    out: dict[str, Any] = {
+        "name": role.name,
+        "tags": [str(t) for t in role.tags],  # THT's: replaced by _tag_roles
+        "update_serial": max(1, role.update_serial),
+        "services": services,
+    }
+    if role.name in sources.hosts:
+        out["nodes"] = _nodes_from_hosts(
+            sources.hosts[role.name], str(sources.inventory), found.problems
+        )
+        return out
+    n = counts.pop(role.name, role.count)
+    out["nodes"] = {"count": n, "name": roles_file.node_names(role, found.problems)}
+    if n == 0:
+        found.notes.append(
+            f"{role.name}: no nodes (CountDefault is 0 and the inventory has no group "
+            f"{role.name}); give --count {role.name}=N"
+        )
+    return out
 
 
 def import_inventory(
@@ -347,36 +297,13 @@ def import_inventory(
     if not re.fullmatch(NAME_RE, name):
         raise InputError(Problem(f"deployment name '{name}' is not a valid name", field="--name"))
     given = dict(services or {})
-    problems: list[Problem] = []
-    notes: list[str] = []
+    found = _Findings()
     roles: list[dict[str, Any]] = []
     for group, hosts in hosts_by_group(inv).items():
         g = inv.groups[group]
-        raw = given.pop(group, None)
-        if raw is None:
-            var = g.vars.get("stepwise_services")
-            raw = [s.strip() for s in var.split(",") if s.strip()] if isinstance(var, str) else var
-        if not raw:
-            problems.append(
-                Problem(
-                    f"group '{group}' has hosts but no services",
-                    file=fname,
-                    line=g.line,
-                    hint=f"give --services {group}=svc1,svc2 or the group var stepwise_services",
-                )
-            )
+        svc = _group_services(g, given.pop(group, None), catalog, fname, found)
+        if svc is None:
             continue
-        if not isinstance(raw, list):
-            problems.append(
-                Problem(
-                    "stepwise_services must be a list or a comma-separated string",
-                    file=fname,
-                    line=g.line,
-                    field=f"{group}.vars.stepwise_services",
-                )
-            )
-            continue
-        svc = _resolve_services(list(raw), catalog, None, [], fname, problems, notes, group, g.line)
         tags = (
             [CONTROLPLANE_TAG]
             if group in (controlplane or ())
@@ -390,35 +317,76 @@ def import_inventory(
                 "tags": tags,
                 "update_serial": 1,
                 "services": svc,
-                "nodes": _nodes_from_hosts(hosts, fname, problems),
+                "nodes": _nodes_from_hosts(hosts, fname, found.problems),
             }
         )
-    for group in given:
-        problems.append(
+    found.problems.extend(_option_problems(inv, given, controlplane or []))
+    if not roles and not found.problems:
+        found.problems.append(Problem("the inventory has no group with hosts", file=fname))
+    if found.problems:
+        raise InputError(found.problems)
+    result = {"name": name, "description": f"imported from {Path(fname).name}"}
+    return _checked(result, roles, catalog, catalog_ref, fname, found.notes)
+
+
+def _group_services(
+    group: Group, given: list[str] | None, catalog: Catalog, fname: str, found: _Findings
+) -> list[str] | None:
+    """The catalog services of an inventory group: `given` (--services) or else its group var
+    `stepwise_services`; None (and a problem) when it has none or they are not a list."""
+    raw: Any = given
+    if raw is None:
+        var = group.vars.get("stepwise_services")
+        raw = [s.strip() for s in var.split(",") if s.strip()] if isinstance(var, str) else var
+    if not raw:
+        found.problems.append(
             Problem(
-                f"--services names group '{group}', which has no hosts in the inventory",
+                f"group '{group.name}' has hosts but no services",
                 file=fname,
-                field="--services",
+                line=group.line,
+                hint=f"give --services {group.name}=svc1,svc2 or the group var stepwise_services",
             )
         )
-    with_hosts = set(hosts_by_group(inv))
-    for group in controlplane or ():
-        if group not in with_hosts:
-            problems.append(
-                Problem(
-                    f"--controlplane names group '{group}', which is not a role of the inventory "
-                    "(a group with hosts)",
-                    file=fname,
-                    field="--controlplane",
-                    hint=f"one of: {', '.join(sorted(with_hosts)) or '(none)'}",
-                )
+        return None
+    if not isinstance(raw, list):
+        found.problems.append(
+            Problem(
+                "stepwise_services must be a list or a comma-separated string",
+                file=fname,
+                line=group.line,
+                field=f"{group.name}.vars.stepwise_services",
             )
-    if not roles and not problems:
-        problems.append(Problem("the inventory has no group with hosts", file=fname))
-    if problems:
-        raise InputError(problems)
-    result = {"name": name, "description": f"imported from {Path(fname).name}"}
-    return _checked(result, roles, catalog, catalog_ref, fname, notes)
+        )
+        return None
+    return _resolve_services(list(raw), catalog, group.name, _ListAt(fname, line=group.line), found)
+
+
+def _option_problems(
+    inv: Inventory, given: dict[str, list[str]], controlplane: list[str]
+) -> list[Problem]:
+    """What is wrong with the options: --services for groups without hosts (left in `given`),
+    --controlplane for groups that are not roles."""
+    problems = [
+        Problem(
+            f"--services names group '{group}', which has no hosts in the inventory",
+            file=inv.path,
+            field="--services",
+        )
+        for group in given
+    ]
+    with_hosts = set(hosts_by_group(inv))
+    problems.extend(
+        Problem(
+            f"--controlplane names group '{group}', which is not a role of the inventory "
+            "(a group with hosts)",
+            file=inv.path,
+            field="--controlplane",
+            hint=f"one of: {', '.join(sorted(with_hosts)) or '(none)'}",
+        )
+        for group in controlplane
+        if group not in with_hosts
+    )
+    return problems
 
 
 def _checked(

@@ -89,71 +89,94 @@ def _looks_like_ini(text: str) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class _At:
+    """Where in the inventory file a fault is: what problems are reported against."""
+
+    file: str
+    line: int | None
+
+    def problem(
+        self, message: str, *, field: str | None = None, hint: str | None = None
+    ) -> Problem:
+        """A problem at this place."""
+        return Problem(message, file=self.file, line=self.line, field=field, hint=hint)
+
+
 def _parse_ini(text: str, fname: str) -> Inventory:
-    groups: dict[str, Group] = {}
+    groups: dict[str, Group] = {"ungrouped": Group("ungrouped", None)}
     problems: list[Problem] = []
     section, kind = "ungrouped", "hosts"
-    groups["ungrouped"] = Group("ungrouped", None)
     total = 0  # hosts read so far, every group together
     for ln, line in enumerate(text.splitlines(), start=1):
         s = line.strip()
         if not s or s.startswith(("#", ";")):
             continue
+        at = _At(fname, ln)
         if s.startswith("["):
-            m = re.fullmatch(r"\[([^\]:]+)(?::(vars|children))?\]", s)
-            if not m or not _GROUP_NAME.fullmatch(m.group(1)):
-                problems.append(
-                    Problem(
-                        f"'{s}' is not a group header",
-                        file=fname,
-                        line=ln,
-                        hint="write [group], [group:vars] or [group:children]",
-                    )
-                )
-                section, kind = "", "skip"
-                continue
-            section, kind = m.group(1), m.group(2) or "hosts"
-            groups.setdefault(section, Group(section, ln))
-            continue
-        if kind == "skip":
-            continue
-        group = groups[section]
-        if kind == "vars":
-            key, sep, value = s.partition("=")
-            if not sep or not key.strip():
-                problems.append(
-                    Problem(f"'{s}' is not key=value", file=fname, line=ln, field=f"{section}:vars")
-                )
-                continue
-            group.vars[key.strip()] = value.strip().strip("'\"")
+            section, kind = _ini_header(s, at, groups, problems)
+        elif kind == "vars":
+            _ini_group_var(s, section, groups[section], at, problems)
         elif kind == "children":
-            group.children.append(s.split()[0])
-        else:
-            name, *pairs = s.split()
-            hvars: dict[str, str] = {}
-            for pair in pairs:
-                key, sep, value = pair.partition("=")
-                if not sep:
-                    problems.append(
-                        Problem(f"'{pair}' is not key=value", file=fname, line=ln, field=name)
-                    )
-                    continue
-                hvars[key] = value.strip("'\"")
-            try:
-                names = _expand_range(name, limits.MAX_NODES - total)
-            except ValueError as exc:
-                problems.append(Problem(str(exc), file=fname, line=ln, field=name))
-                continue
-            except _TooMany:
-                # the whole inventory is bounded, not only each range: forty ranges of 99,999
-                # hosts in 400 bytes built millions of hosts before any node limit was checked
-                raise _too_many(fname, ln) from None
-            total += len(names)
-            for n in names:
-                group.hosts.append(Host(n, hvars.get("ansible_host"), ln))
+            groups[section].children.append(s.split()[0])
+        elif kind == "hosts":
+            total += _ini_hosts(s, groups[section], limits.MAX_NODES - total, at, problems)
     if problems:
         raise InputError(problems)
     return Inventory(fname, groups)
+
+
+def _ini_header(
+    s: str, at: _At, groups: dict[str, Group], problems: list[Problem]
+) -> tuple[str, str]:
+    """The section and kind (hosts, vars, children) a header line opens; a bad header is a
+    problem, and the lines under it are skipped (kind "skip")."""
+    m = re.fullmatch(r"\[([^\]:]+)(?::(vars|children))?\]", s)
+    if not m or not _GROUP_NAME.fullmatch(m.group(1)):
+        problems.append(
+            at.problem(
+                f"'{s}' is not a group header",
+                hint="write [group], [group:vars] or [group:children]",
+            )
+        )
+        return "", "skip"
+    section = m.group(1)
+    groups.setdefault(section, Group(section, at.line))
+    return section, m.group(2) or "hosts"
+
+
+def _ini_group_var(s: str, section: str, group: Group, at: _At, problems: list[Problem]) -> None:
+    """One `key=value` line of a `[group:vars]` section."""
+    key, sep, value = s.partition("=")
+    if not sep or not key.strip():
+        problems.append(at.problem(f"'{s}' is not key=value", field=f"{section}:vars"))
+        return
+    group.vars[key.strip()] = value.strip().strip("'\"")
+
+
+def _ini_hosts(s: str, group: Group, budget: int, at: _At, problems: list[Problem]) -> int:
+    """One host line (`name key=value ...`, the name maybe a range) added to its group; returns
+    how many hosts it added. More than `budget` hosts is fatal at once."""
+    name, *pairs = s.split()
+    hvars: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            problems.append(at.problem(f"'{pair}' is not key=value", field=name))
+            continue
+        hvars[key] = value.strip("'\"")
+    try:
+        names = _expand_range(name, budget)
+    except ValueError as exc:
+        problems.append(at.problem(str(exc), field=name))
+        return 0
+    except _TooMany:
+        # the whole inventory is bounded, not only each range: forty ranges of 99,999
+        # hosts in 400 bytes built millions of hosts before any node limit was checked
+        raise _too_many(at.file, at.line) from None
+    for n in names:
+        group.hosts.append(Host(n, hvars.get("ansible_host"), at.line))
+    return len(names)
 
 
 class _TooMany(Exception):
@@ -199,92 +222,96 @@ def _parse_yaml(doc: Any, fname: str) -> Inventory:
                 line=getattr(doc, "line", None) or 1,
             )
         )
-    groups: dict[str, Group] = {}
-    problems: list[Problem] = []
-    count = [0]  # hosts read, every group together (children repeat them: each counts)
+    reader = _YamlGroups(doc, fname)
+    for name, body in doc.items():
+        reader.read_group(name, body, [name])
+    if reader.problems:
+        raise InputError(reader.problems)
+    return Inventory(fname, reader.groups)
 
-    def walk(name: str, body: Any, trail: list[Any]) -> None:
-        line = line_of(doc, trail)
+
+class _YamlGroups:
+    """The groups of a YAML inventory, read depth first (children where they are named), with
+    every problem at its line."""
+
+    def __init__(self, doc: Any, fname: str) -> None:
+        self.doc = doc
+        self.fname = fname
+        self.groups: dict[str, Group] = {}
+        self.problems: list[Problem] = []
+        self.count = 0  # hosts read, every group together (children repeat them: each counts)
+
+    def _at(self, trail: list[Any]) -> _At:
+        return _At(self.fname, line_of(self.doc, trail))
+
+    def read_group(self, name: Any, body: Any, trail: list[Any]) -> None:
+        """Group `name` with its `body` (hosts:, vars:, children:) at `trail`, then its children."""
+        at = self._at(trail)
         if not isinstance(name, str) or not _GROUP_NAME.fullmatch(name):
-            problems.append(Problem(f"'{name}' is not a group name", file=fname, line=line))
+            self.problems.append(at.problem(f"'{name}' is not a group name"))
             return
-        group = groups.setdefault(name, Group(name, line))
+        group = self.groups.setdefault(name, Group(name, at.line))
         if body is None:
             return
         if not isinstance(body, dict):
-            problems.append(
-                Problem(
-                    "a group must be a mapping (hosts:, vars:, children:)",
-                    file=fname,
-                    line=line,
-                    field=name,
-                )
+            self.problems.append(
+                at.problem("a group must be a mapping (hosts:, vars:, children:)", field=name)
             )
             return
+        self._unknown_keys(name, body, trail)
+        self._read_hosts(group, body.get("hosts") or {}, trail + ["hosts"])
+        self._read_vars(group, body.get("vars") or {}, trail + ["vars"])
+        self._read_children(group, body.get("children") or {}, trail + ["children"])
+
+    def _unknown_keys(self, name: str, body: dict[Any, Any], trail: list[Any]) -> None:
         for key in body:
             if key not in ("hosts", "vars", "children"):
-                problems.append(
-                    Problem(
+                self.problems.append(
+                    self._at(trail + [key]).problem(
                         f"unknown key '{key}' in group {name}",
-                        file=fname,
-                        line=line_of(doc, trail + [key]),
                         field=name,
                         hint="a group has hosts:, vars: and children:",
                     )
                 )
-        hosts = body.get("hosts") or {}
+
+    def _read_hosts(self, group: Group, hosts: Any, trail: list[Any]) -> None:
         if isinstance(hosts, list):  # older tripleo-ansible-inventory: hosts as a list of names
             hosts = {h: None for h in hosts}
         if not isinstance(hosts, dict):
-            problems.append(
-                Problem(
-                    "hosts: must be a mapping of host names",
-                    file=fname,
-                    line=line_of(doc, trail + ["hosts"]),
-                    field=f"{name}.hosts",
+            self.problems.append(
+                self._at(trail).problem(
+                    "hosts: must be a mapping of host names", field=f"{group.name}.hosts"
                 )
             )
-            hosts = {}
+            return
         for host, hvars in hosts.items():
-            hline = line_of(doc, trail + ["hosts", host])
-            count[0] += 1
-            if count[0] > limits.MAX_NODES:
-                raise _too_many(fname, hline)
+            hline = line_of(self.doc, trail + [host])
+            self.count += 1
+            if self.count > limits.MAX_NODES:
+                raise _too_many(self.fname, hline)
             if hvars is not None and not isinstance(hvars, dict):
-                problems.append(
-                    Problem(f"vars of host '{host}' must be a mapping", file=fname, line=hline)
+                self.problems.append(
+                    Problem(f"vars of host '{host}' must be a mapping", file=self.fname, line=hline)
                 )
                 continue
             address = (hvars or {}).get("ansible_host")
             group.hosts.append(Host(str(host), None if address is None else str(address), hline))
-        gvars = body.get("vars") or {}
+
+    def _read_vars(self, group: Group, gvars: Any, trail: list[Any]) -> None:
         if isinstance(gvars, dict):
             group.vars.update(gvars)
         else:
-            problems.append(
-                Problem("vars: must be a mapping", file=fname, line=line_of(doc, trail + ["vars"]))
-            )
-        children = body.get("children") or {}
+            self.problems.append(self._at(trail).problem("vars: must be a mapping"))
+
+    def _read_children(self, group: Group, children: Any, trail: list[Any]) -> None:
         if isinstance(children, list):
             children = {c: None for c in children}
         if not isinstance(children, dict):
-            problems.append(
-                Problem(
-                    "children: must be a mapping of groups",
-                    file=fname,
-                    line=line_of(doc, trail + ["children"]),
-                )
-            )
+            self.problems.append(self._at(trail).problem("children: must be a mapping of groups"))
             return
         for child, cbody in children.items():
             group.children.append(str(child))
-            walk(child, cbody, trail + ["children", child])
-
-    for name, body in doc.items():
-        walk(name, body, [name])
-    if problems:
-        raise InputError(problems)
-    return Inventory(fname, groups)
+            self.read_group(child, cbody, trail + [child])
 
 
 def hosts_by_group(inv: Inventory) -> dict[str, list[Host]]:
