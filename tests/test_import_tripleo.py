@@ -468,3 +468,25 @@ def test_a_role_left_with_no_service_of_its_own_is_not_control_plane_and_is_told
     # without the environment CephStorage keeps its OSDs: a data-plane role, nothing to tell
     full = import_tripleo(FIX / "roles_data_classic.yaml", catalog)
     assert not any("no service of its own" in n for n in full.notes)
+
+
+def test_a_list_of_hosts_or_groups_holding_a_mapping_is_a_located_problem(tmp_path):
+    """Older inventories list hosts and children by name; a list holding anything else is
+    bad input said with its line, not a crash."""
+    from stepwise.model.inventory import load_inventory
+
+    cases = {
+        "hosts.yaml": ("all:\n  children:\n    Controller:\n      hosts:\n        - {a: 1}\n", 4),
+        "children.yaml": ("all:\n  children:\n    - {a: 1}\n", 2),
+        "nested.yaml": ("all:\n  children:\n    C:\n      hosts: [[c-0]]\n", 4),
+    }
+    for name, (text, line) in cases.items():
+        f = tmp_path / name
+        f.write_text(text)
+        with pytest.raises(InputError) as info:
+            load_inventory(f)
+        (p,) = info.value.problems
+        assert p.line == line and "must be a mapping" in p.message, (name, p)
+    ok = tmp_path / "names.yaml"
+    ok.write_text("all:\n  children:\n    C:\n      hosts: [c-0, c-1]\n")
+    assert [h.name for h in load_inventory(ok).groups["C"].hosts] == ["c-0", "c-1"]

@@ -276,7 +276,7 @@ class _YamlGroups:
 
     def _read_hosts(self, group: Group, hosts: Any, trail: list[Any]) -> None:
         if isinstance(hosts, list):  # older tripleo-ansible-inventory: hosts as a list of names
-            hosts = {h: None for h in hosts}
+            hosts = _names_as_keys(hosts)
         if not isinstance(hosts, dict):
             self.problems.append(
                 self._at(trail).problem(
@@ -305,13 +305,21 @@ class _YamlGroups:
 
     def _read_children(self, group: Group, children: Any, trail: list[Any]) -> None:
         if isinstance(children, list):
-            children = {c: None for c in children}
+            children = _names_as_keys(children)
         if not isinstance(children, dict):
             self.problems.append(self._at(trail).problem("children: must be a mapping of groups"))
             return
         for child, cbody in children.items():
             group.children.append(str(child))
             self.read_group(child, cbody, trail + [child])
+
+
+def _names_as_keys(names: list[Any]) -> dict[Any, None] | None:
+    """A list of names as the mapping it stands for; None (not a mapping: the caller says so)
+    when an item is not a name (a mapping or a list in a list of hosts or groups)."""
+    if not all(isinstance(n, (str, int)) for n in names):
+        return None
+    return dict.fromkeys(names)
 
 
 def hosts_by_group(inv: Inventory) -> dict[str, list[Host]]:
