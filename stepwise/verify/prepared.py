@@ -17,7 +17,6 @@ from stepwise.model.vocab import Section, Stage, Step
 from stepwise.plan.rollout import service_allowances
 from stepwise.plan.table import WorkflowEntry, entry
 from stepwise.plan.units import Plan, Unit
-from stepwise.verify.replay import State
 
 #: Steps that change what the replay tracks even when they stop and start nothing.
 _TRACKED_STEPS = frozenset(
@@ -30,6 +29,20 @@ _TRACKED_STEPS = frozenset(
         Step.CONTRACT,
     }
 )
+
+
+@dataclass
+class State:
+    """The cloud as the replay sees it."""
+
+    down: dict[str, set[str]] = field(default_factory=dict)  # service -> nodes not serving
+    new_code: dict[str, set[str]] = field(default_factory=dict)  # service -> nodes on new code
+    new_os: set[str] = field(default_factory=set)
+    pinned: set[str] = field(default_factory=set)  # rpc groups pinned
+
+    def serving(self, service: str, nodes: tuple[str, ...]) -> list[str]:
+        d = self.down.get(service, set())
+        return [n for n in nodes if n not in d]
 
 
 @dataclass
