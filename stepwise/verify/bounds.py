@@ -114,16 +114,42 @@ def _part_bound(
     update); a node's share of that work takes at least one visit with all of it."""
     allow, _ = service_allowances(dep)
     serial = {r.name: r.update_serial for r in dep.roles}
+    leads = _leads(dep, section)
+    visit = _Visits(dep, section, leads)
+    shapes = _shapes(dep, rolling, extra, reboot, leads)
+    own = _alone_seconds(shapes, visit, serial, allow)
+    for s in offline:
+        own[s] = _offline_seconds(dep, s, section)
+    earliest = (
+        _earliest_starts(dep, own) if entry(workflow).dependency_order else dict.fromkeys(own, 0.0)
+    )
+    bound = max((earliest[s] + own[s] for s in own), default=0.0)
+    for t in sorted(set(earliest.values()) | {0.0}):
+        later = {s for s, e in earliest.items() if e >= t}
+        bound = max(bound, t + _rest_seconds(t, later, shapes, visit, serial, allow))
+    return bound
+
+
+def _leads(dep: Deployment, section: Section) -> dict[str, str]:
+    """Service -> its bootstrap node, for the services that migrate (once, there)."""
     catalog = dep.catalog
-    leads = {
+    return {
         s: boot.name
         for s in catalog.services
         if (boot := dep.bootstrap_node(s)) is not None
         and catalog[s].has_step(section, Step.MIGRATE)
     }
-    seconds_of: dict[tuple, float] = {}
 
-    def visit(
+
+class _Visits:
+    """Seconds of one visit doing some work, computed once per shape of visit."""
+
+    def __init__(self, dep: Deployment, section: Section, leads: dict[str, str]) -> None:
+        self.dep, self.section, self.leads = dep, section, leads
+        self.seconds_of: dict[tuple, float] = {}
+
+    def __call__(
+        self,
         node: str,
         services: Iterable[str],
         extra_packages: tuple[str, ...] = (),
@@ -132,26 +158,37 @@ def _part_bound(
         """Seconds of one visit doing this work (with the once-only migration of the services
         whose bootstrap node it is). An instance counts against its service's allowance for
         the whole visit: until its health checks pass it may not serve (the verifier's rule)."""
+        dep = self.dep
         role = dep.node_by_name[node].role
         wanted = frozenset(services)
-        led = tuple(s for s in sorted(wanted) if leads.get(s) == node)
+        led = tuple(s for s in sorted(wanted) if self.leads.get(s) == node)
         key = (role, wanted, extra_packages, reboot, led)
-        if key not in seconds_of:
+        if key not in self.seconds_of:
             v = make_visit(
                 dep,
                 node,
                 tuple(s for s in dep.services_on(node) if s in wanted),
-                section,
+                self.section,
                 leads=led,
                 extra_packages=extra_packages,
                 reboot=reboot,
                 stop_all=dep.services_on(node) if reboot else None,
             )
-            seconds_of[key] = v.seconds
-        return seconds_of[key]
+            self.seconds_of[key] = v.seconds
+        return self.seconds_of[key]
 
-    # Nodes of a role share a handful of shapes (what changes, unowned packages, reboot, the
-    # bootstrap node's once-only work): 10,000 nodes are a few dozen shapes, each computed once.
+
+def _shapes(
+    dep: Deployment,
+    rolling: dict[str, set[str]],
+    extra: dict[str, tuple[str, ...]],
+    reboot: set[str],
+    leads: dict[str, str],
+) -> dict[tuple, list]:
+    """(role, changed services, unowned packages, reboots, led services) -> [a node of that
+    shape, how many]. Nodes of a role share a handful of shapes (what changes, unowned
+    packages, reboot, the bootstrap node's once-only work): 10,000 nodes are a few dozen
+    shapes, each computed once."""
     shapes: dict[tuple, list] = {}
     for n in set(rolling) | set(extra) | reboot:
         key = (
@@ -165,7 +202,14 @@ def _part_bound(
             shapes[key][1] += 1
         else:
             shapes[key] = [n, 1]
-    # each service alone: its instances' visits within its allowance and its roles' serials
+    return shapes
+
+
+def _alone_seconds(
+    shapes: dict[tuple, list], visit: _Visits, serial: dict[str, int], allow: dict[str, int]
+) -> dict[str, float]:
+    """Each service alone: its instances' visits within its allowance and its roles'
+    serials."""
     own: dict[str, float] = {}
     alone: dict[str, dict[str, list[tuple[float, int]]]] = defaultdict(lambda: defaultdict(list))
     for (role, work, _, _, _), (n, k) in shapes.items():
@@ -178,32 +222,35 @@ def _part_bound(
             + [weighted_bound(js, serial[r]) for r, js in per_role.items()]
             + ([weighted_bound(jobs, allow[s])] if s in allow else [])
         )
-    for s in offline:
-        own[s] = _offline_seconds(dep, s, section)
-    earliest = (
-        _earliest_starts(dep, own) if entry(workflow).dependency_order else dict.fromkeys(own, 0.0)
+    return own
+
+
+def _rest_seconds(
+    t: float,
+    later: set[str],
+    shapes: dict[tuple, list],
+    visit: _Visits,
+    serial: dict[str, int],
+    allow: dict[str, int],
+) -> float:
+    """The least time, within the rates, for the work that cannot start before `t`: the
+    services in `later` (and, from 0, the nodes' unowned packages and reboots)."""
+    role_jobs: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    svc_jobs: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    for (role, all_work, extra_pkgs, reboots, _), (n, k) in shapes.items():
+        work = all_work & later
+        if not work and not (t == 0.0 and (extra_pkgs or reboots)):
+            continue
+        role_jobs[role].append((visit(n, work, extra_pkgs if t == 0.0 else (), reboots), k))
+        for s in work:
+            if s in allow:  # down at least for a visit of its own (and the node's reboot)
+                svc_jobs[s].append((visit(n, (s,), (), reboots), k))
+    return max(
+        [max(sec for sec, _ in js) for js in role_jobs.values()]
+        + [weighted_bound(js, serial[r]) for r, js in role_jobs.items()]
+        + [weighted_bound(js, allow[s]) for s, js in svc_jobs.items()],
+        default=0.0,
     )
-    bound = max((earliest[s] + own[s] for s in own), default=0.0)
-    for t in sorted(set(earliest.values()) | {0.0}):
-        later = {s for s, e in earliest.items() if e >= t}
-        role_jobs: dict[str, list[tuple[float, int]]] = defaultdict(list)
-        svc_jobs: dict[str, list[tuple[float, int]]] = defaultdict(list)
-        for (role, all_work, extra_pkgs, reboots, _), (n, k) in shapes.items():
-            work = all_work & later
-            if not work and not (t == 0.0 and (extra_pkgs or reboots)):
-                continue
-            role_jobs[role].append((visit(n, work, extra_pkgs if t == 0.0 else (), reboots), k))
-            for s in work:
-                if s in allow:  # down at least for a visit of its own (and the node's reboot)
-                    svc_jobs[s].append((visit(n, (s,), (), reboots), k))
-        rest = max(
-            [max(sec for sec, _ in js) for js in role_jobs.values()]
-            + [weighted_bound(js, serial[r]) for r, js in role_jobs.items()]
-            + [weighted_bound(js, allow[s]) for s, js in svc_jobs.items()],
-            default=0.0,
-        )
-        bound = max(bound, t + rest)
-    return bound
 
 
 def _offline_seconds(dep: Deployment, service: str, section: Section) -> float:

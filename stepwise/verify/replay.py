@@ -1,13 +1,21 @@
-"""Discrete-event replay of a plan: who is down, on which OS, pinned or not, at every moment."""
+"""Discrete-event replay of a plan: who is down, on which OS, pinned or not, at every moment.
+
+The events of a schedule in time order (`timeline`), the schedules to replay
+(`perturbed_times`), and the one loop (`Replay`) that moves the cloud's state at each event and
+calls the hooks of the invariants (`Invariant`; the rules are in `invariants.py`)."""
 
 from __future__ import annotations
 
 import heapq
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import ClassVar
 
-from stepwise.plan.units import Unit
+from stepwise.model.deployment import Deployment
+from stepwise.model.vocab import Step
+from stepwise.plan.units import Plan, Unit
+from stepwise.verify.prepared import Prepared, State
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,15 +79,167 @@ def perturbed_times(
     return times
 
 
-@dataclass
-class State:
-    """The cloud as the replay sees it."""
+def fmt_time(t: float) -> str:
+    """Seconds from the plan's start as h:mm:ss, as the problems say it."""
+    m, s = divmod(int(round(t)), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}"
 
-    down: dict[str, set[str]] = field(default_factory=dict)  # service -> nodes not serving
-    new_code: dict[str, set[str]] = field(default_factory=dict)  # service -> nodes on new code
-    new_os: set[str] = field(default_factory=set)
-    pinned: set[str] = field(default_factory=set)  # rpc groups pinned
 
-    def serving(self, service: str, nodes: tuple[str, ...]) -> list[str]:
-        d = self.down.get(service, set())
-        return [n for n in nodes if n not in d]
+def where(u: Unit) -> str:
+    """The unit as the problems name it: its id, step and first nodes."""
+    nodes = ", ".join(u.nodes[:3]) + (", ..." if len(u.nodes) > 3 else "")
+    return f"unit {u.id} ({u.step} on {nodes or 'the deployment'})"
+
+
+class Replay:
+    """One replay of a plan's schedule: the cloud as it stands at the current event (what is
+    down, on new code, on the new OS, pinned; how many instances of each RPC group still run
+    old code), the problems found so far in the order found, and the loop that moves the state
+    and calls the invariants' hooks."""
+
+    def __init__(self, plan: Plan, dep: Deployment, pre: Prepared) -> None:
+        self.plan, self.dep, self.pre = plan, dep, pre
+        init = pre.initial
+        self.state = State(
+            {s: set(ns) for s, ns in init.down.items()},
+            {s: set(ns) for s, ns in init.new_code.items()},
+            set(init.new_os),
+            set(init.pinned),
+        )
+        self.old_count = dict(pre.old_count)
+        self.problems = list(pre.static_problems)
+
+    def run(self, observers: list[Invariant], times: dict[str, tuple[float, float]] | None) -> None:
+        """Walk the tracked units' events in time order, then the observers' `at_end`."""
+        hooks = _Hooks(observers)
+        for t, kind, _, u in timeline(self.pre.tracked, times):
+            if kind == 1:
+                self._start(hooks, u, t)
+            else:
+                self._end(hooks, u, t)
+        for at_end in hooks.at_end:
+            at_end()
+
+    def _start(self, hooks: _Hooks, u: Unit, t: float) -> None:
+        # the rules see the cloud as the unit finds it; what it stops goes down after them
+        for h in hooks.start.get(u.step, hooks.start_any):
+            h(u, t)
+        st = self.state
+        if u.step is Step.UNPIN_RPC:
+            for s in u.services:
+                g = self.pre.rpc_of.get(s)
+                if g:
+                    st.pinned.discard(g)
+        down = st.down
+        for s, nodes in u.stops.items():
+            d = down.get(s)
+            if d is None:
+                d = down[s] = set()
+            d.update(nodes)
+            for h in hooks.stop:
+                h(u, t, s, d)
+
+    def _end(self, hooks: _Hooks, u: Unit, t: float) -> None:
+        # what the unit did (pin, new OS) holds for the services it brings back
+        st = self.state
+        if u.step is Step.PIN_RPC:
+            rpc_of = self.pre.rpc_of
+            st.pinned.update(rpc_of[s] for s in u.services if s in rpc_of)
+        elif u.step is Step.SYSTEM_UPGRADE_RUN:
+            st.new_os.update(u.nodes)
+        for h in hooks.end.get(u.step, hooks.end_any):
+            h(u, t)
+        if not u.starts:
+            return
+        down, new_code, old_count = st.down, st.new_code, self.old_count
+        rpc_of = self.pre.rpc_of
+        new_code_on = self.pre.new_code_on[u.id]
+        for s, serving in u.starts.items():
+            d = down.get(s)
+            if d is None:
+                d = down[s] = set()
+            d.difference_update(serving)
+            for h in hooks.serving:
+                h(u, t, s, serving, d)
+            nodes = new_code_on[s]
+            if not nodes:
+                continue  # restarted (a reboot), not upgraded
+            newly = new_code.get(s)
+            if newly is None:
+                newly = new_code[s] = set()
+            before = len(newly)
+            newly.update(nodes)
+            g = rpc_of.get(s)
+            if g:
+                old_count[g] -= len(newly) - before
+            for h in hooks.new_code:
+                h(u, t, s, nodes)
+
+
+class Invariant:
+    """A rule checked on a replay. A rule overrides the hooks it needs; the replay calls only
+    those, in `invariants.INVARIANTS` order, each with the state already moved by the event:
+
+    on_start(u, t)                       a unit starts (before what it stops goes down)
+    on_stop(u, t, service, down)         it took `service` down; `down`: its nodes down now
+    on_end(u, t)                         a unit ends (before what it starts serves again)
+    on_serving(u, t, service, serving, down)   it brought `service` back on `serving`
+    on_new_code(u, t, service, nodes)    ... on new code on `nodes` (counted in the state)
+    at_end()                             after the last event
+
+    `steps`: the steps whose units call `on_start` and `on_end` (None: every unit).
+    A rule appends what it finds to `replay.problems`, in the words an operator reads."""
+
+    steps: ClassVar[frozenset[Step] | None] = None
+
+    def __init__(self, replay: Replay) -> None:
+        self.replay = replay
+        self.problems = replay.problems
+
+    @classmethod
+    def applies(cls, pre: Prepared) -> bool:
+        """Whether the rule can find anything in this plan (else it is not replayed)."""
+        return True
+
+    def on_start(self, u: Unit, t: float) -> None: ...
+
+    def on_stop(self, u: Unit, t: float, service: str, down: set[str]) -> None: ...
+
+    def on_end(self, u: Unit, t: float) -> None: ...
+
+    def on_serving(
+        self, u: Unit, t: float, service: str, serving: tuple[str, ...], down: set[str]
+    ) -> None: ...
+
+    def on_new_code(self, u: Unit, t: float, service: str, nodes: tuple[str, ...]) -> None: ...
+
+    def at_end(self) -> None: ...
+
+
+class _Hooks:
+    """The observers' overridden hooks, as lists of bound methods (per step for the start and
+    end of a unit), so that a replay calls nothing that does nothing."""
+
+    def __init__(self, observers: list[Invariant]) -> None:
+        def overriding(name: str) -> list[Invariant]:
+            base = getattr(Invariant, name)
+            return [o for o in observers if getattr(type(o), name) is not base]
+
+        def bound(name: str) -> list:
+            return [getattr(o, name) for o in overriding(name)]
+
+        def per_step(name: str) -> tuple[dict, list]:
+            obs = overriding(name)
+            every = [getattr(o, name) for o in obs if o.steps is None]
+            return {
+                step: [getattr(o, name) for o in obs if o.steps is None or step in o.steps]
+                for step in Step
+            }, every
+
+        self.start, self.start_any = per_step("on_start")
+        self.end, self.end_any = per_step("on_end")
+        self.stop = bound("on_stop")
+        self.serving = bound("on_serving")
+        self.new_code = bound("on_new_code")
+        self.at_end = bound("at_end")
