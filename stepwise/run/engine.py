@@ -32,7 +32,7 @@ from typing import Any
 
 from stepwise.errors import Problem, StepwiseError
 from stepwise.model import Deployment
-from stepwise.model.vocab import ServiceState, Step, UnitState
+from stepwise.model.vocab import MarkerState, RunState, ServiceState, Step, TaskStatus, UnitState
 from stepwise.plan.progress import implicit_clears, implicit_marks
 from stepwise.plan.units import Unit
 from stepwise.run import ansible_env
@@ -341,16 +341,16 @@ class Engine:
         task = self.options.redact(str(data.get("task") or ""))
         res = data.get("res") or {}
         status = {
-            "runner_on_ok": "changed" if res.get("changed") else "ok",
-            "runner_on_failed": "failed",
-            "runner_on_unreachable": "unreachable",
-            "runner_on_skipped": "skipped",
+            "runner_on_ok": TaskStatus.CHANGED if res.get("changed") else TaskStatus.OK,
+            "runner_on_failed": TaskStatus.FAILED,
+            "runner_on_unreachable": TaskStatus.UNREACHABLE,
+            "runner_on_skipped": TaskStatus.SKIPPED,
         }[kind]
         if bool(data.get("ignore_errors")) and kind == "runner_on_failed":
-            status = "ignored"
+            status = TaskStatus.IGNORED
         message = (
             self.options.redact(_result_message(res))
-            if status in ("failed", "unreachable", "ignored")
+            if status.failed or status is TaskStatus.IGNORED
             else ""
         )
         self.pending_rows.append(
@@ -365,13 +365,13 @@ class Engine:
                 "at": now(),
             }
         )
-        if status in ("ok", "changed") and isinstance(res.get("stepwise_facts"), dict):
+        if status.succeeded and isinstance(res.get("stepwise_facts"), dict):
             facts = valid_node_facts(res["stepwise_facts"])
             if facts is None:  # what a node reports is data: validated, never trusted
                 r.output.append(f"{host}: ignored facts that are not valid")
             else:
                 self.store.update_node_facts(self.cloud, host, facts)
-        if status in ("failed", "unreachable"):
+        if status.failed:
             f = Failure(unit_id, host, task, message)
             self.failures.append(f)
             self.unit_failures.setdefault(unit_id, []).append(f)
@@ -410,7 +410,7 @@ class Engine:
         )
         if not u.idempotent:
             for key in marker_keys(u):
-                self.store.set_marker(self.cloud, key, self.run_id, u.id, "started")
+                self.store.set_marker(self.cloud, key, self.run_id, u.id, MarkerState.STARTED)
         self.observer.unit_started(u)
         self.cond.notify_all()
 
@@ -486,7 +486,7 @@ class Engine:
             self._after_done(u)
         elif state is UnitState.FAILED:
             self.sched.request_stop(f"unit {u.id} ({u.step}) failed")
-        self.observer.unit_finished(u, str(state), message)
+        self.observer.unit_finished(u, state, message)
         self._pass(passed)
         self.cond.notify_all()
 
@@ -498,7 +498,7 @@ class Engine:
             u = self.sched.by_id[uid]
             if u.marks:
                 self.store.record_progress(self.cloud, self.run_id, uid, u.marks)
-            self.observer.unit_finished(self.sched.by_id[uid], str(UnitState.DONE), "")
+            self.observer.unit_finished(self.sched.by_id[uid], UnitState.DONE, "")
 
     def _check_threshold(self) -> None:
         if len(self.failed_hosts) * 100 > self.options.max_fail_percentage * max(
@@ -516,7 +516,7 @@ class Engine:
             self.store.record_progress(self.cloud, self.run_id, unit.id, marks, clears)
         if not unit.idempotent:
             for key in marker_keys(unit):
-                self.store.set_marker(self.cloud, key, self.run_id, unit.id, "done")
+                self.store.set_marker(self.cloud, key, self.run_id, unit.id, MarkerState.DONE)
         hosts = unit.nodes or unit_hosts(unit, self.dep)
         pairs = [
             (n, s)
@@ -566,13 +566,13 @@ class Engine:
     def _result(self) -> RunResult:
         states = self.store.unit_states(self.run_id)
         all_units = self.plan.units
-        pending = [u.id for u in all_units if not UnitState(states.get(u.id, "pending")).finished]
+        pending = [u.id for u in all_units if not states.get(u.id, UnitState.PENDING).finished]
         failed = [u for u in pending if states.get(u) == UnitState.FAILED]
         interrupted = [u for u in pending if states.get(u) == UnitState.INTERRUPTED]
         done = len(all_units) - len(pending)
         res = RunResult(
             run_id=self.run_id,
-            status="done",
+            status=RunState.DONE,
             units_total=len(all_units),
             units_done=done,
             units_failed=failed,
@@ -586,14 +586,14 @@ class Engine:
             return res
         stop = self.sched.stop
         if stop is not None and stop.interrupted:
-            res.status = "interrupted"
+            res.status = RunState.INTERRUPTED
             head = (
                 f"{stop.reason}: {len(interrupted)} running unit(s) cut "
                 f"({', '.join(interrupted[:5])}) and recorded interrupted; "
                 "they run again from their start"
             )
         else:
-            res.status = "failed"
+            res.status = RunState.FAILED
             if self.failures:
                 first = self.failures[0]
                 where = sorted({f.host for f in self.failures})
@@ -612,7 +612,7 @@ class Engine:
         if self.options.continue_command:
             res.message += (
                 " Continue with"
-                if res.status == "interrupted"
+                if res.status is RunState.INTERRUPTED
                 else " Fix the cause, then continue with"
             ) + f": {self.options.continue_command}"
         return res

@@ -24,7 +24,7 @@ from typing import Any
 from stepwise.errors import InputError, Problem, StepwiseError, UnsafePlanError
 from stepwise.model import Deployment
 from stepwise.model.facts import NO_FACTS, Facts, facts_from_dict, facts_to_dict
-from stepwise.model.vocab import UnitState, Workflow
+from stepwise.model.vocab import MarkerState, RunState, UnitState, Workflow
 from stepwise.plan import make_plan
 from stepwise.plan.select import Selection
 from stepwise.plan.stored import check_plan_doc
@@ -136,7 +136,7 @@ def run_plan(req: RunRequest) -> RunResult:
 
 
 def _db_holder(store: Store, cloud: str) -> str:
-    runs = [r for r in store.runs(cloud, 5) if r.status == "running"]
+    runs = [r for r in store.runs(cloud, 5) if r.status is RunState.RUNNING]
     if not runs:
         return "holder unknown"
     r = runs[0]
@@ -148,7 +148,9 @@ def _run_locked(req: RunRequest, cloud: str, lock: RunLock, observer: Observer) 
     store.mark_interrupted(cloud)  # we hold the lock: a run still "running" lost its process
     key = run_key(req.workflow, req.selection)
     prev = store.latest_run(cloud, key)
-    resume = prev is not None and not req.fresh and (prev.status != "done" or bool(req.rerun))
+    resume = (
+        prev is not None and not req.fresh and (prev.status is not RunState.DONE or bool(req.rerun))
+    )
     if resume:
         assert prev is not None
         plan = _rebuilt(req, prev)
@@ -160,7 +162,7 @@ def _run_locked(req: RunRequest, cloud: str, lock: RunLock, observer: Observer) 
         not resume
         and prev is not None
         and not req.fresh
-        and prev.status == "done"
+        and prev.status is RunState.DONE
         and _same_units(plan, prev.plan)
     ):
         return _nothing(
@@ -238,16 +240,20 @@ def _run_locked(req: RunRequest, cloud: str, lock: RunLock, observer: Observer) 
             else:
                 store.discard_run(run_id)
         else:
-            store.finish_run(run_id, "interrupted", "stepwise stopped unexpectedly")
+            store.finish_run(run_id, RunState.INTERRUPTED, "stepwise stopped unexpectedly")
         raise
     except BaseException:
-        store.finish_run(run_id, "interrupted", "stepwise stopped unexpectedly")
+        store.finish_run(run_id, RunState.INTERRUPTED, "stepwise stopped unexpectedly")
         raise
     result.resumed = resume
     result.stale_lock = lock.stale
     store.finish_run(
         run_id,
-        {"done": "done", "interrupted": "interrupted"}.get(result.status, "failed"),
+        (
+            result.status
+            if result.status in (RunState.DONE, RunState.INTERRUPTED)
+            else RunState.FAILED
+        ),
         result.message,
     )
     observer.run_finished(result)
@@ -334,7 +340,7 @@ def _same_units(plan: Plan, stored: Mapping[str, Any]) -> bool:
 def _nothing(plan: Plan, observer: Observer, message: str, run_id: int) -> RunResult:
     result = RunResult(
         run_id,
-        "nothing",
+        RunState.NOTHING,
         message,
         units_total=len(plan.units),
         units_done=len(plan.units),
@@ -354,7 +360,7 @@ def _what(
     if redo is not None:
         text += (
             f"; starting over: everything run {redo.id} did"
-            f"{' (finished)' if redo.status == 'done' else ''} runs again"
+            f"{' (finished)' if redo.status is RunState.DONE else ''} runs again"
         )
     return text
 
@@ -395,7 +401,11 @@ def _refuse_repeats(store: Store, cloud: str, run_id: int | None, todo: list[Uni
             continue
         for key, host in zip(marker_keys(u), flag_hosts(u), strict=True):
             m = store.marker(cloud, key)
-            if m is None or m.state != "done" or (m.run_id == run_id and m.unit_id == u.id):
+            if (
+                m is None
+                or m.state is not MarkerState.DONE
+                or (m.run_id == run_id and m.unit_id == u.id)
+            ):
                 continue
             problems.append(
                 Problem(

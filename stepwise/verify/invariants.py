@@ -15,7 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from stepwise.model.deployment import Deployment
-from stepwise.model.vocab import Phase, Section, Stage, Step, Workflow
+from stepwise.model.vocab import Phase, Section, Stage, Step, UpgradeKey, Workflow
 from stepwise.plan.rollout import service_allowances
 from stepwise.plan.units import Plan, Unit, Window
 from stepwise.verify.replay import State, timeline
@@ -133,7 +133,7 @@ def prepare(plan: Plan, dep: Deployment) -> Prepared:
     }
     if pre.rpc_check and has_pin:
         for g, members in sorted(groups.items()):
-            if not any(catalog[s].has_step(Section.UPGRADE, "pin") for s in members):
+            if not any(catalog[s].has_step(Section.UPGRADE, UpgradeKey.PIN) for s in members):
                 pre.static_problems.append(
                     f"RPC group '{g}' ({', '.join(members)}) has no `upgrade.pin` tasks: "
                     "new code would talk unpinned RPC to old peers; add pin/unpin tasks to one of "

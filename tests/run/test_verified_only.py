@@ -14,6 +14,7 @@ from sqlalchemy import update
 import stepwise.run.resume as resume
 from stepwise.errors import InputError, UnsafePlanError
 from stepwise.model import load_deployment
+from stepwise.model.vocab import RunState
 from stepwise.plan.limits import resolve_limit
 from stepwise.plan.select import Selection
 from stepwise.run.events import RunResult
@@ -42,7 +43,9 @@ def captured(monkeypatch) -> Captured:
 
     def execute(store, dep, plan, run_id, todo, **kw):
         cap.executed.append((plan, list(todo)))
-        return RunResult(run_id, "failed", "stopped by the test", units_total=len(plan.units))
+        return RunResult(
+            run_id, RunState.FAILED, "stopped by the test", units_total=len(plan.units)
+        )
 
     monkeypatch.setattr(resume, "verify_plan", verify)
     monkeypatch.setattr(resume, "execute", execute)

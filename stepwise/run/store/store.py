@@ -21,6 +21,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from stepwise.errors import InputError, Problem, StepwiseError
+from stepwise.model.vocab import MarkerState, RunState, ServiceState, UnitState
 from stepwise.run.store import schema
 from stepwise.run.store.checked import checked, one
 from stepwise.run.store.location import ENV_VAR, default_store_url, existing_store_url  # noqa: F401 - re-exported
@@ -66,7 +67,7 @@ class RunInfo:
     command: str
     params: dict
     plan: dict
-    status: str
+    status: RunState
     message: str
     user: str
     host: str
@@ -86,7 +87,7 @@ class RunInfo:
             r.command,
             dict(r.params or {}),
             dict(r.plan or {}),
-            r.status,
+            RunState(r.status),
             r.message,
             r.user,
             r.host,
@@ -174,7 +175,7 @@ class Store:
                 command=command,
                 params=dict(params),
                 plan=dict(plan),
-                status="running",
+                status=RunState.RUNNING,
                 message="",
                 user=user,
                 host=host,
@@ -197,7 +198,7 @@ class Store:
                         nodes=list(u.get("nodes", [])),
                         services=list(u.get("services", [])),
                         idempotent=bool(u.get("idempotent", True)),
-                        state=u.get("state", "pending"),
+                        state=u.get("state", UnitState.PENDING),
                         attempts=0,
                         message=u.get("message", ""),
                     )
@@ -210,7 +211,7 @@ class Store:
         with self.session() as s:
             row = s.get(RunRow, run_id)
             assert row is not None
-            row.status, row.pid, row.attempts = "running", pid, row.attempts + 1
+            row.status, row.pid, row.attempts = RunState.RUNNING, pid, row.attempts + 1
             row.user, row.host, row.ended_at, row.message = (
                 user or row.user,
                 host or row.host,
@@ -229,7 +230,7 @@ class Store:
             s.execute(delete(UnitRow).where(UnitRow.run_id == run_id))
             s.execute(delete(RunRow).where(RunRow.id == run_id))
 
-    def finish_run(self, run_id: int, status: str, message: str = "") -> None:
+    def finish_run(self, run_id: int, status: RunState, message: str = "") -> None:
         with self.session() as s:
             row = s.get(RunRow, run_id)
             assert row is not None
@@ -274,19 +275,20 @@ class Store:
                 ).first(),
                 redact(self.url),
             )
-            if row is None or row.status == "done":
+            if row is None or row.status == RunState.DONE:
                 return None
             return RunInfo.of(row)
 
     def mark_interrupted(self, cloud: str, keep_pid: int | None = None) -> int:
         """Runs still 'running' whose process is gone (no lock holds them) become 'interrupted'."""
         with self.session() as s:
-            q = update(RunRow).where(RunRow.cloud == cloud, RunRow.status == "running")
+            q = update(RunRow).where(RunRow.cloud == cloud, RunRow.status == RunState.RUNNING)
             if keep_pid is not None:
                 q = q.where(RunRow.pid != keep_pid)
             res = s.execute(
                 q.values(
-                    status="interrupted", message="the stepwise process stopped (killed or crashed)"
+                    status=RunState.INTERRUPTED,
+                    message="the stepwise process stopped (killed or crashed)",
                 )
             )
             return res.rowcount or 0
@@ -298,14 +300,14 @@ class Store:
                 s.scalars(select(UnitRow).where(UnitRow.run_id == run_id).order_by(UnitRow.seq))
             )
 
-    def unit_states(self, run_id: int) -> dict[str, str]:
+    def unit_states(self, run_id: int) -> dict[str, UnitState]:
         return {u.unit_id: u.state for u in self.units(run_id)}
 
     def set_unit(
         self,
         run_id: int,
         unit_id: str,
-        state: str,
+        state: UnitState,
         message: str | None = None,
         started: bool = False,
         ended: bool = False,
@@ -326,7 +328,7 @@ class Store:
                 row.attempts += 1
 
     def set_units(
-        self, run_id: int, unit_ids: Iterable[str], state: str, message: str = ""
+        self, run_id: int, unit_ids: Iterable[str], state: UnitState, message: str = ""
     ) -> None:
         ids = list(unit_ids)
         if not ids:
@@ -406,7 +408,9 @@ class Store:
         with self.reading() as s:
             return one(s.get(MarkerRow, (cloud, key)), redact(self.url))
 
-    def set_marker(self, cloud: str, key: str, run_id: int, unit_id: str, state: str) -> None:
+    def set_marker(
+        self, cloud: str, key: str, run_id: int, unit_id: str, state: MarkerState
+    ) -> None:
         with self.session() as s:
             row = s.get(MarkerRow, (cloud, key))
             if row is None:
@@ -456,7 +460,7 @@ class Store:
                             key=key,
                             run_id=run_id,
                             unit_id=unit_id,
-                            state="done",
+                            state=MarkerState.DONE,
                             at=now(),
                         )
                     )
@@ -471,7 +475,7 @@ class Store:
         cloud: str,
         pairs: Iterable[tuple[str, str]],
         version: str | None = None,
-        state: str | None = None,
+        state: ServiceState | None = None,
         run_id: int | None = None,
         versions: Mapping[tuple[str, str], str | None] | None = None,
     ) -> None:
@@ -486,7 +490,7 @@ class Store:
                         node=node,
                         service=service,
                         version=None,
-                        state="unknown",
+                        state=ServiceState.UNKNOWN,
                         updated_at=now(),
                     )
                     s.add(row)
