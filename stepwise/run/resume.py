@@ -260,7 +260,7 @@ def _run_locked(req: RunRequest, cloud: str, lock: RunLock, observer: Observer) 
     return result
 
 
-def _nothing_started(store: Store, run_id: int, before: Mapping[str, str]) -> bool:
+def _nothing_started(store: Store, run_id: int, before: Mapping[str, UnitState]) -> bool:
     """True when no unit of the run changed state since it was (re)opened."""
     now_states = store.unit_states(run_id)
     return all(now_states.get(u) == before.get(u, UnitState.PENDING) for u in now_states)
