@@ -16,6 +16,7 @@ from rich.text import Text
 from stepwise.cli.app import app
 from stepwise.cli.common import console, err_console, print_json, reported
 from stepwise.errors import StepwiseError
+from stepwise.model.vocab import Plane, Stage, Workflow
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "openstack.yaml"
 
@@ -61,7 +62,7 @@ def _failures_with_units(
 
 
 def _phase(
-    title: str, workflow: str, dep, store, lab_dir: Path, facts, json_out: bool, **kw: Any
+    title: str, workflow: Workflow, dep, store, lab_dir: Path, facts, json_out: bool, **kw: Any
 ) -> dict[str, Any]:
     import stepwise.lab as lab
     from stepwise.lab.nodes import Lab
@@ -212,13 +213,13 @@ def kernels(lab_dir: Path) -> dict[str, dict[str, str | None]]:
 
 def _after_phase(
     report: dict[str, Any],
-    workflow: str,
+    workflow: Workflow,
     before: dict[str, dict[str, str | None]],
     lab_dir: Path,
     json_out: bool,
 ) -> None:
     """After the minor update: which nodes rebooted into the new kernel."""
-    if workflow != "update":
+    if workflow is not Workflow.UPDATE:
         return
     after = kernels(lab_dir)
     report["kernels"] = {
@@ -411,25 +412,30 @@ def demo(
                         f"{'none' if not p.windows else ', '.join(w.service for w in p.windows)}"
                     )
                 )
-            phases = [("minor update", "update", facts, {})]
+            phases = [("minor update", Workflow.UPDATE, facts, {})]
             ev = {"extra_vars": {"target_release": target_release}}
             phases += [
-                ("upgrade prepare", "upgrade", NO_FACTS, {"stage": "prepare", **ev}),
+                ("upgrade prepare", Workflow.UPGRADE, NO_FACTS, {"stage": Stage.PREPARE, **ev}),
                 (
                     "upgrade run (control plane)",
-                    "upgrade",
+                    Workflow.UPGRADE,
                     NO_FACTS,
-                    {"stage": "run", "plane": "control", **ev},
+                    {"stage": Stage.RUN, "plane": Plane.CONTROL, **ev},
                 ),
                 (
                     "upgrade run (data plane)",
-                    "upgrade",
+                    Workflow.UPGRADE,
                     NO_FACTS,
-                    {"stage": "run", "plane": "data", **ev},
+                    {"stage": Stage.RUN, "plane": Plane.DATA, **ev},
                 ),
-                ("upgrade converge", "upgrade", NO_FACTS, {"stage": "converge", **ev}),
+                (
+                    "upgrade converge",
+                    Workflow.UPGRADE,
+                    NO_FACTS,
+                    {"stage": Stage.CONVERGE, **ev},
+                ),
             ]
-            if not any(dep.catalog[s].plane == "data" for s in dep.instances):
+            if not any(dep.catalog[s].plane == Plane.DATA for s in dep.instances):
                 phases = [ph for ph in phases if ph[0] != "upgrade run (data plane)"]
             seeded = _openstack_before(lab_dir, report, say)
             before = kernels(lab_dir)

@@ -12,6 +12,7 @@ from stepwise.cli.app import app
 from stepwise.cli.common import console, print_json, reported
 from stepwise.cli.options import DEP, JSON, STORE
 from stepwise.model import load_deployment
+from stepwise.model.vocab import RunState, UnitState
 
 
 @app.command()
@@ -44,10 +45,10 @@ def status(deployment: Path = DEP, store: str | None = STORE, json_out: bool = J
             )
             line.append(run["status"], style="bold")
             line.append(
-                f", {run['units'].get('done', 0)}/{run['units']['total']} units done"
+                f", {run['units'].get(UnitState.DONE, 0)}/{run['units']['total']} units done"
                 + (
                     f", now {', '.join(run['current'])}"
-                    if run["current"] and run["status"] == "running"
+                    if run["current"] and run["status"] == RunState.RUNNING
                     else ""
                 )
                 + (f"; {run['message']}" if run["message"] else "")
@@ -107,7 +108,8 @@ def history(
             for r in data["runs"]:
                 console.print(
                     f"{r['id']:>4} {r['started_at']} {r['workflow']:<18} {r['status']:<11} "
-                    f"{r['units'].get('done', 0)}/{r['units']['total']} units  {r['command']}",
+                    f"{r['units'].get(UnitState.DONE, 0)}/{r['units']['total']} units  "
+                    f"{r['command']}",
                     markup=False,
                     soft_wrap=True,
                 )

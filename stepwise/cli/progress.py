@@ -13,6 +13,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from stepwise.model.vocab import TaskStatus, UnitState
 from stepwise.plan.units import Unit
 from stepwise.run.events import Estimator, Observer, RunResult
 
@@ -58,13 +59,13 @@ class _Counts(Observer):
         if self.estimator:
             self.estimator.unit_started(unit.id)
 
-    def unit_finished(self, unit: Unit, state: str, message: str) -> None:
+    def unit_finished(self, unit: Unit, state: UnitState, message: str) -> None:
         self.running.pop(unit.id, None)
-        if state == "done":
+        if state is UnitState.DONE:
             self.done += 1
             if self.estimator:
                 self.estimator.finished(unit.id)
-        elif state == "failed":
+        elif state is UnitState.FAILED:
             self.failed += 1
 
     def eta(self) -> str:
@@ -92,15 +93,15 @@ class LiveProgress(_Counts):
         super().unit_started(unit)
         self._update()
 
-    def unit_finished(self, unit: Unit, state: str, message: str) -> None:
+    def unit_finished(self, unit: Unit, state: UnitState, message: str) -> None:
         super().unit_finished(unit, state, message)
-        if state != "done":
+        if state is not UnitState.DONE:
             self.last = f"{unit.id} {state}: {message}"
         self._update()
 
-    def task_result(self, unit_id: str, host: str, task: str, status: str) -> None:
+    def task_result(self, unit_id: str, host: str, task: str, status: TaskStatus) -> None:
         self.tasks[status] = self.tasks.get(status, 0) + 1
-        if status in ("failed", "unreachable"):
+        if status.failed:
             self.last = f"{unit_id} {host}: {task} [{status}]"
         self._update()
 
@@ -177,11 +178,11 @@ class LineProgress(_Counts):
         if not unit.is_barrier:
             self._line(f"{self.done}/{self.total} start {unit.id} {describe(unit)}")
 
-    def unit_finished(self, unit: Unit, state: str, message: str) -> None:
+    def unit_finished(self, unit: Unit, state: UnitState, message: str) -> None:
         super().unit_finished(unit, state, message)
-        if unit.is_barrier and state == "done":
+        if unit.is_barrier and state is UnitState.DONE:
             return
         self._line(
             f"{self.done}/{self.total} {state} {unit.id} {describe(unit)}, ETA {self.eta()}"
-            + (f": {message}" if message and state != "done" else "")
+            + (f": {message}" if message and state is not UnitState.DONE else "")
         )

@@ -41,6 +41,7 @@ from stepwise.cli.options import (
 )
 from stepwise.errors import InputError, Problem
 from stepwise.model import load_deployment
+from stepwise.model.vocab import RunState
 from stepwise.plan.commands import COMMANDS, FAMILIES, Command
 from stepwise.plan.table import WORKFLOW_TABLE
 
@@ -165,7 +166,7 @@ def _end(title: str, result, json_out: bool) -> None:
         print_json(result.to_json())
     else:
         _say(title, result)
-    if result.status == "interrupted":
+    if result.status is RunState.INTERRUPTED:
         raise typer.Exit(EXIT_INTERRUPTED)
     if not result.ok:
         raise typer.Exit(EXIT_FAILED)
@@ -181,7 +182,7 @@ def _say(title: str, result) -> None:
                 f"(pid {result.stale_lock.get('pid')})"
             )
         )
-    if result.status == "nothing":
+    if result.status is RunState.NOTHING:
         console.print(Text(f"{title}: {result.message}", style="green"))
     elif result.ok:
         console.print(
@@ -196,7 +197,10 @@ def _say(title: str, result) -> None:
     else:
         err_console.print(
             Text.assemble(
-                ("interrupted: " if result.status == "interrupted" else "failed: ", "bold red"),
+                (
+                    "interrupted: " if result.status is RunState.INTERRUPTED else "failed: ",
+                    "bold red",
+                ),
                 result.message,
             ),
             soft_wrap=True,

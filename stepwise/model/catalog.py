@@ -12,7 +12,18 @@ from typing import Any
 from stepwise.errors import InputError, Problem
 from stepwise.model.checks import validate
 from stepwise.model.specs import PERCENT_RE, ServiceSpec, WorkflowTasksSpec
-from stepwise.model.steps import DEFAULT_STEP_SECONDS, SHARED_STEPS, STEP_ALIASES
+from stepwise.model.vocab import (
+    DEFAULT_STEP_SECONDS,
+    SHARED_STEPS,
+    STEP_ALIASES,
+    WORKFLOW_SECTIONS,
+    CatalogKey,
+    Section,
+    Step,
+    SystemUpgradeKey,
+    TaskKey,
+    catalog_key,
+)
 from stepwise.model.yamlsrc import line_of, load_yaml, to_plain
 from stepwise.paths import checked_path, is_directory
 
@@ -69,8 +80,8 @@ class Service:
     external: bool = False
     rpc: str | None = None
     health: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    #: workflow ("update" | "upgrade") -> step -> tasks (aliases already resolved)
-    tasks: Mapping[str, Mapping[str, tuple[dict[str, Any], ...]]] = field(
+    #: section (update | upgrade) -> step -> tasks (aliases already resolved)
+    tasks: Mapping[Section, Mapping[TaskKey, tuple[dict[str, Any], ...]]] = field(
         default_factory=lambda: MappingProxyType({})
     )
     converge: tuple[dict[str, Any], ...] = ()
@@ -78,22 +89,24 @@ class Service:
     schema: str = ""
     #: the contract of an expand_contract schema: once, after no old code runs
     contract: tuple[dict[str, Any], ...] = ()
-    system_upgrade: Mapping[str, tuple[dict[str, Any], ...]] = field(
+    system_upgrade: Mapping[SystemUpgradeKey, tuple[dict[str, Any], ...]] = field(
         default_factory=lambda: MappingProxyType({})
     )
-    durations: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    durations: Mapping[CatalogKey, float] = field(default_factory=lambda: MappingProxyType({}))
     source: str = "<builtin>"
     line: int | None = None
     #: line of each top-level field in `source` (and "depends_on[i]" per entry), for errors
     lines: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
 
-    def steps(self, workflow: str) -> Mapping[str, tuple[dict[str, Any], ...]]:
-        return self.tasks.get(workflow, MappingProxyType({}))
+    def steps(self, section: Section) -> Mapping[TaskKey, tuple[dict[str, Any], ...]]:
+        """The tasks of one of the service file's step-keyed sections (`update:`, `upgrade:`)."""
+        return self.tasks.get(section, MappingProxyType({}))
 
-    def has_step(self, workflow: str, step: str) -> bool:
-        return bool(self.steps(workflow).get(step))
+    def has_step(self, section: Section, step: TaskKey) -> bool:
+        """Whether the service has tasks for `step` in `section`."""
+        return bool(self.steps(section).get(step))
 
-    def seconds(self, step: str) -> float:
+    def seconds(self, step: CatalogKey) -> float:
         """Estimated seconds of this service's share of `step` on one node."""
         return self.durations.get(step, DEFAULT_STEP_SECONDS.get(step, 0.0))
 
@@ -120,7 +133,7 @@ def allowance(service: Service, total: int) -> int | None:
     return None if rule is None else max(1, rule.allowed_down(total))
 
 
-def node_step_seconds(services: list[Service] | tuple[Service, ...], step: str) -> float:
+def node_step_seconds(services: list[Service] | tuple[Service, ...], step: CatalogKey) -> float:
     """Estimated time of `step` on one node for these services (tasks run one after another,
     except one-transaction steps like `packages` and `reboot`)."""
     if not services:
@@ -176,20 +189,22 @@ def _parse_availability(spec) -> Availability | None:
     return Availability("max_unavailable", int(v))
 
 
-def _workflow_tasks(spec: WorkflowTasksSpec | None) -> Mapping[str, tuple[dict[str, Any], ...]]:
+def _workflow_tasks(
+    spec: WorkflowTasksSpec | None,
+) -> Mapping[TaskKey, tuple[dict[str, Any], ...]]:
     if spec is None:
         return MappingProxyType({})
     raw = spec.model_dump(by_alias=True)
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[CatalogKey, list[dict[str, Any]]] = {}
     # `pre` lands at the start of `stop`, `post` at the end of `start`.
     for key, tasks in raw.items():
         if not tasks or key in STEP_ALIASES:
             continue
-        out.setdefault(key, []).extend(tasks)
+        out.setdefault(catalog_key(key), []).extend(tasks)
     if raw.get("pre"):
-        out["stop"] = list(raw["pre"]) + out.get("stop", [])
+        out[Step.STOP] = list(raw["pre"]) + out.get(Step.STOP, [])
     if raw.get("post"):
-        out["start"] = out.get("start", []) + list(raw["post"])
+        out[Step.START] = out.get(Step.START, []) + list(raw["post"])
     return MappingProxyType({k: tuple(v) for k, v in out.items()})
 
 
@@ -197,11 +212,11 @@ def service_from_spec(
     spec: ServiceSpec, source: str, line: int | None = None, lines: Mapping[str, int] | None = None
 ) -> Service:
     """Build the frozen Service value from a validated spec."""
-    tasks = {}
-    for wf in ("update", "upgrade"):
-        steps = _workflow_tasks(getattr(spec, wf))
+    tasks: dict[Section, Mapping[TaskKey, tuple[dict[str, Any], ...]]] = {}
+    for section in WORKFLOW_SECTIONS:
+        steps = _workflow_tasks(getattr(spec, section))
         if steps:
-            tasks[wf] = steps
+            tasks[section] = steps
     su = spec.system_upgrade.model_dump() if spec.system_upgrade else {}
     schema = spec.schema_
     rolling, converge, contract = spec.rolling, tuple(spec.converge), ()
@@ -211,9 +226,9 @@ def service_from_spec(
         # migrations in `converge`, the contract in its own step after it.
         sync = schema.expand if schema.strategy == "expand_contract" else schema.migrate
         if sync:
-            up = dict(tasks.get("upgrade", {}))
-            up["migrate"] = tuple(sync)
-            tasks["upgrade"] = MappingProxyType(up)
+            up = dict(tasks.get(Section.UPGRADE, {}))
+            up[Step.MIGRATE] = tuple(sync)
+            tasks[Section.UPGRADE] = MappingProxyType(up)
         if schema.strategy == "expand_contract":
             converge = tuple(schema.migrate) + converge
             contract = tuple(schema.contract)
@@ -239,8 +254,10 @@ def service_from_spec(
         converge=converge,
         schema=schema.strategy if schema is not None else "",
         contract=contract,
-        system_upgrade=MappingProxyType({k: tuple(v) for k, v in su.items() if v}),
-        durations=MappingProxyType(dict(spec.durations)),
+        system_upgrade=MappingProxyType(
+            {SystemUpgradeKey(k): tuple(v) for k, v in su.items() if v}
+        ),
+        durations=MappingProxyType({catalog_key(k): v for k, v in spec.durations.items()}),
         source=source,
         line=line,
         lines=MappingProxyType(dict(lines or {})),

@@ -20,18 +20,18 @@ from pydantic import (
 )
 
 from stepwise.model.limits import MAX_INDEX, MAX_NODES, MAX_STEP_SECONDS
-from stepwise.model.steps import (
-    DEFAULT_STEP_SECONDS,
-    NODE_STEPS,
-    SYSTEM_UPGRADE_STEPS,
-    UPGRADE_EXTRA_STEPS,
-)
 from stepwise.model.values import (
     Address,
     PackageName,
     ShortText,
     check_address,
     check_index_template,
+)
+from stepwise.model.vocab import (
+    DEFAULT_STEP_SECONDS,
+    NODE_STEPS,
+    SYSTEM_UPGRADE_KEYS,
+    UPGRADE_EXTRA_KEYS,
 )
 
 NAME_RE = r"^[A-Za-z_][A-Za-z0-9_.\-]*$"
@@ -112,7 +112,7 @@ class HealthSpec(Strict):
 
 
 class WorkflowTasksSpec(Strict):
-    """Tasks of one workflow, keyed by step (see stepwise.model.steps)."""
+    """Tasks of one workflow, keyed by step (see stepwise.model.vocab.Step)."""
 
     pre: list[Task] = Field(default_factory=list)
     post: list[Task] = Field(default_factory=list)
@@ -408,5 +408,5 @@ class FactsSpec(Strict):
     progress: list[str] = Field(default_factory=list)
 
 
-ALL_WORKFLOW_KEYS = ("pre", "post", *NODE_STEPS, *UPGRADE_EXTRA_STEPS)
-ALL_SYSTEM_UPGRADE_KEYS = SYSTEM_UPGRADE_STEPS
+ALL_WORKFLOW_KEYS = ("pre", "post", *NODE_STEPS, *UPGRADE_EXTRA_KEYS)
+ALL_SYSTEM_UPGRADE_KEYS = SYSTEM_UPGRADE_KEYS

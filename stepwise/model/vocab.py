@@ -41,7 +41,7 @@ class Section(StrEnum):
 
 class Stage(StrEnum):
     """A stage of a workflow; also a tag `--tags` matches (the seed's tag names for the OS
-    upgrade)."""
+    upgrade, in the order of its procedure)."""
 
     RUN = "run"
     PREPARE = "prepare"
@@ -50,8 +50,8 @@ class Stage(StrEnum):
     SYSTEM_UPGRADE_PREPARE = "system_upgrade_prepare"
     SYSTEM_UPGRADE_RUN = "system_upgrade_run"
     SYSTEM_UPGRADE_TRANSFER_DATA = "system_upgrade_transfer_data"
-    SYSTEM_UPGRADE_CLEANUP = "system_upgrade_cleanup"
     ONLINE_UPGRADE = "online_upgrade"
+    SYSTEM_UPGRADE_CLEANUP = "system_upgrade_cleanup"
 
 
 #: Stages whose operations the seed runs with `external-upgrade run`.
@@ -127,8 +127,72 @@ class UnitState(StrEnum):
         return self in (UnitState.DONE, UnitState.SKIPPED)
 
 
+class RunState(StrEnum):
+    """Where a run is (the store's `runs.status`), and how a run ended (`RunResult.status`)."""
+
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"  # its process stopped (a signal, a crash): it can be resumed
+    NOTHING = "nothing"  # the plan had nothing left to do: reported, never recorded
+
+    @property
+    def ok(self) -> bool:
+        """The run did what it was asked (or there was nothing to do)."""
+        return self in (RunState.DONE, RunState.NOTHING)
+
+
+#: The states a run is recorded in (`NOTHING` is never stored: such a run records nothing).
+RECORDED_RUN_STATES: frozenset[RunState] = frozenset(RunState) - {RunState.NOTHING}
+
+
+class TaskStatus(StrEnum):
+    """How one Ansible task ended on one host (the store's `task_results.status`)."""
+
+    OK = "ok"
+    CHANGED = "changed"
+    FAILED = "failed"
+    UNREACHABLE = "unreachable"
+    SKIPPED = "skipped"
+    IGNORED = "ignored"  # failed with `ignore_errors`: the play went on
+
+    @property
+    def failed(self) -> bool:
+        """The task failed the host (an ignored failure does not)."""
+        return self in (TaskStatus.FAILED, TaskStatus.UNREACHABLE)
+
+    @property
+    def succeeded(self) -> bool:
+        return self in (TaskStatus.OK, TaskStatus.CHANGED)
+
+
+class MarkerState(StrEnum):
+    """A once-only operation's marker in the store: begun, or done."""
+
+    STARTED = "started"
+    DONE = "done"
+
+
 class Step(StrEnum):
-    """Every kind of unit. The first ten are the fixed steps of a node visit, in order."""
+    """Every kind of unit. The first ten are the fixed steps of a node visit, in order: where
+    a service author's task lands.
+
+    A node is visited in this order; a service contributes tasks to the steps it names in its
+    `update:` / `upgrade:` sections. `pre` is shorthand for the start of `stop` and `post` for
+    the end of `start` (the DESIGN contract's names).
+
+      validate  checks that change nothing (disk space, repos reachable, cluster healthy)
+      leave     take the node out of its clusters and load balancers (pcs standby, drain
+                haproxy backend, ceph osd noout, live-migrate workloads away)
+      stop      stop the services whose packages change (pre tasks run here first)
+      packages  update the packages of the services that change
+      config    re-apply the configuration for the new version (before any start)
+      reboot    only when a kernel/system package changed: reboot the node
+      migrate   schema migration (DB sync); run once per service, on its bootstrap node
+      start     start the services again (post tasks run here last)
+      rejoin    rejoin clusters and load balancers (unstandby, unset noout, enable)
+      verify    health checks; they gate the next batch
+    """
 
     VALIDATE = "validate"
     LEAVE = "leave"
@@ -178,6 +242,42 @@ NODE_STEPS: tuple[Step, ...] = (
 VISIT_STEPS: tuple[Step, ...] = NODE_STEPS[1:]
 
 
+class UpgradeKey(StrEnum):
+    """Keys of a service file's `upgrade:` section that name no step: the tasks of the
+    `pin_rpc` and `unpin_rpc` steps."""
+
+    PIN = "pin"
+    UNPIN = "unpin"
+
+
+class SystemUpgradeKey(StrEnum):
+    """Keys of a service file's `system_upgrade:` section, in the order of the OS upgrade."""
+
+    PREPARE = "prepare"
+    RUN = "run"
+    TRANSFER_DATA = "transfer_data"
+    CLEANUP = "cleanup"
+
+
+#: A key of a service file's `update:` / `upgrade:` section (aliases resolved): a node step,
+#: `backup`, `restore`, `pin` or `unpin`.
+TaskKey = Step | UpgradeKey
+#: A key of the catalog: of a task section, of `system_upgrade:`, of `durations:`.
+CatalogKey = Step | UpgradeKey | SystemUpgradeKey
+
+
+def catalog_key(key: str) -> CatalogKey:
+    """The vocabulary member a catalog file's key spells (the loader's conversion: the files
+    keep their spelling). A node step or deployment-wide step first, then the `upgrade:` and
+    `system_upgrade:` keys; ValueError for a key of none."""
+    for kind in (Step, UpgradeKey, SystemUpgradeKey):
+        try:
+            return kind(key)
+        except ValueError:
+            continue
+    raise ValueError(f"'{key}' is not a catalog key")
+
+
 class NodeWork(StrEnum):
     """Built-in work stepwise does once per node in a step, besides the services' tasks."""
 
@@ -195,7 +295,8 @@ class StepInfo:
     """What a step means for every layer.
 
     `tasks`: where services' tasks for this step come from: (section, key) of a service
-    file, or None when services contribute nothing. `node_work`: stepwise's own per-node work.
+    file (key None: the whole section), or None when services contribute nothing.
+    `node_work`: stepwise's own per-node work.
     `state_after`: the state of the unit's services on its nodes once it is done.
     `by_name_only`: runs only when its tag is named (`--tags`), like the seed's
     `never`-tagged tasks. `whole_role_refused`: never on every node of a role at once.
@@ -203,7 +304,7 @@ class StepInfo:
     `external-upgrade run`, not `upgrade run`.
     """
 
-    tasks: tuple[Section, str] | None = None
+    tasks: tuple[Section, CatalogKey | None] | None = None
     node_work: NodeWork | None = None
     state_after: ServiceState | None = None
     by_name_only: bool = False
@@ -219,34 +320,34 @@ class StepInfo:
 
 def _visit(step: Step, state: ServiceState | None = None) -> StepInfo:
     # node steps take tasks from the workflow's own section: resolved by `task_source`
-    return StepInfo(tasks=(Section.UPDATE, step.value), state_after=state)
+    return StepInfo(tasks=(Section.UPDATE, step), state_after=state)
 
 
 STEPS: Mapping[Step, StepInfo] = MappingProxyType(
     {
-        Step.VALIDATE: StepInfo(tasks=(Section.UPDATE, "validate"), node_work=NodeWork.ANSWERS),
+        Step.VALIDATE: StepInfo(tasks=(Section.UPDATE, Step.VALIDATE), node_work=NodeWork.ANSWERS),
         Step.LEAVE: _visit(Step.LEAVE, ServiceState.OUT),
         Step.STOP: _visit(Step.STOP, ServiceState.STOPPED),
         Step.PACKAGES: StepInfo(
-            tasks=(Section.UPDATE, "packages"), node_work=NodeWork.UNOWNED_PACKAGES
+            tasks=(Section.UPDATE, Step.PACKAGES), node_work=NodeWork.UNOWNED_PACKAGES
         ),
         Step.CONFIG: _visit(Step.CONFIG),
-        Step.REBOOT: StepInfo(tasks=(Section.UPDATE, "reboot"), node_work=NodeWork.REBOOT),
+        Step.REBOOT: StepInfo(tasks=(Section.UPDATE, Step.REBOOT), node_work=NodeWork.REBOOT),
         Step.MIGRATE: _visit(Step.MIGRATE),
         Step.START: _visit(Step.START, ServiceState.RUNNING),
         Step.REJOIN: _visit(Step.REJOIN, ServiceState.RUNNING),
-        Step.VERIFY: StepInfo(tasks=(Section.UPDATE, "verify"), node_work=NodeWork.ANSWERS),
+        Step.VERIFY: StepInfo(tasks=(Section.UPDATE, Step.VERIFY), node_work=NodeWork.ANSWERS),
         Step.REPOS: StepInfo(node_work=NodeWork.SWITCH_REPOS),
-        Step.BACKUP: StepInfo(tasks=(Section.UPGRADE, "backup")),
-        Step.RESTORE: StepInfo(tasks=(Section.UPGRADE, "restore")),
-        Step.PIN_RPC: StepInfo(tasks=(Section.UPGRADE, "pin")),
-        Step.UNPIN_RPC: StepInfo(tasks=(Section.UPGRADE, "unpin")),
-        Step.CONVERGE: StepInfo(tasks=(Section.CONVERGE, "")),
-        Step.CONTRACT: StepInfo(tasks=(Section.CONTRACT, "")),
+        Step.BACKUP: StepInfo(tasks=(Section.UPGRADE, Step.BACKUP)),
+        Step.RESTORE: StepInfo(tasks=(Section.UPGRADE, Step.RESTORE)),
+        Step.PIN_RPC: StepInfo(tasks=(Section.UPGRADE, UpgradeKey.PIN)),
+        Step.UNPIN_RPC: StepInfo(tasks=(Section.UPGRADE, UpgradeKey.UNPIN)),
+        Step.CONVERGE: StepInfo(tasks=(Section.CONVERGE, None)),
+        Step.CONTRACT: StepInfo(tasks=(Section.CONTRACT, None)),
         Step.GATE: StepInfo(),
         Step.SYSTEM_UPGRADE_PREPARE: StepInfo(
             needs_limit=True,
-            tasks=(Section.SYSTEM_UPGRADE, "prepare"),
+            tasks=(Section.SYSTEM_UPGRADE, SystemUpgradeKey.PREPARE),
             node_work=NodeWork.PREPARE_OS,
             state_after=ServiceState.STOPPED,
             by_name_only=True,
@@ -261,7 +362,7 @@ STEPS: Mapping[Step, StepInfo] = MappingProxyType(
         ),
         Step.SYSTEM_UPGRADE_TRANSFER_DATA: StepInfo(
             needs_limit=True,
-            tasks=(Section.SYSTEM_UPGRADE, "transfer_data"),
+            tasks=(Section.SYSTEM_UPGRADE, SystemUpgradeKey.TRANSFER_DATA),
             state_after=ServiceState.STOPPED,
             by_name_only=True,
             once_only=True,
@@ -269,20 +370,20 @@ STEPS: Mapping[Step, StepInfo] = MappingProxyType(
         ),
         Step.EXTERNAL_SYSTEM_UPGRADE_PREPARE: StepInfo(
             needs_limit=True,
-            tasks=(Section.SYSTEM_UPGRADE, "prepare"),
+            tasks=(Section.SYSTEM_UPGRADE, SystemUpgradeKey.PREPARE),
             state_after=ServiceState.STOPPED,
             by_name_only=True,
             external=True,
         ),
         Step.EXTERNAL_SYSTEM_UPGRADE_RUN: StepInfo(
             needs_limit=True,
-            tasks=(Section.SYSTEM_UPGRADE, "run"),
+            tasks=(Section.SYSTEM_UPGRADE, SystemUpgradeKey.RUN),
             state_after=ServiceState.RUNNING,
             by_name_only=True,
             external=True,
         ),
         Step.SYSTEM_UPGRADE_CLEANUP: StepInfo(
-            tasks=(Section.SYSTEM_UPGRADE, "cleanup"),
+            tasks=(Section.SYSTEM_UPGRADE, SystemUpgradeKey.CLEANUP),
             node_work=NodeWork.CLEANUP_OS,
             by_name_only=True,
             external=True,
@@ -291,7 +392,7 @@ STEPS: Mapping[Step, StepInfo] = MappingProxyType(
 )
 
 
-def task_source(step: Step, workflow: Workflow) -> tuple[Section, str] | None:
+def task_source(step: Step, workflow: Workflow) -> tuple[Section, CatalogKey | None] | None:
     """(section, key) of the services' tasks for `step` in `workflow`: node steps read the
     workflow's own section (`update:` or `upgrade:`), the others a fixed one."""
     src = STEPS[step].tasks
@@ -305,5 +406,45 @@ def task_source(step: Step, workflow: Workflow) -> tuple[Section, str] | None:
 #: Keys a service file may use inside `update:` / `upgrade:`.
 #: `pre` is shorthand for the start of `stop` and `post` for the end of `start`.
 STEP_ALIASES: Mapping[str, Step] = MappingProxyType({"pre": Step.STOP, "post": Step.START})
-UPGRADE_EXTRA_KEYS: tuple[str, ...] = ("backup", "restore", "pin", "unpin")
-SYSTEM_UPGRADE_KEYS: tuple[str, ...] = ("prepare", "run", "transfer_data", "cleanup")
+#: Deployment-wide operations a service may add tasks to in the `upgrade:` section.
+UPGRADE_EXTRA_KEYS: tuple[TaskKey, ...] = (
+    Step.BACKUP,
+    Step.RESTORE,
+    UpgradeKey.PIN,
+    UpgradeKey.UNPIN,
+)
+#: Keys of the `system_upgrade:` section, in the order of the OS-upgrade workflow.
+SYSTEM_UPGRADE_KEYS: tuple[SystemUpgradeKey, ...] = tuple(SystemUpgradeKey)
+#: The sections of a service file keyed by node step (`update:` and `upgrade:`).
+WORKFLOW_SECTIONS: tuple[Section, ...] = (Section.UPDATE, Section.UPGRADE)
+
+#: Default estimate (seconds) of one service's share of a step on one node. Overridable per
+#: service with `durations:`. `packages` and `reboot` are one transaction per node, so a
+#: node's time for them is the maximum over its services, not the sum.
+DEFAULT_STEP_SECONDS: Mapping[CatalogKey, float] = MappingProxyType(
+    {
+        Step.VALIDATE: 5.0,
+        Step.LEAVE: 10.0,
+        Step.STOP: 5.0,
+        Step.PACKAGES: 60.0,
+        Step.CONFIG: 10.0,
+        Step.REBOOT: 180.0,
+        Step.MIGRATE: 60.0,
+        Step.START: 10.0,
+        Step.REJOIN: 10.0,
+        Step.VERIFY: 5.0,
+        Step.BACKUP: 60.0,
+        UpgradeKey.PIN: 5.0,
+        UpgradeKey.UNPIN: 10.0,
+        Step.CONVERGE: 30.0,
+        SystemUpgradeKey.PREPARE: 120.0,
+        SystemUpgradeKey.RUN: 600.0,
+        SystemUpgradeKey.TRANSFER_DATA: 300.0,
+        SystemUpgradeKey.CLEANUP: 20.0,
+    }
+)
+
+#: Steps whose node time is one shared transaction (max over services), not a sum.
+SHARED_STEPS: frozenset[CatalogKey] = frozenset(
+    {Step.PACKAGES, Step.REBOOT, SystemUpgradeKey.RUN, SystemUpgradeKey.PREPARE}
+)

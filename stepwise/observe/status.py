@@ -6,6 +6,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from stepwise.model.vocab import RunState, UnitState
 from stepwise.run.lock import read_holder
 from stepwise.run.store.store import RunInfo, Store, now
 
@@ -20,11 +21,11 @@ def _run_summary(store: Store, r: RunInfo, holder: dict | None = None) -> dict[s
     for u in units:
         counts[u.state] = counts.get(u.state, 0) + 1
     status = r.status
-    if status == "running" and (holder is None or holder.get("pid") != r.pid):
-        status = "interrupted"  # its process is gone: nothing holds the lock for it
-    current = [u.unit_id for u in units if u.state == "running"]
-    last_done = [u.unit_id for u in units if u.state == "done"]
-    end = r.ended_at or (now() if status == "running" else None)
+    if status is RunState.RUNNING and (holder is None or holder.get("pid") != r.pid):
+        status = RunState.INTERRUPTED  # its process is gone: nothing holds the lock for it
+    current = [u.unit_id for u in units if u.state is UnitState.RUNNING]
+    last_done = [u.unit_id for u in units if u.state is UnitState.DONE]
+    end = r.ended_at or (now() if status is RunState.RUNNING else None)
     return {
         "id": r.id,
         "workflow": r.workflow,
@@ -73,7 +74,7 @@ def ran_after_done(store: Store, run_id: int) -> list[Any]:
     ended = {
         u.unit_id: u.ended_at
         for u in store.units(run_id)
-        if u.state == "done" and u.ended_at is not None
+        if u.state is UnitState.DONE and u.ended_at is not None
     }
     return [t for t in store.task_results(run_id) if t.unit_id in ended and t.at > ended[t.unit_id]]
 
@@ -113,7 +114,7 @@ def history(
             "message": t.message,
         }
         for t in store.task_results(run_id)
-        if t.status in ("failed", "unreachable")
+        if t.status.failed
     ]
     return {
         "cloud": cloud,

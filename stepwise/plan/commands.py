@@ -14,7 +14,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from stepwise.errors import InputError, Problem
-from stepwise.model.vocab import Stage, Workflow
+from stepwise.model.vocab import EXTERNAL_STAGES, Stage, Workflow
 from stepwise.plan import progress as M
 from stepwise.plan.select import Selection, split_list
 
@@ -109,12 +109,10 @@ COMMANDS: Mapping[Command, CommandInfo] = MappingProxyType(
 
 
 SYSTEM_UPGRADE_TAG = "system_upgrade_"
-EXTERNAL_TAGS = (
-    "system_upgrade_prepare",
-    "system_upgrade_run",
-    "system_upgrade_transfer_data",
-    "online_upgrade",
-    "system_upgrade_cleanup",
+#: the tags `external-upgrade run` takes, in the OS upgrade's order (a hint shows them): the
+#: external installers' prepare and run, and the stages only that command runs
+EXTERNAL_TAGS: tuple[Stage, ...] = tuple(
+    s for s in Stage if s.startswith(SYSTEM_UPGRADE_TAG) or s in EXTERNAL_STAGES
 )
 
 
@@ -193,16 +191,16 @@ def seed_commands(dep: Deployment, target_release: str) -> list[tuple[str, ...]]
 
     def node(nodes: str) -> list[tuple[str, ...]]:
         return [
-            ("upgrade", "run", "--tags", "system_upgrade_prepare", "--limit", nodes),
+            ("upgrade", "run", "--tags", Stage.SYSTEM_UPGRADE_PREPARE, "--limit", nodes),
             (
                 "external-upgrade",
                 "run",
                 "--tags",
-                "system_upgrade_prepare",
+                Stage.SYSTEM_UPGRADE_PREPARE,
                 "-e",
                 f"system_upgrade_nodes={nodes}",
             ),
-            ("upgrade", "run", "--tags", "system_upgrade_run", "--limit", nodes),
+            ("upgrade", "run", "--tags", Stage.SYSTEM_UPGRADE_RUN, "--limit", nodes),
         ]
 
     out += node(first)
@@ -211,7 +209,7 @@ def seed_commands(dep: Deployment, target_release: str) -> list[tuple[str, ...]]
             "external-upgrade",
             "run",
             "--tags",
-            "system_upgrade_transfer_data",
+            Stage.SYSTEM_UPGRADE_TRANSFER_DATA,
             "--limit",
             ",".join(r.name for r in sensitive),
         )
@@ -222,7 +220,7 @@ def seed_commands(dep: Deployment, target_release: str) -> list[tuple[str, ...]]
             "external-upgrade",
             "run",
             "--tags",
-            "system_upgrade_run",
+            Stage.SYSTEM_UPGRADE_RUN,
             "-e",
             f"system_upgrade_nodes={first}",
         ),
@@ -237,14 +235,14 @@ def seed_commands(dep: Deployment, target_release: str) -> list[tuple[str, ...]]
                 "external-upgrade",
                 "run",
                 "--tags",
-                "system_upgrade_run",
+                Stage.SYSTEM_UPGRADE_RUN,
                 "-e",
                 f"system_upgrade_nodes={n}",
             ),
         ]
     out += [
-        ("external-upgrade", "run", "--tags", "online_upgrade"),
+        ("external-upgrade", "run", "--tags", Stage.ONLINE_UPGRADE),
         ("upgrade", "converge"),
-        ("external-upgrade", "run", "--tags", "system_upgrade_cleanup"),
+        ("external-upgrade", "run", "--tags", Stage.SYSTEM_UPGRADE_CLEANUP),
     ]
     return out

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from stepwise.model.availability import service_allowances
 from stepwise.model.catalog import effective_rule, node_step_seconds
 from stepwise.model.deployment import Deployment
-from stepwise.model.vocab import Phase, Section, Stage, Step
+from stepwise.model.vocab import Phase, Plane, Section, Stage, Step
 from stepwise.plan.batching import schedule_rolling
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.changes import NodeChange, dependency_levels
@@ -38,7 +38,7 @@ def home_part(dep: Deployment, node: str) -> Phase:
 def service_part(dep: Deployment, service: str) -> Phase:
     """Infra and control-plane services are upgraded first, wherever they run; data-plane
     services after them (the catalog refuses a control service depending on a data one)."""
-    return DATA if dep.catalog[service].plane == "data" else CONTROL
+    return DATA if dep.catalog[service].plane == Plane.DATA else CONTROL
 
 
 def rollout(

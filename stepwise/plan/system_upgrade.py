@@ -34,7 +34,16 @@ from stepwise.model.availability import service_allowances
 from stepwise.model.catalog import QUORUM_CLUSTERS, node_step_seconds
 from stepwise.model.deployment import Deployment, Role
 from stepwise.model.facts import Facts
-from stepwise.model.vocab import Phase, Scope, Section, Stage, Step
+from stepwise.model.vocab import (
+    CatalogKey,
+    Phase,
+    Scope,
+    Section,
+    Stage,
+    Step,
+    SystemUpgradeKey,
+    UpgradeKey,
+)
 from stepwise.plan import progress as M
 from stepwise.plan.batching import schedule_rolling
 from stepwise.plan.builder import PlanBuilder
@@ -252,7 +261,7 @@ def plan_system_upgrade(
     _annotate(builder, c, start)
 
 
-def _secs(dep: Deployment, services, step: Step | str) -> float:
+def _secs(dep: Deployment, services, step: CatalogKey) -> float:
     return node_step_seconds([dep.catalog[s] for s in services], step)
 
 
@@ -285,14 +294,14 @@ def _prerequisites(builder: PlanBuilder, c: _Cloud, cur: Cursor) -> Cursor:
             n.name: tuple(
                 s
                 for s in dep.services_on(n)
-                if dep.catalog[s].rpc and dep.catalog[s].has_step(WF, "pin")
+                if dep.catalog[s].rpc and dep.catalog[s].has_step(WF, UpgradeKey.PIN)
             )
             for r in c.roles
             for n in r.nodes
         }
         pin = {n: ss for n, ss in pin.items() if ss}
         if pin:
-            secs = max(_secs(dep, ss, "pin") for ss in pin.values())
+            secs = max(_secs(dep, ss, UpgradeKey.PIN) for ss in pin.values())
             after = builder.add(
                 Step.PIN_RPC,
                 nodes=list(pin),
@@ -349,7 +358,9 @@ def _first_wave(builder: PlanBuilder, c: _Cloud, wave: list[str], cur: Cursor) -
         t += seconds
 
     prep = {
-        n: tuple(s for s in c.internal(n) if catalog[s].system_upgrade.get("prepare"))
+        n: tuple(
+            s for s in c.internal(n) if catalog[s].system_upgrade.get(SystemUpgradeKey.PREPARE)
+        )
         for n in wave
         if not c.prepared(n)
     }
@@ -369,13 +380,15 @@ def _first_wave(builder: PlanBuilder, c: _Cloud, wave: list[str], cur: Cursor) -
         f"step 2: first node of each sensitive role ({', '.join(prep)}): stop its services "
         "and prepare the OS upgrade",
         max([_secs(dep, c.internal(n), Step.STOP) for n in prep] + [0.0])
-        + _secs(dep, [], "prepare"),
+        + _secs(dep, [], SystemUpgradeKey.PREPARE),
         Stage.SYSTEM_UPGRADE_PREPARE,
         stops={s: [n for n in prep if s in c.internal(n)] for n in prep for s in c.internal(n)},
         marks=[f"{M.OS}first@{dep.role_of(n).name}={n}" for n in prep],
     )
     ext = {
-        n: tuple(s for s in c.external(n) if catalog[s].system_upgrade.get("prepare"))
+        n: tuple(
+            s for s in c.external(n) if catalog[s].system_upgrade.get(SystemUpgradeKey.PREPARE)
+        )
         for n in wave
         if not c.ext_prepared(n)
     }
@@ -395,7 +408,7 @@ def _first_wave(builder: PlanBuilder, c: _Cloud, wave: list[str], cur: Cursor) -
         run,
         f"step 4: {', '.join(run)} into the new OS; they come back with no service running",
         max(
-            [_secs(dep, [], "run")]
+            [_secs(dep, [], SystemUpgradeKey.RUN)]
             + [catalog[s].seconds(Step.REBOOT) for n in run for s in dep.services_on(n)]
         ),
         Stage.SYSTEM_UPGRADE_RUN,
@@ -428,14 +441,18 @@ def _first_wave(builder: PlanBuilder, c: _Cloud, wave: list[str], cur: Cursor) -
                 vars={"roles": [r.name]},
                 marks=[M.stopped_old(r.name)],
             )
-        movers = tuple(s for s in c.internal(n) if catalog[s].system_upgrade.get("transfer_data"))
+        movers = tuple(
+            s
+            for s in c.internal(n)
+            if catalog[s].system_upgrade.get(SystemUpgradeKey.TRANSFER_DATA)
+        )
         if movers:
             add(
                 Step.SYSTEM_UPGRADE_TRANSFER_DATA,
                 {n: movers},
                 f"step 5: transfer the data once from {old[0]} to {n} "
                 f"(refuses to run twice: flag file on {n})",
-                _secs(dep, movers, "transfer_data"),
+                _secs(dep, movers, SystemUpgradeKey.TRANSFER_DATA),
                 Stage.SYSTEM_UPGRADE_TRANSFER_DATA,
                 idempotent=False,
                 vars={
@@ -518,7 +535,7 @@ def _first_wave(builder: PlanBuilder, c: _Cloud, wave: list[str], cur: Cursor) -
             Stage.UPGRADE,
         )
     ext_run = {
-        n: tuple(s for s in c.external(n) if catalog[s].system_upgrade.get("run"))
+        n: tuple(s for s in c.external(n) if catalog[s].system_upgrade.get(SystemUpgradeKey.RUN))
         for n in wave
         if not c.ext_started(n)
     }
@@ -570,17 +587,17 @@ def _visit(c: _Cloud, node: str, *, evacuate: bool) -> Visit:
                         tags=(Stage.SYSTEM_UPGRADE_PREPARE,),
                     )
                 )
-        prep = tuple(s for s in internal if catalog[s].system_upgrade.get("prepare"))
+        prep = tuple(s for s in internal if catalog[s].system_upgrade.get(SystemUpgradeKey.PREPARE))
         steps.append(
             VisitStep(
                 Step.SYSTEM_UPGRADE_PREPARE,
                 prep,
-                _secs(dep, internal, Step.STOP) + _secs(dep, [], "prepare"),
+                _secs(dep, internal, Step.STOP) + _secs(dep, [], SystemUpgradeKey.PREPARE),
                 tags=(Stage.SYSTEM_UPGRADE_PREPARE,),
             )
         )
     if not c.ext_prepared(node):
-        ext = tuple(s for s in external if catalog[s].system_upgrade.get("prepare"))
+        ext = tuple(s for s in external if catalog[s].system_upgrade.get(SystemUpgradeKey.PREPARE))
         if ext:
             steps.append(
                 VisitStep(
@@ -596,7 +613,7 @@ def _visit(c: _Cloud, node: str, *, evacuate: bool) -> Visit:
                 Step.SYSTEM_UPGRADE_RUN,
                 (),
                 max(
-                    [_secs(dep, [], "run")]
+                    [_secs(dep, [], SystemUpgradeKey.RUN)]
                     + [catalog[s].seconds(Step.REBOOT) for s in internal + external]
                 ),
                 tags=(Stage.SYSTEM_UPGRADE_RUN,),
@@ -621,7 +638,7 @@ def _visit(c: _Cloud, node: str, *, evacuate: bool) -> Visit:
             )
         )
     if not c.ext_started(node):
-        ext = tuple(s for s in external if catalog[s].system_upgrade.get("run"))
+        ext = tuple(s for s in external if catalog[s].system_upgrade.get(SystemUpgradeKey.RUN))
         if ext:
             steps.append(
                 VisitStep(
@@ -676,7 +693,7 @@ def _finish(builder: PlanBuilder, c: _Cloud, cur: Cursor) -> None:
                 work=conv,
                 stage=Stage.ONLINE_UPGRADE,
                 scope=Scope.DEPLOYMENT,
-                duration_s=max(_secs(dep, ss, "converge") for ss in conv.values()),
+                duration_s=max(_secs(dep, ss, Step.CONVERGE) for ss in conv.values()),
                 why="step 10: online data migrations, now that every node runs the new release",
                 marks=[M.ONLINE_UPGRADED],
                 requires=c.all_started(),
@@ -691,7 +708,9 @@ def _finish(builder: PlanBuilder, c: _Cloud, cur: Cursor) -> None:
     if M.CONVERGED not in c.p:
         unpin = {
             n.name: tuple(
-                s for s in dep.services_on(n) if catalog[s].rpc and catalog[s].has_step(WF, "unpin")
+                s
+                for s in dep.services_on(n)
+                if catalog[s].rpc and catalog[s].has_step(WF, UpgradeKey.UNPIN)
             )
             for r in c.roles
             for n in r.nodes
@@ -706,7 +725,7 @@ def _finish(builder: PlanBuilder, c: _Cloud, cur: Cursor) -> None:
                 work=unpin,
                 stage=Stage.CONVERGE,
                 scope=Scope.DEPLOYMENT,
-                duration_s=max(_secs(dep, ss, "unpin") for ss in unpin.values()),
+                duration_s=max(_secs(dep, ss, UpgradeKey.UNPIN) for ss in unpin.values()),
                 why="step 11: converge: lift the RPC pins, every peer runs the new release",
                 requires=[M.ONLINE_UPGRADED],
             )
@@ -745,7 +764,9 @@ def _finish(builder: PlanBuilder, c: _Cloud, cur: Cursor) -> None:
             requires=[M.ONLINE_UPGRADED],
         )
     everyone = {
-        n.name: tuple(s for s in dep.services_on(n) if catalog[s].system_upgrade.get("cleanup"))
+        n.name: tuple(
+            s for s in dep.services_on(n) if catalog[s].system_upgrade.get(SystemUpgradeKey.CLEANUP)
+        )
         for r in c.roles
         for n in r.nodes
     }
@@ -757,7 +778,7 @@ def _finish(builder: PlanBuilder, c: _Cloud, cur: Cursor) -> None:
         work=everyone,
         stage=Stage.SYSTEM_UPGRADE_CLEANUP,
         scope=Scope.DEPLOYMENT,
-        duration_s=_secs(dep, [], "cleanup"),
+        duration_s=_secs(dep, [], SystemUpgradeKey.CLEANUP),
         requires=[M.CONVERGED],
         why="step 12: remove what the OS upgrade persisted (it may hold secrets) "
         "and re-assert flags",
@@ -799,7 +820,8 @@ def _annotate(builder: PlanBuilder, c: _Cloud, start: int) -> None:
             elif u.step is Step.SYSTEM_UPGRADE_RUN:
                 requires.append(M.prepared(n))
                 if c.external(n) and any(
-                    c.dep.catalog[s].system_upgrade.get("prepare") for s in c.external(n)
+                    c.dep.catalog[s].system_upgrade.get(SystemUpgradeKey.PREPARE)
+                    for s in c.external(n)
                 ):
                     requires.append(M.external_prepared(n))
                 marks.append(M.new_os(n))
@@ -812,7 +834,8 @@ def _annotate(builder: PlanBuilder, c: _Cloud, start: int) -> None:
                     and c.old_nodes(role)
                 ):
                     movers = any(
-                        c.dep.catalog[s].system_upgrade.get("transfer_data") for s in c.internal(n)
+                        c.dep.catalog[s].system_upgrade.get(SystemUpgradeKey.TRANSFER_DATA)
+                        for s in c.internal(n)
                     )
                     requires.append(
                         M.transferred(role.name) if movers else M.stopped_old(role.name)

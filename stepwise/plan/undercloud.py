@@ -20,7 +20,16 @@ from stepwise.errors import InputError, Problem
 from stepwise.model.catalog import node_step_seconds
 from stepwise.model.deployment import Deployment
 from stepwise.model.facts import Facts
-from stepwise.model.vocab import Phase, Scope, Section, Stage, Step, UpgradeMode
+from stepwise.model.vocab import (
+    CatalogKey,
+    Phase,
+    Scope,
+    Section,
+    Stage,
+    Step,
+    SystemUpgradeKey,
+    UpgradeMode,
+)
 from stepwise.plan.builder import PlanBuilder
 
 WF = Section.UPGRADE
@@ -105,7 +114,7 @@ def plan_undercloud_upgrade(
                 **{"work": {node: tuple(services)}, **kw},
             )
 
-        def secs(services: list[str], step: Step | str) -> float:
+        def secs(services: list[str], step: CatalogKey) -> float:
             return node_step_seconds([catalog[s] for s in services], step)
 
         add(
@@ -146,7 +155,7 @@ def plan_undercloud_upgrade(
                 if change
                 else "the database's major version may change (no facts): dump every database "
                 "while it runs",
-                secs(db, "backup"),
+                secs(db, Step.BACKUP),
             )
         add(
             Step.STOP,
@@ -162,7 +171,7 @@ def plan_undercloud_upgrade(
                 [],
                 "the OS upgrade: leapp downloads the new OS and the new release and "
                 "leaves the node ready to reboot into the upgrade",
-                secs([], "prepare") or 300.0,
+                secs([], SystemUpgradeKey.PREPARE) or 300.0,
                 tags=("system_upgrade",),
                 work={node: ()},
             )
@@ -171,7 +180,7 @@ def plan_undercloud_upgrade(
                 [],
                 "reboot into the OS upgrade; the node comes back on the new OS with "
                 "nothing running",
-                secs([], "reboot") or 600.0,
+                secs([], Step.REBOOT) or 600.0,
                 tags=("system_upgrade",),
                 work={node: ()},
             )
@@ -189,7 +198,7 @@ def plan_undercloud_upgrade(
                 "restore the dump into the new database version"
                 if change
                 else "restore the dump (the database's major version may have changed)",
-                secs(db, "backup"),
+                secs(db, Step.BACKUP),
             )
         add(
             Step.CONFIG,

@@ -6,7 +6,7 @@ from stepwise.errors import Problem, UnsafePlanError
 from stepwise.model.catalog import node_step_seconds
 from stepwise.model.deployment import Deployment
 from stepwise.model.facts import Facts
-from stepwise.model.vocab import Scope, Section, Stage, Step
+from stepwise.model.vocab import CatalogKey, Scope, Section, Stage, Step, UpgradeKey
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.changes import NodeChange, node_changes
 from stepwise.plan.planes import Cursor, rollout, rollout_merged
@@ -29,7 +29,7 @@ def _node_wide(
     work: dict[str, tuple[str, ...]],
     why: str,
     *,
-    service_step: str | None = None,
+    service_step: CatalogKey | None = None,
     always: bool = False,
     **kw,
 ) -> Cursor:
@@ -94,7 +94,9 @@ def rpc_pins(
     groups = {catalog[s].rpc for c in changes.values() for s in c.services if catalog[s].rpc}
     pin: dict[str, list[str]] = {}
     for s in sorted(
-        s for s in dep.instances if catalog[s].rpc in groups and catalog[s].has_step(wf, "pin")
+        s
+        for s in dep.instances
+        if catalog[s].rpc in groups and catalog[s].has_step(wf, UpgradeKey.PIN)
     ):
         for node in dep.instances[s]:
             pin.setdefault(node.name, []).append(s)
@@ -212,7 +214,7 @@ def plan_upgrade(
         always=True,
     )
     changed_services = {s for c in changes.values() for s in c.services}
-    backup = on_bootstrap(dep, changed_services, lambda s: s.has_step(wf, "backup"))
+    backup = on_bootstrap(dep, changed_services, lambda s: s.has_step(wf, Step.BACKUP))
     cur = _node_wide(
         builder,
         dep,
@@ -234,7 +236,7 @@ def plan_upgrade(
         Stage.PREPARE,
         pin,
         "pin RPC to the old version everywhere: old and new code will coexist until converge",
-        service_step="pin",
+        service_step=UpgradeKey.PIN,
     )
     cur = Cursor(
         builder.gate(
@@ -246,7 +248,8 @@ def plan_upgrade(
     )
     cur = rollout(builder, dep, changes, wf, Stage.RUN, cur)
     unpin = {
-        n: tuple(s for s in ss if dep.catalog[s].has_step(wf, "unpin")) for n, ss in pin.items()
+        n: tuple(s for s in ss if dep.catalog[s].has_step(wf, UpgradeKey.UNPIN))
+        for n, ss in pin.items()
     }
     cur = _node_wide(
         builder,
@@ -256,7 +259,7 @@ def plan_upgrade(
         Stage.CONVERGE,
         {n: ss for n, ss in unpin.items() if ss},
         "no old peer remains: lift the RPC pins and reload",
-        service_step="unpin",
+        service_step=UpgradeKey.UNPIN,
     )
     conv = on_bootstrap(dep, changed_services, lambda s: bool(s.converge))
     cur = _node_wide(
@@ -279,7 +282,7 @@ def plan_upgrade(
         "contract the expanded schemas, once per service: "
         "no old code is left to read the old columns",
     )
-    health = per_node(dep, changes, lambda s: bool(s.health) or s.has_step(wf, "verify"))
+    health = per_node(dep, changes, lambda s: bool(s.health) or s.has_step(wf, Step.VERIFY))
     _node_wide(
         builder,
         dep,

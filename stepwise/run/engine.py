@@ -28,7 +28,7 @@ from typing import Any
 
 from stepwise.errors import Problem, StepwiseError
 from stepwise.model import Deployment
-from stepwise.model.vocab import UnitState
+from stepwise.model.vocab import MarkerState, UnitState
 from stepwise.plan.units import Unit
 from stepwise.run import ansible_env
 from stepwise.run.ansible_files import to_yaml, write_private
@@ -284,13 +284,13 @@ class Engine:
         self.pending_rows.append(row)
         unit_id, host, task, status = row["unit_id"], row["host"], row["task"], row["status"]
         res = data.get("res") or {}
-        if status in ("ok", "changed") and isinstance(res.get("stepwise_facts"), dict):
+        if status.succeeded and isinstance(res.get("stepwise_facts"), dict):
             facts = valid_node_facts(res["stepwise_facts"])
             if facts is None:  # what a node reports is data: validated, never trusted
                 r.output.append(f"{host}: ignored facts that are not valid")
             else:
                 self.store.update_node_facts(self.cloud, host, facts)
-        if status in ("failed", "unreachable"):
+        if status.failed:
             f = Failure(unit_id, host, task, message)
             self.failures.append(f)
             self.unit_failures.setdefault(unit_id, []).append(f)
@@ -329,7 +329,7 @@ class Engine:
         )
         if not u.idempotent:
             for key in marker_keys(u):
-                self.store.set_marker(self.cloud, key, self.run_id, u.id, "started")
+                self.store.set_marker(self.cloud, key, self.run_id, u.id, MarkerState.STARTED)
         self.observer.unit_started(u)
         self.cond.notify_all()
 
@@ -407,7 +407,7 @@ class Engine:
             self._after_done(u)
         elif state is UnitState.FAILED:
             self.sched.request_stop(f"unit {u.id} ({u.step}) failed")
-        self.observer.unit_finished(u, str(state), message)
+        self.observer.unit_finished(u, state, message)
         self._pass(passed)
         self.cond.notify_all()
 
@@ -419,7 +419,7 @@ class Engine:
             u = self.sched.by_id[uid]
             if u.marks:
                 self.store.record_progress(self.cloud, self.run_id, uid, u.marks)
-            self.observer.unit_finished(self.sched.by_id[uid], str(UnitState.DONE), "")
+            self.observer.unit_finished(self.sched.by_id[uid], UnitState.DONE, "")
 
     def _check_threshold(self) -> None:
         if len(self.failed_hosts) * 100 > self.options.max_fail_percentage * max(

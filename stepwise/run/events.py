@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from stepwise.model.vocab import RunState, TaskStatus, UnitState
 from stepwise.plan.units import Unit
 
 
@@ -28,7 +29,7 @@ class RunResult:
     """The outcome of one `run` (or resume) of a plan."""
 
     run_id: int
-    status: str  # done | failed | interrupted | nothing
+    status: RunState
     message: str = ""
     resumed: bool = False
     units_total: int = 0
@@ -43,7 +44,7 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
-        return self.status in ("done", "nothing")
+        return self.status.ok
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -75,10 +76,10 @@ class Observer:
     def unit_started(self, unit: Unit) -> None:
         """A unit's play starts on its hosts."""
 
-    def unit_finished(self, unit: Unit, state: str, message: str) -> None:
+    def unit_finished(self, unit: Unit, state: UnitState, message: str) -> None:
         """A unit ended: done, failed or interrupted (barriers pass as done)."""
 
-    def task_result(self, unit_id: str, host: str, task: str, status: str) -> None:
+    def task_result(self, unit_id: str, host: str, task: str, status: TaskStatus) -> None:
         """One task ended on one host."""
 
     def run_finished(self, result: RunResult) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from stepwise.model import Deployment
-from stepwise.model.vocab import ServiceState, Step, UnitState
+from stepwise.model.vocab import MarkerState, RunState, ServiceState, Step, TaskStatus, UnitState
 from stepwise.plan.progress import implicit_clears, implicit_marks
 from stepwise.plan.units import Plan, Unit
 from stepwise.run.events import Failure, RunResult
@@ -18,9 +18,9 @@ from stepwise.run.store.store import Store, now
 
 #: a task's status by the ansible-runner event that reports it
 _STATUS = {
-    "runner_on_failed": "failed",
-    "runner_on_unreachable": "unreachable",
-    "runner_on_skipped": "skipped",
+    "runner_on_failed": TaskStatus.FAILED,
+    "runner_on_unreachable": TaskStatus.UNREACHABLE,
+    "runner_on_skipped": TaskStatus.SKIPPED,
 }
 
 
@@ -39,11 +39,13 @@ def task_row(
     task = redact(str(data.get("task") or ""))
     res = data.get("res") or {}
     status = (
-        ("changed" if res.get("changed") else "ok") if kind == "runner_on_ok" else _STATUS[kind]
+        (TaskStatus.CHANGED if res.get("changed") else TaskStatus.OK)
+        if kind == "runner_on_ok"
+        else _STATUS[kind]
     )
     if bool(data.get("ignore_errors")) and kind == "runner_on_failed":
-        status = "ignored"
-    message = redact(_result_message(res)) if status in ("failed", "unreachable", "ignored") else ""
+        status = TaskStatus.IGNORED
+    message = redact(_result_message(res)) if status.failed or status is TaskStatus.IGNORED else ""
     row = {
         "run_id": run_id,
         "unit_id": unit_id,
@@ -87,7 +89,7 @@ def record_done(
         store.record_progress(cloud, run_id, unit.id, marks, clears)
     if not unit.idempotent:
         for key in marker_keys(unit):
-            store.set_marker(cloud, key, run_id, unit.id, "done")
+            store.set_marker(cloud, key, run_id, unit.id, MarkerState.DONE)
     hosts = unit.nodes or unit_hosts(unit, deployment)
     pairs = [
         (n, s)
@@ -131,13 +133,13 @@ def run_result(
     (`stop`: the scheduler's reason to stop, if any), what is left and how to continue."""
     states = store.unit_states(run_id)
     all_units = plan.units
-    pending = [u.id for u in all_units if not UnitState(states.get(u.id, "pending")).finished]
+    pending = [u.id for u in all_units if not states.get(u.id, UnitState.PENDING).finished]
     failed = [u for u in pending if states.get(u) == UnitState.FAILED]
     interrupted = [u for u in pending if states.get(u) == UnitState.INTERRUPTED]
     done = len(all_units) - len(pending)
     res = RunResult(
         run_id=run_id,
-        status="done",
+        status=RunState.DONE,
         units_total=len(all_units),
         units_done=done,
         units_failed=failed,
@@ -150,20 +152,20 @@ def run_result(
     if not pending:
         return res
     if stop is not None and stop.interrupted:
-        res.status = "interrupted"
+        res.status = RunState.INTERRUPTED
         head = (
             f"{stop.reason}: {len(interrupted)} running unit(s) cut "
             f"({', '.join(interrupted[:5])}) and recorded interrupted; "
             "they run again from their start"
         )
     else:
-        res.status = "failed"
+        res.status = RunState.FAILED
         head = _why_failed(store, run_id, failures, failed)
     res.message = f"{head}. {done} of {len(all_units)} units done, {len(pending)} left."
     if continue_command:
         res.message += (
             " Continue with"
-            if res.status == "interrupted"
+            if res.status is RunState.INTERRUPTED
             else " Fix the cause, then continue with"
         ) + f": {continue_command}"
     return res

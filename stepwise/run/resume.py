@@ -23,7 +23,7 @@ from typing import Any
 from stepwise.errors import InputError, Problem, StepwiseError, UnsafePlanError
 from stepwise.model import Deployment
 from stepwise.model.facts import NO_FACTS, Facts, facts_from_dict, facts_to_dict
-from stepwise.model.vocab import UnitState, Workflow
+from stepwise.model.vocab import MarkerState, RunState, UnitState, Workflow
 from stepwise.plan.select import Selection
 from stepwise.plan.stored import check_plan_doc
 from stepwise.plan.units import Plan, Unit
@@ -103,7 +103,7 @@ def run_plan(req: RunRequest) -> RunResult:
 
 
 def _db_holder(store: Store, cloud: str) -> str:
-    runs = [r for r in store.runs(cloud, 5) if r.status == "running"]
+    runs = [r for r in store.runs(cloud, 5) if r.status is RunState.RUNNING]
     if not runs:
         return "holder unknown"
     r = runs[0]
@@ -115,7 +115,9 @@ def _run_locked(req: RunRequest, cloud: str, lock: RunLock, observer: Observer) 
     store.mark_interrupted(cloud)  # we hold the lock: a run still "running" lost its process
     key = run_key(req.workflow, req.selection)
     prev = store.latest_run(cloud, key)
-    resume = prev is not None and not req.fresh and (prev.status != "done" or bool(req.rerun))
+    resume = (
+        prev is not None and not req.fresh and (prev.status is not RunState.DONE or bool(req.rerun))
+    )
     if resume:
         assert prev is not None
         plan = _rebuilt(req, prev)
@@ -158,13 +160,17 @@ def _run_locked(req: RunRequest, cloud: str, lock: RunLock, observer: Observer) 
         _forget_refused(store, run_id, states, resumed)
         raise
     except BaseException:
-        store.finish_run(run_id, "interrupted", "stepwise stopped unexpectedly")
+        store.finish_run(run_id, RunState.INTERRUPTED, "stepwise stopped unexpectedly")
         raise
     result.resumed = resume
     result.stale_lock = lock.stale
     store.finish_run(
         run_id,
-        {"done": "done", "interrupted": "interrupted"}.get(result.status, "failed"),
+        (
+            result.status
+            if result.status in (RunState.DONE, RunState.INTERRUPTED)
+            else RunState.FAILED
+        ),
         result.message,
     )
     observer.run_finished(result)
@@ -173,12 +179,12 @@ def _run_locked(req: RunRequest, cloud: str, lock: RunLock, observer: Observer) 
 
 def _done_before(req: RunRequest, plan: VerifiedPlan, prev: RunInfo) -> bool:
     """The same command already finished this very plan (and --fresh does not ask again)."""
-    return not req.fresh and prev.status == "done" and _same_units(plan, prev.plan)
+    return not req.fresh and prev.status is RunState.DONE and _same_units(plan, prev.plan)
 
 
 def _pending_units(
     req: RunRequest, plan: VerifiedPlan, resumed: RunInfo | None
-) -> tuple[dict[str, str], list[str], list[Unit]]:
+) -> tuple[dict[str, UnitState], list[str], list[Unit]]:
     """The recorded unit states of the run resumed, the units asked to run again, and the
     units left to run."""
     states = req.store.unit_states(resumed.id) if resumed else {}
@@ -231,7 +237,7 @@ def _record_start(
 
 
 def _forget_refused(
-    store: Store, run_id: int, states: Mapping[str, str], resumed: RunInfo | None
+    store: Store, run_id: int, states: Mapping[str, UnitState], resumed: RunInfo | None
 ) -> None:
     """Refused while preparing (a play that cannot be rendered, a work file that cannot be
     written): if no unit started, nothing happened and nothing stays recorded (a resumed run
@@ -242,10 +248,10 @@ def _forget_refused(
         else:
             store.discard_run(run_id)
     else:
-        store.finish_run(run_id, "interrupted", "stepwise stopped unexpectedly")
+        store.finish_run(run_id, RunState.INTERRUPTED, "stepwise stopped unexpectedly")
 
 
-def _nothing_started(store: Store, run_id: int, before: Mapping[str, str]) -> bool:
+def _nothing_started(store: Store, run_id: int, before: Mapping[str, UnitState]) -> bool:
     """True when no unit of the run changed state since it was (re)opened."""
     now_states = store.unit_states(run_id)
     return all(now_states.get(u) == before.get(u, UnitState.PENDING) for u in now_states)
@@ -325,7 +331,7 @@ def _same_units(plan: Plan, stored: Mapping[str, Any]) -> bool:
 def _nothing(plan: Plan, observer: Observer, message: str, run_id: int) -> RunResult:
     result = RunResult(
         run_id,
-        "nothing",
+        RunState.NOTHING,
         message,
         units_total=len(plan.units),
         units_done=len(plan.units),
@@ -345,7 +351,7 @@ def _what(
     if redo is not None:
         text += (
             f"; starting over: everything run {redo.id} did"
-            f"{' (finished)' if redo.status == 'done' else ''} runs again"
+            f"{' (finished)' if redo.status is RunState.DONE else ''} runs again"
         )
     return text
 
@@ -386,7 +392,11 @@ def _refuse_repeats(store: Store, cloud: str, run_id: int | None, todo: list[Uni
             continue
         for key, host in zip(marker_keys(u), flag_hosts(u), strict=True):
             m = store.marker(cloud, key)
-            if m is None or m.state != "done" or (m.run_id == run_id and m.unit_id == u.id):
+            if (
+                m is None
+                or m.state is not MarkerState.DONE
+                or (m.run_id == run_id and m.unit_id == u.id)
+            ):
                 continue
             problems.append(
                 Problem(

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from stepwise.model.deployment import Deployment
-from stepwise.model.vocab import Phase, Section, Step
+from stepwise.model.vocab import Phase, Section, Step, UpgradeKey
 from stepwise.plan.units import Plan, Unit, Window
 from stepwise.verify.prepared import Prepared, build_prepared
 from stepwise.verify.replay import Invariant, Replay, fmt_time, where
@@ -81,7 +81,7 @@ def rpc_groups_can_pin(dep: Deployment, pre: Prepared) -> list[str]:
         "new code would talk unpinned RPC to old peers; add pin/unpin tasks to one of "
         "its services"
         for g, members in sorted(pre.groups.items())
-        if not any(catalog[s].has_step(Section.UPGRADE, "pin") for s in members)
+        if not any(catalog[s].has_step(Section.UPGRADE, UpgradeKey.PIN) for s in members)
     ]
 
 

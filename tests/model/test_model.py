@@ -10,7 +10,7 @@ import pytest
 
 from stepwise.model import Availability, load_catalog, load_deployment, load_facts
 from stepwise.model.catalog import BUILTIN_CATALOG, find_cycle, node_step_seconds
-from stepwise.model.steps import DEFAULT_STEP_SECONDS, NODE_STEPS, UPGRADE_EXTRA_STEPS
+from stepwise.model.vocab import DEFAULT_STEP_SECONDS, NODE_STEPS, UPGRADE_EXTRA_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -627,7 +627,7 @@ update:
     assert [t["name"] for t in steps["start"]] == ["start-task", "post-task"]
     assert "pre" not in steps and "post" not in steps and "verify" not in steps
     assert svc.steps("upgrade") == {}
-    assert set(steps) <= set(NODE_STEPS) | set(UPGRADE_EXTRA_STEPS)
+    assert set(steps) <= set(NODE_STEPS) | set(UPGRADE_EXTRA_KEYS)
 
 
 def test_durations_override_defaults_and_shared_steps_take_the_maximum(catalog):

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import inspect
 
+from stepwise.model.vocab import MarkerState, RunState, Step, TaskStatus, UnitState
 from stepwise.run.lock import LockedError, RunLock, read_holder
 from stepwise.run.store import open_store
 from stepwise.run.store.models import Base
@@ -32,6 +33,9 @@ def _exercise(url: str) -> None:
     st.set_unit(rid, "u1", "running", started=True, count_attempt=True)
     st.set_unit(rid, "u1", "done", ended=True)
     assert st.unit_states(rid) == {"u1": "done", "u2": "pending"}
+    # read back as the vocabulary's members (the database keeps the strings)
+    assert [type(s) for s in st.unit_states(rid).values()] == [UnitState, UnitState]
+    assert st.units(rid)[0].step is Step.STOP
     from stepwise.run.store.store import now
 
     st.add_task_results(
@@ -49,9 +53,11 @@ def _exercise(url: str) -> None:
         ]
     )
     assert st.task_counts(rid) == {"ok": 1}
+    assert st.task_results(rid)[0].status is TaskStatus.OK
     assert st.resumable("c", "k").id == rid
     st.finish_run(rid, "done")
     assert st.resumable("c", "k") is None
+    assert st.run(rid).status is RunState.DONE
     facts = {
         "nodes": {
             "n1": {
@@ -77,7 +83,7 @@ def _exercise(url: str) -> None:
         {"target": "vip:api", "t": 1.0e9, "requests": 5, "failed": 1, "max_ms": 2.5}
     ]
     st.set_marker("c", "xfer@n1", rid, "u1", "done")
-    assert st.marker("c", "xfer@n1").state == "done"
+    assert st.marker("c", "xfer@n1").state is MarkerState.DONE
     st.close()
     # reopening runs the migrations again: a no-op
     assert open_store(url).runs("c")[0].id == rid

@@ -15,6 +15,7 @@ import stepwise.run.resume as resume
 import stepwise.verify as verify_layer
 from stepwise.errors import InputError, UnsafePlanError
 from stepwise.model import load_deployment
+from stepwise.model.vocab import RunState
 from stepwise.plan.limits import resolve_limit
 from stepwise.plan.select import Selection
 from stepwise.run.events import RunResult
@@ -43,7 +44,9 @@ def captured(monkeypatch) -> Captured:
 
     def execute(store, dep, plan, run_id, todo, **kw):
         cap.executed.append((plan, list(todo)))
-        return RunResult(run_id, "failed", "stopped by the test", units_total=len(plan.units))
+        return RunResult(
+            run_id, RunState.FAILED, "stopped by the test", units_total=len(plan.units)
+        )
 
     monkeypatch.setattr(resume, "verify_plan", verify)
     # the one path to a verified plan (stepwise.verify.plan_verified) calls it from there

@@ -17,22 +17,23 @@ import html
 import math
 from collections.abc import Iterable, Sequence
 
+from stepwise.model.vocab import UnitState
 from stepwise.observe.report.model import Bar, Report, Section, Series, _fmt_s
 
 WIDTH = 1360
 LABEL_W = 190
 CHART_W = WIDTH - LABEL_W - 16
 AXIS_H = 34
-COLOURS = {
+COLOURS: dict[str, str] = {
     "planned": "#9db4d6",
-    "done": "#3a9d5d",
+    UnitState.DONE: "#3a9d5d",
     "late": "#e0a030",
     "resumed": "#7b5fc7",
-    "skipped": "#c8c8c8",
-    "pending": "#e4e4e4",
-    "running": "#4aa3df",
-    "interrupted": "#c77d7d",
-    "failed": "#d33",
+    UnitState.SKIPPED: "#c8c8c8",
+    UnitState.PENDING: "#e4e4e4",
+    UnitState.RUNNING: "#4aa3df",
+    UnitState.INTERRUPTED: "#c77d7d",
+    UnitState.FAILED: "#d33",
 }
 
 STYLE = """
@@ -309,7 +310,16 @@ def _table(head: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "") ->
 
 def _legend(sec: Section) -> str:
     kinds = ["planned"] + (
-        ["done", "late", "resumed", "skipped", "failed", "interrupted", "running", "pending"]
+        [
+            UnitState.DONE,
+            "late",
+            "resumed",
+            UnitState.SKIPPED,
+            UnitState.FAILED,
+            UnitState.INTERRUPTED,
+            UnitState.RUNNING,
+            UnitState.PENDING,
+        ]
         if sec.kind == "run"
         else []
     )

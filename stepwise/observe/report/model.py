@@ -17,7 +17,7 @@ from typing import Any
 
 from stepwise.model.catalog import allowance, effective_rule
 from stepwise.model.deployment import Deployment
-from stepwise.model.vocab import Step
+from stepwise.model.vocab import RunState, Scope, Step, UnitState
 from stepwise.plan.sections import parts, unit_count
 from stepwise.plan.units import Plan, Unit
 
@@ -25,15 +25,15 @@ NODE_LANES_MAX = 60
 BUCKETS = 600
 DEPLOYMENT_LANE = "(deployment-wide)"
 #: how bad an actual state is, when a bar stands for several units: the worst one shows
-SEVERITY = {
-    "done": 0,
+SEVERITY: dict[str, int] = {
+    UnitState.DONE: 0,
     "resumed": 1,
     "late": 2,
-    "skipped": 3,
-    "pending": 4,
-    "running": 5,
-    "interrupted": 6,
-    "failed": 7,
+    UnitState.SKIPPED: 3,
+    UnitState.PENDING: 4,
+    UnitState.RUNNING: 5,
+    UnitState.INTERRUPTED: 6,
+    UnitState.FAILED: 7,
 }
 
 
@@ -111,7 +111,7 @@ def _lanes_of(plan: Plan, dep: Deployment) -> tuple[bool, list[tuple[str, str]]]
     per_node = len(touched) <= NODE_LANES_MAX
     lanes: list[tuple[str, str]] = []
     if any(
-        not u.nodes or str(u.scope) == "deployment" for u in plan.units if u.step is not Step.GATE
+        not u.nodes or u.scope is Scope.DEPLOYMENT for u in plan.units if u.step is not Step.GATE
     ):
         lanes.append((DEPLOYMENT_LANE, ""))
     for r in dep.roles:
@@ -123,7 +123,7 @@ def _lanes_of(plan: Plan, dep: Deployment) -> tuple[bool, list[tuple[str, str]]]
 
 
 def _unit_lanes(u: Unit, dep: Deployment, per_node: bool) -> list[str]:
-    if not u.nodes or str(u.scope) == "deployment":
+    if not u.nodes or u.scope is Scope.DEPLOYMENT:
         return [DEPLOYMENT_LANE]
     if per_node:
         return list(u.nodes)
@@ -346,7 +346,7 @@ def plan_section(plan: Plan, dep: Deployment, title: str | None = None) -> Secti
 
 
 def _actual_kind(row: Any, planned_s: float) -> str:
-    if row.state == "done":
+    if row.state is UnitState.DONE:
         took = (
             (row.ended_at - row.started_at).total_seconds()
             if row.started_at and row.ended_at
@@ -354,8 +354,8 @@ def _actual_kind(row: Any, planned_s: float) -> str:
         )
         if took > max(1.5 * planned_s, planned_s + 10.0):
             return "late"
-        return "resumed" if (row.attempts or 0) > 1 else "done"
-    return row.state if row.state in SEVERITY else "pending"
+        return "resumed" if (row.attempts or 0) > 1 else UnitState.DONE
+    return row.state if row.state in SEVERITY else UnitState.PENDING
 
 
 def _mask(command: str) -> str:
@@ -411,7 +411,7 @@ def run_section(
         b = (_epoch(r.ended_at) - t0) if r.ended_at else actual_s
         starts[u.id] = a
         events += [(a, -1, s, tuple(n)) for s, n in u.stops.items()]
-        if r.state == "done":
+        if r.state is UnitState.DONE:
             events += [(b, +1, s, tuple(n)) for s, n in u.starts.items()]
         if u.step is Step.GATE:
             continue
@@ -421,9 +421,16 @@ def run_section(
         ]
     for u in plan.units:  # skipped units never started: shown at their planned place
         r = rows.get(u.id)
-        if r is not None and r.state == "skipped" and u.step is not Step.GATE:
+        if r is not None and r.state is UnitState.SKIPPED and u.step is not Step.GATE:
             items += [
-                (lane, _group_key(u, per_node), u.start_s * scale, u.end_s * scale, "skipped", u)
+                (
+                    lane,
+                    _group_key(u, per_node),
+                    u.start_s * scale,
+                    u.end_s * scale,
+                    UnitState.SKIPPED,
+                    u,
+                )
                 for lane in _unit_lanes(u, dep, per_node)
             ]
     events.sort(key=lambda e: (e[0], -e[1]))
@@ -501,7 +508,7 @@ def run_section(
                 "requests outside the announced windows",
             )
         )
-    cont = "" if run.status == "done" else _mask(run.command or "").replace(" --fresh", "")
+    cont = "" if run.status is RunState.DONE else _mask(run.command or "").replace(" --fresh", "")
     return Section(
         f"run {run.id}: {run.workflow} ({run.status})",
         "run",
@@ -543,7 +550,7 @@ def run_section_from_store(store: Any, run_id: int, dep: Deployment) -> Section:
             "message": t.message,
         }
         for t in store.task_results(run_id)
-        if t.status in ("failed", "unreachable")
+        if t.status.failed
     ]
     return run_section(
         plan,

@@ -15,27 +15,37 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, TypeVar
 
 from sqlalchemy import JSON, Boolean, DateTime, Float, Integer, String, Text
+from sqlalchemy.orm.attributes import set_committed_value
 
 from stepwise.errors import InputError, Problem
 from stepwise.model.limits import MAX_STRING
-from stepwise.model.vocab import Step
+from stepwise.model.vocab import (
+    RECORDED_RUN_STATES,
+    MarkerState,
+    RunState,
+    Step,
+    TaskStatus,
+    UnitState,
+)
 
 R = TypeVar("R")
 
+#: the columns that hold a word of the vocabulary, and its type
+VOCABULARY: dict[tuple[str, str], type[StrEnum]] = {
+    ("runs", "status"): RunState,
+    ("units", "state"): UnitState,
+    ("units", "step"): Step,
+    ("task_results", "status"): TaskStatus,
+    ("markers", "state"): MarkerState,
+}
 #: what stepwise writes in the columns that name a state (anything else was written by hand)
 ALLOWED: dict[tuple[str, str], frozenset[str]] = {
-    ("runs", "status"): frozenset({"running", "done", "failed", "interrupted"}),
-    ("units", "state"): frozenset(
-        {"pending", "running", "done", "failed", "interrupted", "skipped"}
-    ),
-    ("units", "step"): frozenset(str(s) for s in Step),
-    ("task_results", "status"): frozenset(
-        {"ok", "changed", "failed", "unreachable", "skipped", "ignored"}
-    ),
-    ("markers", "state"): frozenset({"started", "done"}),
+    **{column: frozenset(kind) for column, kind in VOCABULARY.items()},
+    ("runs", "status"): frozenset(RECORDED_RUN_STATES),
 }
 #: JSON columns that hold a list of names, and those that hold a mapping
 LISTS = frozenset({("units", "nodes"), ("units", "services")})
@@ -99,15 +109,21 @@ def _check_value(table: str, column: Any, value: Any) -> str | None:
 
 def checked(rows: Iterable[R], where: str) -> list[R]:
     """`rows` (ORM rows of any store table) once every column of each is a value its reader
-    can use; InputError naming the first that is not. `where` names the store (no password)."""
+    can use, its vocabulary columns as enum members; InputError naming the first that is not.
+    `where` names the store (no password)."""
     out = list(rows)
     for row in out:
         table = row.__table__  # type: ignore[attr-defined]
         key = ", ".join(str(getattr(row, c.key, "?")) for c in table.primary_key.columns)
         for column in table.columns:
-            why = _check_value(table.name, column, getattr(row, column.key))
+            value = getattr(row, column.key)
+            why = _check_value(table.name, column, value)
             if why:
                 raise _bad(table.name, column.key, key[:120], why, where)
+            kind = VOCABULARY.get((table.name, column.key))
+            if kind is not None and value is not None:
+                # as if loaded so: the row stays clean, nothing is written back
+                set_committed_value(row, column.key, kind(value))
     return out
 
 

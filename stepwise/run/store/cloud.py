@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import delete, select
 
+from stepwise.model.vocab import MarkerState, ServiceState
 from stepwise.run.store.base import StoreBase, now, redact
 from stepwise.run.store.checked import one
 from stepwise.run.store.models import (
@@ -29,7 +30,9 @@ class CloudRecords(StoreBase):
         with self.reading() as s:
             return one(s.get(MarkerRow, (cloud, key)), redact(self.url))
 
-    def set_marker(self, cloud: str, key: str, run_id: int, unit_id: str, state: str) -> None:
+    def set_marker(
+        self, cloud: str, key: str, run_id: int, unit_id: str, state: MarkerState
+    ) -> None:
         with self.session() as s:
             row = s.get(MarkerRow, (cloud, key))
             if row is None:
@@ -79,7 +82,7 @@ class CloudRecords(StoreBase):
                             key=key,
                             run_id=run_id,
                             unit_id=unit_id,
-                            state="done",
+                            state=MarkerState.DONE,
                             at=now(),
                         )
                     )
@@ -94,7 +97,7 @@ class CloudRecords(StoreBase):
         cloud: str,
         pairs: Iterable[tuple[str, str]],
         version: str | None = None,
-        state: str | None = None,
+        state: ServiceState | None = None,
         run_id: int | None = None,
         versions: Mapping[tuple[str, str], str | None] | None = None,
     ) -> None:
@@ -109,7 +112,7 @@ class CloudRecords(StoreBase):
                         node=node,
                         service=service,
                         version=None,
-                        state="unknown",
+                        state=ServiceState.UNKNOWN,
                         updated_at=now(),
                     )
                     s.add(row)

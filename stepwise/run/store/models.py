@@ -8,6 +8,8 @@ from datetime import datetime
 from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from stepwise.model.vocab import RunState, ServiceState, UnitState
+
 
 class Base(DeclarativeBase):
     pass
@@ -29,7 +31,7 @@ class RunRow(Base):
     #: the facts the plan was made from (facts-file shape), for an exact rebuild on resume
     facts: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     #: running | done | failed | interrupted
-    status: Mapped[str] = mapped_column(String(20), default="running")
+    status: Mapped[str] = mapped_column(String(20), default=RunState.RUNNING)
     message: Mapped[str] = mapped_column(Text, default="")
     user: Mapped[str] = mapped_column(String(100), default="")
     host: Mapped[str] = mapped_column(String(200), default="")
@@ -54,7 +56,7 @@ class UnitRow(Base):
     services: Mapped[list] = mapped_column(JSON, default=list)
     idempotent: Mapped[bool] = mapped_column(Boolean, default=True)
     #: pending | running | done | failed | interrupted | skipped
-    state: Mapped[str] = mapped_column(String(20), default="pending")
+    state: Mapped[str] = mapped_column(String(20), default=UnitState.PENDING)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     message: Mapped[str] = mapped_column(Text, default="")
     started_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
@@ -89,7 +91,7 @@ class NodeServiceRow(Base):
     service: Mapped[str] = mapped_column(String(200), primary_key=True)
     version: Mapped[str | None] = mapped_column(String(200), nullable=True)
     #: running | stopped | out (left its clusters) | unknown
-    state: Mapped[str] = mapped_column(String(20), default="unknown")
+    state: Mapped[str] = mapped_column(String(20), default=ServiceState.UNKNOWN)
     run_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     updated_at: Mapped[datetime] = mapped_column(DateTime)
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import delete, select, update
 
+from stepwise.model.vocab import RunState, UnitState
 from stepwise.run.store.base import StoreBase, now, redact
 from stepwise.run.store.checked import one
 from stepwise.run.store.models import (
@@ -29,7 +30,7 @@ class RunInfo:
     command: str
     params: dict
     plan: dict
-    status: str
+    status: RunState
     message: str
     user: str
     host: str
@@ -49,7 +50,7 @@ class RunInfo:
             r.command,
             dict(r.params or {}),
             dict(r.plan or {}),
-            r.status,
+            RunState(r.status),
             r.message,
             r.user,
             r.host,
@@ -88,7 +89,7 @@ class RunRecords(StoreBase):
                 command=command,
                 params=dict(params),
                 plan=dict(plan),
-                status="running",
+                status=RunState.RUNNING,
                 message="",
                 user=user,
                 host=host,
@@ -111,7 +112,7 @@ class RunRecords(StoreBase):
                         nodes=list(u.get("nodes", [])),
                         services=list(u.get("services", [])),
                         idempotent=bool(u.get("idempotent", True)),
-                        state=u.get("state", "pending"),
+                        state=u.get("state", UnitState.PENDING),
                         attempts=0,
                         message=u.get("message", ""),
                     )
@@ -124,7 +125,7 @@ class RunRecords(StoreBase):
         with self.session() as s:
             row = s.get(RunRow, run_id)
             assert row is not None
-            row.status, row.pid, row.attempts = "running", pid, row.attempts + 1
+            row.status, row.pid, row.attempts = RunState.RUNNING, pid, row.attempts + 1
             row.user, row.host, row.ended_at, row.message = (
                 user or row.user,
                 host or row.host,
@@ -143,7 +144,7 @@ class RunRecords(StoreBase):
             s.execute(delete(UnitRow).where(UnitRow.run_id == run_id))
             s.execute(delete(RunRow).where(RunRow.id == run_id))
 
-    def finish_run(self, run_id: int, status: str, message: str = "") -> None:
+    def finish_run(self, run_id: int, status: RunState, message: str = "") -> None:
         with self.session() as s:
             row = s.get(RunRow, run_id)
             assert row is not None
@@ -188,19 +189,20 @@ class RunRecords(StoreBase):
                 ).first(),
                 redact(self.url),
             )
-            if row is None or row.status == "done":
+            if row is None or row.status == RunState.DONE:
                 return None
             return RunInfo.of(row)
 
     def mark_interrupted(self, cloud: str, keep_pid: int | None = None) -> int:
         """Runs still 'running' whose process is gone (no lock holds them) become 'interrupted'."""
         with self.session() as s:
-            q = update(RunRow).where(RunRow.cloud == cloud, RunRow.status == "running")
+            q = update(RunRow).where(RunRow.cloud == cloud, RunRow.status == RunState.RUNNING)
             if keep_pid is not None:
                 q = q.where(RunRow.pid != keep_pid)
             res = s.execute(
                 q.values(
-                    status="interrupted", message="the stepwise process stopped (killed or crashed)"
+                    status=RunState.INTERRUPTED,
+                    message="the stepwise process stopped (killed or crashed)",
                 )
             )
             return res.rowcount or 0

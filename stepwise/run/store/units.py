@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import func, select, update
 
+from stepwise.model.vocab import UnitState
 from stepwise.run.store.base import StoreBase, now
 from stepwise.run.store.models import (
     ProbeSampleRow,
@@ -26,14 +27,14 @@ class UnitRecords(StoreBase):
                 s.scalars(select(UnitRow).where(UnitRow.run_id == run_id).order_by(UnitRow.seq))
             )
 
-    def unit_states(self, run_id: int) -> dict[str, str]:
+    def unit_states(self, run_id: int) -> dict[str, UnitState]:
         return {u.unit_id: u.state for u in self.units(run_id)}
 
     def set_unit(
         self,
         run_id: int,
         unit_id: str,
-        state: str,
+        state: UnitState,
         message: str | None = None,
         started: bool = False,
         ended: bool = False,
@@ -54,7 +55,7 @@ class UnitRecords(StoreBase):
                 row.attempts += 1
 
     def set_units(
-        self, run_id: int, unit_ids: Iterable[str], state: str, message: str = ""
+        self, run_id: int, unit_ids: Iterable[str], state: UnitState, message: str = ""
     ) -> None:
         ids = list(unit_ids)
         if not ids:
