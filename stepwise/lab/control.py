@@ -1,15 +1,16 @@
-"""Bring a lab up, take it down, report its status."""
+"""Bring a lab up, take it down, find it.
+
+A lab's slot and processes are `slots`, what `lab status` reports is `status`; `status`,
+`lab_pids` and `labs_home` stay importable from here.
+"""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -19,8 +20,10 @@ from typing import Any
 from stepwise.errors import InputError, Problem, StepwiseError
 from stepwise.lab import haproxy, mariadb
 from stepwise.lab import services as S
-from stepwise.lab.nodes import ENV_LAB, MAX_LABS, Lab, pid_belongs_to, write_json
+from stepwise.lab.nodes import ENV_LAB, Lab, write_json
+from stepwise.lab.slots import claim_index, lab_pids, labs_home, release_index
 from stepwise.lab.spec import build_spec
+from stepwise.lab.status import status
 from stepwise.processes import pid_alive
 
 Progress = Callable[[str], None]
@@ -47,71 +50,6 @@ NODE_COMMANDS = (
     "mariadb-upgrade",
     "mysql_upgrade",
 )
-
-
-def labs_home() -> Path:
-    return Path(
-        os.environ.get("STEPWISE_LAB_HOME")
-        or Path.home() / ".local" / "state" / "stepwise" / "labs"
-    )
-
-
-def registry() -> Path:
-    d = Path(
-        os.environ.get("STEPWISE_LAB_REGISTRY")
-        or Path(tempfile.gettempdir()) / f"stepwise-labs-{os.getuid()}"
-    )
-    d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
-def _slot_owner(entry: Path) -> tuple[Path, int]:
-    """The lab directory a slot belongs to and the process that claimed it (0: unknown)."""
-    lines = entry.read_text().splitlines()
-    pid = int(lines[1]) if len(lines) > 1 and lines[1].strip().isdigit() else 0
-    return Path(lines[0].strip() if lines else ""), pid
-
-
-def claim_index(lab_dir: Path) -> int:
-    """The lowest lab index nobody holds; a lab's addresses and ports derive from it."""
-    reg = registry()
-    for i in range(MAX_LABS):
-        entry = reg / f"{i}.lab"
-        try:
-            owner, claimer = _slot_owner(entry)
-            if owner == lab_dir:
-                return i
-            # Stale only when nothing of that lab runs any more (not merely a slow supervisor)
-            # and the process that claimed it is gone: a lab still coming up in another
-            # process has no lab.json or supervisor yet, and two labs on one index collide.
-            if not (claimer and pid_alive(claimer)) and (
-                not (owner / "lab.json").exists()
-                or not (Lab(owner).supervisor_alive() or lab_pids(Lab(owner)))
-            ):
-                entry.unlink(missing_ok=True)
-        except FileNotFoundError:
-            pass
-        try:
-            fd = os.open(entry, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            continue
-        os.write(fd, f"{lab_dir}\n{os.getpid()}\n".encode())
-        os.close(fd)
-        return i
-    raise StepwiseError(
-        Problem(
-            f"all {MAX_LABS} lab slots are in use", hint="take a lab down with 'stepwise lab down'"
-        )
-    )
-
-
-def release_index(lab_dir: Path) -> None:
-    for entry in registry().glob("*.lab"):
-        try:
-            if _slot_owner(entry)[0] == lab_dir:
-                entry.unlink()
-        except FileNotFoundError:
-            pass
 
 
 def write_bin(lab: Lab) -> None:
@@ -383,24 +321,6 @@ def find_lab(lab_dir: str | Path | None) -> Lab:
     )
 
 
-def lab_pids(lab: Lab) -> list[int]:
-    """Every process of the lab: recorded PIDs, then any process whose environment names it."""
-    pids: set[int] = set()
-    for f in (lab.pids_file,):
-        try:
-            pids.update(int(p) for p in json.loads(f.read_text()))
-        except (FileNotFoundError, ValueError):
-            pass
-    try:
-        pids.add(int(lab.supervisor_pid_file.read_text()))
-    except (FileNotFoundError, ValueError):
-        pass
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            pids.add(int(entry.name))
-    return sorted(p for p in pids if p != os.getpid() and pid_belongs_to(p, lab.dir))
-
-
 def down(lab_dir: str | Path) -> int:
     """End every process of a lab (even if its supervisor died); returns how many were killed."""
     lab = Lab(lab_dir)
@@ -430,95 +350,3 @@ def down(lab_dir: str | Path) -> int:
             f.unlink(missing_ok=True)
     release_index(lab.dir)
     return killed
-
-
-def status(lab: Lab) -> dict[str, Any]:
-    """Nodes, addresses, OS majors, services with version, state and health; workloads."""
-    from stepwise.lab import health as H
-    from stepwise.lab.kinds import components, service_kind
-    from stepwise.lab.nodecmd import http_health
-
-    try:
-        sup = lab.call("status")
-    except Exception:  # noqa: BLE001
-        sup = {"units": [], "down": list(lab.nodes())}
-    states = {(u["node"], u["unit"]): u for u in sup["units"]}
-    checks = {}
-
-    def check(key: tuple[str, str]) -> None:
-        checks[key] = http_health(lab, key[0], key[1], timeout=1.5)
-
-    keys = [
-        (n, s)
-        for n in lab.nodes()
-        for s in lab.node(n)["services"]
-        if states.get((n, s), {}).get("state") == "active"
-    ]
-    threads = [threading.Thread(target=check, args=(k,)) for k in keys]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    nodes = []
-    for n in lab.nodes():
-        svcs = []
-        for s in lab.node(n)["services"]:
-            u = states.get((n, s), {})
-            ok, detail = checks.get((n, s), (False, u.get("state", "inactive")))
-            try:
-                reason = json.loads(detail).get("reason", detail)
-            except ValueError:
-                reason = detail
-            kind, runs = service_kind(lab, n, s, H.read_unit(lab, n, s))
-            svcs.append(
-                {
-                    "name": s,
-                    "version": S.service_version(lab, n, s),
-                    "state": u.get("state", "inactive"),
-                    "kind": kind,
-                    "runs": runs,
-                    "restarts": u.get("restarts", 0),
-                    "healthy": ok,
-                    "health": reason,
-                }
-            )
-        nodes.append(
-            {
-                "name": n,
-                "address": lab.node(n)["address"],
-                "role": lab.node(n)["role"],
-                "os_major": lab.os_major(n),
-                "release": S.release(lab, n),
-                "kernel": (lab.read_state(n, "kernel.json", {}) or {}).get("running"),
-                "down": n in sup.get("down", []),
-                "services": svcs,
-            }
-        )
-    wls = []
-    for vm, st in S.workloads(lab).items():
-        w = lab.spec["workloads"][vm]
-        alive = (
-            st["state"] == "running" and states.get((st["host"], vm), {}).get("state") == "active"
-        )
-        wls.append(
-            {
-                "name": vm,
-                "host": st["host"],
-                "address": f"{w['address']}:{w['port']}",
-                "state": st["state"] if alive or st["state"] != "running" else "down",
-                "healthy": alive,
-            }
-        )
-    return {
-        "lab": lab.spec["name"],
-        "dir": str(lab.dir),
-        "vip": lab.spec["vip"],
-        "components": components(lab),
-        "supervisor": bool(sup["units"]) or lab.supervisor_alive(),
-        "nodes": nodes,
-        "workloads": wls,
-        "quorum": {
-            s: H.quorum(lab, s)[1] for s, v in lab.spec["services"].items() if v.get("cluster")
-        },
-        "database": mariadb.galera_status(lab),
-    }

@@ -242,48 +242,12 @@ def start(
     Returns the running mariadbd (also given to `on_spawn` as soon as it exists, so a stop
     during the join ends it); raises StartError when it cannot start.
     """
-    from stepwise.lab import mariadb
-
-    svc = lab.service(service)
     root = lab.node_root(node)
     with start_lock(lab):
         peers = running_members(lab, service, but=node)
-        have = mariadb.data_format(root)
-        if peers and svc.get("os_bound"):
-            # Stand-in: on this machine every member runs the same MariaDB and galera, so
-            # Galera would happily join across OS majors; on real nodes 10.3 (OS 8) and 10.5
-            # (OS 9) members cannot form one cluster. The joiner refuses, as it fails there.
-            other = sorted({lab.os_major(p) for p in peers} - {lab.os_major(node)})
-            if other:
-                raise StartError(
-                    f"galera cannot form a cluster: members on OS {lab.os_major(node)} and OS "
-                    f"{', '.join(map(str, other))} cannot talk to each other "
-                    f"(running: {', '.join(peers)})"
-                )
-        if have != want_format:
-            if peers:
-                # joining a running cluster: the state transfer (SST) replaces whatever the
-                # datadir held
-                mariadb.init_datadir(root, want_format)
-            elif have is not None and _major(have) > _major(want_format):
-                raise StartError(
-                    f"mariadbd {want_format}: "
-                    f"datadir was written by MariaDB {have}, a newer major: "
-                    "a downgrade in place is not supported; restore a dump taken before the upgrade"
-                )
-            # an older major's datadir opens (as MariaDB's in-place upgrade does); mariadb-upgrade
-            # then brings its system tables, and the format marker, to this server's major
-        mariadb.write_cnf(
-            root, lab.node(node)["address"], svc["db_port"], galera=member_cnf(lab, node, service)
-        )
-        cmd = mariadb.server_command(root)
-        if grastate(root).get("seqno") == "-1":
-            pos = recover_position(cmd)
-            if pos:
-                cmd.append(f"--wsrep_start_position={pos}")
-        if not peers:
-            allow_bootstrap(root)
-            cmd.append("--wsrep-new-cluster")
+        _refuse_other_os_major(lab, node, service, peers)
+        _prepare_datadir(root, want_format, joining=bool(peers))
+        cmd = _configure_member(lab, node, service, bootstrap=not peers)
         log = root / "var" / "log" / "mariadb" / "mariadb.log"
         seen = log.stat().st_size if log.exists() else 0
         # Own process group is the wrapper's: a node crash (killpg) takes mariadbd and any
@@ -304,6 +268,64 @@ def start(
     if child.poll() is not None:
         raise StartError(f"mariadbd exited while joining: {why}; see {log}")
     return child
+
+
+def _refuse_other_os_major(lab: Lab, node: str, service: str, peers: list[str]) -> None:
+    """Stand-in: on this machine every member runs the same MariaDB and galera, so Galera would
+    happily join across OS majors; on real nodes 10.3 (OS 8) and 10.5 (OS 9) members cannot
+    form one cluster. The joiner refuses, as it fails there."""
+    if not (peers and lab.service(service).get("os_bound")):
+        return
+    other = sorted({lab.os_major(p) for p in peers} - {lab.os_major(node)})
+    if other:
+        raise StartError(
+            f"galera cannot form a cluster: members on OS {lab.os_major(node)} and OS "
+            f"{', '.join(map(str, other))} cannot talk to each other "
+            f"(running: {', '.join(peers)})"
+        )
+
+
+def _prepare_datadir(root: Path, want_format: str, joining: bool) -> None:
+    """Make the datadir one this server opens: a joiner's is replaced (the state transfer
+    replaces whatever it held anyway); a newer major's is refused (no downgrade in place)."""
+    from stepwise.lab import mariadb
+
+    have = mariadb.data_format(root)
+    if have == want_format:
+        return
+    if joining:
+        mariadb.init_datadir(root, want_format)
+    elif have is not None and _major(have) > _major(want_format):
+        raise StartError(
+            f"mariadbd {want_format}: "
+            f"datadir was written by MariaDB {have}, a newer major: "
+            "a downgrade in place is not supported; restore a dump taken before the upgrade"
+        )
+    # an older major's datadir opens (as MariaDB's in-place upgrade does); mariadb-upgrade
+    # then brings its system tables, and the format marker, to this server's major
+
+
+def _configure_member(lab: Lab, node: str, service: str, bootstrap: bool) -> list[str]:
+    """Write the member's my.cnf and return its mariadbd command: at the position recovered
+    from InnoDB after a crash, with a new cluster when it bootstraps."""
+    from stepwise.lab import mariadb
+
+    root = lab.node_root(node)
+    mariadb.write_cnf(
+        root,
+        lab.node(node)["address"],
+        lab.service(service)["db_port"],
+        galera=member_cnf(lab, node, service),
+    )
+    cmd = mariadb.server_command(root)
+    if grastate(root).get("seqno") == "-1":
+        pos = recover_position(cmd)
+        if pos:
+            cmd.append(f"--wsrep_start_position={pos}")
+    if bootstrap:
+        allow_bootstrap(root)
+        cmd.append("--wsrep-new-cluster")
+    return cmd
 
 
 def _in_group(child: subprocess.Popen, log: Path, offset: int, timeout: float) -> None:

@@ -159,17 +159,34 @@ def ensure_template() -> Path:
     tpl = template_dir()
     if (tpl / "ready").is_file():
         return tpl
-    from stepwise.lab import galera
-
     work = tpl.with_name(tpl.name + f".tmp{os.getpid()}")
     shutil.rmtree(work, ignore_errors=True)
-    root = work
-    (root / "var" / "lib").mkdir(parents=True)
+    (work / "var" / "lib").mkdir(parents=True)
+    _install_db(work)
+    # Real services (keystone, placement, glance) create their databases and users with it.
+    _run_server_once(
+        work,
+        f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'; "
+        f"GRANT ALL PRIVILEGES ON *.* TO '{USER}'@'%' WITH GRANT OPTION;",
+    )
+    _write_tables_as_one_member_cluster(work)
+    _keep_only_the_datadir(work)
+    (work / "ready").write_text("ok")
+    if tpl.exists() and not (tpl / "ready").is_file():
+        shutil.rmtree(tpl, ignore_errors=True)  # left half-made by an interrupted run
+    try:
+        os.rename(work, tpl)
+    except OSError:  # another process made it first
+        shutil.rmtree(work, ignore_errors=True)
+    return tpl
+
+
+def _install_db(root: Path) -> None:
+    """`mariadb-install-db` into a node root of its own (no test database)."""
     cnf = write_cnf(root, None, 0)
-    b = binaries()
     subprocess.run(
         [
-            b["mariadb-install-db"],
+            binaries()["mariadb-install-db"],
             f"--defaults-file={cnf}",
             f"--user={getpass.getuser()}",
             "--skip-test-db",
@@ -179,47 +196,46 @@ def ensure_template() -> Path:
         capture_output=True,
         timeout=120,
     )
-    sock = socket_path(root)
+
+
+def _run_server_once(root: Path, sql: str, extra: tuple[str, ...] = ()) -> None:
+    """Start mariadbd on `root`, run `sql` as root once it answers, stop it."""
     proc = subprocess.Popen(
-        server_command(root), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        server_command(root) + list(extra), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
-        # Real services (keystone, placement, glance) create their databases and users with it.
-        _sql(
-            sock,
-            f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'; "
-            f"GRANT ALL PRIVILEGES ON *.* TO '{USER}'@'%' WITH GRANT OPTION;",
-            proc,
-        )
+        _sql(socket_path(root), sql, proc)
     finally:
         proc.terminate()
         proc.wait(60)
+
+
+def _write_tables_as_one_member_cluster(root: Path) -> None:
+    """The lab's tables, written by a one-member Galera cluster so the datadir carries a cluster
+    position; it must shut down cleanly (a crashed member's position is unknown)."""
+    from stepwise.lab import galera
+
     # A one-member cluster on a private port (tcp://127.0.0.1:0: any free one) writes the tables.
     one = galera.wsrep_cnf("stepwise-template", "template", "127.0.0.1", ["127.0.0.1"])
     one = one.replace(f"127.0.0.1:{galera.GCOMM_PORT}", "127.0.0.1:0").replace(
         f"127.0.0.1:{galera.IST_PORT}", "127.0.0.1:0"
     )
     write_cnf(root, None, 0, galera=one)
-    proc = subprocess.Popen(
-        server_command(root) + ["--wsrep-new-cluster"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    _run_server_once(
+        root,
+        f"CREATE DATABASE {META_DB}; CREATE TABLE {META_DB}.schema_versions "
+        "(project VARCHAR(64) PRIMARY KEY, version INT NOT NULL, "
+        "online INT NOT NULL DEFAULT 0);"
+        f"CREATE TABLE {META_DB}.data (k VARCHAR(128) PRIMARY KEY, v TEXT);",
+        ("--wsrep-new-cluster",),
     )
-    try:
-        _sql(
-            sock,
-            f"CREATE DATABASE {META_DB}; CREATE TABLE {META_DB}.schema_versions "
-            "(project VARCHAR(64) PRIMARY KEY, version INT NOT NULL, "
-            "online INT NOT NULL DEFAULT 0);"
-            f"CREATE TABLE {META_DB}.data (k VARCHAR(128) PRIMARY KEY, v TEXT);",
-            proc,
-        )
-    finally:
-        proc.terminate()
-        proc.wait(60)
-    seed = root / "var" / "lib" / "mysql"
-    if "seqno:   -1" in (seed / "grastate.dat").read_text():
+    if "seqno:   -1" in (root / "var" / "lib" / "mysql" / "grastate.dat").read_text():
         raise RuntimeError("the MariaDB template's Galera member did not shut down cleanly")
+
+
+def _keep_only_the_datadir(work: Path) -> None:
+    """The datadir becomes `galera`; the rest of the node root the server ran in goes."""
+    seed = work / "var" / "lib" / "mysql"
     for f in (
         "galera.cache",
         "gvwstate.dat",
@@ -230,14 +246,6 @@ def ensure_template() -> Path:
     shutil.rmtree(work / "etc", ignore_errors=True)
     shutil.rmtree(work / "run", ignore_errors=True)
     shutil.rmtree(work / "tmp", ignore_errors=True)
-    (work / "ready").write_text("ok")
-    if tpl.exists() and not (tpl / "ready").is_file():
-        shutil.rmtree(tpl, ignore_errors=True)  # left half-made by an interrupted run
-    try:
-        os.rename(work, tpl)
-    except OSError:  # another process made it first
-        shutil.rmtree(work, ignore_errors=True)
-    return tpl
 
 
 def init_datadir(root: Path, fmt: str) -> None:

@@ -55,105 +55,6 @@ def disk_full(lab: Lab, node: str) -> bool:
     return bool(faults(lab, node).get("disk_full"))
 
 
-# --- dnf -------------------------------------------------------------------------------
-@command("dnf", "yum")
-def dnf(lab: Lab, node: str, args: list[str]) -> int:
-    flags = {a for a in args if a.startswith("-")}
-    words = [a for a in args if not a.startswith("-")]
-    if not words:
-        return err("usage: dnf [-y] install|update|list installed|check-update [PKG...]")
-    verb, names = words[0], words[1:]
-    repos = lab.spec["repos"]
-    enabled = S.enabled_repos(lab, node)
-    pkgs = S.installed(lab, node)
-    if verb == "list":
-        names = names[1:] if names[:1] == ["installed"] else names
-        for p in sorted(names or pkgs):
-            if p in pkgs:
-                out(f"{p} {pkgs[p]['version']} @{pkgs[p]['repo']}")
-            elif names:
-                return err(f"Error: No matching Packages to list ({p})")
-        return 0
-    if verb == "check-update":
-        found = 0
-        for p in sorted(names or pkgs):
-            if p in pkgs:
-                best = R.latest(repos, enabled, p)
-                if best and R.vkey(best[0]) > R.vkey(pkgs[p]["version"]):
-                    out(f"{p} {best[0]} {best[1]}")
-                    found += 1
-        return 100 if found else 0
-    if verb not in ("install", "update", "upgrade"):
-        return err(f"No such command: {verb}")
-    if "-y" not in flags and "--assumeyes" not in flags:
-        return err("Operation aborted: run with -y (no terminal to confirm on a lab node)")
-    changes: dict[str, tuple[str, str]] = {}
-    for p in (names or sorted(pkgs)) if verb != "install" else names:
-        best = R.latest(repos, enabled, p)
-        if best is None:
-            if verb == "install" or names:
-                return err(
-                    f"Error: Unable to find a match: {p} "
-                    f"(enabled repositories: {', '.join(enabled)})"
-                )
-            continue
-        if p not in pkgs and verb != "install":
-            return err(f"Package {p} is not installed")
-        if p not in pkgs or R.vkey(best[0]) > R.vkey(pkgs[p]["version"]):
-            changes[p] = best
-    if not changes:
-        out("Dependencies resolved.\nNothing to do.\nComplete!")
-        return 0
-    if disk_full(lab, node):
-        return err(
-            "Error: Transaction test error:\n"
-            "  installing package needs more space on the / filesystem "
-            "[Errno 28] No space left on device"
-        )
-    for p, (v, r) in sorted(changes.items()):
-        out(f"{'Upgrading' if p in pkgs else 'Installing'}: {p} {v} {r}")
-    if "--downloadonly" in flags:
-        out("The downloaded packages were saved in cache.\nComplete!")
-        return 0
-    with lab.node_lock(node):
-        pkgs = S.installed(lab, node)
-        for p, (v, r) in changes.items():
-            pkgs[p] = {"version": v, "repo": r}
-        lab.write_state(node, "packages.json", pkgs)
-    # The packages' scriptlets restart a running service (`systemctl try-restart`).
-    rc = 0
-    for svc in S.services_of_packages(lab, node, list(changes)):
-        try:
-            res = lab.call("restart", node=node, unit=svc, only_if_running=True)
-        except SupervisorDown as exc:
-            return err(str(exc))
-        if res.get("restarted") is False:
-            continue
-        if not res.get("ok"):
-            err(
-                f"warning: %postun({svc}) scriptlet failed: "
-                f"restart of {svc}.service failed: {res.get('message')}"
-            )
-    if any(p in changes for p in lab.spec.get("reboot_packages", ["kernel", "kernel-core"])):
-        out("A reboot is required to run the new kernel.")
-    out("Complete!")
-    return rc
-
-
-@command("tripleo-repos")
-def tripleo_repos(lab: Lab, node: str, args: list[str]) -> int:
-    rel = [a for a in args if not a.startswith("-")]
-    if not rel or rel[0] not in R.RELEASES:
-        return err(f"usage: tripleo-repos RELEASE (one of {', '.join(R.RELEASES)})")
-    with lab.node_lock(node):
-        lab.write_state(node, "repos.json", {"release": rel[0]})
-    enabled = S.enabled_repos(lab, node)
-    if not any(r.startswith("openstack-") for r in enabled):
-        out(f"warning: release {rel[0]} has no repositories for OS {lab.os_major(node)}")
-    out("enabled: " + " ".join(enabled))
-    return 0
-
-
 # --- systemctl -------------------------------------------------------------------------
 def _unit(lab: Lab, node: str, name: str) -> str | None:
     """The service of this node that systemd unit `name` runs (the catalog's `unit`, as the
@@ -188,6 +89,8 @@ def unit_state(lab: Lab, node: str, unit: str) -> str:
 
 @command("systemctl")
 def systemctl(lab: Lab, node: str, args: list[str]) -> int:
+    """systemctl on the lab's units: jobs go to the supervisor, `is-active` and `status` ask
+    the service's health too; exit codes as systemd's (4/5 unknown unit, 3 not active)."""
     words = [a for a in args if not a.startswith("-")]
     if len(words) < 2:
         return err(
@@ -211,44 +114,65 @@ def systemctl(lab: Lab, node: str, args: list[str]) -> int:
             rc = 5
             continue
         if verb in ("start", "stop", "restart", "kill", "reload"):
-            op = {"reload": "reload", "kill": "kill"}.get(verb, verb)
-            res = lab.call(op, node=node, unit=unit)
-            if verb == "start" and "--now" in args:
-                pass
-            if not res.get("ok"):
-                rc = 1
-                err(
-                    f"Job for {shown}.service failed: {res.get('message')}\n"
-                    f'See "systemctl status {shown}.service" for details.'
-                )
+            # a failed job sets the exit code even after an earlier unit's error
+            rc = _job(lab, node, verb, unit, shown) or rc
         elif verb in ("enable", "disable"):
-            with lab.node_lock(node):
-                S.set_enabled(lab, node, unit, verb == "enable")
-            if "--now" in args:
-                res = lab.call("start" if verb == "enable" else "stop", node=node, unit=unit)
-                rc = rc or (0 if res.get("ok") else 1)
+            rc = rc or _enable(lab, node, verb, unit, now="--now" in args)
         elif verb == "is-enabled":
-            on = unit in S.units_enabled(lab, node)
-            out("enabled" if on else "disabled")
-            rc = rc or (0 if on else 1)
+            rc = rc or _is_enabled(lab, node, unit)
         elif verb in ("is-active", "status"):
-            state = unit_state(lab, node, unit)
-            healthy, detail = http_health(lab, node, unit) if state == "active" else (False, state)
-            active = state if state != "active" else ("active" if healthy else "active (unhealthy)")
-            if verb == "is-active":
-                out(active.split(" ")[0] if healthy or state != "active" else "failed")
-            else:
-                out(
-                    f"* {shown}.service\n"
-                    f"   Loaded: loaded (enabled: {unit in S.units_enabled(lab, node)})\n"
-                    f"   Active: {active}\n"
-                    f"  Version: {S.service_version(lab, node, unit)}\n"
-                    f"   Health: {detail}"
-                )
-            rc = rc or (0 if healthy else 3)
+            rc = rc or _show_state(lab, node, verb, unit, shown)
         else:
             return err(f"Unknown command verb {verb}.")
     return rc
+
+
+def _job(lab: Lab, node: str, verb: str, unit: str, shown: str) -> int:
+    """Start, stop, restart, kill or reload a unit through the supervisor: 1 if the job failed."""
+    res = lab.call(verb, node=node, unit=unit)
+    if res.get("ok"):
+        return 0
+    err(
+        f"Job for {shown}.service failed: {res.get('message')}\n"
+        f'See "systemctl status {shown}.service" for details.'
+    )
+    return 1
+
+
+def _enable(lab: Lab, node: str, verb: str, unit: str, now: bool) -> int:
+    """Enable or disable a unit at boot; with --now start or stop it too."""
+    with lab.node_lock(node):
+        S.set_enabled(lab, node, unit, verb == "enable")
+    if not now:
+        return 0
+    res = lab.call("start" if verb == "enable" else "stop", node=node, unit=unit)
+    return 0 if res.get("ok") else 1
+
+
+def _is_enabled(lab: Lab, node: str, unit: str) -> int:
+    """`is-enabled`: says enabled or disabled, 1 when disabled."""
+    on = unit in S.units_enabled(lab, node)
+    out("enabled" if on else "disabled")
+    return 0 if on else 1
+
+
+def _show_state(lab: Lab, node: str, verb: str, unit: str, shown: str) -> int:
+    """`is-active` (one word) or `status` (the unit's page): an active unit whose health check
+    fails is `failed` / `active (unhealthy)`; 3 unless it is active and healthy."""
+    state = unit_state(lab, node, unit)
+    healthy, detail = http_health(lab, node, unit) if state == "active" else (False, state)
+    active = state if state != "active" else ("active" if healthy else "active (unhealthy)")
+    if verb == "is-active":
+        out(active.split(" ")[0] if healthy or state != "active" else "failed")
+    else:
+        out(
+            f"* {shown}.service\n"
+            f"   Loaded: loaded (enabled: {unit in S.units_enabled(lab, node)})\n"
+            f"   Active: {active}\n"
+            f"  Version: {S.service_version(lab, node, unit)}\n"
+            f"   Health: {detail}"
+        )
+    return 0 if healthy else 3
 
 
 @command("healthcheck")
@@ -470,7 +394,8 @@ def main() -> None:
     delay = faults(lab, node).get("slow", {}).get(name)
     if delay:
         time.sleep(float(delay))
-    from stepwise.lab import nodecmd_cluster  # noqa: F401 - registers the cluster commands
+    # registers the package and cluster commands
+    from stepwise.lab import nodecmd_cluster, nodecmd_packages  # noqa: F401
 
     fn = COMMANDS.get(name)
     real = _real_tool(lab, node, name)

@@ -23,10 +23,14 @@ import time
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, NoReturn
 
 from stepwise.lab import health as H
 from stepwise.lab import repos as R
 from stepwise.lab.nodes import Lab, write_json
+
+if TYPE_CHECKING:
+    from stepwise.lab.openstack import releases as RL
 
 
 class _Server(ThreadingHTTPServer):
@@ -241,8 +245,35 @@ def start_real(unit: Unit) -> None:
 
     lab, node, name = unit.lab, unit.node, unit.name
     svc = lab.service(name)
+    release = _installed_release(unit)
+    uwsgi = shutil.which("uwsgi") or "/usr/bin/uwsgi"
+    if not os.path.exists(uwsgi):
+        fail("uwsgi not found: install the Debian packages uwsgi-core and uwsgi-plugin-python3")
+    unit.child = subprocess.Popen(
+        [uwsgi, "--ini", str(C.paths(lab, node, name)["uwsgi"])],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=False,
+    )
+    addr = lab.node(node)["address"]
+    _wait_answering(unit, f"http://{addr}:{svc['port']}{svc['health_path']}")
+    unit.publish(
+        real=True,
+        code=f"{RL.SERVICES[name].project} {RL.version_of(release, name)}",
+        release=release.label,
+    )
+
+
+def _installed_release(unit: Unit) -> RL.Release:
+    """The real release the node's package stands for (sets the unit's version); fails
+    without the package, without real code for its version, or on another release's
+    configuration."""
+    from stepwise.lab.openstack import config as C
+    from stepwise.lab.openstack import releases as RL
+
+    lab, node, name = unit.lab, unit.node, unit.name
     pkgs = lab.read_state(node, "packages.json", {}) or {}
-    main_pkg = svc["packages"][0]
+    main_pkg = lab.service(name)["packages"][0]
     if main_pkg not in pkgs:
         fail(f"{name}: package {main_pkg} is not installed")
     unit.version = pkgs[main_pkg]["version"]
@@ -257,42 +288,34 @@ def start_real(unit: Unit) -> None:
             f"configuration is for '{have or 'nothing'}', not "
             f"{release.lock}: apply the configuration of the new version"
         )
-    uwsgi = shutil.which("uwsgi") or "/usr/bin/uwsgi"
-    if not os.path.exists(uwsgi):
-        fail("uwsgi not found: install the Debian packages uwsgi-core and uwsgi-plugin-python3")
-    unit.child = subprocess.Popen(
-        [uwsgi, "--ini", str(C.paths(lab, node, name)["uwsgi"])],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=False,
-    )
-    addr = lab.node(node)["address"]
-    url = f"http://{addr}:{svc['port']}{svc['health_path']}"
+    return release
+
+
+def _wait_answering(unit: Unit, url: str) -> None:
+    """Until uWSGI answers `url` with anything but a server error; fails if it exits first or
+    does not answer within 90 s (then it is killed)."""
+    from stepwise.lab.openstack import config as C
+
     deadline = time.monotonic() + 90
     while True:
         if unit.child.poll() is not None:
             fail(
-                f"{name}: uwsgi exited ({unit.child.returncode}); "
-                f"see {C.paths(lab, node, name)['log']}"
+                f"{unit.name}: uwsgi exited ({unit.child.returncode}); "
+                f"see {C.paths(unit.lab, unit.node, unit.name)['log']}"
             )
         try:
             with urllib.request.urlopen(url, timeout=2) as r:
                 if r.status < 500:
-                    break
+                    return
         except urllib.error.HTTPError as exc:
             if exc.code < 500:
-                break
+                return
         except OSError:
             pass
         if time.monotonic() > deadline:
             unit.child.kill()
-            fail(f"{name}: did not answer {url} within 90s")
+            fail(f"{unit.name}: did not answer {url} within 90s")
         time.sleep(0.2)
-    unit.publish(
-        real=True,
-        code=f"{RL.SERVICES[name].project} {RL.version_of(release, name)}",
-        release=release.label,
-    )
 
 
 def start_workload(unit: Unit) -> tuple[str, int, bool]:
@@ -301,14 +324,18 @@ def start_workload(unit: Unit) -> tuple[str, int, bool]:
     return w["address"], w["port"], True
 
 
-def main(argv: list[str]) -> None:
-    lab_dir, node, name = argv[:3]
-    lab = Lab(lab_dir)
-    unit = Unit(lab, node, name)
-    cluster = None
-    served: list[_Server] = []
+class _Signals:
+    """The unit's signal handlers: SIGTERM stops it as the real service stops (a cluster member
+    leaves, the server drains), SIGHUP re-reads its RPC pin."""
 
-    def on_term(signum, frame):
+    def __init__(self, unit: Unit):
+        self.unit = unit
+        self.cluster: str | None = None  # known once the service is started
+        self.server: _Server | None = None
+
+    def on_term(self, signum, frame) -> None:
+        unit = self.unit
+        lab, node, name = unit.lab, unit.node, unit.name
         faults = lab.read_state(node, "faults.json", {}) or {}
         if name in faults.get("hang_stop", []):
             return  # the fault: this service ignores its stop request and keeps its port
@@ -317,68 +344,92 @@ def main(argv: list[str]) -> None:
             lab.unit_file(node, name).unlink()
         except FileNotFoundError:
             pass
-        if cluster in H.LEAVE_ON_STOP:
+        if self.cluster in H.LEAVE_ON_STOP:
             with lab.node_lock(node):
                 st = lab.read_state(node, "cluster.json", {}) or {}
                 st.setdefault(name, {})["left"] = True
                 lab.write_state(node, "cluster.json", st)
-        if served:
-            served[
-                0
-            ].drain()  # the main thread is in serve_forever's select: it never returns there
-        stop_child_and_exit()
+        if self.server is not None:
+            # the main thread is in serve_forever's select: it never returns there
+            self.server.drain()
+        _stop_child_and_exit(unit)
 
-    def stop_child_and_exit() -> None:
-        if unit.child is not None and unit.child.poll() is None:
-            unit.child.terminate()
-            try:
-                unit.child.wait(20)
-            except subprocess.TimeoutExpired:
-                unit.child.kill()
-        os._exit(0)
+    def on_hup(self, signum, frame) -> None:
+        self.unit.read_pin()
+        self.unit.publish()
 
-    def on_hup(signum, frame):
-        unit.read_pin()
-        unit.publish()
 
-    signal.signal(signal.SIGTERM, on_term)
+def _stop_child_and_exit(unit: Unit) -> None:
+    """Stop the unit's child (mariadbd, uWSGI) gracefully, killed after 20 s, and exit 0."""
+    if unit.child is not None and unit.child.poll() is None:
+        unit.child.terminate()
+        try:
+            unit.child.wait(20)
+        except subprocess.TimeoutExpired:
+            unit.child.kill()
+    os._exit(0)
+
+
+def _serve_real(unit: Unit) -> NoReturn:
+    """Run the real service's uWSGI until it ends; ending unasked is a failure."""
+    start_real(unit)
+    # Not Popen.wait(): it holds the waitpid lock while blocked, and the SIGTERM handler's
+    # own wait for the child could then never take it (a stop hung until its timeout).
+    while unit.child.poll() is None:
+        time.sleep(0.2)
+    # uWSGI ended without being asked to: the unit failed (the supervisor restarts it)
+    sys.exit(0 if unit.stopping else (unit.child.returncode or 1))
+
+
+def _rejoin_cluster(lab: Lab, node: str, name: str) -> None:
+    """A cluster member that left on its last stop is back."""
+    with lab.node_lock(node):
+        st = lab.read_state(node, "cluster.json", {}) or {}
+        if st.get(name, {}).get("left"):
+            st[name]["left"] = False
+            lab.write_state(node, "cluster.json", st)
+
+
+def _exit_when_child_ends(unit: Unit) -> None:
+    """A child (mariadbd) that ends unasked fails the unit: exit 1, the supervisor sees it."""
+
+    def watch() -> None:
+        unit.child.wait()
+        if not unit.stopping:
+            os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def main(argv: list[str]) -> None:
+    """Start the unit (real code, database member, stand-in or workload), then answer its
+    health on its address until it is stopped."""
+    lab_dir, node, name = argv[:3]
+    lab = Lab(lab_dir)
+    unit = Unit(lab, node, name)
+    signals = _Signals(unit)
+    signal.signal(signal.SIGTERM, signals.on_term)
     if name not in lab.spec["workloads"] and lab.service(name).get("real"):
-        start_real(unit)
-        # Not Popen.wait(): it holds the waitpid lock while blocked, and the SIGTERM handler's
-        # own wait for the child could then never take it (a stop hung until its timeout).
-        while unit.child.poll() is None:
-            time.sleep(0.2)
-        # uWSGI ended without being asked to: the unit failed (the supervisor restarts it)
-        sys.exit(0 if unit.stopping else (unit.child.returncode or 1))
+        _serve_real(unit)
     if name in lab.spec["workloads"]:
         addr, port, reuse = start_workload(unit)
     else:
         svc = lab.service(name)
-        cluster = svc.get("cluster")
+        signals.cluster = svc.get("cluster")
         addr, port, reuse = (start_db if svc["db"] else start_service)(unit)
-        signal.signal(signal.SIGHUP, on_hup)
+        signal.signal(signal.SIGHUP, signals.on_hup)
     try:
         server = _Server((addr, port), make_handler(unit), reuse_port=reuse)
     except OSError as exc:
         if unit.child is not None:
             unit.child.kill()
         fail(f"cannot listen on {addr}:{port}: {exc.strerror} (is an old instance still running?)")
-    if cluster:
-        with lab.node_lock(node):
-            st = lab.read_state(node, "cluster.json", {}) or {}
-            if st.get(name, {}).get("left"):
-                st[name]["left"] = False
-                lab.write_state(node, "cluster.json", st)
+    if signals.cluster:
+        _rejoin_cluster(lab, node, name)
     unit.publish()
     if unit.child is not None:
-
-        def watch() -> None:
-            unit.child.wait()
-            if not unit.stopping:
-                os._exit(1)
-
-        threading.Thread(target=watch, daemon=True).start()
-    served.append(server)
+        _exit_when_child_ends(unit)
+    signals.server = server
     server.serve_forever(poll_interval=0.5)
 
 

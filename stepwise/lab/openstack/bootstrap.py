@@ -207,18 +207,17 @@ def _find_or_create(
     return made[kind]["id"]
 
 
+#: The services the lab's keystone catalog lists: service -> (user, service type, description).
+_CATALOG_ENTRIES = {
+    "placement_api": ("placement", "placement", "Placement API"),
+    "glance_api": ("glance", "image", "Image service"),
+}
+
+
 def register(lab: Any, say: Say, timeout: float = 60.0) -> None:
     """Service users and catalog entries for placement and glance; the lab's clouds.yaml."""
     url = C.keystone_url(lab) + "/v3"
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            token = admin_token(lab)
-            break
-        except (urllib.error.URLError, OSError, KeyError):
-            if time.monotonic() > deadline:
-                raise RuntimeError("keystone did not issue a token through the VIP") from None
-            time.sleep(0.5)
+    token = _first_token(lab, timeout)
     project = _find_or_create(
         url,
         token,
@@ -229,46 +228,61 @@ def register(lab: Any, say: Say, timeout: float = 60.0) -> None:
     )
     _, roles = _call("GET", f"{url}/roles?name=admin", token=token)
     admin_role = roles["roles"][0]["id"]
-    entries = {
-        "placement_api": ("placement", "placement", "Placement API"),
-        "glance_api": ("glance", "image", "Image service"),
-    }
     for s in _placed(lab):
-        if s not in entries:
-            continue
-        user, kind, description = entries[s]
-        uid = _find_or_create(
-            url,
-            token,
-            "user",
-            "users",
-            {"name": user},
-            {"name": user, "domain_id": "default", "password": C.secret(lab)},
-        )
-        _call("PUT", f"{url}/projects/{project}/users/{uid}/roles/{admin_role}", token=token)
-        sid = _find_or_create(
-            url,
-            token,
-            "service",
-            "services",
-            {"type": kind},
-            {"name": user, "type": kind, "description": description},
-        )
-        endpoint = f"http://{lab.spec['vip']}:{lab.spec['vips'][s]['port']}"
-        for iface in ("public", "internal", "admin"):
-            _find_or_create(
-                url,
-                token,
-                "endpoint",
-                "endpoints",
-                {"service_id": sid, "interface": iface},
-                {"service_id": sid, "interface": iface, "url": endpoint, "region_id": C.REGION},
-            )
+        if s in _CATALOG_ENTRIES:
+            _register_service(lab, url, token, s, project, admin_role)
     write_clouds_yaml(lab)
     say(
         f"keystone catalog: {', '.join(_placed(lab))}; "
         f"clouds.yaml for 'openstack --os-cloud {lab.spec['name']}'"
     )
+
+
+def _first_token(lab: Any, timeout: float) -> str:
+    """An admin token, asked for until keystone issues one through the VIP."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return admin_token(lab)
+        except (urllib.error.URLError, OSError, KeyError):
+            if time.monotonic() > deadline:
+                raise RuntimeError("keystone did not issue a token through the VIP") from None
+            time.sleep(0.5)
+
+
+def _register_service(
+    lab: Any, url: str, token: str, service: str, project: str, admin_role: str
+) -> None:
+    """One service's user (admin in the service project), its catalog service and its public,
+    internal and admin endpoints at the service's VIP."""
+    user, kind, description = _CATALOG_ENTRIES[service]
+    uid = _find_or_create(
+        url,
+        token,
+        "user",
+        "users",
+        {"name": user},
+        {"name": user, "domain_id": "default", "password": C.secret(lab)},
+    )
+    _call("PUT", f"{url}/projects/{project}/users/{uid}/roles/{admin_role}", token=token)
+    sid = _find_or_create(
+        url,
+        token,
+        "service",
+        "services",
+        {"type": kind},
+        {"name": user, "type": kind, "description": description},
+    )
+    endpoint = f"http://{lab.spec['vip']}:{lab.spec['vips'][service]['port']}"
+    for iface in ("public", "internal", "admin"):
+        _find_or_create(
+            url,
+            token,
+            "endpoint",
+            "endpoints",
+            {"service_id": sid, "interface": iface},
+            {"service_id": sid, "interface": iface, "url": endpoint, "region_id": C.REGION},
+        )
 
 
 def clouds_yaml_path(lab: Any) -> Path:

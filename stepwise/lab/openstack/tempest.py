@@ -138,6 +138,27 @@ def write_config(
             "admin_domain_name": "Default",
             "create_isolated_networks": "false",
         },
+        **_identity_sections(auth_url, region),
+        **_image_sections(region),
+        "validation": {"run_validation": "false"},
+        "network-feature-enabled": {"ipv6": "false"},
+    }
+    if image_file is not None:
+        sections["scenario"] = {
+            "img_file": str(Path(image_file).resolve()),
+            "img_disk_format": "raw",
+            "img_container_format": "bare",
+        }
+    conf = workdir / "etc" / "tempest.conf"
+    fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(_ini(sections))
+    return conf
+
+
+def _identity_sections(auth_url: str, region: str) -> dict[str, dict[str, str]]:
+    """keystone: where it is and what it has."""
+    return {
         "identity": {
             "uri_v3": auth_url,
             "auth_version": "v3",
@@ -156,6 +177,12 @@ def write_config(
             "security_compliance": "false",
             "immutable_user_source": "false",
         },
+    }
+
+
+def _image_sections(region: str) -> dict[str, dict[str, str]]:
+    """The services there are (glance only, beside keystone) and what the lab's glance has."""
+    return {
         "service_available": {
             "glance": "true",
             "nova": "false",
@@ -180,20 +207,7 @@ def write_config(
             "os_glance_reserved": "true",
             "image_caching_enabled": "false",
         },
-        "validation": {"run_validation": "false"},
-        "network-feature-enabled": {"ipv6": "false"},
     }
-    if image_file is not None:
-        sections["scenario"] = {
-            "img_file": str(Path(image_file).resolve()),
-            "img_disk_format": "raw",
-            "img_container_format": "bare",
-        }
-    conf = workdir / "etc" / "tempest.conf"
-    fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(_ini(sections))
-    return conf
 
 
 def _result_of(python: Path, subunit: bytes, seconds: float, error: str | None) -> TempestResult:
@@ -234,6 +248,32 @@ def run(
     workdir = Path(workdir).resolve()
     venv = ensure_venv("tempest", progress)
     (workdir / "logs").mkdir(parents=True, exist_ok=True)
+    cmd = _command(venv, workdir, tests, exclude, concurrency)
+    # tempest and stestr's workers read OS_* too: only the workspace's configuration counts
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
+    env["PATH"] = f"{venv / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}"
+    # a fresh stestr repository: `stestr last` must never read an earlier run's results
+    shutil.rmtree(workdir / ".stestr", ignore_errors=True)
+    start = time.monotonic()
+    rc, error = _run_tempest(cmd, workdir, env, timeout)
+    seconds = time.monotonic() - start
+    subunit = _last_run(venv, workdir, env)
+    if error is None and (rc != 0 and not subunit):
+        tail = (
+            (workdir / "logs" / "tempest-run.out")
+            .read_text(errors="replace")
+            .strip()
+            .splitlines()[-3:]
+        )
+        error = f"tempest run exited {rc}: " + " | ".join(tail)[-300:]
+    return _outcome(venv / "bin" / "python", subunit, rc, seconds, error)
+
+
+def _command(
+    venv: Path, workdir: Path, tests: Sequence[str], exclude: Sequence[str], concurrency: int
+) -> list[str]:
+    """`tempest run` on the workspace's configuration, with its include (and exclude) list
+    written into the workspace; concurrency 1 to 4."""
     include = workdir / "include-list.txt"
     include.write_text("".join(t + "\n" for t in tests))
     cmd = [
@@ -249,13 +289,14 @@ def run(
     if exclude:
         (workdir / "exclude-list.txt").write_text("".join(t + "\n" for t in exclude))
         cmd += ["--exclude-list", str(workdir / "exclude-list.txt")]
-    # tempest and stestr's workers read OS_* too: only the workspace's configuration counts
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
-    env["PATH"] = f"{venv / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}"
-    # a fresh stestr repository: `stestr last` must never read an earlier run's results
-    shutil.rmtree(workdir / ".stestr", ignore_errors=True)
-    start = time.monotonic()
-    error = None
+    return cmd
+
+
+def _run_tempest(
+    cmd: list[str], workdir: Path, env: dict[str, str], timeout: float
+) -> tuple[int | None, str | None]:
+    """Run tempest, its output in `logs/tempest-run.out`: its exit code, or None and why when
+    it ran out of time (then it and its workers are killed)."""
     with open(workdir / "logs" / "tempest-run.out", "w") as out:
         proc = subprocess.Popen(
             cmd,
@@ -267,12 +308,15 @@ def run(
             start_new_session=True,
         )
         try:
-            rc = proc.wait(timeout)
+            return proc.wait(timeout), None
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)  # tempest's stestr workers are its children
             proc.wait(30)
-            rc, error = None, f"timed out after {timeout:.0f}s"
-    seconds = time.monotonic() - start
+            return None, f"timed out after {timeout:.0f}s"
+
+
+def _last_run(venv: Path, workdir: Path, env: dict[str, str]) -> bytes:
+    """The subunit stream of the run (`stestr last`), kept in `logs/last.subunit`."""
     last = subprocess.run(
         [str(venv / "bin" / "stestr"), "last", "--subunit"],
         cwd=workdir,
@@ -284,21 +328,20 @@ def run(
     (workdir / "logs" / "last.subunit").write_bytes(
         last.stdout
     )  # the whole outcome, for a closer look
-    if error is None and (rc != 0 and not last.stdout):
-        tail = (
-            (workdir / "logs" / "tempest-run.out")
-            .read_text(errors="replace")
-            .strip()
-            .splitlines()[-3:]
-        )
-        error = f"tempest run exited {rc}: " + " | ".join(tail)[-300:]
-    python = venv / "bin" / "python"
-    result = _result_of(python, last.stdout if rc is not None else b"", seconds, error)
+    return last.stdout
+
+
+def _outcome(
+    python: Path, subunit: bytes, rc: int | None, seconds: float, error: str | None
+) -> TempestResult:
+    """The result the subunit stream says, a failure too when nothing ran or tempest failed
+    with every reported test passing."""
+    result = _result_of(python, subunit if rc is not None else b"", seconds, error)
     if result.error is None and result.run == 0:
         result = _result_of(python, b"", seconds, "no test matched the list")
     elif result.error is None and rc != 0 and result.failed == 0:
         # every test it reported passed, yet tempest failed: a worker died, a class never ran
         result = _result_of(
-            python, last.stdout, seconds, f"tempest run exited {rc} with no failed test"
+            python, subunit, seconds, f"tempest run exited {rc} with no failed test"
         )
     return result

@@ -1,0 +1,145 @@
+"""Node commands for packages and repositories: `dnf` (`yum`) and `tripleo-repos`."""
+
+from __future__ import annotations
+
+from stepwise.lab import repos as R
+from stepwise.lab import services as S
+from stepwise.lab.nodecmd import command, disk_full, err, out
+from stepwise.lab.nodes import Lab, SupervisorDown
+
+#: What a transaction installs: package -> (version, repository).
+Changes = dict[str, tuple[str, str]]
+
+
+@command("dnf", "yum")
+def dnf(lab: Lab, node: str, args: list[str]) -> int:
+    """dnf as Ansible's tasks use it: list, check-update (100 with updates), install and
+    update (only with -y: there is no terminal to confirm on), --downloadonly."""
+    flags = {a for a in args if a.startswith("-")}
+    words = [a for a in args if not a.startswith("-")]
+    if not words:
+        return err("usage: dnf [-y] install|update|list installed|check-update [PKG...]")
+    verb, names = words[0], words[1:]
+    repos = lab.spec["repos"]
+    enabled = S.enabled_repos(lab, node)
+    pkgs = S.installed(lab, node)
+    if verb == "list":
+        return _list_installed(pkgs, names)
+    if verb == "check-update":
+        return _check_update(repos, enabled, pkgs, names)
+    if verb not in ("install", "update", "upgrade"):
+        return err(f"No such command: {verb}")
+    if "-y" not in flags and "--assumeyes" not in flags:
+        return err("Operation aborted: run with -y (no terminal to confirm on a lab node)")
+    changes, problem = _resolve(repos, enabled, pkgs, verb, names)
+    if problem is not None:
+        return err(problem)
+    if not changes:
+        out("Dependencies resolved.\nNothing to do.\nComplete!")
+        return 0
+    if disk_full(lab, node):
+        return err(
+            "Error: Transaction test error:\n"
+            "  installing package needs more space on the / filesystem "
+            "[Errno 28] No space left on device"
+        )
+    for p, (v, r) in sorted(changes.items()):
+        out(f"{'Upgrading' if p in pkgs else 'Installing'}: {p} {v} {r}")
+    if "--downloadonly" in flags:
+        out("The downloaded packages were saved in cache.\nComplete!")
+        return 0
+    _install(lab, node, changes)
+    problem = _run_scriptlets(lab, node, changes)
+    if problem is not None:
+        return err(problem)
+    if any(p in changes for p in lab.spec.get("reboot_packages", ["kernel", "kernel-core"])):
+        out("A reboot is required to run the new kernel.")
+    out("Complete!")
+    return 0
+
+
+def _list_installed(pkgs: dict, names: list[str]) -> int:
+    """`dnf list [installed] [PKG...]`: every named package must be installed."""
+    names = names[1:] if names[:1] == ["installed"] else names
+    for p in sorted(names or pkgs):
+        if p in pkgs:
+            out(f"{p} {pkgs[p]['version']} @{pkgs[p]['repo']}")
+        elif names:
+            return err(f"Error: No matching Packages to list ({p})")
+    return 0
+
+
+def _check_update(repos: dict, enabled: list[str], pkgs: dict, names: list[str]) -> int:
+    """`dnf check-update [PKG...]`: the newer versions the enabled repositories have."""
+    found = 0
+    for p in sorted(names or pkgs):
+        if p in pkgs:
+            best = R.latest(repos, enabled, p)
+            if best and R.vkey(best[0]) > R.vkey(pkgs[p]["version"]):
+                out(f"{p} {best[0]} {best[1]}")
+                found += 1
+    return 100 if found else 0
+
+
+def _resolve(
+    repos: dict, enabled: list[str], pkgs: dict, verb: str, names: list[str]
+) -> tuple[Changes, str | None]:
+    """What an install or update would change, or why dnf refuses it (a package no enabled
+    repository has, an update of a package not installed)."""
+    changes: Changes = {}
+    for p in (names or sorted(pkgs)) if verb != "install" else names:
+        best = R.latest(repos, enabled, p)
+        if best is None:
+            if verb == "install" or names:
+                return changes, (
+                    f"Error: Unable to find a match: {p} "
+                    f"(enabled repositories: {', '.join(enabled)})"
+                )
+            continue
+        if p not in pkgs and verb != "install":
+            return changes, f"Package {p} is not installed"
+        if p not in pkgs or R.vkey(best[0]) > R.vkey(pkgs[p]["version"]):
+            changes[p] = best
+    return changes, None
+
+
+def _install(lab: Lab, node: str, changes: Changes) -> None:
+    """Record the new versions (re-read under the node's lock: another dnf may have run)."""
+    with lab.node_lock(node):
+        pkgs = S.installed(lab, node)
+        for p, (v, r) in changes.items():
+            pkgs[p] = {"version": v, "repo": r}
+        lab.write_state(node, "packages.json", pkgs)
+
+
+def _run_scriptlets(lab: Lab, node: str, changes: Changes) -> str | None:
+    """The packages' scriptlets restart a running service (`systemctl try-restart`); a failed
+    restart is a warning, as in dnf. Returns why the supervisor could not be asked, if so."""
+    for svc in S.services_of_packages(lab, node, list(changes)):
+        try:
+            res = lab.call("restart", node=node, unit=svc, only_if_running=True)
+        except SupervisorDown as exc:
+            return str(exc)
+        if res.get("restarted") is False:
+            continue
+        if not res.get("ok"):
+            err(
+                f"warning: %postun({svc}) scriptlet failed: "
+                f"restart of {svc}.service failed: {res.get('message')}"
+            )
+    return None
+
+
+@command("tripleo-repos")
+def tripleo_repos(lab: Lab, node: str, args: list[str]) -> int:
+    """Switch the node's repositories to a release, as TripleO's tool does."""
+    rel = [a for a in args if not a.startswith("-")]
+    if not rel or rel[0] not in R.RELEASES:
+        return err(f"usage: tripleo-repos RELEASE (one of {', '.join(R.RELEASES)})")
+    with lab.node_lock(node):
+        lab.write_state(node, "repos.json", {"release": rel[0]})
+    enabled = S.enabled_repos(lab, node)
+    if not any(r.startswith("openstack-") for r in enabled):
+        out(f"warning: release {rel[0]} has no repositories for OS {lab.os_major(node)}")
+    out("enabled: " + " ".join(enabled))
+    return 0

@@ -1,0 +1,128 @@
+"""What `lab status` reports: nodes, their services (version, state, health, real or stand-in),
+workloads, quorum and the Galera cluster, as the supervisor and each service's health URL say."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from stepwise.lab import health as H
+from stepwise.lab import mariadb
+from stepwise.lab import services as S
+from stepwise.lab.kinds import components, service_kind
+from stepwise.lab.nodecmd import http_health
+from stepwise.lab.nodes import Lab
+
+#: The supervisor's units by (node, unit).
+Units = dict[tuple[str, str], dict[str, Any]]
+#: A health check's answer by (node, service): healthy, and the body or why not.
+Checks = dict[tuple[str, str], tuple[bool, str]]
+
+
+def status(lab: Lab) -> dict[str, Any]:
+    """Nodes, addresses, OS majors, services with version, state and health; workloads."""
+    sup = _supervisor_view(lab)
+    states: Units = {(u["node"], u["unit"]): u for u in sup["units"]}
+    checks = _health_checks(lab, states)
+    nodes = [_node_row(lab, n, sup.get("down", []), states, checks) for n in lab.nodes()]
+    wls = _workload_rows(lab, states)
+    return {
+        "lab": lab.spec["name"],
+        "dir": str(lab.dir),
+        "vip": lab.spec["vip"],
+        "components": components(lab),
+        "supervisor": bool(sup["units"]) or lab.supervisor_alive(),
+        "nodes": nodes,
+        "workloads": wls,
+        "quorum": {
+            s: H.quorum(lab, s)[1] for s, v in lab.spec["services"].items() if v.get("cluster")
+        },
+        "database": mariadb.galera_status(lab),
+    }
+
+
+def _supervisor_view(lab: Lab) -> dict[str, Any]:
+    """The supervisor's units and down nodes; a lab whose supervisor is gone has every node
+    down and nothing running."""
+    try:
+        return lab.call("status")
+    except Exception:  # noqa: BLE001
+        return {"units": [], "down": list(lab.nodes())}
+
+
+def _health_checks(lab: Lab, states: Units) -> Checks:
+    """Ask every active service its health, all at once (a slow answer costs 1.5 s, not one
+    each)."""
+    checks: Checks = {}
+
+    def check(key: tuple[str, str]) -> None:
+        checks[key] = http_health(lab, key[0], key[1], timeout=1.5)
+
+    keys = [
+        (n, s)
+        for n in lab.nodes()
+        for s in lab.node(n)["services"]
+        if states.get((n, s), {}).get("state") == "active"
+    ]
+    threads = [threading.Thread(target=check, args=(k,)) for k in keys]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return checks
+
+
+def _node_row(lab: Lab, n: str, down: list[str], states: Units, checks: Checks) -> dict[str, Any]:
+    """One node: where it is, what it runs (OS, release, kernel) and its services."""
+    return {
+        "name": n,
+        "address": lab.node(n)["address"],
+        "role": lab.node(n)["role"],
+        "os_major": lab.os_major(n),
+        "release": S.release(lab, n),
+        "kernel": (lab.read_state(n, "kernel.json", {}) or {}).get("running"),
+        "down": n in down,
+        "services": [_service_row(lab, n, s, states, checks) for s in lab.node(n)["services"]],
+    }
+
+
+def _service_row(lab: Lab, n: str, s: str, states: Units, checks: Checks) -> dict[str, Any]:
+    """One service on one node; its health is the reason its health URL gave, else its state."""
+    u = states.get((n, s), {})
+    ok, detail = checks.get((n, s), (False, u.get("state", "inactive")))
+    try:
+        reason = json.loads(detail).get("reason", detail)
+    except ValueError:
+        reason = detail
+    kind, runs = service_kind(lab, n, s, H.read_unit(lab, n, s))
+    return {
+        "name": s,
+        "version": S.service_version(lab, n, s),
+        "state": u.get("state", "inactive"),
+        "kind": kind,
+        "runs": runs,
+        "restarts": u.get("restarts", 0),
+        "healthy": ok,
+        "health": reason,
+    }
+
+
+def _workload_rows(lab: Lab, states: Units) -> list[dict[str, Any]]:
+    """The workloads (instances): a running one whose process is gone is down."""
+    wls = []
+    for vm, st in S.workloads(lab).items():
+        w = lab.spec["workloads"][vm]
+        alive = (
+            st["state"] == "running" and states.get((st["host"], vm), {}).get("state") == "active"
+        )
+        wls.append(
+            {
+                "name": vm,
+                "host": st["host"],
+                "address": f"{w['address']}:{w['port']}",
+                "state": st["state"] if alive or st["state"] != "running" else "down",
+                "healthy": alive,
+            }
+        )
+    return wls
