@@ -189,37 +189,48 @@ def write_output(
     is anything that is not a regular file; an existing file is replaced only when it starts
     with `ours` (stepwise wrote it) or with `force`. Nothing is changed when it is refused."""
     p = checked_path(path, field)
+    _check_replaceable(p, field, force, ours)
+    _write_atomically(p, data, field, mode)
+
+
+def _check_replaceable(p: Path, field: str | None, force: bool, ours: bytes | None) -> None:
+    """Refuse a path that is a link or not a regular file, and an existing file stepwise did
+    not write (unless `force`)."""
     fname = str(p)
     try:
         st = os.lstat(p)
     except FileNotFoundError:
-        st = None
+        return
     except OSError as exc:
         raise InputError(
             Problem(f"cannot write: {exc.strerror or exc}", file=fname, field=field)
         ) from None
-    if st is not None:
-        if not stat.S_ISREG(st.st_mode):
-            raise InputError(
-                Problem(
-                    f"is {kind_of(st.st_mode)}; stepwise writes only a new file or one it wrote",
-                    file=fname,
-                    field=field,
-                    hint="give a new file name",
-                )
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(
+            Problem(
+                f"is {kind_of(st.st_mode)}; stepwise writes only a new file or one it wrote",
+                file=fname,
+                field=field,
+                hint="give a new file name",
             )
-        if not force and not (ours and _starts_with(p, ours)):
-            raise InputError(
-                Problem(
-                    "the file exists and stepwise did not write it; not replaced",
-                    file=fname,
-                    field=field,
-                    hint="give a new file name, or --force to replace it",
-                )
+        )
+    if not force and not (ours and _starts_with(p, ours)):
+        raise InputError(
+            Problem(
+                "the file exists and stepwise did not write it; not replaced",
+                file=fname,
+                field=field,
+                hint="give a new file name, or --force to replace it",
             )
-    parent = p.parent
+        )
+
+
+def _write_atomically(p: Path, data: bytes, field: str | None, mode: int) -> None:
+    """Write into a private temporary file beside `p`, then rename it over `p`; the temporary
+    file is removed on any failure."""
+    fname = str(p)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name[:200]}.", suffix=".tmp", dir=parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name[:200]}.", suffix=".tmp", dir=p.parent)
     except OSError as exc:
         raise InputError(
             Problem(

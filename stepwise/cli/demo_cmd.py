@@ -15,6 +15,12 @@ from rich.text import Text
 
 from stepwise.cli.app import app
 from stepwise.cli.common import console, err_console, print_json, reported
+from stepwise.cli.demo_checks import (
+    _openstack_after,
+    _openstack_before,
+    agreement,
+    kernels,
+)
 from stepwise.errors import StepwiseError
 from stepwise.model.vocab import Plane, Stage, Workflow
 
@@ -75,15 +81,7 @@ def _phase(
     extra = kw.pop("extra_vars", {})
     selection = selection_for(workflow, kw.pop("limit", None), **kw)
     plan = plan_verified(workflow, dep, facts, selection, variables=extra)
-    observer = None
-    if not json_out:
-        from stepwise.cli.progress import LineProgress, LiveProgress
-
-        observer = (
-            LiveProgress(console, title)
-            if console.is_terminal
-            else LineProgress(err_console, title)
-        )
+    observer = _phase_observer(title, json_out)
     conn = lab.connector(lab_dir)
     t0 = time.time()
     with Probe(Lab(lab_dir)) as probe:
@@ -106,11 +104,38 @@ def _phase(
 
     # the probe's measurements stay with the run: its report needs no lab
     store.add_probe_samples(result.run_id, per_second(probe.records))
+    out = _phase_report(title, plan, result, summary, probe.records, store, t0)
+    if not json_out:
+        _say_phase(title, plan, result, summary, out)
+    if not result.ok:
+        raise StepwiseError(f"{title} failed: {result.message}")
+    return out
+
+
+def _phase_observer(title: str, json_out: bool) -> Any:
+    """Live progress on a terminal, lines otherwise, none for --json."""
+    if json_out:
+        return None
+    from stepwise.cli.progress import LineProgress, LiveProgress
+
+    return LiveProgress(console, title) if console.is_terminal else LineProgress(err_console, title)
+
+
+def _phase_report(
+    title: str,
+    plan: Any,
+    result: Any,
+    summary: dict[str, Any],
+    records: list[dict[str, Any]],
+    store: Any,
+    t0: float,
+) -> dict[str, Any]:
+    """What a phase did and what the probe saw meanwhile, against the planned windows."""
     failed = {k: v for k, v in summary["targets"].items() if v["failed"]}
     windows = [w.to_json() for w in plan.windows]
     from stepwise.observe.windows import outside_windows, window_intervals
 
-    unannounced = outside_windows(probe.records, window_intervals(plan, store, result.run_id))
+    unannounced = outside_windows(records, window_intervals(plan, store, result.run_id))
     client = {
         k: {"requests": v["requests"], "failed": v["failed"]}
         for k, v in summary["targets"].items()
@@ -119,7 +144,7 @@ def _phase(
     from stepwise.observe.status import schema_seconds
 
     migration_s = schema_seconds(store.units(result.run_id))
-    failures = _failures_with_units(probe.records, store.units(result.run_id), t0)
+    failures = _failures_with_units(records, store.units(result.run_id), t0)
     out = {
         "phase": title,
         "run": result.run_id,
@@ -138,77 +163,39 @@ def _phase(
             "failures": failures,
         },
     }
-    if not json_out:
-        colour = "green" if result.ok and not failed else ("yellow" if result.ok else "red")
-        console.print(
-            Text(
-                f"{title}: {result.status} in {out['elapsed_s']}s, {len(plan.units)} units; probe: "
-                f"{summary['total']['requests']} requests, {summary['total']['failed']} failed"
-                + (f", {sum(unannounced.values())} outside the announced windows" if failed else "")
-                + "".join(
-                    f"\n   {k}: {v['failed']} failed, down {v['downtime_s']}s"
-                    for k, v in failed.items()
-                )
-                + (
-                    "".join(
-                        f"\n   planned window: {w['service']} "
-                        f"{w['end_s'] - w['start_s']:.0f}s ({w['why']})"
-                        for w in windows
-                    )
-                    if failed
-                    else ""
-                ),
-                style=colour,
-            ),
-            soft_wrap=True,
-        )
-    if not result.ok:
-        raise StepwiseError(f"{title} failed: {result.message}")
     return out
 
 
-def agreement(store, dep, lab_dir: Path) -> dict[str, Any]:
-    """Does stepwise's status (store) say what the lab's nodes really have installed?"""
-    from stepwise.lab import services as S
-    from stepwise.lab.nodes import Lab
-
-    lab = Lab(lab_dir)
-    rows = {(r.node, r.service): r.version for r in store.node_services(dep.name)}
-    mismatches = []
-    checked = 0
-    for node in dep.nodes:
-        installed = S.installed(lab, node.name)
-        for svc in dep.services_on(node):
-            pkgs = dep.catalog[svc].packages
-            if not pkgs or pkgs[0] not in installed:
-                continue
-            checked += 1
-            real = installed[pkgs[0]]["version"]
-            if rows.get((node.name, svc)) != real:
-                mismatches.append(
-                    {
-                        "node": node.name,
-                        "service": svc,
-                        "stepwise": rows.get((node.name, svc)),
-                        "lab": real,
-                    }
+def _say_phase(
+    title: str, plan: Any, result: Any, summary: dict[str, Any], out: dict[str, Any]
+) -> None:
+    """One phase's line: its outcome, the probe's counts and, when calls failed, where."""
+    failed = out["probe"]["targets_with_failures"]
+    unannounced = out["probe"]["failed_outside_windows"]
+    windows = out["planned_windows"]
+    colour = "green" if result.ok and not failed else ("yellow" if result.ok else "red")
+    console.print(
+        Text(
+            f"{title}: {result.status} in {out['elapsed_s']}s, {len(plan.units)} units; probe: "
+            f"{summary['total']['requests']} requests, {summary['total']['failed']} failed"
+            + (f", {sum(unannounced.values())} outside the announced windows" if failed else "")
+            + "".join(
+                f"\n   {k}: {v['failed']} failed, down {v['downtime_s']}s"
+                for k, v in failed.items()
+            )
+            + (
+                "".join(
+                    f"\n   planned window: {w['service']} "
+                    f"{w['end_s'] - w['start_s']:.0f}s ({w['why']})"
+                    for w in windows
                 )
-    return {"checked": checked, "mismatches": mismatches}
-
-
-def kernels(lab_dir: Path) -> dict[str, dict[str, str | None]]:
-    """Each lab node's kernel: the newest installed package and the one running."""
-    from stepwise.lab import services as S
-    from stepwise.lab.nodes import Lab
-
-    lab = Lab(lab_dir)
-    return {
-        n: {
-            "installed": S.installed(lab, n).get("kernel", {}).get("version"),
-            "running": (lab.read_state(n, "kernel.json", {}) or {}).get("running"),
-        }
-        for n in lab.nodes()
-    }
+                if failed
+                else ""
+            ),
+            style=colour,
+        ),
+        soft_wrap=True,
+    )
 
 
 def _after_phase(
@@ -238,96 +225,6 @@ def _after_phase(
         )
 
 
-def _openstack_before(lab_dir: Path, report: dict[str, Any], say) -> dict[str, Any] | None:
-    """On a lab of real OpenStack: resources created before the runs, to find after them."""
-    from stepwise.lab.nodes import Lab
-
-    lab = Lab(lab_dir)
-    if not lab.spec.get("openstack"):
-        return None
-    from stepwise.lab.openstack import checks
-
-    seeded = checks.seed(lab)
-    report["openstack"] = {
-        "series": lab.spec["openstack"]["series"],
-        "services": lab.spec["openstack"]["services"],
-        "seeded": sorted(k for k in seeded if k != "image_md5"),
-        "schemas_before": checks.schemas(lab),
-    }
-    say(
-        f"real OpenStack {lab.spec['openstack']['series']}: seeded a project, "
-        "a resource provider and an image to find again after the upgrade"
-    )
-    return seeded
-
-
-def _openstack_after(
-    lab_dir: Path, seeded: dict[str, Any] | None, report: dict[str, Any], work: Path, json_out: bool
-) -> None:
-    """Schemas at the new code's head, the seed resources kept, tempest's verdict."""
-    if seeded is None:
-        return
-    from stepwise.lab.nodes import Lab
-    from stepwise.lab.openstack import checks
-
-    lab = Lab(lab_dir)
-    os_report = report["openstack"]
-    os_report["schemas"] = checks.schemas(lab)
-    os_report["seed"] = checks.seed_kept(lab, seeded)
-    os_report["tempest"] = checks.acceptance(lab, work / "tempest")
-    client = {}
-    for p in report["phases"]:
-        for target, t in p["probe"].get("client", {}).items():
-            c = client.setdefault(target, {"calls": 0, "failed": 0})
-            c["calls"] += t["requests"]
-            c["failed"] += t["failed"]
-    os_report["client"] = client
-    if json_out:
-        return
-    for svc, sc in os_report["schemas"].items():
-        before = os_report["schemas_before"].get(svc, {}).get("version")
-        moved = (
-            f"{before} -> {sc['version']}"
-            if before != sc["version"]
-            else f"{sc['version']} (unchanged)"
-        )
-        console.print(
-            Text(
-                f"{svc}: schema {moved}, {'at the head of' if sc['at_head'] else 'BEHIND'} "
-                f"{sc['code']}",
-                style="green" if sc["at_head"] else "red",
-            ),
-            soft_wrap=True,
-        )
-    for target, c in sorted(client.items()):
-        console.print(
-            Text(
-                f"openstack client, {target}: {c['calls']} calls, {c['failed']} failed",
-                style="green" if not c["failed"] else "red",
-            ),
-            soft_wrap=True,
-        )
-    kept = os_report["seed"]
-    console.print(
-        Text(
-            f"seeded resources: {kept['checked'] - len(kept['missing'])} of {kept['checked']} kept"
-            + "".join(f"\n   missing: {m}" for m in kept["missing"]),
-            style="green" if kept["kept"] else "red",
-        ),
-        soft_wrap=True,
-    )
-    t = os_report["tempest"]
-    console.print(
-        Text(
-            f"tempest: {t['run']} tests, {t['passed']} passed, {t['failed']} failed, "
-            f"{t['skipped']} skipped in {t['seconds']:.0f}s"
-            + "".join(f"\n   failed: {f}" for f in t["failures"][:10]),
-            style="green" if t["run"] and not t["failed"] else "red",
-        ),
-        soft_wrap=True,
-    )
-
-
 def _write_report(store, dep, path: Path, report: dict[str, Any], json_out: bool) -> None:
     """The HTML report of the demo's runs (timeline, availability with the probe, summary)."""
     from stepwise.cli.report_cmd import write_runs_html
@@ -347,6 +244,102 @@ def _write_report(store, dep, path: Path, report: dict[str, Any], json_out: bool
             Text(f"report: {path.resolve()} ({size / 1024:.0f} KiB): open it in a browser"),
             soft_wrap=True,
         )
+
+
+def _check_report_dir(report_path: Path) -> None:
+    """Said now, not after a quarter of an hour: the report's directory must exist."""
+    if not report_path.resolve().parent.is_dir():
+        from stepwise.errors import InputError, Problem
+
+        raise InputError(
+            Problem(
+                "the report's directory does not exist", file=str(report_path), field="--report"
+            )
+        )
+
+
+def _plan_update(dep: Any, facts: Any, json_out: bool) -> None:
+    """Plan the minor update and say what it will do before anything runs."""
+    from stepwise.plan import selection_for
+    from stepwise.verify import plan_verified
+
+    # verified: its windows (the planned downtime said below) are the verifier's
+    p = plan_verified(Workflow.UPDATE, dep, facts, selection_for(Workflow.UPDATE))
+    if not json_out:
+        console.print(
+            Text(
+                f"plan: minor update of {dep.name}: {len(p.units)} units, estimated "
+                f"{p.duration_s / 60:.0f} min on real hardware, planned API downtime: "
+                f"{'none' if not p.windows else ', '.join(w.service for w in p.windows)}"
+            )
+        )
+
+
+def _demo_phases(
+    dep: Any, facts: Any, target_release: str
+) -> list[tuple[str, Workflow, Any, dict[str, Any]]]:
+    """The demo's phases: the minor update, then the major upgrade stage by stage (its data
+    plane only when the deployment has one)."""
+    from stepwise.model import NO_FACTS
+
+    phases: list[tuple[str, Workflow, Any, dict[str, Any]]] = [
+        ("minor update", Workflow.UPDATE, facts, {})
+    ]
+    ev = {"extra_vars": {"target_release": target_release}}
+    phases += [
+        ("upgrade prepare", Workflow.UPGRADE, NO_FACTS, {"stage": Stage.PREPARE, **ev}),
+        (
+            "upgrade run (control plane)",
+            Workflow.UPGRADE,
+            NO_FACTS,
+            {"stage": Stage.RUN, "plane": Plane.CONTROL, **ev},
+        ),
+        (
+            "upgrade run (data plane)",
+            Workflow.UPGRADE,
+            NO_FACTS,
+            {"stage": Stage.RUN, "plane": Plane.DATA, **ev},
+        ),
+        (
+            "upgrade converge",
+            Workflow.UPGRADE,
+            NO_FACTS,
+            {"stage": Stage.CONVERGE, **ev},
+        ),
+    ]
+    if not any(dep.catalog[s].plane == Plane.DATA for s in dep.instances):
+        phases = [ph for ph in phases if ph[0] != "upgrade run (data plane)"]
+    return phases
+
+
+def _run_phases(
+    phases: list[tuple[str, Workflow, Any, dict[str, Any]]],
+    dep: Any,
+    store: Any,
+    lab_dir: Path,
+    report: dict[str, Any],
+    report_path: Path,
+    json_out: bool,
+) -> None:
+    """Run each phase in turn (the kernels before them kept to tell which nodes rebooted), then
+    write the report."""
+    before = kernels(lab_dir)
+    try:
+        for title, wf, fx, kw in phases:
+            report["phases"].append(
+                _phase(title, wf, dep, store, lab_dir, fx, json_out, **dict(kw))
+            )
+            _after_phase(report, wf, before, lab_dir, json_out)
+    finally:
+        # written whatever happened: a failed demo is when the report helps most
+        _write_report(store, dep, report_path, report, json_out)
+
+
+def _say_agreement(a: dict[str, Any]) -> None:
+    console.print(
+        f"status vs lab: {a['checked']} node/service versions checked, "
+        f"{len(a['mismatches'])} mismatch(es)"
+    )
 
 
 @app.command()
@@ -372,23 +365,13 @@ def demo(
     """Lab up, plan, minor update, major upgrade (prepare, control plane, data plane, converge),
     probe summary, lab down."""
     import stepwise.lab as lab
-    from stepwise.model import NO_FACTS, load_deployment
-    from stepwise.model.vocab import Workflow
-    from stepwise.plan import selection_for
+    from stepwise.model import load_deployment
     from stepwise.run.discover import discover, stored_facts
     from stepwise.run.store import open_store
-    from stepwise.verify import plan_verified
 
     with reported():
         dep = load_deployment(deployment)
-        if not report_path.resolve().parent.is_dir():  # said now, not after a quarter of an hour
-            from stepwise.errors import InputError, Problem
-
-            raise InputError(
-                Problem(
-                    "the report's directory does not exist", file=str(report_path), field="--report"
-                )
-            )
+        _check_report_dir(report_path)
         work = Path(tempfile.mkdtemp(prefix="stepwise-demo-"))
         lab_dir = lab_dir or work / "lab"
         say = (lambda m: None) if json_out else (lambda m: console.print(Text(m, style="dim")))
@@ -402,61 +385,15 @@ def demo(
             conn = lab.connector(lab_dir)
             discover(dep, store, connector=conn)
             facts = stored_facts(dep, store)
-            # verified: its windows (the planned downtime said below) are the verifier's
-            p = plan_verified(Workflow.UPDATE, dep, facts, selection_for(Workflow.UPDATE))
-            if not json_out:
-                console.print(
-                    Text(
-                        f"plan: minor update of {dep.name}: {len(p.units)} units, estimated "
-                        f"{p.duration_s / 60:.0f} min on real hardware, planned API downtime: "
-                        f"{'none' if not p.windows else ', '.join(w.service for w in p.windows)}"
-                    )
-                )
-            phases = [("minor update", Workflow.UPDATE, facts, {})]
-            ev = {"extra_vars": {"target_release": target_release}}
-            phases += [
-                ("upgrade prepare", Workflow.UPGRADE, NO_FACTS, {"stage": Stage.PREPARE, **ev}),
-                (
-                    "upgrade run (control plane)",
-                    Workflow.UPGRADE,
-                    NO_FACTS,
-                    {"stage": Stage.RUN, "plane": Plane.CONTROL, **ev},
-                ),
-                (
-                    "upgrade run (data plane)",
-                    Workflow.UPGRADE,
-                    NO_FACTS,
-                    {"stage": Stage.RUN, "plane": Plane.DATA, **ev},
-                ),
-                (
-                    "upgrade converge",
-                    Workflow.UPGRADE,
-                    NO_FACTS,
-                    {"stage": Stage.CONVERGE, **ev},
-                ),
-            ]
-            if not any(dep.catalog[s].plane == Plane.DATA for s in dep.instances):
-                phases = [ph for ph in phases if ph[0] != "upgrade run (data plane)"]
+            _plan_update(dep, facts, json_out)
+            phases = _demo_phases(dep, facts, target_release)
             seeded = _openstack_before(lab_dir, report, say)
-            before = kernels(lab_dir)
-            try:
-                for title, wf, fx, kw in phases:
-                    report["phases"].append(
-                        _phase(title, wf, dep, store, lab_dir, fx, json_out, **dict(kw))
-                    )
-                    _after_phase(report, wf, before, lab_dir, json_out)
-            finally:
-                # written whatever happened: a failed demo is when the report helps most
-                _write_report(store, dep, report_path, report, json_out)
+            _run_phases(phases, dep, store, lab_dir, report, report_path, json_out)
             _openstack_after(lab_dir, seeded, report, work, json_out)
             discover(dep, store, connector=conn)
             report["status_agrees_with_lab"] = agreement(store, dep, lab_dir)
             if not json_out:
-                a = report["status_agrees_with_lab"]
-                console.print(
-                    f"status vs lab: {a['checked']} node/service versions checked, "
-                    f"{len(a['mismatches'])} mismatch(es)"
-                )
+                _say_agreement(report["status_agrees_with_lab"])
         finally:
             if not keep:
                 lab.down(lab_dir)

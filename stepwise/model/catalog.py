@@ -374,72 +374,71 @@ def _field_lines(doc: Any, spec: ServiceSpec) -> dict[str, int]:
 
 def check_catalog(catalog: Catalog) -> list[Problem]:
     """Whole-catalog checks: references to unknown services and dependency cycles."""
-    problems: list[Problem] = []
-    for svc in catalog:
-        for i, dep in enumerate(svc.depends_on):
-            where = f"depends_on[{i}]"
-            line = svc.lines.get(where, svc.lines.get("depends_on", svc.line))
-            if dep not in catalog:
-                problems.append(
-                    Problem(
-                        f"depends_on names unknown service '{dep}'",
-                        file=svc.source,
-                        line=line,
-                        field=where,
-                        hint=_did_you_mean(dep, catalog.services),
-                    )
-                )
-            elif dep == svc.name:
-                problems.append(
-                    Problem(
-                        "a service cannot depend on itself",
-                        file=svc.source,
-                        line=line,
-                        field=where,
-                        hint=f"remove '{dep}' from depends_on",
-                    )
-                )
-            elif not catalog[dep].has_runtime:
-                problems.append(
-                    Problem(
-                        f"depends_on names '{dep}', which has 'runtime: none' "
-                        "(nothing to wait for)",
-                        file=svc.source,
-                        line=line,
-                        field=where,
-                        hint=f"remove '{dep}' from depends_on",
-                    )
-                )
-            elif dep in catalog and catalog[dep].plane == "data" and svc.plane != "data":
-                problems.append(
-                    Problem(
-                        f"{svc.plane}-plane service '{svc.name}' depends_on data-plane service "
-                        f"'{dep}', but the control plane is upgraded first",
-                        file=svc.source,
-                        line=line,
-                        field=where,
-                        hint=f"remove '{dep}' from depends_on, "
-                        f"or make '{svc.name}' a data-plane service",
-                    )
-                )
+    problems = [
+        p
+        for svc in catalog
+        for i, dep in enumerate(svc.depends_on)
+        if (p := _dependency_problem(catalog, svc, i, dep)) is not None
+    ]
     if problems:
         return problems
     cycle = find_cycle({s.name: s.depends_on for s in catalog})
     if cycle:
-        first = catalog[cycle[0]]
-        i = first.depends_on.index(cycle[1])
-        where = f"depends_on[{i}]"
-        problems.append(
-            Problem(
-                "dependency cycle: " + " -> ".join(cycle),
-                file=first.source,
-                line=first.lines.get(where, first.lines.get("depends_on", first.line)),
-                field=where,
-                hint="remove one of these depends_on entries; "
-                "upgrade order must be a chain, not a loop",
-            )
-        )
+        problems.append(_cycle_problem(catalog, cycle))
     return problems
+
+
+def _dependency_problem(catalog: Catalog, svc: Service, i: int, dep: str) -> Problem | None:
+    """What is wrong with the service's i-th depends_on entry, if anything."""
+    where = f"depends_on[{i}]"
+    line = svc.lines.get(where, svc.lines.get("depends_on", svc.line))
+    if dep not in catalog:
+        return Problem(
+            f"depends_on names unknown service '{dep}'",
+            file=svc.source,
+            line=line,
+            field=where,
+            hint=_did_you_mean(dep, catalog.services),
+        )
+    if dep == svc.name:
+        return Problem(
+            "a service cannot depend on itself",
+            file=svc.source,
+            line=line,
+            field=where,
+            hint=f"remove '{dep}' from depends_on",
+        )
+    if not catalog[dep].has_runtime:
+        return Problem(
+            f"depends_on names '{dep}', which has 'runtime: none' (nothing to wait for)",
+            file=svc.source,
+            line=line,
+            field=where,
+            hint=f"remove '{dep}' from depends_on",
+        )
+    if catalog[dep].plane == "data" and svc.plane != "data":
+        return Problem(
+            f"{svc.plane}-plane service '{svc.name}' depends_on data-plane service "
+            f"'{dep}', but the control plane is upgraded first",
+            file=svc.source,
+            line=line,
+            field=where,
+            hint=f"remove '{dep}' from depends_on, or make '{svc.name}' a data-plane service",
+        )
+    return None
+
+
+def _cycle_problem(catalog: Catalog, cycle: list[str]) -> Problem:
+    first = catalog[cycle[0]]
+    i = first.depends_on.index(cycle[1])
+    where = f"depends_on[{i}]"
+    return Problem(
+        "dependency cycle: " + " -> ".join(cycle),
+        file=first.source,
+        line=first.lines.get(where, first.lines.get("depends_on", first.line)),
+        field=where,
+        hint="remove one of these depends_on entries; upgrade order must be a chain, not a loop",
+    )
 
 
 def find_cycle(graph: Mapping[str, tuple[str, ...] | list[str]]) -> list[str] | None:

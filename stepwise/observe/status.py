@@ -104,8 +104,20 @@ def history(
                 hint="see `stepwise history` for the run ids",
             )
         )
-    units = store.units(run_id)
-    failures = [
+    units = [_unit_row(u) for u in store.units(run_id)]
+    failures = _failures(store, run_id)
+    return {
+        "cloud": cloud,
+        "run": _run_summary(store, r, holder),
+        "units": units,
+        "tasks": store.task_counts(run_id),
+        "failures": failures,
+    }
+
+
+def _failures(store: Store, run_id: int) -> list[dict[str, Any]]:
+    """The failed task results of a run, as history shows them."""
+    return [
         {
             "unit": t.unit_id,
             "host": t.host,
@@ -116,30 +128,25 @@ def history(
         for t in store.task_results(run_id)
         if t.status.failed
     ]
+
+
+def _unit_row(u: Any) -> dict[str, Any]:
+    """One stored unit as history shows it."""
     return {
-        "cloud": cloud,
-        "run": _run_summary(store, r, holder),
-        "units": [
-            {
-                "id": u.unit_id,
-                "step": u.step,
-                "stage": u.stage,
-                "batch": u.batch,
-                "nodes": u.nodes,
-                "state": u.state,
-                "attempts": u.attempts,
-                "idempotent": u.idempotent,
-                "message": u.message,
-                "started_at": _iso(u.started_at),
-                "ended_at": _iso(u.ended_at),
-                "duration_s": round((u.ended_at - u.started_at).total_seconds(), 2)
-                if u.started_at and u.ended_at
-                else None,
-            }
-            for u in units
-        ],
-        "tasks": store.task_counts(run_id),
-        "failures": failures,
+        "id": u.unit_id,
+        "step": u.step,
+        "stage": u.stage,
+        "batch": u.batch,
+        "nodes": u.nodes,
+        "state": u.state,
+        "attempts": u.attempts,
+        "idempotent": u.idempotent,
+        "message": u.message,
+        "started_at": _iso(u.started_at),
+        "ended_at": _iso(u.ended_at),
+        "duration_s": round((u.ended_at - u.started_at).total_seconds(), 2)
+        if u.started_at and u.ended_at
+        else None,
     }
 
 

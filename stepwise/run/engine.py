@@ -72,6 +72,16 @@ class EngineOptions:
     env: Mapping[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class RunContext:
+    """Where a run goes and under whom: cloud, engine options, observer, the cloud's lock held."""
+
+    cloud: str
+    options: EngineOptions
+    observer: Observer
+    lock: RunLock | None = None
+
+
 @dataclass
 class _ChainRun:
     """One chain's process, as the engine follows it."""
@@ -98,14 +108,13 @@ class Engine:
         run_id: int,
         todo: list[Unit],
         *,
-        cloud: str,
-        options: EngineOptions,
-        observer: Observer,
-        lock: RunLock | None,
+        context: RunContext,
         done_before: set[str],
     ):
         self.store, self.dep, self.plan, self.run_id = store, deployment, plan, run_id
-        self.cloud, self.options, self.observer, self.lock = cloud, options, observer, lock
+        self.cloud, self.options = context.cloud, context.options
+        self.observer, self.lock = context.observer, context.lock
+        options = context.options
         self.todo = todo
         self.plays = {
             u.id: render_unit(
@@ -460,10 +469,7 @@ def execute(
     run_id: int,
     todo: list[Unit],
     *,
-    cloud: str,
-    options: EngineOptions,
-    observer: Observer,
-    lock: RunLock | None = None,
+    context: RunContext,
     done_before: set[str] | None = None,
 ) -> RunResult:
     """Run `todo` (the pending units of run `run_id`, in plan order) and record the outcome.
@@ -486,12 +492,9 @@ def execute(
         plan,
         run_id,
         todo,
-        cloud=cloud,
-        options=options,
-        observer=observer,
-        lock=lock,
+        context=context,
         done_before=done,
     ).run()
 
 
-__all__ = ["EngineOptions", "execute", "STOPPED_RC"]
+__all__ = ["EngineOptions", "RunContext", "execute", "STOPPED_RC"]

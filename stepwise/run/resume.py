@@ -27,11 +27,11 @@ from stepwise.model.vocab import MarkerState, RunState, UnitState, Workflow
 from stepwise.plan.select import Selection
 from stepwise.plan.stored import check_plan_doc
 from stepwise.plan.units import Plan, Unit
-from stepwise.run.engine import EngineOptions, execute
+from stepwise.run.engine import EngineOptions, RunContext, execute
 from stepwise.run.events import Observer, RunResult
 from stepwise.run.lock import DbLock, RunLock
 from stepwise.run.render import DEFAULT_FLAG_DIR, FLAG_VAR, flag_hosts, flag_name, marker_keys
-from stepwise.run.store.store import RunInfo, Store
+from stepwise.run.store.store import RunInfo, RunOrigin, Store
 from stepwise.verify import VerifiedPlan, plan_verified, verify_plan
 
 KEY_PARAMS = ("stage", "plane", "limit", "tags", "skip_tags", "external")
@@ -118,13 +118,7 @@ def _run_locked(req: RunRequest, cloud: str, lock: RunLock, observer: Observer) 
     resume = (
         prev is not None and not req.fresh and (prev.status is not RunState.DONE or bool(req.rerun))
     )
-    if resume:
-        assert prev is not None
-        plan = _rebuilt(req, prev)
-    else:
-        plan = req.plan if req.plan is not None else plan_run(req, req.facts)
-    if prev is not None and prev.plan:
-        check_plan_doc(prev.plan, f"the plan of run {prev.id} in the store")  # input, like a file
+    plan = _plan_for(req, prev, resume)
     if not resume and prev is not None and _done_before(req, plan, prev):
         return _nothing(
             plan,
@@ -151,10 +145,7 @@ def _run_locked(req: RunRequest, cloud: str, lock: RunLock, observer: Observer) 
             plan,
             run_id,
             todo,
-            cloud=cloud,
-            options=req.options,
-            observer=observer,
-            lock=lock,
+            context=RunContext(cloud, req.options, observer, lock),
         )
     except StepwiseError:
         _forget_refused(store, run_id, states, resumed)
@@ -164,6 +155,26 @@ def _run_locked(req: RunRequest, cloud: str, lock: RunLock, observer: Observer) 
         raise
     result.resumed = resume
     result.stale_lock = lock.stale
+    _record_finish(store, run_id, result)
+    observer.run_finished(result)
+    return result
+
+
+def _plan_for(req: RunRequest, prev: RunInfo | None, resume: bool) -> VerifiedPlan:
+    """The plan to run: the stored run's plan rebuilt when resuming, else the one given or a
+    new one; the previous run's stored plan is checked as input either way."""
+    if resume:
+        assert prev is not None
+        plan = _rebuilt(req, prev)
+    else:
+        plan = req.plan if req.plan is not None else plan_run(req, req.facts)
+    if prev is not None and prev.plan:
+        check_plan_doc(prev.plan, f"the plan of run {prev.id} in the store")  # input, like a file
+    return plan
+
+
+def _record_finish(store: Store, run_id: int, result: RunResult) -> None:
+    """Record the run's end: done or interrupted as it ended, any other outcome as failed."""
     store.finish_run(
         run_id,
         (
@@ -173,8 +184,6 @@ def _run_locked(req: RunRequest, cloud: str, lock: RunLock, observer: Observer) 
         ),
         result.message,
     )
-    observer.run_finished(result)
-    return result
 
 
 def _done_before(req: RunRequest, plan: VerifiedPlan, prev: RunInfo) -> bool:
@@ -225,13 +234,10 @@ def _record_start(
         cloud,
         str(plan.workflow),
         key,
-        req.command,
+        RunOrigin(req.command, user=user, host=host, pid=os.getpid()),
         _recorded_params(plan),
         plan.to_json(),
         [u.to_json() for u in plan.units],
-        user=user,
-        host=host,
-        pid=os.getpid(),
         facts=facts_to_dict(req.facts),
     )
 

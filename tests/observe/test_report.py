@@ -47,7 +47,7 @@ def _stored_run(tmp_path: Path):
     hostile message, probe samples with failures."""
     from stepwise.model import load_deployment
     from stepwise.plan import make_plan
-    from stepwise.run.store.store import open_store
+    from stepwise.run.store.store import RunOrigin, open_store
     from stepwise.verify import verify_plan
     from tests.run.conftest import write_cloud
 
@@ -58,12 +58,10 @@ def _stored_run(tmp_path: Path):
         dep.name,
         "update",
         "k",
-        "stepwise update run -d x -e db_password=hunter2",
+        RunOrigin("stepwise update run -d x -e db_password=hunter2", user="ops", host="bastion"),
         {},
         plan.to_json(),
         [u.to_json() for u in plan.units],
-        user="ops",
-        host="bastion",
     )
     run = st.run(rid)
     t0 = run.started_at

@@ -13,8 +13,8 @@ from sqlalchemy import inspect
 
 from stepwise.model.vocab import MarkerState, RunState, Step, TaskStatus, UnitState
 from stepwise.run.lock import LockedError, RunLock, read_holder
-from stepwise.run.store import open_store
 from stepwise.run.store.models import Base
+from stepwise.run.store.store import RunOrigin, open_store
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 
@@ -25,7 +25,7 @@ def _exercise(url: str) -> None:
         "c",
         "update",
         "k",
-        "stepwise update run",
+        RunOrigin("stepwise update run"),
         {"limit": None},
         {"units": []},
         [{"id": "u1", "step": "stop", "nodes": ["n1"]}, {"id": "u2", "step": "start"}],
@@ -118,7 +118,7 @@ def test_a_store_of_the_previous_schema_is_migrated_and_keeps_its_runs(tmp_path:
     engine.dispose()
     assert "probe_samples" not in inspect(create_engine(url)).get_table_names()
     st = open_store(url)
-    rid = st.create_run("c", "update", "k", "stepwise update run", {}, {"units": []}, [])
+    rid = st.create_run("c", "update", "k", RunOrigin("stepwise update run"), {}, {"units": []}, [])
     st.add_probe_samples(rid, [{"target": "workload:vm", "t": 2.0, "requests": 1, "failed": 0}])
     st.discard_run(rid)  # a discarded run leaves no sample behind
     assert st.probe_samples(rid) == [] and st.run(rid) is None

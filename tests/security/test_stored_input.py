@@ -29,7 +29,7 @@ def template(tmp_path_factory) -> Path:
     from stepwise.model import load_deployment
     from stepwise.plan import make_plan
     from stepwise.run.store.models import UnitRow
-    from stepwise.run.store.store import open_store
+    from stepwise.run.store.store import RunOrigin, open_store
     from stepwise.verify import verify_plan
 
     root = tmp_path_factory.mktemp("stored")
@@ -40,12 +40,10 @@ def template(tmp_path_factory) -> Path:
         dep.name,
         "update",
         "k",
-        "stepwise update run",
+        RunOrigin("stepwise update run", user="ops", host="bastion"),
         {"limit": None},
         plan.to_json(),
         [u.to_json() for u in plan.units],
-        user="ops",
-        host="bastion",
     )
     t0 = st.run(rid).started_at
     with st.session() as s:

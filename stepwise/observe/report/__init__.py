@@ -9,13 +9,8 @@ from collections.abc import Iterable
 from datetime import UTC
 
 from stepwise.observe.report.html import render
-from stepwise.observe.report.model import (
-    Report,
-    Section,
-    plan_section,
-    run_section,
-    run_section_from_store,
-)
+from stepwise.observe.report.model import Report, Section, plan_section
+from stepwise.observe.report.run_view import run_section, run_section_from_store
 
 __all__ = [
     "Report",

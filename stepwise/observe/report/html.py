@@ -15,7 +15,7 @@ import base64
 import hashlib
 import html
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from stepwise.model.vocab import UnitState
 from stepwise.observe.report.model import Bar, Report, Section, Series, _fmt_s
@@ -212,9 +212,9 @@ def timeline_svg(sec: Section) -> str:
     return "".join(parts)
 
 
-def _series_row(s: Series, axis: float, y: int, h: int) -> list[str]:
+def _series_label(s: Series, axis: float, y: int, h: int) -> list[str]:
     name = s.service[:24] + (f" ({s.total})" if s.total else "")
-    out = [
+    return [
         f'<text class="lane" x="4" y="{y + 14}">{esc(name)}'
         f"<title>{esc(s.service)}: {s.total} instances</title></text>",
         f'<text class="lane" x="4" y="{y + 28}" fill="#777">{esc(s.rule[:34])}'
@@ -222,6 +222,10 @@ def _series_row(s: Series, axis: float, y: int, h: int) -> list[str]:
         f'<rect x="{LABEL_W}" y="{y}" width="{CHART_W}" height="{h}" '
         'fill="#fbfbfb" stroke="#eee"/>',
     ]
+
+
+def _series_windows(s: Series, axis: float, y: int, h: int) -> list[str]:
+    out = []
     for a, b, why in s.windows:
         x1, x2 = _x(a, axis), _x(b, axis)
         out.append(
@@ -230,52 +234,69 @@ def _series_row(s: Series, axis: float, y: int, h: int) -> list[str]:
             f"{esc(f'planned downtime window {_fmt_s(a)} to {_fmt_s(b)}: {why}')}"
             "</title></rect>"
         )
-    if s.total:
+    return out
 
-        def yv(v: float) -> float:
-            return y + h - 2 - (h - 6) * v / s.total
 
-        d, prev = [], None
-        for t, v in s.points:
-            x = _x(t, axis)
-            d.append(f"M{x:.1f},{yv(v):.1f}" if prev is None else f"H{x:.1f}V{yv(v):.1f}")
-            prev = v
-        d.append(f"H{LABEL_W + CHART_W}")
-        low = min(v for _, v in s.points)
+def _series_serving(s: Series, axis: float, y: int, h: int) -> list[str]:
+    """The step line of instances serving and the dashed line of the least its rule allows."""
+
+    def yv(v: float) -> float:
+        return y + h - 2 - (h - 6) * v / s.total
+
+    d, prev = [], None
+    for t, v in s.points:
+        x = _x(t, axis)
+        d.append(f"M{x:.1f},{yv(v):.1f}" if prev is None else f"H{x:.1f}V{yv(v):.1f}")
+        prev = v
+    d.append(f"H{LABEL_W + CHART_W}")
+    low = min(v for _, v in s.points)
+    out = [
+        f'<path class="serving" d="{"".join(d)}" fill="none" '
+        'stroke="#2f6db5" stroke-width="1.5">'
+        f"<title>{esc(f'{s.service}: instances serving, lowest {low} of {s.total}')}"
+        "</title></path>"
+    ]
+    if s.min_serving is not None:
+        ym = yv(s.min_serving)
         out.append(
-            f'<path class="serving" d="{"".join(d)}" fill="none" '
-            'stroke="#2f6db5" stroke-width="1.5">'
-            f"<title>{esc(f'{s.service}: instances serving, lowest {low} of {s.total}')}"
-            "</title></path>"
+            f'<line x1="{LABEL_W}" y1="{ym:.1f}" x2="{LABEL_W + CHART_W}" y2="{ym:.1f}" '
+            'stroke="#c33" stroke-dasharray="4,3">'
+            f"<title>{esc(f'rule {s.rule}: at least {s.min_serving} serving')}"
+            f"</title></line>"
         )
-        if s.min_serving is not None:
-            ym = yv(s.min_serving)
-            out.append(
-                f'<line x1="{LABEL_W}" y1="{ym:.1f}" x2="{LABEL_W + CHART_W}" y2="{ym:.1f}" '
-                'stroke="#c33" stroke-dasharray="4,3">'
-                f"<title>{esc(f'rule {s.rule}: at least {s.min_serving} serving')}"
-                f"</title></line>"
+    return out
+
+
+def _series_probe(s: Series, axis: float, y: int, h: int) -> list[str]:
+    """The strip of the probed span and a red bar per second with failed requests."""
+    a, b = s.probe[0][0], s.probe[-1][0] + 1
+    out = [
+        f'<rect x="{_x(a, axis):.1f}" y="{y + h - 3}" '
+        f'width="{max(_x(b, axis) - _x(a, axis), 1):.1f}" '
+        f'height="3" fill="#9c9"><title>probed</title></rect>'
+    ]
+    for t, req, failed, ms in s.probe:
+        if failed:
+            x1, x2 = _x(t, axis), _x(t + 1, axis)
+            fh = max(3.0, (h - 4) * failed / max(req, 1))
+            tip = (
+                f"{s.service}: {failed} of {req} probe requests failed at {_fmt_s(t)} "
+                f"(max {ms:.0f} ms)"
             )
+            out.append(
+                f'<rect class="probe-failed" x="{x1:.1f}" y="{y + h - fh:.1f}" '
+                f'width="{max(x2 - x1, 1.5):.1f}" height="{fh:.1f}" fill="#d33">'
+                f"<title>{esc(tip)}</title></rect>"
+            )
+    return out
+
+
+def _series_row(s: Series, axis: float, y: int, h: int) -> list[str]:
+    out = _series_label(s, axis, y, h) + _series_windows(s, axis, y, h)
+    if s.total:
+        out += _series_serving(s, axis, y, h)
     if s.probe:
-        a, b = s.probe[0][0], s.probe[-1][0] + 1
-        out.append(
-            f'<rect x="{_x(a, axis):.1f}" y="{y + h - 3}" '
-            f'width="{max(_x(b, axis) - _x(a, axis), 1):.1f}" '
-            f'height="3" fill="#9c9"><title>probed</title></rect>'
-        )
-        for t, req, failed, ms in s.probe:
-            if failed:
-                x1, x2 = _x(t, axis), _x(t + 1, axis)
-                fh = max(3.0, (h - 4) * failed / max(req, 1))
-                tip = (
-                    f"{s.service}: {failed} of {req} probe requests failed at {_fmt_s(t)} "
-                    f"(max {ms:.0f} ms)"
-                )
-                out.append(
-                    f'<rect class="probe-failed" x="{x1:.1f}" y="{y + h - fh:.1f}" '
-                    f'width="{max(x2 - x1, 1.5):.1f}" height="{fh:.1f}" fill="#d33">'
-                    f"<title>{esc(tip)}</title></rect>"
-                )
+        out += _series_probe(s, axis, y, h)
     return out
 
 
@@ -335,34 +356,35 @@ def _legend(sec: Section) -> str:
     return f'<div class="legend">{items}</div>{note}'
 
 
-def section_html(sec: Section, first: bool) -> str:
-    sid = lambda name: f' id="{name}"' if first else ""
+def _summary_html(sec: Section, sid: Callable[[str], str]) -> str:
     out = [
-        f'<section class="sec"><h2>{esc(sec.title)}</h2>',
         f'<div class="summary"{sid("summary")}>' + _table(("", ""), sec.summary, "kv"),
     ]
     if sec.continue_command:
         out.append(f"<p>To continue: <code>{esc(sec.continue_command)}</code></p>")
     out.append("</div>")
-    if sec.failures:
-        out.append(
-            "<h3>Failures</h3>"
-            + _table(
-                ("host", "unit", "task", "status", "message"),
-                (
-                    [f[k] for k in ("host", "unit", "task", "status", "message")]
-                    for f in sec.failures
-                ),
-            )
-        )
+    return "".join(out)
+
+
+def _failures_html(sec: Section) -> str:
+    return "<h3>Failures</h3>" + _table(
+        ("host", "unit", "task", "status", "message"),
+        ([f[k] for k in ("host", "unit", "task", "status", "message")] for f in sec.failures),
+    )
+
+
+def _timeline_html(sec: Section, sid: Callable[[str], str]) -> str:
     lanes = "node" if any(g and lane != g for lane, g in sec.lanes) else "role (batches aggregated)"
-    out.append(
+    return (
         f'<h3>Timeline</h3><p class="muted">One lane per {lanes}; '
         "hover a bar for its units and why.</p>"
         + _legend(sec)
         + f'<div class="chart timeline"{sid("timeline")}>{timeline_svg(sec)}</div>'
     )
-    out.append(
+
+
+def _availability_html(sec: Section, sid: Callable[[str], str]) -> str:
+    return (
         '<h3>Availability</h3><p class="muted">Instances serving (blue) '
         "vs the least the rule allows (red dashes); planned windows (orange)"
         + (
@@ -373,30 +395,46 @@ def section_html(sec: Section, first: bool) -> str:
         )
         + f'.</p><div class="chart availability"{sid("availability")}>{availability_svg(sec)}</div>'
     )
+
+
+def _probe_html(sec: Section) -> str:
+    return "<h3>Probe</h3>" + _table(
+        ("target", "requests", "failed", "max latency ms"),
+        (
+            [p["target"], str(p["requests"]), str(p["failed"]), str(p["max_ms"])]
+            for p in sec.probe_targets
+        ),
+    )
+
+
+def _batches_html(sec: Section) -> str:
+    return (
+        f"<details{' open' if sec.kind == 'plan' else ''}><summary>Batches and why "
+        f"({len(sec.batches)})</summary>"
+        + _table(
+            ("batch", "roles", "nodes", "steps", "start", "end", "why"),
+            (
+                [b[k] for k in ("batch", "roles", "nodes", "steps", "start", "end", "why")]
+                for b in sec.batches
+            ),
+        )
+        + "</details>"
+    )
+
+
+def section_html(sec: Section, first: bool) -> str:
+    """One section (a plan or a run): summary, failures, timeline, availability, probe, batches.
+    Only the first section carries the ids the page's self-check looks for."""
+    sid = lambda name: f' id="{name}"' if first else ""
+    out = [f'<section class="sec"><h2>{esc(sec.title)}</h2>', _summary_html(sec, sid)]
+    if sec.failures:
+        out.append(_failures_html(sec))
+    out.append(_timeline_html(sec, sid))
+    out.append(_availability_html(sec, sid))
     if sec.probe_targets:
-        out.append(
-            "<h3>Probe</h3>"
-            + _table(
-                ("target", "requests", "failed", "max latency ms"),
-                (
-                    [p["target"], str(p["requests"]), str(p["failed"]), str(p["max_ms"])]
-                    for p in sec.probe_targets
-                ),
-            )
-        )
+        out.append(_probe_html(sec))
     if sec.batches:
-        out.append(
-            f"<details{' open' if sec.kind == 'plan' else ''}><summary>Batches and why "
-            f"({len(sec.batches)})</summary>"
-            + _table(
-                ("batch", "roles", "nodes", "steps", "start", "end", "why"),
-                (
-                    [b[k] for k in ("batch", "roles", "nodes", "steps", "start", "end", "why")]
-                    for b in sec.batches
-                ),
-            )
-            + "</details>"
-        )
+        out.append(_batches_html(sec))
     out.append("</section>")
     return "".join(out)
 

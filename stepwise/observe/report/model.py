@@ -4,12 +4,12 @@ samples). Plain data: the renderer never sees a Plan or a database row.
 
 Size is bounded by aggregation, not by the cloud: below `NODE_LANES_MAX` nodes every node has
 its lane; above, a lane is a role and a bar is a batch (or one step of a stage) of that role,
-and availability series are cut into at most `BUCKETS` points."""
+and availability series are cut into at most `BUCKETS` points. The view of a run that ran is
+built in `run_view` from these same pieces."""
 
 from __future__ import annotations
 
 import calendar
-import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,7 +17,7 @@ from typing import Any
 
 from stepwise.model.catalog import allowance, effective_rule
 from stepwise.model.deployment import Deployment
-from stepwise.model.vocab import RunState, Scope, Step, UnitState
+from stepwise.model.vocab import Scope, Step, UnitState
 from stepwise.plan.sections import parts, unit_count
 from stepwise.plan.units import Plan, Unit
 
@@ -342,222 +342,4 @@ def plan_section(plan: Plan, dep: Deployment, title: str | None = None) -> Secti
         series,
         _plan_summary(plan, dep),
         batches=_batches(plan, dep),
-    )
-
-
-def _actual_kind(row: Any, planned_s: float) -> str:
-    if row.state is UnitState.DONE:
-        took = (
-            (row.ended_at - row.started_at).total_seconds()
-            if row.started_at and row.ended_at
-            else 0.0
-        )
-        if took > max(1.5 * planned_s, planned_s + 10.0):
-            return "late"
-        return "resumed" if (row.attempts or 0) > 1 else UnitState.DONE
-    return row.state if row.state in SEVERITY else UnitState.PENDING
-
-
-def _mask(command: str) -> str:
-    """The command as stored (secrets were masked when it was recorded), masked once more in
-    case it came from an older stepwise."""
-    from stepwise.secrets import mask_argv
-
-    try:
-        argv = shlex.split(command)
-    except ValueError:
-        return command
-    masked = mask_argv(argv)
-    return command if masked == argv else " ".join(shlex.quote(a) for a in masked)
-
-
-def run_section(
-    plan: Plan,
-    dep: Deployment,
-    run: Any,
-    units: Sequence[Any],
-    failures: Sequence[Mapping[str, Any]],
-    samples: Sequence[Mapping[str, Any]] = (),
-    window_spans: Mapping[str, list[tuple[float, float]]] | None = None,
-) -> Section:
-    """The view of one stored run: actual bars beside the planned ones on the run's own clock
-    (planned bars scaled to it when the estimate is for other hardware, as in the lab)."""
-    t0 = _epoch(run.started_at)
-    # the run's end, or its last unit's if later (a run still going, or one read mid-write)
-    ends = [_epoch(u.ended_at or u.started_at) for u in units if u.started_at]
-    actual_s = max(
-        max(ends, default=t0) - t0, (_epoch(run.ended_at) - t0) if run.ended_at else 0.0, 1.0
-    )
-    scale = 1.0
-    if plan.duration_s > 0 and not 0.5 <= actual_s / plan.duration_s <= 2.0:
-        scale = actual_s / plan.duration_s  # the estimate is for real hardware: show its shape
-    axis = max(actual_s, plan.duration_s * scale, 1.0)
-    per_node, lanes = _lanes_of(plan, dep)
-    rows = {r.unit_id: r for r in units}
-    planned = _aggregate(
-        (lane, _group_key(u, per_node), u.start_s * scale, u.end_s * scale, "planned", u)
-        for u in plan.units
-        if u.step is not Step.GATE
-        for lane in _unit_lanes(u, dep, per_node)
-    )
-    items = []
-    events = []
-    starts: dict[str, float] = {}
-    for u in plan.units:
-        r = rows.get(u.id)
-        if r is None or r.started_at is None:
-            continue
-        a = _epoch(r.started_at) - t0
-        b = (_epoch(r.ended_at) - t0) if r.ended_at else actual_s
-        starts[u.id] = a
-        events += [(a, -1, s, tuple(n)) for s, n in u.stops.items()]
-        if r.state is UnitState.DONE:
-            events += [(b, +1, s, tuple(n)) for s, n in u.starts.items()]
-        if u.step is Step.GATE:
-            continue
-        kind = _actual_kind(r, u.duration_s)
-        items += [
-            (lane, _group_key(u, per_node), a, b, kind, u) for lane in _unit_lanes(u, dep, per_node)
-        ]
-    for u in plan.units:  # skipped units never started: shown at their planned place
-        r = rows.get(u.id)
-        if r is not None and r.state is UnitState.SKIPPED and u.step is not Step.GATE:
-            items += [
-                (
-                    lane,
-                    _group_key(u, per_node),
-                    u.start_s * scale,
-                    u.end_s * scale,
-                    UnitState.SKIPPED,
-                    u,
-                )
-                for lane in _unit_lanes(u, dep, per_node)
-            ]
-    events.sort(key=lambda e: (e[0], -e[1]))
-    series = _availability(dep, events, axis, _stopped_services(plan))
-    spans = {svc: [(a - t0, b - t0) for a, b in v] for svc, v in (window_spans or {}).items()}
-    windows = [
-        (svc, a, min(b, axis), "planned window, as it ran")
-        for svc, v in spans.items()
-        for a, b in v
-    ]
-    by_target: dict[str, list[tuple[float, int, int, float]]] = {}
-    for s in samples:
-        by_target.setdefault(s["target"], []).append(
-            (
-                float(s["t"]) - t0,
-                int(s["requests"]),
-                int(s["failed"]),
-                float(s.get("max_ms") or 0.0),
-            )
-        )
-    for s in series:
-        s.windows = [(a, b, why) for svc, a, b, why in windows if svc == s.service]
-        s.probe = sorted(by_target.pop(f"vip:{s.service}", []))
-    for target, pts in sorted(by_target.items()):  # probed targets the plan never stopped
-        series.append(
-            Series(target, 0, None, "probe only: not stopped by this plan", [], [], sorted(pts))
-        )
-    counts: dict[str, int] = {}
-    for r in units:
-        counts[r.state] = counts.get(r.state, 0) + 1
-    probe_targets = []
-    for target in sorted({s["target"] for s in samples}):
-        ts = [s for s in samples if s["target"] == target]
-        probe_targets.append(
-            {
-                "target": target,
-                "requests": sum(int(s["requests"]) for s in ts),
-                "failed": sum(int(s["failed"]) for s in ts),
-                "max_ms": round(max(float(s.get("max_ms") or 0) for s in ts), 1),
-            }
-        )
-    summary = [
-        ("run", str(run.id)),
-        ("workflow", run.workflow),
-        ("status", run.status + (f": {run.message}" if run.message else "")),
-        ("who", f"{run.user or '?'} on {run.host or '?'}"),
-        ("command", _mask(run.command or "")),
-        ("started", run.started_at.isoformat(timespec="seconds") + "Z"),
-        (
-            "duration",
-            f"{_fmt_s(actual_s)} (estimate {_fmt_s(plan.duration_s)}, "
-            f"lower bound {_fmt_s(plan.lower_bound_s)})",
-        ),
-        ("units", ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + f" of {len(units)}"),
-        ("attempts", str(run.attempts)),
-    ]
-    if samples:
-        # failed API requests outside the windows the plan announced (give or take the probe's
-        # period and detection, as observe.windows counts them)
-        outside = sum(
-            int(x["failed"])
-            for x in samples
-            if int(x["failed"])
-            and str(x["target"]).startswith("vip:")
-            and not any(
-                a - 3.0 <= float(x["t"]) - t0 <= b + 4.0
-                for a, b in spans.get(str(x["target"])[4:], [])
-            )
-        )
-        summary.append(
-            (
-                "probe",
-                f"{sum(p['requests'] for p in probe_targets)} requests, "
-                f"{sum(p['failed'] for p in probe_targets)} failed, {outside} failed API "
-                "requests outside the announced windows",
-            )
-        )
-    cont = "" if run.status is RunState.DONE else _mask(run.command or "").replace(" --fresh", "")
-    return Section(
-        f"run {run.id}: {run.workflow} ({run.status})",
-        "run",
-        axis,
-        lanes,
-        planned,
-        _aggregate(items),
-        scale,
-        _boundaries(plan, starts),
-        windows,
-        series,
-        summary,
-        failures=[
-            {k: str(f.get(k) or "") for k in ("host", "unit", "task", "status", "message")}
-            for f in failures
-        ][:200],
-        batches=_batches(plan, dep),
-        probe_targets=probe_targets,
-        continue_command=cont,
-    )
-
-
-def run_section_from_store(store: Any, run_id: int, dep: Deployment) -> Section:
-    """Read one run (its plan, units, failures, probe samples) from the store and build its view."""
-    from stepwise.observe.windows import window_intervals
-
-    run = store.run(run_id)
-    if not run.plan or "workflow" not in run.plan:
-        from stepwise.errors import InputError, Problem
-
-        raise InputError(Problem(f"run {run_id} has no recorded plan to draw", field="--run"))
-    plan = Plan.from_json(run.plan)
-    failures = [
-        {
-            "unit": t.unit_id,
-            "host": t.host,
-            "task": t.task,
-            "status": t.status,
-            "message": t.message,
-        }
-        for t in store.task_results(run_id)
-        if t.status.failed
-    ]
-    return run_section(
-        plan,
-        dep,
-        run,
-        store.units(run_id),
-        failures,
-        store.probe_samples(run_id),
-        window_intervals(plan, store, run_id),
     )

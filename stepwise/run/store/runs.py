@@ -62,6 +62,17 @@ class RunInfo:
         )
 
 
+@dataclass(frozen=True)
+class RunOrigin:
+    """Who started a run, how and from where: the command as typed (secrets masked), the user,
+    the host and the process."""
+
+    command: str
+    user: str = ""
+    host: str = ""
+    pid: int = 0
+
+
 class RunRecords(StoreBase):
     """Runs: created, reopened on resume, finished, found again by their command."""
 
@@ -71,13 +82,10 @@ class RunRecords(StoreBase):
         cloud: str,
         workflow: str,
         key: str,
-        command: str,
+        origin: RunOrigin,
         params: Mapping[str, Any],
         plan: Mapping[str, Any],
         units: Iterable[Mapping[str, Any]],
-        user: str = "",
-        host: str = "",
-        pid: int = 0,
         facts: Mapping[str, Any] | None = None,
     ) -> int:
         """Record a new run and all its units as pending."""
@@ -86,14 +94,14 @@ class RunRecords(StoreBase):
                 cloud=cloud,
                 workflow=workflow,
                 key=key,
-                command=command,
+                command=origin.command,
                 params=dict(params),
                 plan=dict(plan),
                 status=RunState.RUNNING,
                 message="",
-                user=user,
-                host=host,
-                pid=pid,
+                user=origin.user,
+                host=origin.host,
+                pid=origin.pid,
                 attempts=1,
                 started_at=now(),
                 facts=dict(facts) if facts else None,

@@ -24,13 +24,14 @@ from stepwise.run.store import schema
 from stepwise.run.store.base import now, redact
 from stepwise.run.store.cloud import PROGRESS, CloudRecords
 from stepwise.run.store.location import ENV_VAR, default_store_url, existing_store_url  # noqa: F401 - re-exported
-from stepwise.run.store.runs import RunInfo, RunRecords
+from stepwise.run.store.runs import RunInfo, RunOrigin, RunRecords
 from stepwise.run.store.units import UnitRecords
 
 __all__ = [
     "ALEMBIC_DIR",
     "PROGRESS",
     "RunInfo",
+    "RunOrigin",
     "Store",
     "existing_store",
     "migrate",

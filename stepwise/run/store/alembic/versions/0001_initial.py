@@ -15,6 +15,17 @@ depends_on = None
 
 
 def upgrade() -> None:
+    """Each table (and its indexes) in the order they reference each other."""
+    _create_runs()
+    _create_units()
+    _create_task_results()
+    _create_node_services()
+    _create_node_packages()
+    _create_node_os()
+    _create_markers()
+
+
+def _create_runs() -> None:
     op.create_table(
         "runs",
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
@@ -35,6 +46,9 @@ def upgrade() -> None:
     )
     op.create_index("ix_runs_cloud", "runs", ["cloud"])
     op.create_index("ix_runs_key", "runs", ["key"])
+
+
+def _create_units() -> None:
     op.create_table(
         "units",
         sa.Column(
@@ -54,6 +68,9 @@ def upgrade() -> None:
         sa.Column("started_at", sa.DateTime, nullable=True),
         sa.Column("ended_at", sa.DateTime, nullable=True),
     )
+
+
+def _create_task_results() -> None:
     op.create_table(
         "task_results",
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
@@ -69,6 +86,9 @@ def upgrade() -> None:
         sa.Column("at", sa.DateTime, nullable=False),
     )
     op.create_index("ix_task_results_run_unit", "task_results", ["run_id", "unit_id"])
+
+
+def _create_node_services() -> None:
     op.create_table(
         "node_services",
         sa.Column("cloud", sa.String(200), primary_key=True),
@@ -79,6 +99,9 @@ def upgrade() -> None:
         sa.Column("run_id", sa.Integer, nullable=True),
         sa.Column("updated_at", sa.DateTime, nullable=False),
     )
+
+
+def _create_node_packages() -> None:
     op.create_table(
         "node_packages",
         sa.Column("cloud", sa.String(200), primary_key=True),
@@ -88,6 +111,9 @@ def upgrade() -> None:
         sa.Column("available", sa.String(200), nullable=True),
         sa.Column("updated_at", sa.DateTime, nullable=False),
     )
+
+
+def _create_node_os() -> None:
     op.create_table(
         "node_os",
         sa.Column("cloud", sa.String(200), primary_key=True),
@@ -96,6 +122,9 @@ def upgrade() -> None:
         sa.Column("target", sa.Integer, nullable=True),
         sa.Column("updated_at", sa.DateTime, nullable=False),
     )
+
+
+def _create_markers() -> None:
     op.create_table(
         "markers",
         sa.Column("cloud", sa.String(200), primary_key=True),

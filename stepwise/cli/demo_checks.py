@@ -1,0 +1,157 @@
+"""What `stepwise demo` checks on its lab around the runs: the versions stepwise's status
+records against what the nodes have installed, each node's kernel, and on a lab of real
+OpenStack the seeded resources, the schemas and tempest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+
+from stepwise.cli.common import console
+
+
+def agreement(store, dep, lab_dir: Path) -> dict[str, Any]:
+    """Does stepwise's status (store) say what the lab's nodes really have installed?"""
+    from stepwise.lab import services as S
+    from stepwise.lab.nodes import Lab
+
+    lab = Lab(lab_dir)
+    rows = {(r.node, r.service): r.version for r in store.node_services(dep.name)}
+    mismatches = []
+    checked = 0
+    for node in dep.nodes:
+        installed = S.installed(lab, node.name)
+        for svc in dep.services_on(node):
+            pkgs = dep.catalog[svc].packages
+            if not pkgs or pkgs[0] not in installed:
+                continue
+            checked += 1
+            real = installed[pkgs[0]]["version"]
+            if rows.get((node.name, svc)) != real:
+                mismatches.append(
+                    {
+                        "node": node.name,
+                        "service": svc,
+                        "stepwise": rows.get((node.name, svc)),
+                        "lab": real,
+                    }
+                )
+    return {"checked": checked, "mismatches": mismatches}
+
+
+def kernels(lab_dir: Path) -> dict[str, dict[str, str | None]]:
+    """Each lab node's kernel: the newest installed package and the one running."""
+    from stepwise.lab import services as S
+    from stepwise.lab.nodes import Lab
+
+    lab = Lab(lab_dir)
+    return {
+        n: {
+            "installed": S.installed(lab, n).get("kernel", {}).get("version"),
+            "running": (lab.read_state(n, "kernel.json", {}) or {}).get("running"),
+        }
+        for n in lab.nodes()
+    }
+
+
+def _openstack_before(lab_dir: Path, report: dict[str, Any], say) -> dict[str, Any] | None:
+    """On a lab of real OpenStack: resources created before the runs, to find after them."""
+    from stepwise.lab.nodes import Lab
+
+    lab = Lab(lab_dir)
+    if not lab.spec.get("openstack"):
+        return None
+    from stepwise.lab.openstack import checks
+
+    seeded = checks.seed(lab)
+    report["openstack"] = {
+        "series": lab.spec["openstack"]["series"],
+        "services": lab.spec["openstack"]["services"],
+        "seeded": sorted(k for k in seeded if k != "image_md5"),
+        "schemas_before": checks.schemas(lab),
+    }
+    say(
+        f"real OpenStack {lab.spec['openstack']['series']}: seeded a project, "
+        "a resource provider and an image to find again after the upgrade"
+    )
+    return seeded
+
+
+def _openstack_after(
+    lab_dir: Path, seeded: dict[str, Any] | None, report: dict[str, Any], work: Path, json_out: bool
+) -> None:
+    """Schemas at the new code's head, the seed resources kept, tempest's verdict."""
+    if seeded is None:
+        return
+    from stepwise.lab.nodes import Lab
+    from stepwise.lab.openstack import checks
+
+    lab = Lab(lab_dir)
+    os_report = report["openstack"]
+    os_report["schemas"] = checks.schemas(lab)
+    os_report["seed"] = checks.seed_kept(lab, seeded)
+    os_report["tempest"] = checks.acceptance(lab, work / "tempest")
+    client = _client_calls(report["phases"])
+    os_report["client"] = client
+    if json_out:
+        return
+    _say_openstack(os_report, client)
+
+
+def _client_calls(phases: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """The OpenStack client's calls and failures per target, over all phases."""
+    client: dict[str, dict[str, int]] = {}
+    for p in phases:
+        for target, t in p["probe"].get("client", {}).items():
+            c = client.setdefault(target, {"calls": 0, "failed": 0})
+            c["calls"] += t["requests"]
+            c["failed"] += t["failed"]
+    return client
+
+
+def _say_openstack(os_report: dict[str, Any], client: dict[str, dict[str, int]]) -> None:
+    """Each schema against its code's head, the client's calls, the seed kept, tempest."""
+    for svc, sc in os_report["schemas"].items():
+        before = os_report["schemas_before"].get(svc, {}).get("version")
+        moved = (
+            f"{before} -> {sc['version']}"
+            if before != sc["version"]
+            else f"{sc['version']} (unchanged)"
+        )
+        console.print(
+            Text(
+                f"{svc}: schema {moved}, {'at the head of' if sc['at_head'] else 'BEHIND'} "
+                f"{sc['code']}",
+                style="green" if sc["at_head"] else "red",
+            ),
+            soft_wrap=True,
+        )
+    for target, c in sorted(client.items()):
+        console.print(
+            Text(
+                f"openstack client, {target}: {c['calls']} calls, {c['failed']} failed",
+                style="green" if not c["failed"] else "red",
+            ),
+            soft_wrap=True,
+        )
+    kept = os_report["seed"]
+    console.print(
+        Text(
+            f"seeded resources: {kept['checked'] - len(kept['missing'])} of {kept['checked']} kept"
+            + "".join(f"\n   missing: {m}" for m in kept["missing"]),
+            style="green" if kept["kept"] else "red",
+        ),
+        soft_wrap=True,
+    )
+    t = os_report["tempest"]
+    console.print(
+        Text(
+            f"tempest: {t['run']} tests, {t['passed']} passed, {t['failed']} failed, "
+            f"{t['skipped']} skipped in {t['seconds']:.0f}s"
+            + "".join(f"\n   failed: {f}" for f in t["failures"][:10]),
+            style="green" if t["run"] and not t["failed"] else "red",
+        ),
+        soft_wrap=True,
+    )
