@@ -98,28 +98,23 @@ def make_plan(
     facts: Facts = NO_FACTS,
     limit: str | None = None,
     *,
-    stage: str | Stage | None = None,
-    plane: str | Plane | None = None,
-    tags: Iterable[str] | str | None = (),
-    skip_tags: Iterable[str] | str | None = (),
     selection: Selection | None = None,
     variables: Mapping[str, Any] | None = None,
     preview: bool = False,
 ) -> Plan:
     """Plan `workflow` for `deployment`, cut down to the selection.
 
-    `limit`: Ansible-style host/role pattern; `stage` (upgrade: prepare|run|converge) and
-    `plane` (control|data) select part of the plan, e.g. to run the control plane now and the
-    data plane next week; `tags`/`skip-tags` select steps. `variables` (-e): the management
+    `limit`: Ansible-style host/role pattern (without a `selection`); `selection` (from
+    `selection_for`) also selects a stage (upgrade: prepare|run|converge) and a plane
+    (control|data), e.g. to run the control plane now and the data plane next week, and steps
+    by tags/skip-tags. `variables` (-e): the management
     node's upgrade includes its OS upgrade when `system_upgrade_mode` is given. The result is
     exactly what runs. `preview` (a plan only shown): steps of a multi-command procedure that
     earlier commands would have done are assumed done (`params["assumed"]`) instead of refused.
     Raises InputError on bad options, UnsafePlanError on a selection the seed's rules refuse.
     """
     wf = parse_workflow(workflow)
-    sel = selection or selection_for(
-        wf, limit, stage=stage, plane=plane, tags=tags, skip_tags=skip_tags
-    )
+    sel = selection or selection_for(wf, limit)
     nodes = resolve_limit(deployment, sel.limit)
     builder = PlanBuilder()
     table_entry = entry(wf)

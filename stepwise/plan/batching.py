@@ -18,6 +18,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Required, TypedDict, Unpack
 
 from stepwise.model.vocab import Phase, Stage, Step
 from stepwise.plan.builder import PlanBuilder
@@ -64,139 +65,245 @@ class PlanningError(Exception):
     """The rules leave no way to proceed (should be caught by validation first)."""
 
 
+class RollingRules(TypedDict, total=False):
+    """The availability rules a rolling schedule keeps: each role's serial (`role_serial`),
+    each service's allowance of instances down at once (`allowance`, absent: no rule), each
+    service's total (`instances`) and a rule's description (`describe`, optional), the last
+    two for the explanations."""
+
+    role_serial: Required[Mapping[str, int]]
+    allowance: Required[Mapping[str, int]]
+    instances: Required[Mapping[str, int]]
+    describe: Callable[[str], str]
+
+
+@dataclass(frozen=True)
+class _Where:
+    """Where the batches go in the plan: the stage, phase and tags of their units."""
+
+    stage: Stage
+    phase: Phase
+    tags: tuple[str, ...]
+
+
 def schedule_rolling(
     builder: PlanBuilder,
     visits: Mapping[str, list[Visit]],
     *,
-    role_serial: Mapping[str, int],
-    allowance: Mapping[str, int],
-    instances: Mapping[str, int],
     start_s: float,
     after: str | None,
     stage: Stage,
     phase: Phase,
-    describe: Callable[[str], str] = lambda s: s,
     tags: tuple[str, ...] = (),
+    **rules: Unpack[RollingRules],
 ) -> RollingResult:
     """Emit the units of rolling batches for `visits` (role -> visits in order).
 
-    `allowance[s]` is how many instances of service s may be down at once (absent: no rule);
-    `instances[s]` its total, for the explanations. Returns the last unit of every batch and
-    the estimated end time.
+    `rules` (RollingRules): `allowance[s]` is how many instances of service s may be down at
+    once (absent: no rule); `instances[s]` its total, for the explanations. Returns the last
+    unit of every batch and the estimated end time.
     """
-    pools: dict[tuple[str, str], _Pool] = {}
-    for role, serial in role_serial.items():
-        if visits.get(role):
-            p = _Pool(serial)
-            p.give(start_s, after, serial)
-            pools[("role", role)] = p
-    needed = {s for vs in visits.values() for v in vs for s in v.services}
-    for s in sorted(needed):
-        if s in allowance:
-            p = _Pool(allowance[s])
-            p.give(start_s, after, allowance[s])
-            pools[("svc", s)] = p
+    rolling = _Rolling(
+        builder,
+        visits,
+        role_serial=rules["role_serial"],
+        allowance=rules["allowance"],
+        instances=rules["instances"],
+        describe=rules.get("describe", lambda s: s),
+        where=_Where(stage, phase, tags),
+    )
+    rolling.open_pools(start_s, after)
+    return rolling.run(start_s)
 
-    pending = {r: deque(vs) for r, vs in visits.items() if vs}
-    totals = {r: len(vs) for r, vs in visits.items()}
-    batch_no = {r: 0 for r in pending}
-    batch_total = {r: _estimate_batches(vs, role_serial[r]) for r, vs in pending.items()}
-    leader_done: dict[str, str | None] = {}
-    leaders = {s for vs in visits.values() for v in vs for s in v.leads}
-    active: list[_Running] = []
-    seq = 0
-    last_units: list[str] = []
-    end_s = start_s
-    t = start_s
 
-    def fits(v: Visit, svc_need: dict[str, int]) -> bool:
+class _Rolling:
+    """One run of the rolling scheduler: the capacity pools, the visits still waiting per
+    role, the batches running, and the units emitted so far."""
+
+    def __init__(
+        self,
+        builder: PlanBuilder,
+        visits: Mapping[str, list[Visit]],
+        *,
+        role_serial: Mapping[str, int],
+        allowance: Mapping[str, int],
+        instances: Mapping[str, int],
+        describe: Callable[[str], str],
+        where: _Where,
+    ) -> None:
+        self.builder = builder
+        self.visits = visits
+        self.role_serial = role_serial
+        self.allowance = allowance
+        self.instances = instances
+        self.describe = describe
+        self.where = where
+        self.pools: dict[tuple[str, str], _Pool] = {}
+        self.pending = {r: deque(vs) for r, vs in visits.items() if vs}
+        self.totals = {r: len(vs) for r, vs in visits.items()}
+        self.batch_no = {r: 0 for r in self.pending}
+        self.batch_total = {
+            r: _estimate_batches(vs, role_serial[r]) for r, vs in self.pending.items()
+        }
+        self.leader_done: dict[str, str | None] = {}
+        self.leaders = {s for vs in visits.values() for v in vs for s in v.leads}
+        self.active: list[_Running] = []
+        self.seq = 0
+        self.last_units: list[str] = []
+
+    def open_pools(self, start_s: float, after: str | None) -> None:
+        """Full capacity at the start, released by `after`: each role's serial, each ruled
+        service's allowance."""
+        for role, serial in self.role_serial.items():
+            if self.visits.get(role):
+                p = _Pool(serial)
+                p.give(start_s, after, serial)
+                self.pools[("role", role)] = p
+        needed = {s for vs in self.visits.values() for v in vs for s in v.services}
+        for s in sorted(needed):
+            if s in self.allowance:
+                p = _Pool(self.allowance[s])
+                p.give(start_s, after, self.allowance[s])
+                self.pools[("svc", s)] = p
+
+    def run(self, start_s: float) -> RollingResult:
+        """Simulate time: start what fits, then jump to the next batch's end and free its
+        capacity, until every visit is scheduled."""
+        end_s = t = start_s
+        while self.pending or self.active:
+            for role in list(self.pending):
+                self.start_batches(role, t)
+            if not self.active:
+                if self.pending:
+                    stuck = ", ".join(
+                        f"{r} ({len(q)} node(s) left)" for r, q in self.pending.items()
+                    )
+                    raise PlanningError(
+                        f"no batch can start for {stuck}: an availability rule allows no "
+                        "instance down"
+                    )
+                break
+            run = heapq.heappop(self.active)
+            t = run.end_s
+            _release(self.pools, run, self.leader_done)
+            while self.active and self.active[0].end_s <= t:
+                _release(self.pools, heapq.heappop(self.active), self.leader_done)
+            end_s = max(end_s, t)
+        return RollingResult(self.last_units, end_s, sum(self.batch_no.values()))
+
+    def fits(self, v: Visit, svc_need: dict[str, int]) -> bool:
+        """Whether visit `v` may join a batch already needing `svc_need` of each service."""
         for s in v.services:
-            if s in leaders and s not in v.leads and s not in leader_done:
+            if s in self.leaders and s not in v.leads and s not in self.leader_done:
                 return False  # wait until the service's once-only migration ran
-            pool = pools.get(("svc", s))
+            pool = self.pools.get(("svc", s))
             if pool is not None and svc_need.get(s, 0) + 1 > pool.free:
                 return False
         return True
 
-    while pending or active:
-        for role in list(pending):
-            queue = pending[role]
-            rpool = pools[("role", role)]
-            while queue and rpool.free > 0:
-                batch: list[Visit] = []
-                svc_need: dict[str, int] = {}
-                while queue and len(batch) < rpool.free and fits(queue[0], svc_need):
-                    v = queue.popleft()
-                    batch.append(v)
-                    for s in v.services:
-                        svc_need[s] = svc_need.get(s, 0) + 1
-                if not batch:
-                    break
-                limit = _limit_reason(
-                    role,
-                    batch,
-                    queue,
-                    rpool,
-                    pools,
-                    svc_need,
-                    role_serial[role],
-                    allowance,
-                    instances,
-                    describe,
+    def start_batches(self, role: str, t: float) -> None:
+        """Start at time `t` as many batches of `role` as its free capacity allows."""
+        queue = self.pending[role]
+        rpool = self.pools[("role", role)]
+        while queue and rpool.free > 0:
+            batch: list[Visit] = []
+            svc_need: dict[str, int] = {}
+            while queue and len(batch) < rpool.free and self.fits(queue[0], svc_need):
+                v = queue.popleft()
+                batch.append(v)
+                for s in v.services:
+                    svc_need[s] = svc_need.get(s, 0) + 1
+            if not batch:
+                break
+            self.start_batch(role, batch, svc_need, t)
+        if not queue:
+            del self.pending[role]
+
+    def start_batch(
+        self, role: str, batch: list[Visit], svc_need: dict[str, int], t: float
+    ) -> None:
+        """Emit the units of one batch of `role`, waiting for the capacity it takes."""
+        queue = self.pending[role]
+        rpool = self.pools[("role", role)]
+        limit = self.limit_reason(role, batch, queue, svc_need)
+        tails = self.take_capacity(rpool, batch, svc_need)
+        self.batch_no[role] += 1
+        label = self.builder.batch_label(role)
+        last, dur = _emit_batch(
+            self.builder, batch, label, tails, self.batch_why(role, batch, limit), self.where
+        )
+        self.seq += 1
+        heapq.heappush(
+            self.active,
+            _Running(
+                t + dur,
+                self.seq,
+                role,
+                len(batch),
+                svc_need,
+                last,
+                tuple(s for v in batch for s in v.leads),
+            ),
+        )
+        self.last_units.append(last)
+
+    def take_capacity(
+        self, rpool: _Pool, batch: list[Visit], svc_need: dict[str, int]
+    ) -> list[str | None]:
+        """Take the batch's nodes and service instances from their pools; return the units
+        that released them (and the once-only migrations the batch waits for)."""
+        tails: list[str | None] = list(rpool.take(len(batch)))
+        for s, n in svc_need.items():
+            pool = self.pools.get(("svc", s))
+            if pool is not None:
+                tails += pool.take(n)
+        for s in sorted(
+            {s for v in batch for s in v.services if s in self.leaders and s not in v.leads}
+        ):
+            tails.append(self.leader_done.get(s))
+        return tails
+
+    def batch_why(self, role: str, batch: list[Visit], limit: str) -> str:
+        """The first unit's why: which batch of the role, and what limited its size."""
+        where = self.where
+        # the upfront estimate can be short (rules met on the way): the last batch of a
+        # role knows its number, the others say at least one more follows
+        n = self.batch_no[role]
+        of = f"{n}" if not self.pending[role] else f"~{max(self.batch_total[role], n + 1)}"
+        why = (
+            f"{where.phase or where.stage}: {role} batch {n} of {of} "
+            f"({len(batch)} of {self.totals[role]} node(s)); batch size limited by {limit}"
+        )
+        again = next((v.again for v in batch if v.again), "")
+        if again:
+            why += f"; {again}"
+        return why
+
+    def limit_reason(
+        self, role: str, batch: list[Visit], queue: deque[Visit], svc_need: dict[str, int]
+    ) -> str:
+        """What kept the batch from growing: the role's serial, the nodes left, a service's
+        availability rule or a once-only migration still to run."""
+        serial = self.role_serial[role]
+        rpool = self.pools[("role", role)]
+        if not queue:
+            return (
+                f"the nodes left in {role}"
+                if len(batch) < serial
+                else f"{role} update_serial {serial}"
+            )
+        if len(batch) >= rpool.free:
+            return f"{role} update_serial {serial}" + (
+                "" if rpool.free == serial else f" ({serial - rpool.free} still busy)"
+            )
+        for s in queue[0].services:
+            pool = self.pools.get(("svc", s))
+            if pool is not None and svc_need.get(s, 0) + 1 > pool.free:
+                return (
+                    f"availability of {s} ({self.describe(s)}: {self.allowance[s]} of "
+                    f"{self.instances.get(s, '?')} instance(s) may be down at once)"
                 )
-                tails = rpool.take(len(batch))
-                for s, n in svc_need.items():
-                    pool = pools.get(("svc", s))
-                    if pool is not None:
-                        tails += pool.take(n)
-                for s in sorted(
-                    {s for v in batch for s in v.services if s in leaders and s not in v.leads}
-                ):
-                    tails.append(leader_done.get(s))
-                batch_no[role] += 1
-                label = builder.batch_label(role)
-                # the upfront estimate can be short (rules met on the way): the last batch of a
-                # role knows its number, the others say at least one more follows
-                n = batch_no[role]
-                of = f"{n}" if not queue else f"~{max(batch_total[role], n + 1)}"
-                first_why = (
-                    f"{phase or stage}: {role} batch {n} of {of} "
-                    f"({len(batch)} of {totals[role]} node(s)); batch size limited by {limit}"
-                )
-                again = next((v.again for v in batch if v.again), "")
-                if again:
-                    first_why += f"; {again}"
-                last, dur = _emit_batch(builder, batch, label, tails, first_why, stage, phase, tags)
-                seq += 1
-                heapq.heappush(
-                    active,
-                    _Running(
-                        t + dur,
-                        seq,
-                        role,
-                        len(batch),
-                        svc_need,
-                        last,
-                        tuple(s for v in batch for s in v.leads),
-                    ),
-                )
-                last_units.append(last)
-            if not queue:
-                del pending[role]
-        if not active:
-            if pending:
-                stuck = ", ".join(f"{r} ({len(q)} node(s) left)" for r, q in pending.items())
-                raise PlanningError(
-                    f"no batch can start for {stuck}: an availability rule allows no instance down"
-                )
-            break
-        run = heapq.heappop(active)
-        t = run.end_s
-        _release(pools, run, leader_done)
-        while active and active[0].end_s <= t:
-            _release(pools, heapq.heappop(active), leader_done)
-        end_s = max(end_s, t)
-    return RollingResult(last_units, end_s, sum(batch_no.values()))
+        return "a service's once-only migration that must finish first"
 
 
 @dataclass(order=True)
@@ -224,25 +331,49 @@ def _estimate_batches(vs: list[Visit], serial: int) -> int:
     return max(1, math.ceil(len(vs) / max(1, serial)))
 
 
-def _limit_reason(
-    role, batch, queue, rpool, pools, svc_need, serial, allowance, instances, describe
-) -> str:
-    if not queue:
-        return (
-            f"the nodes left in {role}" if len(batch) < serial else f"{role} update_serial {serial}"
-        )
-    if len(batch) >= rpool.free:
-        return f"{role} update_serial {serial}" + (
-            "" if rpool.free == serial else f" ({serial - rpool.free} still busy)"
-        )
-    for s in queue[0].services:
-        pool = pools.get(("svc", s))
-        if pool is not None and svc_need.get(s, 0) + 1 > pool.free:
-            return (
-                f"availability of {s} ({describe(s)}: {allowance[s]} of {instances.get(s, '?')} "
-                f"instance(s) may be down at once)"
-            )
-    return "a service's once-only migration that must finish first"
+@dataclass(frozen=True)
+class _StepWork:
+    """One step of a batch across its nodes: who does it, on what, how long."""
+
+    nodes: list[str]
+    services: list[str]
+    work: dict[str, tuple[str, ...]]
+    extra: dict[str, list[str]]
+    tags: tuple[str, ...]
+    seconds: float
+
+
+def _step_order(batch: list[Visit]) -> list[Step]:
+    """The steps of the batch's visits, each once, in the order they first appear."""
+    order: list[Step] = []
+    for v in batch:
+        for st in v.steps:
+            if st.step not in order:
+                order.append(st.step)
+    return order
+
+
+def _step_work(batch: list[Visit], step: Step) -> _StepWork:
+    """What `step` does on each node of the batch that has it."""
+    work: dict[str, tuple[str, ...]] = {}
+    extra: dict[str, list[str]] = {}
+    step_tags: tuple[str, ...] = ()
+    seconds = 0.0
+    step_nodes: list[str] = []
+    services: list[str] = []
+    for v in batch:
+        for st in v.steps:
+            if st.step == step:
+                step_nodes.append(v.node)
+                work[v.node] = st.services
+                for s in st.services:
+                    if s not in services:
+                        services.append(s)
+                if st.extra:
+                    extra[v.node] = list(st.extra)
+                step_tags = st.tags or step_tags
+                seconds = max(seconds, st.seconds)
+    return _StepWork(step_nodes, services, work, extra, step_tags, seconds)
 
 
 def _emit_batch(
@@ -251,16 +382,10 @@ def _emit_batch(
     label: str,
     tails: list[str | None],
     first_why: str,
-    stage: Stage,
-    phase: Phase,
-    tags: tuple[str, ...],
+    where: _Where,
 ) -> tuple[str, float]:
     """Add one unit per step of the batch; return the last unit's id and the batch's duration."""
-    order: list[Step] = []
-    for v in batch:
-        for st in v.steps:
-            if st.step not in order:
-                order.append(st.step)
+    order = _step_order(batch)
     disrupted: dict[str, list[str]] = {}
     for v in batch:
         for s in v.services:
@@ -269,47 +394,30 @@ def _emit_batch(
     total = 0.0
     uid = ""
     for i, step in enumerate(order):
-        work: dict[str, tuple[str, ...]] = {}
-        extra: dict[str, list[str]] = {}
-        step_tags: tuple[str, ...] = ()
-        seconds = 0.0
-        step_nodes: list[str] = []
-        services: list[str] = []
-        for v in batch:
-            for st in v.steps:
-                if st.step == step:
-                    step_nodes.append(v.node)
-                    work[v.node] = st.services
-                    for s in st.services:
-                        if s not in services:
-                            services.append(s)
-                    if st.extra:
-                        extra[v.node] = list(st.extra)
-                    step_tags = st.tags or step_tags
-                    seconds = max(seconds, st.seconds)
+        sw = _step_work(batch, step)
         last = i == len(order) - 1
         why = (
             first_why
             if i == 0
             else f"{step} of {label} "
-            f"({', '.join(step_nodes[:3])}{', ...' if len(step_nodes) > 3 else ''})"
+            f"({', '.join(sw.nodes[:3])}{', ...' if len(sw.nodes) > 3 else ''})"
         )
         uid = builder.add(
             step,
-            nodes=step_nodes,
-            services=services,
+            nodes=sw.nodes,
+            services=sw.services,
             after=prev,
             why=why,
-            stage=step_tags[0] if step_tags else stage,
-            phase=phase,
+            stage=sw.tags[0] if sw.tags else where.stage,
+            phase=where.phase,
             batch=label,
-            duration_s=seconds,
-            work=work,
-            tags=step_tags + tags,
+            duration_s=sw.seconds,
+            work=sw.work,
+            tags=sw.tags + where.tags,
             stops=disrupted if i == 0 else None,
             starts=disrupted if last else None,
-            vars={"extra_packages": extra} if extra else None,
+            vars={"extra_packages": sw.extra} if sw.extra else None,
         )
         prev = [uid]
-        total += seconds
+        total += sw.seconds
     return uid, total

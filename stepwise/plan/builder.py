@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from stepwise.model.vocab import Phase, Scope, Stage, Step
 from stepwise.plan.units import Unit
@@ -14,6 +14,29 @@ def _freeze(m: Mapping[str, Iterable[str]] | None) -> Mapping[str, tuple[str, ..
     if not m:
         return MappingProxyType({})
     return MappingProxyType({k: tuple(v) for k, v in m.items()})
+
+
+class UnitOptions(TypedDict, total=False):
+    """What a unit may say besides its step, why and stage (all optional): where it works
+    (nodes, services, work per node), what it waits for (after, requires), what it takes
+    down and brings back (stops, starts), how it is scheduled and shown (phase, scope, batch,
+    duration_s, tags, marks) and what its tasks read (idempotent, vars)."""
+
+    nodes: Iterable[str]
+    services: Iterable[str]
+    after: Iterable[str | None]
+    stops: Mapping[str, Iterable[str]] | None
+    starts: Mapping[str, Iterable[str]] | None
+    phase: Phase
+    scope: Scope
+    batch: str | None
+    duration_s: float
+    tags: Iterable[str]
+    idempotent: bool | None
+    work: Mapping[str, Iterable[str]] | None
+    vars: Mapping[str, Any] | None
+    marks: Iterable[str]
+    requires: Iterable[str]
 
 
 class PlanBuilder:
@@ -33,60 +56,44 @@ class PlanBuilder:
         self._batches[role] = self._batches.get(role, 0) + 1
         return f"{role}#{self._batches[role]}"
 
-    def add(
-        self,
-        step: Step,
-        *,
-        nodes: Iterable[str] = (),
-        services: Iterable[str] = (),
-        after: Iterable[str | None] = (),
-        stops: Mapping[str, Iterable[str]] | None = None,
-        starts: Mapping[str, Iterable[str]] | None = None,
-        why: str,
-        stage: Stage,
-        phase: Phase = Phase.NONE,
-        scope: Scope = Scope.NODE,
-        batch: str | None = None,
-        duration_s: float = 0.0,
-        tags: Iterable[str] = (),
-        idempotent: bool | None = None,
-        work: Mapping[str, Iterable[str]] | None = None,
-        vars: Mapping[str, Any] | None = None,
-        marks: Iterable[str] = (),
-        requires: Iterable[str] = (),
-    ) -> str:
+    def add(self, step: Step, *, why: str, stage: Stage, **opts: Unpack[UnitOptions]) -> str:
+        """Add a unit of `step` (see UnitOptions for the rest) and return its id."""
         uid = f"u{len(self.units) + 1}"
         step = Step(step)
+        idempotent = opts.get("idempotent")
         if idempotent is None:
             idempotent = not step.info.once_only
-        deps = tuple(dict.fromkeys(a for a in after if a))
+        deps = tuple(dict.fromkeys(a for a in opts.get("after", ()) if a))
         for a in deps:
             if a not in self._ids:  # pragma: no cover - planner bug guard
                 raise ValueError(f"unit {uid} depends on unknown unit {a}")
+        phase = opts.get("phase", Phase.NONE)
+        tags = opts.get("tags", ())
         tag_list = (
             [str(stage), str(step)] + ([str(phase)] if phase else []) + [str(t) for t in tags]
         )
+        work = opts.get("work")
         self.units.append(
             Unit(
                 id=uid,
                 step=step,
-                nodes=tuple(nodes),
-                services=tuple(services),
+                nodes=tuple(opts.get("nodes", ())),
+                services=tuple(opts.get("services", ())),
                 after=deps,
-                stops=_freeze(stops),
-                starts=_freeze(starts),
+                stops=_freeze(opts.get("stops")),
+                starts=_freeze(opts.get("starts")),
                 why=why,
                 stage=Stage(stage),
                 phase=Phase(phase),
-                scope=Scope(scope),
-                batch=batch,
-                duration_s=float(duration_s),
+                scope=Scope(opts.get("scope", Scope.NODE)),
+                batch=opts.get("batch"),
+                duration_s=float(opts.get("duration_s", 0.0)),
                 tags=tuple(dict.fromkeys(tag_list)),
                 idempotent=idempotent,
                 work=_freeze(work) if work is not None else None,
-                vars=MappingProxyType(dict(vars or {})),
-                marks=tuple(marks),
-                requires=tuple(requires),
+                vars=MappingProxyType(dict(opts.get("vars") or {})),
+                marks=tuple(opts.get("marks", ())),
+                requires=tuple(opts.get("requires", ())),
             )
         )
         self._ids.add(uid)

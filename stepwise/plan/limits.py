@@ -29,7 +29,6 @@ def resolve_limit(deployment: Deployment, limit: str | None) -> list[str] | None
             )
         )
     parts = [p.strip() for p in re.split(r"[,:]", text) if p.strip()]
-    selected: set[str] | None = None
     include: set[str] = set()
     excludes: list[set[str]] = []
     intersects: list[set[str]] = []
@@ -40,20 +39,7 @@ def resolve_limit(deployment: Deployment, limit: str | None) -> list[str] | None
             op, part = part[0], part[1:].strip()
         matched = _match(deployment, part)
         if not matched:
-            names = list(deployment.node_by_name) + list(deployment.role_by_name)
-            close = difflib.get_close_matches(part, names, n=3)
-            hint = (
-                f"did you mean {', '.join(close)}?"
-                if close
-                else f"roles are: {', '.join(deployment.role_by_name)}"
-            )
-            problems.append(
-                Problem(
-                    f"limit pattern '{part}' matches no node or role of {deployment.name}",
-                    field="--limit",
-                    hint=hint,
-                )
-            )
+            problems.append(_matches_nothing(deployment, part))
             continue
         if op == "!":
             excludes.append(matched)
@@ -71,6 +57,22 @@ def resolve_limit(deployment: Deployment, limit: str | None) -> list[str] | None
     if not selected:
         raise InputError(Problem(f"--limit '{limit}' leaves no node to work on", field="--limit"))
     return [n.name for n in deployment.nodes if n.name in selected]
+
+
+def _matches_nothing(deployment: Deployment, pattern: str) -> Problem:
+    """A pattern that names no node or role: most likely a typo, so suggest close names."""
+    names = list(deployment.node_by_name) + list(deployment.role_by_name)
+    close = difflib.get_close_matches(pattern, names, n=3)
+    hint = (
+        f"did you mean {', '.join(close)}?"
+        if close
+        else f"roles are: {', '.join(deployment.role_by_name)}"
+    )
+    return Problem(
+        f"limit pattern '{pattern}' matches no node or role of {deployment.name}",
+        field="--limit",
+        hint=hint,
+    )
 
 
 def _match(deployment: Deployment, pattern: str) -> set[str]:

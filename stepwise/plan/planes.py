@@ -11,24 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from stepwise.model.availability import service_allowances
-from stepwise.model.catalog import effective_rule, node_step_seconds
 from stepwise.model.deployment import Deployment
 from stepwise.model.vocab import Phase, Plane, Section, Stage, Step
-from stepwise.plan.batching import schedule_rolling
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.changes import NodeChange, dependency_levels
+from stepwise.plan.offline_group import offline_group
+from stepwise.plan.rollout_context import Cursor, RolloutContext, describe_rule
 from stepwise.plan.visits import Visit, make_visit
 
 CONTROL, DATA = Phase.CONTROLPLANE, Phase.DATAPLANE
-
-
-@dataclass
-class Cursor:
-    """Where the plan is: the unit the next work waits for, and its estimated time."""
-
-    after: str | None
-    t: float = 0.0
 
 
 def home_part(dep: Deployment, node: str) -> Phase:
@@ -39,6 +30,17 @@ def service_part(dep: Deployment, service: str) -> Phase:
     """Infra and control-plane services are upgraded first, wherever they run; data-plane
     services after them (the catalog refuses a control service depending on a data one)."""
     return DATA if dep.catalog[service].plane == Plane.DATA else CONTROL
+
+
+@dataclass(frozen=True)
+class _PartLayout:
+    """One part of a rollout: node -> its rolling services, grouped (schema-sensitive)
+    service -> its nodes, and each service's dependency level."""
+
+    part: Phase
+    rolling: dict[str, list[str]]
+    grouped: dict[str, list[str]]
+    levels: dict[str, int]
 
 
 def rollout(
@@ -61,11 +63,40 @@ def rollout(
     its reboot (new kernel) and its packages no service owns ride on its last and first
     visits, so a node that changes in one level is taken out of service once.
     """
-    catalog = dep.catalog
-    order = {n.name: i for i, n in enumerate(dep.nodes)}
-    allowance, instances = service_allowances(dep)
-    role_serial = {r.name: r.update_serial for r in dep.roles}
+    ctx = RolloutContext.of(builder, dep, workflow, stage, tags)
+    layout = _layout(dep, changes, parts)
+    last_visit = _reboot_visits(changes, layout)
+    visited: dict[str, list[str]] = {}
+    for i, pl in enumerate(layout):
+        # extra (unowned) packages ride on the node's first visit in its home part
+        extra_pending = {
+            n: ch.extra_packages
+            for n, ch in changes.items()
+            if ch.extra_packages and home_part(dep, n) == pl.part and not ch.reboot
+        }
+        for level in sorted(set(pl.levels.values())):
+            reboot_here = {
+                n: changes[n].extra_packages for n, at in last_visit.items() if at == (i, level)
+            }
+            cur = _roll_level(ctx, pl, level, extra_pending, reboot_here, visited, cur)
+        last_part = i == len(layout) - 1
+        tail = _tail_visits(ctx, changes, extra_pending, last_visit if last_part else None)
+        if tail:
+            cur = ctx.schedule(
+                tail,
+                cur,
+                pl.part,
+                f"{pl.part}: packages no service owns, and reboots for a new kernel after every "
+                "service is upgraded",
+            )
+    return cur
 
+
+def _layout(
+    dep: Deployment, changes: dict[str, NodeChange], parts: tuple[Phase, ...]
+) -> list[_PartLayout]:
+    """Each part's rolling and grouped services, node by node, and their dependency levels."""
+    catalog = dep.catalog
     # An infra/control service on a data-plane node that nothing in the control plane
     # depends on (openvswitch on a compute) waits for the node's data-plane visit: one visit
     # instead of two.
@@ -86,8 +117,7 @@ def rollout(
             return DATA
         return p
 
-    # per part: (node -> its rolling services), (grouped service -> nodes), levels
-    layout: dict[Phase, tuple[dict[str, list[str]], dict[str, list[str]], dict[str, int]]] = {}
+    layout = []
     for part in parts:
         rolling: dict[str, list[str]] = {}
         grouped: dict[str, list[str]] = {}
@@ -100,96 +130,77 @@ def rollout(
                 else:
                     rolling.setdefault(node, []).append(s)
         services = {s for ss in rolling.values() for s in ss} | set(grouped)
-        layout[part] = (rolling, grouped, dependency_levels(dep, services))
-    # a rebooting node reboots in its last rolling visit (or, without one, at the very end)
+        layout.append(_PartLayout(part, rolling, grouped, dependency_levels(dep, services)))
+    return layout
+
+
+def _reboot_visits(
+    changes: dict[str, NodeChange], layout: list[_PartLayout]
+) -> dict[str, tuple[int, int]]:
+    """node -> (part index, level) of its last rolling visit, for each node that reboots: it
+    reboots there (a rebooting node with no rolling visit reboots at the very end)."""
     last_visit: dict[str, tuple[int, int]] = {}
-    for i, part in enumerate(parts):
-        rolling, _, levels = layout[part]
-        for node, ss in rolling.items():
+    for i, pl in enumerate(layout):
+        for node, ss in pl.rolling.items():
             if changes[node].reboot:
                 last_visit[node] = max(
-                    last_visit.get(node, (-1, -1)), (i, max(levels[s] for s in ss))
+                    last_visit.get(node, (-1, -1)), (i, max(pl.levels[s] for s in ss))
                 )
-    visited: dict[str, list[str]] = {}
-    for i, part in enumerate(parts):
-        rolling, grouped, levels = layout[part]
-        # extra (unowned) packages ride on the node's first visit in its home part
-        extra_pending = {
-            n: ch.extra_packages
-            for n, ch in changes.items()
-            if ch.extra_packages and home_part(dep, n) == part and not ch.reboot
-        }
-        for level in sorted(set(levels.values())):
-            reboot_here = {
-                n: changes[n].extra_packages for n, at in last_visit.items() if at == (i, level)
-            }
-            visits = _level_visits(
-                dep, rolling, levels, level, workflow, order, extra_pending, reboot_here, visited
-            )
-            if visits:
-                level_svcs = sorted({s for vs in visits.values() for v in vs for s in v.services})
-                cur = _schedule(
-                    builder,
-                    dep,
-                    visits,
-                    role_serial,
-                    allowance,
-                    instances,
-                    cur,
-                    stage,
-                    part,
-                    tags,
-                    f"{part} level {level}: {', '.join(level_svcs)}",
-                )
-            group = sorted(s for s in grouped if levels.get(s) == level)
-            if group:
-                cur = _group(
-                    builder,
-                    dep,
-                    {s: grouped[s] for s in group},
-                    workflow,
-                    stage,
-                    part,
-                    cur,
-                    order,
-                    tags,
-                )
-        # packages no service owns; after the last part, reboots of nodes with no rolling visit
-        tail: dict[str, list[Visit]] = {}
-        for node in sorted(extra_pending, key=order.__getitem__):
-            tail.setdefault(dep.role_of(node).name, []).append(
-                make_visit(dep, node, (), workflow, extra_packages=extra_pending[node])
-            )
-        if part == parts[-1]:
-            for node, ch in sorted(changes.items(), key=lambda kv: order[kv[0]]):
-                if ch.reboot and node not in last_visit:
-                    tail.setdefault(dep.role_of(node).name, []).append(
-                        make_visit(
-                            dep,
-                            node,
-                            (),
-                            workflow,
-                            extra_packages=ch.extra_packages,
-                            reboot=True,
-                            stop_all=dep.services_on(node),
-                        )
-                    )
-        if tail:
-            cur = _schedule(
-                builder,
-                dep,
-                tail,
-                role_serial,
-                allowance,
-                instances,
-                cur,
-                stage,
-                part,
-                tags,
-                f"{part}: packages no service owns, and reboots for a new kernel after every "
-                "service is upgraded",
-            )
+    return last_visit
+
+
+def _roll_level(
+    ctx: RolloutContext,
+    pl: _PartLayout,
+    level: int,
+    extra_pending: dict[str, tuple[str, ...]],
+    reboot_here: dict[str, tuple[str, ...]],
+    visited: dict[str, list[str]],
+    cur: Cursor,
+) -> Cursor:
+    """One dependency level of a part: its rolling visits in batches, then its grouped
+    (schema-sensitive) services together."""
+    visits = _level_visits(ctx, pl, level, extra_pending, reboot_here, visited)
+    if visits:
+        level_svcs = sorted({s for vs in visits.values() for v in vs for s in v.services})
+        cur = ctx.schedule(
+            visits, cur, pl.part, f"{pl.part} level {level}: {', '.join(level_svcs)}"
+        )
+    group = sorted(s for s in pl.grouped if pl.levels.get(s) == level)
+    if group:
+        cur = offline_group(ctx, {s: pl.grouped[s] for s in group}, pl.part, cur)
     return cur
+
+
+def _tail_visits(
+    ctx: RolloutContext,
+    changes: dict[str, NodeChange],
+    extra_pending: dict[str, tuple[str, ...]],
+    last_visit: dict[str, tuple[int, int]] | None,
+) -> dict[str, list[Visit]]:
+    """Visits at the end of a part: packages no service owns still pending; after the last
+    part (`last_visit` given), reboots of nodes with no rolling visit."""
+    dep, order, workflow = ctx.dep, ctx.order, ctx.workflow
+    tail: dict[str, list[Visit]] = {}
+    for node in sorted(extra_pending, key=order.__getitem__):
+        tail.setdefault(dep.role_of(node).name, []).append(
+            make_visit(dep, node, (), workflow, extra_packages=extra_pending[node])
+        )
+    if last_visit is not None:
+        for node, ch in sorted(changes.items(), key=lambda kv: order[kv[0]]):
+            if ch.reboot and node not in last_visit:
+                tail.setdefault(dep.role_of(node).name, []).append(
+                    make_visit(
+                        dep,
+                        node,
+                        (),
+                        workflow,
+                        extra_packages=ch.extra_packages,
+                        reboot=True,
+                        stop_all=dep.services_on(node),
+                    )
+                )
+    return tail
 
 
 def rollout_merged(
@@ -209,12 +220,10 @@ def rollout_merged(
     reboot for a new kernel. Nodes of control-plane roles go first; the others follow once
     they are all done (TripleO's order: controllers, then computes and the rest).
     """
-    order = {n.name: i for i, n in enumerate(dep.nodes)}
-    allowance, instances = service_allowances(dep)
-    role_serial = {r.name: r.update_serial for r in dep.roles}
+    ctx = RolloutContext.of(builder, dep, workflow, stage, tags)
     by_part: dict[Phase, dict[str, list[Visit]]] = {CONTROL: {}, DATA: {}}
     led: set[str] = set()
-    for node in sorted(changes, key=lambda n: _bootstrap_first(dep, order, n)):
+    for node in sorted(changes, key=lambda n: _bootstrap_first(dep, ctx.order, n)):
         ch = changes[node]
         leads = _take_leads(dep, node, ch.services, workflow, led, changes)
         visit = make_visit(
@@ -230,17 +239,10 @@ def rollout_merged(
         by_part[home_part(dep, node)].setdefault(dep.role_of(node).name, []).append(visit)
     for part, visits in by_part.items():
         if visits:
-            cur = _schedule(
-                builder,
-                dep,
+            cur = ctx.schedule(
                 visits,
-                role_serial,
-                allowance,
-                instances,
                 cur,
-                stage,
                 part,
-                tags,
                 f"{part}: one visit per node (its changed services, packages no service owns, "
                 f"and its reboot when the kernel changes)",
                 done="done on every node of the part before the next part starts",
@@ -281,39 +283,26 @@ def _bootstrap_first(dep: Deployment, order: dict[str, int], node: str) -> tuple
 
 
 def _level_visits(
-    dep: Deployment,
-    rolling: dict[str, list[str]],
-    levels: dict[str, int],
+    ctx: RolloutContext,
+    pl: _PartLayout,
     level: int,
-    workflow: Section,
-    order: dict[str, int],
     extra_pending: dict[str, tuple[str, ...]],
     reboot: dict[str, tuple[str, ...]],
     visited: dict[str, list[str]],
 ) -> dict[str, list[Visit]]:
+    """role -> the visits of one level: each node with rolling services of the level, with
+    its pending unowned packages on its first visit and its reboot on its last."""
+    dep, rolling = ctx.dep, pl.rolling
     by_role: dict[str, list[Visit]] = {}
     led: set[str] = set()
     # the bootstrap node of a service goes first in its role: its once-only migration runs there
-    nodes = sorted(rolling, key=lambda n: _bootstrap_first(dep, order, n))
+    nodes = sorted(rolling, key=lambda n: _bootstrap_first(dep, ctx.order, n))
     for node in nodes:
-        svcs = tuple(s for s in rolling[node] if levels.get(s) == level)
+        svcs = tuple(s for s in rolling[node] if pl.levels.get(s) == level)
         if not svcs:
             continue
-        leads = _take_leads(dep, node, svcs, workflow, led, rolling)
-        again = ""
-        if node in visited:
-            needs = sorted(
-                {d for s in svcs for d in _all_deps(dep, s) if d in levels and levels[d] < level}
-            )
-            verb = "needs" if len(svcs) == 1 else "need"
-            again = (
-                f"{node} is visited again: {', '.join(svcs)} {verb} {', '.join(needs)} "
-                "on the new release everywhere first (depends_on)"
-                if needs
-                else f"{node} is visited again: its data-plane services ({', '.join(svcs)}) "
-                f"wait until the infrastructure and control plane ({', '.join(visited[node])} "
-                "here) run the new release everywhere"
-            )
+        leads = _take_leads(dep, node, svcs, ctx.workflow, led, rolling)
+        again = _visited_again(dep, node, svcs, pl.levels, level, visited)
         visited.setdefault(node, []).extend(svcs)
         extra = extra_pending.pop(node, ())
         ch_reboot = node in reboot
@@ -323,7 +312,7 @@ def _level_visits(
             dep,
             node,
             svcs,
-            workflow,
+            ctx.workflow,
             leads=leads,
             extra_packages=extra,
             reboot=ch_reboot,
@@ -333,6 +322,32 @@ def _level_visits(
             replace(v, again=again) if again else v
         )
     return by_role
+
+
+def _visited_again(
+    dep: Deployment,
+    node: str,
+    svcs: tuple[str, ...],
+    levels: dict[str, int],
+    level: int,
+    visited: dict[str, list[str]],
+) -> str:
+    """Why `node`, already visited in an earlier level, is visited again for `svcs` ("" on
+    its first visit)."""
+    if node not in visited:
+        return ""
+    needs = sorted(
+        {d for s in svcs for d in _all_deps(dep, s) if d in levels and levels[d] < level}
+    )
+    verb = "needs" if len(svcs) == 1 else "need"
+    return (
+        f"{node} is visited again: {', '.join(svcs)} {verb} {', '.join(needs)} "
+        "on the new release everywhere first (depends_on)"
+        if needs
+        else f"{node} is visited again: its data-plane services ({', '.join(svcs)}) "
+        f"wait until the infrastructure and control plane ({', '.join(visited[node])} "
+        "here) run the new release everywhere"
+    )
 
 
 def _all_deps(dep: Deployment, service: str) -> set[str]:
@@ -346,127 +361,4 @@ def _all_deps(dep: Deployment, service: str) -> set[str]:
     return out
 
 
-def _schedule(
-    builder,
-    dep,
-    visits,
-    role_serial,
-    allowance,
-    instances,
-    cur: Cursor,
-    stage,
-    part,
-    tags,
-    what,
-    done: str = "done on every node before the next level starts",
-) -> Cursor:
-    rank = {r.name: (0 if r.is_controlplane else 1, i) for i, r in enumerate(dep.roles)}
-    visits = dict(sorted(visits.items(), key=lambda kv: rank[kv[0]]))
-    res = schedule_rolling(
-        builder,
-        visits,
-        role_serial=role_serial,
-        allowance=allowance,
-        instances=instances,
-        start_s=cur.t,
-        after=cur.after,
-        stage=stage,
-        phase=part,
-        describe=lambda s: describe_rule(dep, s),
-        tags=tags,
-    )
-    gate = builder.gate(res.last_units, f"{what}: {done}", stage, part)
-    return Cursor(gate, res.end_s)
-
-
-def _group(
-    builder: PlanBuilder,
-    dep: Deployment,
-    group: dict[str, list[str]],
-    workflow: Section,
-    stage: Stage,
-    part: Phase,
-    cur: Cursor,
-    order: dict[str, int],
-    tags: tuple[str, ...],
-) -> Cursor:
-    """Schema-sensitive services stop on all their nodes, update, migrate once, start together."""
-    catalog = dep.catalog
-    names = sorted(group)
-    nodes = sorted({n for ns in group.values() for n in ns}, key=order.__getitem__)
-    on_node = {n: tuple(s for s in names if n in group[s]) for n in nodes}
-    label = ", ".join(names)
-    after = cur.after
-    t = cur.t
-
-    def unit(step: Step, work: dict[str, tuple[str, ...]], why: str, **kw) -> None:
-        nonlocal after, t
-        seconds = max(
-            (node_step_seconds([catalog[s] for s in ss], step) for ss in work.values()), default=0.0
-        )
-        after = builder.add(
-            step,
-            nodes=list(work),
-            services=sorted({s for ss in work.values() for s in ss}),
-            after=[after],
-            why=why,
-            stage=stage,
-            phase=part,
-            duration_s=seconds,
-            work=work,
-            batch=f"group:{label}",
-            tags=tags,
-            **kw,
-        )
-        t += seconds
-
-    instances = {s: group[s] for s in names}
-    unit(
-        Step.STOP,
-        on_node,
-        f"{label}: new code refuses the old schema and old code breaks on the new one, so every "
-        f"instance stops together ({len(nodes)} node(s)); downtime window starts",
-        stops=instances,
-    )
-    unit(Step.PACKAGES, on_node, f"{label}: new packages on all their nodes while stopped")
-    cfg = {
-        n: tuple(s for s in ss if catalog[s].has_step(workflow, Step.CONFIG))
-        for n, ss in on_node.items()
-    }
-    cfg = {n: ss for n, ss in cfg.items() if ss}
-    if cfg:
-        unit(Step.CONFIG, cfg, f"{label}: configuration for the new version before any start")
-    mig: dict[str, list[str]] = {}
-    for s in names:
-        if catalog[s].has_step(workflow, Step.MIGRATE):
-            boot = dep.bootstrap_node(s)
-            where = boot.name if boot is not None and boot.name in group[s] else group[s][0]
-            mig.setdefault(where, []).append(s)
-    if mig:
-        unit(
-            Step.MIGRATE,
-            {n: tuple(ss) for n, ss in mig.items()},
-            f"{label}: schema migration once, on the bootstrap node, while no old reader runs",
-        )
-    unit(
-        Step.START,
-        on_node,
-        f"{label}: start on the new schema; downtime window ends",
-        starts=instances,
-    )
-    ver = {
-        n: tuple(s for s in ss if catalog[s].has_step(workflow, Step.VERIFY) or catalog[s].health)
-        for n, ss in on_node.items()
-    }
-    unit(
-        Step.VERIFY,
-        {n: ss for n, ss in ver.items() if ss} or {nodes[0]: ()},
-        f"{label}: health checks before going on",
-    )
-    gate = builder.gate([after], f"{part}: {label} upgraded everywhere", stage, part)
-    return Cursor(gate, t)
-
-
-def describe_rule(dep: Deployment, service: str) -> str:
-    rule = effective_rule(dep.catalog[service], len(dep.instances.get(service, ())))
-    return rule.describe() if rule else "no rule"
+__all__ = ["Cursor", "describe_rule", "home_part", "service_part", "rollout", "rollout_merged"]

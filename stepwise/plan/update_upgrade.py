@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from stepwise.errors import Problem, UnsafePlanError
 from stepwise.model.catalog import node_step_seconds
 from stepwise.model.deployment import Deployment
@@ -20,45 +22,54 @@ def scoped_changes(
     return {n: c for n, c in changes.items() if c.touched and (keep is None or n in keep)}
 
 
-def _node_wide(
-    builder: PlanBuilder,
-    dep: Deployment,
-    cur: Cursor,
-    step: Step,
-    stage: Stage,
-    work: dict[str, tuple[str, ...]],
-    why: str,
-    *,
-    service_step: CatalogKey | None = None,
-    always: bool = False,
-    **kw,
-) -> Cursor:
-    """One deployment-wide unit over the nodes in `work` (skipped when there is no work)."""
-    if not always and not any(work.values()):
-        return cur
-    if not work:
-        return cur
-    catalog = dep.catalog
-    sstep = service_step or step
-    # nodes of a role share their service lists: estimate each distinct list once
-    seconds = max(
-        node_step_seconds([catalog[s] for s in ss], sstep) or node_step_seconds([], sstep)
-        for ss in set(work.values())
-    )
-    services = sorted({s for ss in work.values() for s in ss})
-    uid = builder.add(
-        step,
-        nodes=list(work),
-        services=services,
-        after=[cur.after],
-        why=why,
-        stage=stage,
-        scope=Scope.DEPLOYMENT,
-        duration_s=seconds,
-        work=work,
-        **kw,
-    )
-    return Cursor(uid, cur.t + seconds)
+@dataclass
+class _Sequence:
+    """Deployment-wide units one after another, each waiting for the one before: `cur` is
+    where the sequence stands."""
+
+    builder: PlanBuilder
+    dep: Deployment
+    cur: Cursor
+
+    def node_wide(
+        self,
+        step: Step,
+        stage: Stage,
+        work: dict[str, tuple[str, ...]],
+        why: str,
+        *,
+        service_step: CatalogKey | None = None,
+        always: bool = False,
+    ) -> None:
+        """One deployment-wide unit over the nodes in `work` (skipped when there is no work)."""
+        if not always and not any(work.values()):
+            return
+        if not work:
+            return
+        catalog = self.dep.catalog
+        sstep = service_step or step
+        # nodes of a role share their service lists: estimate each distinct list once
+        seconds = max(
+            node_step_seconds([catalog[s] for s in ss], sstep) or node_step_seconds([], sstep)
+            for ss in set(work.values())
+        )
+        services = sorted({s for ss in work.values() for s in ss})
+        uid = self.builder.add(
+            step,
+            nodes=list(work),
+            services=services,
+            after=[self.cur.after],
+            why=why,
+            stage=stage,
+            scope=Scope.DEPLOYMENT,
+            duration_s=seconds,
+            work=work,
+        )
+        self.cur = Cursor(uid, self.cur.t + seconds)
+
+    def gate(self, why: str, stage: Stage) -> None:
+        """A barrier after the sequence so far."""
+        self.cur = Cursor(self.builder.gate([self.cur.after], why, stage), self.cur.t)
 
 
 def per_node(dep: Deployment, nodes, keep) -> dict[str, tuple[str, ...]]:
@@ -156,18 +167,10 @@ def final_instances(
 
 
 def _validate(
-    builder: PlanBuilder,
-    dep: Deployment,
-    changes: dict[str, NodeChange],
-    section: Section,
-    stage: Stage,
-    cur: Cursor,
-) -> Cursor:
-    work = per_node(dep, changes, lambda s: s.has_step(section, Step.VALIDATE))
-    return _node_wide(
-        builder,
-        dep,
-        cur,
+    seq: _Sequence, changes: dict[str, NodeChange], section: Section, stage: Stage
+) -> None:
+    work = per_node(seq.dep, changes, lambda s: s.has_step(section, Step.VALIDATE))
+    seq.node_wide(
         Step.VALIDATE,
         stage,
         work,
@@ -183,9 +186,10 @@ def plan_update(
     changes = scoped_changes(node_changes(dep, facts), nodes)
     if not changes:
         return
-    cur = _validate(builder, dep, changes, Section.UPDATE, Stage.RUN, Cursor(None))
-    cur = Cursor(builder.gate([cur.after], "validated: the rollout starts", Stage.RUN), cur.t)
-    rollout_merged(builder, dep, changes, Section.UPDATE, Stage.RUN, cur)
+    seq = _Sequence(builder, dep, Cursor(None))
+    _validate(seq, changes, Section.UPDATE, Stage.RUN)
+    seq.gate("validated: the rollout starts", Stage.RUN)
+    rollout_merged(builder, dep, changes, Section.UPDATE, Stage.RUN, seq.cur)
 
 
 def plan_upgrade(
@@ -201,60 +205,63 @@ def plan_upgrade(
         return
     if nodes is not None:
         refuse_split_offline(dep, all_changes, changes)
-    wf = Section.UPGRADE
-    cur = _validate(builder, dep, changes, wf, Stage.PREPARE, Cursor(None))
-    cur = _node_wide(
-        builder,
-        dep,
-        cur,
+    seq = _Sequence(builder, dep, Cursor(None))
+    changed_services = {s for c in changes.values() for s in c.services}
+    pin = _prepare(seq, changes, changed_services)
+    final = final_instances(dep, facts, all_changes)
+    if final:
+        builder.params["initial"] = {"new_code": final}
+    seq.cur = rollout(builder, dep, changes, Section.UPGRADE, Stage.RUN, seq.cur)
+    _converge(seq, changes, changed_services, pin)
+
+
+def _prepare(
+    seq: _Sequence, changes: dict[str, NodeChange], changed_services: set[str]
+) -> dict[str, tuple[str, ...]]:
+    """The upgrade's prepare stage: validate, switch repositories, back up, pin RPC. Returns
+    the RPC pins (node -> services) converge lifts."""
+    wf, dep = Section.UPGRADE, seq.dep
+    _validate(seq, changes, wf, Stage.PREPARE)
+    seq.node_wide(
         Step.REPOS,
         Stage.PREPARE,
         {n: () for n in changes},
         "switch every node's repositories to the target release (variable target_release)",
         always=True,
     )
-    changed_services = {s for c in changes.values() for s in c.services}
     backup = on_bootstrap(dep, changed_services, lambda s: s.has_step(wf, Step.BACKUP))
-    cur = _node_wide(
-        builder,
-        dep,
-        cur,
+    seq.node_wide(
         Step.BACKUP,
         Stage.PREPARE,
         backup,
         "back up what the migration changes, once per service, before anything stops",
     )
-    final = final_instances(dep, facts, all_changes)
-    if final:
-        builder.params["initial"] = {"new_code": final}
     pin = rpc_pins(dep, changes, wf)
-    cur = _node_wide(
-        builder,
-        dep,
-        cur,
+    seq.node_wide(
         Step.PIN_RPC,
         Stage.PREPARE,
         pin,
         "pin RPC to the old version everywhere: old and new code will coexist until converge",
         service_step=UpgradeKey.PIN,
     )
-    cur = Cursor(
-        builder.gate(
-            [cur.after],
-            "prepare done: validated, repositories switched, backed up, RPC pinned",
-            Stage.PREPARE,
-        ),
-        cur.t,
-    )
-    cur = rollout(builder, dep, changes, wf, Stage.RUN, cur)
+    seq.gate("prepare done: validated, repositories switched, backed up, RPC pinned", Stage.PREPARE)
+    return pin
+
+
+def _converge(
+    seq: _Sequence,
+    changes: dict[str, NodeChange],
+    changed_services: set[str],
+    pin: dict[str, tuple[str, ...]],
+) -> None:
+    """The upgrade's converge stage: unpin RPC, online data migrations, contract the schemas,
+    re-assert every service's health."""
+    wf, dep = Section.UPGRADE, seq.dep
     unpin = {
         n: tuple(s for s in ss if dep.catalog[s].has_step(wf, UpgradeKey.UNPIN))
         for n, ss in pin.items()
     }
-    cur = _node_wide(
-        builder,
-        dep,
-        cur,
+    seq.node_wide(
         Step.UNPIN_RPC,
         Stage.CONVERGE,
         {n: ss for n, ss in unpin.items() if ss},
@@ -262,20 +269,14 @@ def plan_upgrade(
         service_step=UpgradeKey.UNPIN,
     )
     conv = on_bootstrap(dep, changed_services, lambda s: bool(s.converge))
-    cur = _node_wide(
-        builder,
-        dep,
-        cur,
+    seq.node_wide(
         Step.CONVERGE,
         Stage.CONVERGE,
         conv,
         "online data migrations, once per service, after every node runs the new code",
     )
     contract = on_bootstrap(dep, changed_services, lambda s: bool(s.contract))
-    cur = _node_wide(
-        builder,
-        dep,
-        cur,
+    seq.node_wide(
         Step.CONTRACT,
         Stage.CONVERGE,
         contract,
@@ -283,10 +284,7 @@ def plan_upgrade(
         "no old code is left to read the old columns",
     )
     health = per_node(dep, changes, lambda s: bool(s.health) or s.has_step(wf, Step.VERIFY))
-    _node_wide(
-        builder,
-        dep,
-        cur,
+    seq.node_wide(
         Step.VERIFY,
         Stage.CONVERGE,
         health,

@@ -8,7 +8,8 @@ import pytest
 
 from stepwise.errors import InputError, UnsafePlanError
 from stepwise.model.catalog import allowance
-from stepwise.plan import make_plan
+from stepwise.model.vocab import Workflow
+from stepwise.plan import make_plan, selection_for
 from stepwise.verify import verify_plan
 from tests.plan.cloud import (
     classic,
@@ -130,19 +131,23 @@ def test_upgrade_stages_pins_and_schema_window(dep):
 
 
 def test_upgrade_stage_and_plane_selection(dep):
-    run_ctrl = make_plan("upgrade", dep, stage="run", plane="control")
+    run_ctrl = make_plan(
+        "upgrade", dep, selection=selection_for(Workflow.UPGRADE, stage="run", plane="control")
+    )
     assert {u.stage for u in run_ctrl.units} == {"run"}
     assert {u.phase for u in run_ctrl.units} == {"controlplane"}
-    data = make_plan("upgrade", dep, stage="run", plane="data")
+    data = make_plan(
+        "upgrade", dep, selection=selection_for(Workflow.UPGRADE, stage="run", plane="data")
+    )
     assert {n for u in data.units for n in u.nodes} == {f"compute-{i}" for i in range(4)} | {
         f"ceph-{i}" for i in range(3)
     }
     ids = {u.id for u in data.units}
     assert all(set(u.after) <= ids for u in data.units)
     with pytest.raises(InputError, match="stage"):
-        make_plan("upgrade", dep, stage="converged")
+        make_plan("upgrade", dep, selection=selection_for(Workflow.UPGRADE, stage="converged"))
     with pytest.raises(InputError, match="plane"):
-        make_plan("update", dep, plane="storage")
+        make_plan("update", dep, selection=selection_for(Workflow.UPDATE, plane="storage"))
 
 
 def test_limit_selects_nodes_and_roles(dep):

@@ -11,7 +11,7 @@ from conftest import write_cloud
 from stepwise.errors import InputError, UnsafePlanError
 from stepwise.model import load_deployment
 from stepwise.model.vocab import Stage, Step, Workflow
-from stepwise.plan import make_plan
+from stepwise.plan import make_plan, selection_for
 from stepwise.plan.select import Selection, select
 from stepwise.plan.units import Plan, Unit
 
@@ -88,14 +88,16 @@ def test_bad_limit_is_refused(dep, limit):
 
 
 def test_tags_and_skip_tags(dep):
-    only = make_plan("update", dep, tags=["packages"])
+    only = make_plan("update", dep, selection=selection_for(Workflow.UPDATE, tags=["packages"]))
     assert {u.step for u in only.units} == {Step.PACKAGES}
-    skipped = make_plan("update", dep, skip_tags=["verify,validate"])
+    skipped = make_plan(
+        "update", dep, selection=selection_for(Workflow.UPDATE, skip_tags=["verify,validate"])
+    )
     assert not {Step.VERIFY, Step.VALIDATE} & {u.step for u in skipped.units}
     with pytest.raises(InputError, match="did you mean packages"):
-        make_plan("update", dep, tags=["pakages"])
+        make_plan("update", dep, selection=selection_for(Workflow.UPDATE, tags=["pakages"]))
     with pytest.raises(InputError, match="skip-tags"):
-        make_plan("update", dep, skip_tags=["nope"])
+        make_plan("update", dep, selection=selection_for(Workflow.UPDATE, skip_tags=["nope"]))
 
 
 def test_system_upgrade_units_run_only_when_named(dep):
@@ -121,7 +123,9 @@ def test_system_upgrade_needs_limit_and_never_a_whole_role(dep):
 
 
 def test_stage_selection_is_recorded(dep):
-    plan = make_plan("upgrade", dep, stage="run", plane="data")
+    plan = make_plan(
+        "upgrade", dep, selection=selection_for(Workflow.UPGRADE, stage="run", plane="data")
+    )
     assert {u.stage for u in plan.units} == {Stage.RUN}
     assert (
         plan.params["stage"] == "run" and plan.params["plane"] == "data" and plan.params["partial"]
