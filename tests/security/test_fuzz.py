@@ -626,7 +626,11 @@ def test_fuzz_paths_and_special_files(name: str, option: list[str]):
 @FUZZ
 @given(
     name=st.text(
-        alphabet=st.characters(blacklist_characters="\x00/"), min_size=1, max_size=120
+        # no lone surrogates: a file name is bytes the OS can encode (they fail in the test's
+        # own write, before stepwise sees the name)
+        alphabet=st.characters(blacklist_characters="\x00/", blacklist_categories=("Cs",)),
+        min_size=1,
+        max_size=120,
     ).filter(lambda n: n not in (".", ".."))
 )
 def test_fuzz_file_names_in_generated_yaml(name: str):
