@@ -188,22 +188,7 @@ def seed_commands(dep: Deployment, target_release: str) -> list[tuple[str, ...]]
     first = ",".join(firsts)
     release = ("-e", f"target_release={target_release}")
     out: list[tuple[str, ...]] = [("upgrade", "prepare", *release)]
-
-    def node(nodes: str) -> list[tuple[str, ...]]:
-        return [
-            ("upgrade", "run", "--tags", Stage.SYSTEM_UPGRADE_PREPARE, "--limit", nodes),
-            (
-                "external-upgrade",
-                "run",
-                "--tags",
-                Stage.SYSTEM_UPGRADE_PREPARE,
-                "-e",
-                f"system_upgrade_nodes={nodes}",
-            ),
-            ("upgrade", "run", "--tags", Stage.SYSTEM_UPGRADE_RUN, "--limit", nodes),
-        ]
-
-    out += node(first)
+    out += _into_new_os(first)
     out.append(
         (
             "external-upgrade",
@@ -214,35 +199,46 @@ def seed_commands(dep: Deployment, target_release: str) -> list[tuple[str, ...]]
             ",".join(r.name for r in sensitive),
         )
     )
-    out += [
-        ("upgrade", "run", "--limit", first, *release),
-        (
-            "external-upgrade",
-            "run",
-            "--tags",
-            Stage.SYSTEM_UPGRADE_RUN,
-            "-e",
-            f"system_upgrade_nodes={first}",
-        ),
-    ]
+    out += _new_release(first, release)
     later = [n.name for r in sensitive for n in r.nodes if n.name not in firsts]
     later += [n.name for r in roles if r not in sensitive for n in r.nodes]
     for n in later:
-        out += node(n)
-        out += [
-            ("upgrade", "run", "--limit", n, *release),
-            (
-                "external-upgrade",
-                "run",
-                "--tags",
-                Stage.SYSTEM_UPGRADE_RUN,
-                "-e",
-                f"system_upgrade_nodes={n}",
-            ),
-        ]
+        out += _into_new_os(n)
+        out += _new_release(n, release)
     out += [
         ("external-upgrade", "run", "--tags", Stage.ONLINE_UPGRADE),
         ("upgrade", "converge"),
         ("external-upgrade", "run", "--tags", Stage.SYSTEM_UPGRADE_CLEANUP),
     ]
     return out
+
+
+def _into_new_os(nodes: str) -> list[tuple[str, ...]]:
+    """Prepare the OS upgrade of `nodes` (theirs and the external services'), then run it."""
+    return [
+        ("upgrade", "run", "--tags", Stage.SYSTEM_UPGRADE_PREPARE, "--limit", nodes),
+        (
+            "external-upgrade",
+            "run",
+            "--tags",
+            Stage.SYSTEM_UPGRADE_PREPARE,
+            "-e",
+            f"system_upgrade_nodes={nodes}",
+        ),
+        ("upgrade", "run", "--tags", Stage.SYSTEM_UPGRADE_RUN, "--limit", nodes),
+    ]
+
+
+def _new_release(nodes: str, release: tuple[str, str]) -> list[tuple[str, ...]]:
+    """The new release on `nodes`, then their external services back."""
+    return [
+        ("upgrade", "run", "--limit", nodes, *release),
+        (
+            "external-upgrade",
+            "run",
+            "--tags",
+            Stage.SYSTEM_UPGRADE_RUN,
+            "-e",
+            f"system_upgrade_nodes={nodes}",
+        ),
+    ]

@@ -16,6 +16,8 @@ database major version. A reprovisioned management node is a backup-and-restore 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from stepwise.errors import InputError, Problem
 from stepwise.model.catalog import node_step_seconds
 from stepwise.model.deployment import Deployment
@@ -65,6 +67,16 @@ def plan_undercloud_upgrade(
 ) -> None:
     """The management node's upgrade (and its OS upgrade when `os_mode` is given); with a
     `target_release`, its repositories are switched to it first."""
+    _refuse_os_mode(os_mode)
+    for node in _targets(dep, nodes):
+        n = _node(dep, facts, node, os_mode)
+        chain = _Chain(builder, dep, node)
+        _before_stop(chain, n, target_release)
+        _stop(chain, n)
+        _after_stop(chain, n)
+
+
+def _refuse_os_mode(os_mode: str | None) -> None:
     if os_mode is not None and os_mode != UpgradeMode.IN_PLACE:
         raise InputError(
             Problem(
@@ -75,6 +87,10 @@ def plan_undercloud_upgrade(
                 "procedure)",
             )
         )
+
+
+def _targets(dep: Deployment, nodes: list[str] | None) -> list[str]:
+    """The management nodes to upgrade (those among `nodes`, if given)."""
     roles = [r for r in dep.roles if r.is_management]
     if not roles:
         raise InputError(
@@ -85,155 +101,194 @@ def plan_undercloud_upgrade(
                 hint="tag the management node's role with 'management' (or 'undercloud')",
             )
         )
-    catalog = dep.catalog
     targets = [n.name for r in roles for n in r.nodes if nodes is None or n.name in nodes]
     if not targets:
         raise InputError(Problem("--limit selects no management node", field="--limit"))
-    for node in targets:
-        role = dep.role_of(node)
-        svcs = list(role.services)
-        db = [s for s in svcs if (catalog[s].cluster or "") in DB_CLUSTERS]
-        rest = [s for s in svcs if s not in db]
-        prev: str | None = None
+    return targets
 
-        # add/secs are called only within this iteration: bind the current node explicitly
-        def add(
-            step: Step, services: list[str], why: str, seconds: float, *, node: str = node, **kw
-        ) -> None:
-            nonlocal prev
-            prev = builder.add(
-                step,
-                nodes=[node],
-                services=services,
-                after=[prev],
-                why=why,
-                stage=Stage.RUN,
-                phase=Phase.MANAGEMENT,
-                scope=Scope.NODE,
-                duration_s=seconds,
-                **{"work": {node: tuple(services)}, **kw},
-            )
 
-        def secs(services: list[str], step: CatalogKey) -> float:
-            return node_step_seconds([catalog[s] for s in services], step)
+@dataclass(frozen=True)
+class _Node:
+    """One management node as its upgrade sees it: its services, the databases among them
+    and the rest, whether the databases' major version changes (None: may), the OS mode."""
 
-        add(
-            Step.VALIDATE,
-            [s for s in svcs if catalog[s].has_step(WF, Step.VALIDATE)],
-            "pre-flight checks on the management node",
-            secs([], Step.VALIDATE),
+    name: str
+    services: list[str]
+    db: list[str]
+    rest: list[str]
+    change: bool | None
+    os_mode: str | None
+
+
+def _node(dep: Deployment, facts: Facts, node: str, os_mode: str | None) -> _Node:
+    svcs = list(dep.role_of(node).services)
+    db = [s for s in svcs if (dep.catalog[s].cluster or "") in DB_CLUSTERS]
+    rest = [s for s in svcs if s not in db]
+    change = (True if os_mode else db_major_changes(dep, facts, node, db)) if db else False
+    return _Node(node, svcs, db, rest, change, os_mode)
+
+
+class _Chain:
+    """One node's units, each after the previous one."""
+
+    def __init__(self, builder: PlanBuilder, dep: Deployment, node: str):
+        self.builder, self.dep, self.node = builder, dep, node
+        self.prev: str | None = None
+
+    def add(self, step: Step, services: list[str], why: str, seconds: float, **kw) -> None:
+        """A unit of `step` on the node's `services`, after the previous one."""
+        node = self.node
+        self.prev = self.builder.add(
+            step,
+            nodes=[node],
+            services=services,
+            after=[self.prev],
+            why=why,
+            stage=Stage.RUN,
+            phase=Phase.MANAGEMENT,
+            scope=Scope.NODE,
+            duration_s=seconds,
+            **{"work": {node: tuple(services)}, **kw},
         )
-        if target_release or os_mode:
-            add(
-                Step.REPOS,
-                [],
-                "switch the repositories to the target release (variable target_release): the new "
-                "tool and"
-                + (" the OS upgrade" if os_mode else " the packages")
-                + " come from there",
-                secs([], Step.REPOS) or 10.0,
-                work={node: ()},
-            )
-        if role.tool_packages:
-            add(
-                Step.PACKAGES,
-                [],
-                "update the tool and its content first, so the new tool drives the rest",
-                secs([], Step.PACKAGES),
-                vars={"extra_packages": {node: list(role.tool_packages)}},
-                tags=("tool",),
-            )
-        change = (True if os_mode else db_major_changes(dep, facts, node, db)) if db else False
-        if db and change is not False:
-            add(
-                Step.BACKUP,
-                db,
-                "the new OS brings a new database major version: dump every database while it "
-                "still runs"
-                if os_mode
-                else "the database's major version changes: dump every database while it still runs"
-                if change
-                else "the database's major version may change (no facts): dump every database "
-                "while it runs",
-                secs(db, Step.BACKUP),
-            )
-        add(
-            Step.STOP,
-            svcs,
-            "stop every service first: a package update would restart them with old config "
-            "(restart loop), and an old service left running can block the new one",
-            secs(svcs, Step.STOP),
-            stops={s: [node] for s in svcs},
+
+    def secs(self, services: list[str], step: CatalogKey) -> float:
+        """The time of `step` on the node for `services`."""
+        return node_step_seconds([self.dep.catalog[s] for s in services], step)
+
+
+def _before_stop(chain: _Chain, n: _Node, target_release: str | None) -> None:
+    """Validate, switch the repositories, update the tool, dump the databases."""
+    catalog, node, svcs = chain.dep.catalog, n.name, n.services
+    role = chain.dep.role_of(node)
+    chain.add(
+        Step.VALIDATE,
+        [s for s in svcs if catalog[s].has_step(WF, Step.VALIDATE)],
+        "pre-flight checks on the management node",
+        chain.secs([], Step.VALIDATE),
+    )
+    if target_release or n.os_mode:
+        chain.add(
+            Step.REPOS,
+            [],
+            "switch the repositories to the target release (variable target_release): the new "
+            "tool and" + (" the OS upgrade" if n.os_mode else " the packages") + " come from there",
+            chain.secs([], Step.REPOS) or 10.0,
+            work={node: ()},
         )
-        if os_mode:
-            add(
-                Step.SYSTEM_UPGRADE_PREPARE,
-                [],
-                "the OS upgrade: leapp downloads the new OS and the new release and "
-                "leaves the node ready to reboot into the upgrade",
-                secs([], SystemUpgradeKey.PREPARE) or 300.0,
-                tags=("system_upgrade",),
-                work={node: ()},
-            )
-            add(
-                Step.SYSTEM_UPGRADE_RUN,
-                [],
-                "reboot into the OS upgrade; the node comes back on the new OS with "
-                "nothing running",
-                secs([], Step.REBOOT) or 600.0,
-                tags=("system_upgrade",),
-                work={node: ()},
-            )
-        add(
+    if role.tool_packages:
+        chain.add(
             Step.PACKAGES,
-            svcs,
-            "then update all packages, with every service stopped",
-            secs(svcs, Step.PACKAGES),
-            vars={"all_packages": [node]},
+            [],
+            "update the tool and its content first, so the new tool drives the rest",
+            chain.secs([], Step.PACKAGES),
+            vars={"extra_packages": {node: list(role.tool_packages)}},
+            tags=("tool",),
         )
-        if db and change is not False:
-            add(
-                Step.RESTORE,
-                db,
-                "restore the dump into the new database version"
-                if change
-                else "restore the dump (the database's major version may have changed)",
-                secs(db, Step.BACKUP),
-            )
-        add(
-            Step.CONFIG,
-            svcs,
-            "re-run the install/config for the new version",
-            max(secs(svcs, Step.CONFIG), 1.0),
+    if n.db and n.change is not False:
+        chain.add(
+            Step.BACKUP,
+            n.db,
+            "the new OS brings a new database major version: dump every database while it "
+            "still runs"
+            if n.os_mode
+            else "the database's major version changes: dump every database while it still runs"
+            if n.change
+            else "the database's major version may change (no facts): dump every database "
+            "while it runs",
+            chain.secs(n.db, Step.BACKUP),
         )
-        if db:
-            add(
-                Step.START,
-                db,
-                "start the database: every DB sync needs it",
-                secs(db, Step.START),
-                starts={s: [node] for s in db},
-            )
-        sync = [s for s in svcs if catalog[s].has_step(WF, Step.MIGRATE)]
-        if sync:
-            add(
-                Step.MIGRATE,
-                sync,
-                "always run every DB sync (idempotent): a version changed outside the tool must "
-                "not leave a schema behind",
-                secs(sync, Step.MIGRATE),
-            )
-        if rest:
-            add(
-                Step.START,
-                rest,
-                "start everything else on the new version",
-                secs(rest, Step.START),
-                starts={s: [node] for s in rest},
-            )
-        add(
-            Step.VERIFY,
-            [s for s in svcs if catalog[s].health or catalog[s].has_step(WF, Step.VERIFY)],
-            "health checks of every service",
-            secs([], Step.VERIFY),
+
+
+def _stop(chain: _Chain, n: _Node) -> None:
+    """Stop every service; with the OS upgrade, prepare it and reboot into it."""
+    node, svcs = n.name, n.services
+    chain.add(
+        Step.STOP,
+        svcs,
+        "stop every service first: a package update would restart them with old config "
+        "(restart loop), and an old service left running can block the new one",
+        chain.secs(svcs, Step.STOP),
+        stops={s: [node] for s in svcs},
+    )
+    if n.os_mode:
+        chain.add(
+            Step.SYSTEM_UPGRADE_PREPARE,
+            [],
+            "the OS upgrade: leapp downloads the new OS and the new release and "
+            "leaves the node ready to reboot into the upgrade",
+            chain.secs([], SystemUpgradeKey.PREPARE) or 300.0,
+            tags=("system_upgrade",),
+            work={node: ()},
         )
+        chain.add(
+            Step.SYSTEM_UPGRADE_RUN,
+            [],
+            "reboot into the OS upgrade; the node comes back on the new OS with nothing running",
+            chain.secs([], Step.REBOOT) or 600.0,
+            tags=("system_upgrade",),
+            work={node: ()},
+        )
+
+
+def _after_stop(chain: _Chain, n: _Node) -> None:
+    """Packages, restore, config, the database, every DB sync, the rest, health."""
+    node, svcs, db = n.name, n.services, n.db
+    chain.add(
+        Step.PACKAGES,
+        svcs,
+        "then update all packages, with every service stopped",
+        chain.secs(svcs, Step.PACKAGES),
+        vars={"all_packages": [node]},
+    )
+    if db and n.change is not False:
+        chain.add(
+            Step.RESTORE,
+            db,
+            "restore the dump into the new database version"
+            if n.change
+            else "restore the dump (the database's major version may have changed)",
+            chain.secs(db, Step.BACKUP),
+        )
+    chain.add(
+        Step.CONFIG,
+        svcs,
+        "re-run the install/config for the new version",
+        max(chain.secs(svcs, Step.CONFIG), 1.0),
+    )
+    if db:
+        chain.add(
+            Step.START,
+            db,
+            "start the database: every DB sync needs it",
+            chain.secs(db, Step.START),
+            starts={s: [node] for s in db},
+        )
+    _migrate_and_start(chain, n)
+
+
+def _migrate_and_start(chain: _Chain, n: _Node) -> None:
+    """Every DB sync, then everything else started, then health checks."""
+    catalog, node, svcs = chain.dep.catalog, n.name, n.services
+    sync = [s for s in svcs if catalog[s].has_step(WF, Step.MIGRATE)]
+    if sync:
+        chain.add(
+            Step.MIGRATE,
+            sync,
+            "always run every DB sync (idempotent): a version changed outside the tool must "
+            "not leave a schema behind",
+            chain.secs(sync, Step.MIGRATE),
+        )
+    if n.rest:
+        chain.add(
+            Step.START,
+            n.rest,
+            "start everything else on the new version",
+            chain.secs(n.rest, Step.START),
+            starts={s: [node] for s in n.rest},
+        )
+    chain.add(
+        Step.VERIFY,
+        [s for s in svcs if catalog[s].health or catalog[s].has_step(WF, Step.VERIFY)],
+        "health checks of every service",
+        chain.secs([], Step.VERIFY),
+    )

@@ -1,0 +1,95 @@
+"""The cloud as the OS upgrade sees it (which node is where in the procedure, from the facts
+and the milestones reached), and the time of a step on a node's services."""
+
+from __future__ import annotations
+
+from stepwise.model.catalog import QUORUM_CLUSTERS, node_step_seconds
+from stepwise.model.deployment import Deployment, Role
+from stepwise.model.facts import Facts
+from stepwise.model.vocab import CatalogKey, Section, Stage, Step
+from stepwise.plan import progress as M
+
+WF = Section.UPGRADE
+UPGRADE_TAGS = (Stage.UPGRADE,)
+
+
+def is_sensitive(dep: Deployment, role: Role) -> bool:
+    """Cluster- or schema-sensitive: the role runs a quorum cluster member (pacemaker, galera,
+    ...) or a schema-sensitive (`rolling: false`) service. Ceph OSDs and computes are not."""
+    return any(
+        dep.catalog[s].cluster in QUORUM_CLUSTERS or not dep.catalog[s].rolling
+        for s in role.services
+    )
+
+
+class OsCloud:
+    """The cloud as the procedure sees it: which node is where."""
+
+    def __init__(self, dep: Deployment, facts: Facts, chosen: set[str]):
+        self.dep, self.facts, self.p = dep, facts, facts.progress
+        self.roles = [r for r in dep.roles if not r.is_management and r.nodes]
+        self.sensitive = [r for r in self.roles if is_sensitive(dep, r)]
+        self.first: dict[str, str] = {}
+        for r in self.sensitive:
+            self.first[r.name] = self._first(r, chosen)
+
+    def _first(self, r: Role, chosen: set[str]) -> str:
+        recorded = [m.split("=", 1)[1] for m in self.p if m.startswith(f"{M.OS}first@{r.name}=")]
+        if recorded:
+            return recorded[0]
+        on_new = [n.name for n in r.nodes if self.new_os(n.name)]
+        if on_new:
+            return on_new[0]
+        picked = [n.name for n in r.nodes if n.name in chosen]
+        return picked[0] if picked else r.bootstrap_node.name  # type: ignore[union-attr]
+
+    def new_os(self, n: str) -> bool:
+        f = self.facts.of(n)
+        return (self.facts.os_known and f.os_major >= f.os_target) or M.new_os(n) in self.p
+
+    def internal(self, n: str) -> tuple[str, ...]:
+        return tuple(s for s in self.dep.services_on(n) if not self.dep.catalog[s].external)
+
+    def leaving(self, n: str) -> tuple[str, ...]:
+        """The node's services that leave load balancers and clusters before they stop."""
+        return tuple(s for s in self.internal(n) if self.dep.catalog[s].has_step(WF, Step.LEAVE))
+
+    def external(self, n: str) -> tuple[str, ...]:
+        return tuple(s for s in self.dep.services_on(n) if self.dep.catalog[s].external)
+
+    def prepared(self, n: str) -> bool:
+        return M.prepared(n) in self.p or self.new_os(n)
+
+    def ext_prepared(self, n: str) -> bool:
+        return not self.external(n) or M.external_prepared(n) in self.p or self.new_os(n)
+
+    def started(self, n: str) -> bool:
+        return M.started(n) in self.p or (not self.internal(n) and self.new_os(n))
+
+    def ext_started(self, n: str) -> bool:
+        return not self.external(n) or M.external_started(n) in self.p
+
+    def done(self, n: str) -> bool:
+        return self.new_os(n) and self.started(n) and self.ext_started(n)
+
+    def is_first(self, n: str) -> bool:
+        return n in self.first.values()
+
+    def all_started(self, roles: list[Role] | None = None) -> list[str]:
+        """The milestones of every node (of `roles`) running the new OS and release."""
+        out: list[str] = []
+        for r in roles if roles is not None else self.roles:
+            for n in r.nodes:
+                if self.internal(n.name):
+                    out.append(M.started(n.name))
+                if self.external(n.name):
+                    out.append(M.external_started(n.name))
+        return out
+
+    def old_nodes(self, r: Role) -> list[str]:
+        return [n.name for n in r.nodes if n.name != self.first[r.name] and not self.new_os(n.name)]
+
+
+def secs(dep: Deployment, services, step: CatalogKey) -> float:
+    """The time of `step` on a node running `services`."""
+    return node_step_seconds([dep.catalog[s] for s in services], step)

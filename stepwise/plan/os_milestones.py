@@ -1,0 +1,122 @@
+"""The milestones of the OS upgrade's units: which each unit reaches (`marks`) and which it
+needs (`requires`), by its kind and nodes, so that any selection of the procedure (one of the
+operator's commands) can be checked against what was done before."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from stepwise.model.deployment import Role
+from stepwise.model.vocab import Stage, Step, SystemUpgradeKey
+from stepwise.plan import progress as M
+from stepwise.plan.builder import PlanBuilder
+from stepwise.plan.os_cloud import OsCloud
+from stepwise.plan.units import Unit
+
+
+@dataclass(frozen=True)
+class _Place:
+    """Where a node stands in the procedure: its role, whether the role is sensitive, what
+    it waits for (the control plane, or its role's first node to have joined)."""
+
+    role: Role
+    sensitive: bool
+    gate: list[str]
+    join: list[str]
+
+
+def annotate(builder: PlanBuilder, c: OsCloud, start: int) -> None:
+    """Give every unit of the procedure from `start` on the milestones it reaches and needs."""
+    units = builder.units
+    control_plane = c.all_started(c.sensitive)
+    last_upgrade = _last_upgrade(units, start)
+    for i in range(start, len(units)):
+        u = units[i]
+        marks, requires = list(u.marks), list(u.requires)
+        for n in u.nodes:
+            place = _place(c, n, control_plane)
+            more_marks, more_requires = _milestones(c, u, n, place, last_upgrade.get(n) == i)
+            requires += more_requires
+            marks += more_marks
+        requires = [m for m in dict.fromkeys(requires) if m not in c.p and m not in marks]
+        units[i] = replace(u, marks=tuple(dict.fromkeys(marks)), requires=tuple(requires))
+
+
+def _last_upgrade(units: list[Unit], start: int) -> dict[str, int]:
+    """node -> the index of its last `upgrade run` unit: the one that starts it."""
+    last: dict[str, int] = {}
+    for i in range(start, len(units)):
+        u = units[i]
+        if u.stage is Stage.UPGRADE and u.step is not Step.GATE:
+            for n in u.nodes:
+                last[n] = i
+    return last
+
+
+def _place(c: OsCloud, n: str, control_plane: list[str]) -> _Place:
+    role = c.dep.role_of(n)
+    sensitive = role in c.sensitive
+    if not sensitive or c.is_first(n):
+        join: list[str] = []
+    else:
+        f = c.first[role.name]
+        join = [M.started(f)] + ([M.external_started(f)] if c.external(f) else [])
+    return _Place(role, sensitive, [] if sensitive else control_plane, join)
+
+
+def _milestones(
+    c: OsCloud, u: Unit, n: str, place: _Place, last_upgrade: bool
+) -> tuple[list[str], list[str]]:
+    """The milestones unit `u` reaches on node `n`, and those it needs there."""
+    marks: list[str] = []
+    requires: list[str] = []
+    if u.step is Step.SYSTEM_UPGRADE_PREPARE or (
+        u.step is Step.LEAVE and u.stage is Stage.SYSTEM_UPGRADE_PREPARE
+    ):
+        requires += [M.repos(n), *place.gate, *place.join]
+        if u.step is Step.SYSTEM_UPGRADE_PREPARE:
+            marks.append(M.prepared(n))
+    elif u.step is Step.EXTERNAL_SYSTEM_UPGRADE_PREPARE:
+        requires += [*place.gate, *place.join]
+        marks.append(M.external_prepared(n))
+    elif u.step is Step.SYSTEM_UPGRADE_RUN:
+        requires.append(M.prepared(n))
+        if c.external(n) and any(
+            c.dep.catalog[s].system_upgrade.get(SystemUpgradeKey.PREPARE) for s in c.external(n)
+        ):
+            requires.append(M.external_prepared(n))
+        marks.append(M.new_os(n))
+    elif u.stage is Stage.UPGRADE and u.step is not Step.GATE:
+        requires += _upgrade_requires(c, n, place)
+        if last_upgrade:
+            marks.append(M.started(n))
+    elif u.step is Step.EXTERNAL_SYSTEM_UPGRADE_RUN:
+        requires.append(M.started(n) if c.internal(n) else M.new_os(n))
+        marks.append(M.external_started(n))
+    elif u.step is Step.SYSTEM_UPGRADE_TRANSFER_DATA:
+        requires += [M.new_os(n), M.stopped_old(place.role.name)]
+    elif u.step is Step.STOP and u.stage is Stage.SYSTEM_UPGRADE_TRANSFER_DATA:
+        requires.append(M.new_os(c.first[place.role.name]))
+    return marks, requires
+
+
+def _upgrade_requires(c: OsCloud, n: str, place: _Place) -> list[str]:
+    """What an `upgrade run` unit needs on node `n`: the new OS, the role's data moved (first
+    node), the first node joined (other nodes), RPC pinned (services speaking RPC)."""
+    role = place.role
+    requires = [M.new_os(n)]
+    if (
+        place.sensitive
+        and c.is_first(n)
+        and M.transferred(role.name) not in c.p
+        and c.old_nodes(role)
+    ):
+        movers = any(
+            c.dep.catalog[s].system_upgrade.get(SystemUpgradeKey.TRANSFER_DATA)
+            for s in c.internal(n)
+        )
+        requires.append(M.transferred(role.name) if movers else M.stopped_old(role.name))
+    requires += place.join
+    if any(c.dep.catalog[s].rpc for s in c.internal(n)):
+        requires.append(M.PINNED)
+    return requires
