@@ -43,6 +43,8 @@ MAX_ROUNDS = 20_000  # ~2.8 h at the default interval: a bound, never the usual 
 MAX_SECONDS = 4 * 3600.0
 TIMEOUT = 3.0  # per HTTP request: a probe call must not hang on a dead backend
 CLEANUP_SECONDS = 8.0
+#: how long an interrupted create may take to land on the server before the second sweep
+SETTLE_SECONDS = 1.5
 IMAGE_DATA = b"stepwise probe image\n"
 
 
@@ -197,18 +199,23 @@ class Cloud:
         prefix (a create whose answer was lost). Best effort until `deadline`."""
         mine = f"{PREFIX}{self.run_id}-"
         pl, im = self.conn.placement, self.conn.image
-        _sweep(
-            self.providers,
-            lambda: [r.id for r in pl.resource_providers() if (r.name or "").startswith(mine)],
-            lambda i: pl.delete_resource_provider(i, ignore_missing=True),
-            deadline,
-        )
-        _sweep(
-            self.images,
-            lambda: [i.id for i in im.images() if (i.name or "").startswith(mine)],
-            lambda i: im.delete_image(i, ignore_missing=True),
-            deadline,
-        )
+        # twice: a create the stop interrupted may still be committing on the server when the
+        # first sweep lists (its answer lost, its row not there yet); the second one finds it
+        for sweep in range(2):
+            if sweep:
+                time.sleep(max(0.0, min(SETTLE_SECONDS, deadline - time.monotonic())))
+            _sweep(
+                self.providers,
+                lambda: [r.id for r in pl.resource_providers() if (r.name or "").startswith(mine)],
+                lambda i: pl.delete_resource_provider(i, ignore_missing=True),
+                deadline,
+            )
+            _sweep(
+                self.images,
+                lambda: [i.id for i in im.images() if (i.name or "").startswith(mine)],
+                lambda i: im.delete_image(i, ignore_missing=True),
+                deadline,
+            )
 
     def drop_token_on_401(self, exc: BaseException) -> None:
         if getattr(exc.__cause__, "status_code", None) == 401:
