@@ -187,19 +187,8 @@ class RunRecords(StoreBase):
 
     def resumable(self, cloud: str, key: str) -> RunInfo | None:
         """The latest unfinished run of the same command, if the latest such run is unfinished."""
-        with self.reading() as s:
-            row = one(
-                s.scalars(
-                    select(RunRow)
-                    .where(RunRow.cloud == cloud, RunRow.key == key)
-                    .order_by(RunRow.id.desc())
-                    .limit(1)
-                ).first(),
-                redact(self.url),
-            )
-            if row is None or row.status == RunState.DONE:
-                return None
-            return RunInfo.of(row)
+        run = self.latest_run(cloud, key)
+        return None if run is None or run.status is RunState.DONE else run
 
     def mark_interrupted(self, cloud: str, keep_pid: int | None = None) -> int:
         """Runs still 'running' whose process is gone (no lock holds them) become 'interrupted'."""
