@@ -235,6 +235,7 @@ def rollout_merged(
             extra_packages=ch.extra_packages,
             reboot=ch.reboot,
             stop_all=dep.services_on(node) if ch.reboot else None,
+            reconfigured=ch.reconfigured,
         )
         by_part[home_part(dep, node)].setdefault(dep.role_of(node).name, []).append(visit)
     for part, visits in by_part.items():
