@@ -332,7 +332,7 @@ def discover(
     force: bool = DISCOVER_FORCE,
 ) -> None:
     """Gather installed and available versions and OS majors from the nodes into the store
-    (plans use them)."""
+    (plans use them), and the hashes of the services' configuration (into --output only)."""
     from stepwise.plan.limits import resolve_limit
     from stepwise.run.ansible_files import to_yaml
     from stepwise.run.discover import discover as do_discover

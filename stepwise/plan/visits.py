@@ -54,7 +54,6 @@ def make_visit(
     leads: tuple[str, ...] = (),
     extra_packages: tuple[str, ...] = (),
     reboot: bool = False,
-    stop_all: tuple[str, ...] | None = None,
     reconfigured: tuple[str, ...] = (),
 ) -> Visit:
     """Build one visit of `node` that cycles `services`.
@@ -67,7 +66,7 @@ def make_visit(
     """
     services = in_dependency_order(dep, services)
     cycled = in_dependency_order(dep, services + reconfigured) if reconfigured else services
-    down = in_dependency_order(dep, tuple(stop_all)) if stop_all is not None else cycled
+    down = in_dependency_order(dep, dep.services_on(node)) if reboot else cycled
     steps = _steps(dep, services, workflow, leads, extra_packages, reboot, down)
     return Visit(
         node=node,
