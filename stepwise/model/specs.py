@@ -408,9 +408,9 @@ class ConfigFactSpec(Strict):
 class NodeFactsSpec(Strict):
     os: OsFactSpec | None = None
     packages: dict[PackageName, PackageFactSpec] = Field(default_factory=dict)
-    config: dict[Annotated[str, StringConstraints(pattern=NAME_RE)], ConfigFactSpec] = Field(
-        default_factory=dict
-    )
+    config: dict[
+        Annotated[str, StringConstraints(pattern=NAME_RE, max_length=200)], ConfigFactSpec
+    ] = Field(default_factory=dict)
 
 
 class FactsSpec(Strict):
