@@ -244,11 +244,6 @@ def test_unknown_tht_service_is_named_with_file_line_and_closest_alias(catalog, 
         ("name: Controller\n", "a roles file is a list of roles"),
         ("- name: Controller\n  CountDefault: many\n", "CountDefault must be a number"),
         (
-            "- name: Controller\n  CountDefault: 1\n"
-            "  ServicesDefault: [OS::TripleO::Services::MySQL]\n",
-            "cannot hold with 1 instance",
-        ),
-        (
             "- name: Controller\n  HostnameFormatDefault: '-%index%'\n  CountDefault: 1\n",
             "not a valid node name",
         ),

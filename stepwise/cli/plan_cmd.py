@@ -196,6 +196,22 @@ def plan(
         from stepwise.cli.render import render_plan
 
         render_plan(p, console, verbose=verbose, expand=expand)
+        _say_accept_downtime(p, dep)
+
+
+def _say_accept_downtime(p, dep: Deployment) -> None:
+    """Under the windows: which of them a run must accept with --accept-downtime."""
+    from stepwise.verify.downtime import ACCEPT_DOWNTIME, downtime_to_accept
+
+    forced = sorted({w.service for w in downtime_to_accept(p, dep)})
+    if forced:
+        console.print(
+            f"{len(forced)} service(s) cannot keep their availability rule with this cloud's "
+            f"instances ({', '.join(forced[:6])}{', ...' if len(forced) > 6 else ''}): "
+            f"a run takes these windows only with {ACCEPT_DOWNTIME}.",
+            markup=False,
+            soft_wrap=True,
+        )
 
 
 def _write_html(p, dep: Deployment, html: Path, json_out: bool, force: bool) -> None:

@@ -71,6 +71,7 @@ class RunOptions:
     max_fail: int
     keep: bool
     plane: str | None = None
+    accept_downtime: bool = False
 
 
 def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
@@ -83,6 +84,7 @@ def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
     from stepwise.run.store.store import existing_store
     from stepwise.secrets import Redactor, secret_values
     from stepwise.verify import plan_verified
+    from stepwise.verify.downtime import refuse_unaccepted_downtime
 
     with reported():
         dep = load_deployment(opts.deployment)
@@ -107,6 +109,7 @@ def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
         variables = {k: ev[k] for k in PLAN_VARIABLES if k in ev}
         # bad input and unsafe plans are refused here, before any file is created
         plan = plan_verified(workflow, dep, fx, selection, variables=variables)
+        refuse_unaccepted_downtime(plan, dep, opts.accept_downtime)
         cmd = redact(command_line())
         # a bad --inventory is refused before the store is created
         engine = _engine_options(dep, opts, ev, hidden, redact, cmd)
@@ -125,6 +128,7 @@ def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
                 observer=None if opts.json_out else _progress(title),
                 plan=plan,
                 confirm=confirm(opts.yes) if ask or opts.fresh else None,
+                accept_downtime=opts.accept_downtime,
             )
         )
         _end(title, result, opts.json_out)
@@ -207,6 +211,14 @@ def _say(title: str, result) -> None:
         )
 
 
+ACCEPT_DOWNTIME_OPT = typer.Option(
+    False,
+    "--accept-downtime",
+    help="Accept the downtime windows the plan announces for services whose availability "
+    "rule cannot hold with this cloud's instances (one controller); refused without it.",
+)
+
+
 def _workflow_command(
     group: typer.Typer,
     name: str,
@@ -238,6 +250,7 @@ def _workflow_command(
         plane: str | None = typer.Option(
             None, "--plane", help="control | data (upgrade run only).", hidden=not with_plane
         ),
+        accept_downtime: bool = ACCEPT_DOWNTIME_OPT,
     ) -> None:
         opts = RunOptions(
             deployment,
@@ -259,6 +272,7 @@ def _workflow_command(
             max_fail,
             keep,
             plane,
+            accept_downtime,
         )
         _run(title, command, opts, ask)
 
@@ -318,7 +332,7 @@ def discover(
     force: bool = DISCOVER_FORCE,
 ) -> None:
     """Gather installed and available versions and OS majors from the nodes into the store
-    (plans use them)."""
+    (plans use them), and the hashes of the services' configuration (into --output only)."""
     from stepwise.plan.limits import resolve_limit
     from stepwise.run.ansible_files import to_yaml
     from stepwise.run.discover import discover as do_discover

@@ -62,8 +62,14 @@ def services_of_packages(lab: Lab, node: str, packages: list[str]) -> list[str]:
     ]
 
 
+#: where the deployment leaves a service's newly rendered configuration (discover hashes it
+#: against the running one: stepwise.run.discover.CONFIG_RENDERED)
+STAGED_CONFIG = "/var/lib/config-data/puppet-generated/{service}/etc/{service}/{service}.conf"
+
+
 def render_config(lab: Lab, node: str, service: str) -> None:
-    """What the deployment's config step writes: config for the installed version.
+    """What the deployment's config step writes: config for the installed version, or the
+    configuration the deployment rendered for the service when there is one (staged).
 
     Operator settings the deployment does not own (`[upgrade_levels]` pins) are kept.
     """
@@ -75,6 +81,13 @@ def render_config(lab: Lab, node: str, service: str) -> None:
         return
     version = service_version(lab, node, service)
     path = lab.node_path(node, f"/etc/{service}/{service}.conf")
+    staged = lab.node_path(node, STAGED_CONFIG.format(service=service))
+    if staged.is_file():
+        # the deployment rendered this service's configuration (a configuration change):
+        # the config step applies that file as it is, as TripleO's config copy does
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(staged.read_bytes())
+        return
     old = configparser.ConfigParser(interpolation=None)
     old.read(path)
     cp = configparser.ConfigParser(interpolation=None)

@@ -100,6 +100,12 @@ class Deployment:
         return self.role_of(node).services
 
     @cached_property
+    def forced_downtime(self) -> Mapping[str, str]:
+        """Service -> why its availability rule cannot hold here (`forced_downtime`): its
+        update is a planned downtime window."""
+        return MappingProxyType(forced_downtime(self))
+
+    @cached_property
     def instances(self) -> Mapping[str, tuple[Node, ...]]:
         """Service name -> the nodes it runs on, in deployment order."""
         out: dict[str, list[Node]] = {}
@@ -237,9 +243,6 @@ def build_deployment(
         tuple(spec.reboot_packages),
         MappingProxyType(spec.lab.model_dump(exclude_none=True)),
     )
-    problems.extend(check_availability(dep, doc, fname))
-    if problems:
-        raise InputError(problems)
     return dep
 
 
@@ -325,48 +328,24 @@ def _check_role_nodes(
         )
 
 
-def check_availability(dep: Deployment, doc: Any = None, fname: str = "<memory>") -> list[Problem]:
-    """Every placed service must be able to lose one instance at a time under its rule.
+def forced_downtime(dep: Deployment) -> dict[str, str]:
+    """Services whose availability rule cannot hold with their instance count (one
+    controller: `min_available: 1` of one instance, a majority quorum of one or two), each with
+    why. Such a service cannot be updated without an outage: the plan takes it down (one
+    instance at a time) and announces that outage as a downtime window, which a run needs
+    `--accept-downtime` to accept.
 
     Instances on management roles do not count: the management-node upgrade stops all of its
     services by design (one node, downtime accepted), so rules apply to the cloud's roles only.
     """
-    problems: list[Problem] = []
+    out: dict[str, str] = {}
     for name in dep.instances:
-        nodes = [
-            n for r in dep.roles if name in r.services and not r.is_management for n in r.nodes
-        ]
-        svc = dep.catalog[name]
-        rule = svc.availability
-        if rule is None or not nodes:
+        count = sum(len(r.nodes) for r in dep.roles if name in r.services and not r.is_management)
+        rule = dep.catalog[name].availability
+        if rule is None or not count or rule.allowed_down(count) >= 1:
             continue
-        if rule.allowed_down(len(nodes)) < 1:
-            # Point at where the operator placed it (the first role listing it); the rule's own
-            # file is named in the message (it is often the built-in catalog, not to be edited).
-            ri, si = next(
-                (ri, r.declared.index(name))
-                for ri, r in enumerate(dep.roles)
-                if name in r.services and not r.is_management and r.nodes
-            )
-            rule_at = svc.source + (
-                f":{svc.lines.get('availability', svc.line)}"
-                if svc.lines.get("availability", svc.line)
-                else ""
-            )
-            problems.append(
-                Problem(
-                    f"availability rule '{rule.describe()}' of service '{name}' (from {rule_at}) "
-                    f"cannot hold with {len(nodes)} instance(s): no instance could ever be taken "
-                    "down to update it",
-                    file=fname,
-                    line=line_of(doc, ["roles", ri, "services", si]),
-                    field=f"roles[{ri}].services[{si}]",
-                    hint=f"place '{name}' on more nodes or relax its availability rule"
-                    + (
-                        " (a majority quorum needs at least 3 instances)"
-                        if rule.rule == "quorum"
-                        else ""
-                    ),
-                )
-            )
-    return problems
+        out[name] = (
+            f"its availability rule '{rule.describe()}' cannot hold with {count} instance(s)"
+            + (" (a majority quorum needs at least 3)" if rule.rule == "quorum" else "")
+        )
+    return out

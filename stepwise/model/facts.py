@@ -1,4 +1,5 @@
-"""Facts about the nodes: installed and available package versions, OS major versions.
+"""Facts about the nodes: installed and available package versions, OS major versions, and
+the hash of each service's configuration (running vs rendered).
 
 Without facts every package of every service is taken to change, every node to be on its
 current OS, and the target to be the next OS major.
@@ -31,10 +32,28 @@ class PackageFact:
 
 
 @dataclass(frozen=True, slots=True)
+class ConfigFact:
+    """Hashes of a service's configuration on a node: what it runs with and what the
+    deployment rendered for it."""
+
+    current: str | None
+    rendered: str | None
+
+    @property
+    def changes(self) -> bool:
+        # both must be known: a missing hash is no evidence of a change (no restart for it)
+        return (
+            self.current is not None and self.rendered is not None and self.current != self.rendered
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class NodeFacts:
     packages: Mapping[str, PackageFact] = field(default_factory=lambda: MappingProxyType({}))
     os_major: int = DEFAULT_OS_MAJOR
     os_target: int = DEFAULT_OS_MAJOR + 1
+    #: service -> its configuration hashes on this node
+    config: Mapping[str, ConfigFact] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,6 +87,14 @@ class Facts:
             return True  # a node we know nothing about: assume it changes (safe side)
         return any(facts.packages[p].changes for p in packages if p in facts.packages)
 
+    def config_changes(self, node: str, service: str) -> bool:
+        """True when `service`'s rendered configuration on `node` differs from the one it runs
+        with (known facts only: without facts every service restarts anyway)."""
+        if not self.known or node not in self.nodes:
+            return False
+        fact = self.nodes[node].config.get(service)
+        return fact is not None and fact.changes
+
     def changed_packages(self, node: str) -> tuple[str, ...]:
         if not self.known or node not in self.nodes:
             return ()
@@ -85,6 +112,9 @@ SHAPES = {
     "{installed: VERSION, available: VERSION}}}",
     "packages": "a mapping of package name to {installed: VERSION, available: VERSION}",
     "package": "{installed: VERSION, available: VERSION} (either may be left out)",
+    "config": "a mapping of service name to {current: HASH, rendered: HASH}",
+    "service_config": "{current: HASH, rendered: HASH} (the hash of the configuration the "
+    "service runs with, and of the one the deployment rendered for it)",
     "os": "{major: 8, target: 9} (the OS major version installed, "
     "and the one an OS upgrade goes to)",
     "progress": "a list of milestones stepwise recorded (leave it out in a hand-written file)",
@@ -95,6 +125,8 @@ def _shape_of(field: str | None) -> str | None:
     parts = (field or "").split(".")
     if len(parts) >= 2 and parts[-2] == "packages":
         return SHAPES["package"]
+    if len(parts) >= 2 and parts[-2] == "config":
+        return SHAPES["service_config"]
     return SHAPES.get(parts[-1]) or (
         SHAPES["defaults"] if len(parts) == 2 and parts[0] == "nodes" else None
     )
@@ -149,6 +181,7 @@ def build_facts(
                     hint="facts may only name nodes of the deployment",
                 )
             )
+    problems.extend(_config_problems(spec, deployment, doc, fname))
     if problems:
         raise InputError(problems)
     default_pk = {
@@ -161,6 +194,7 @@ def build_facts(
         nf = spec.nodes.get(node.name)
         pk = dict(default_pk)
         os_spec = default_os
+        config = _config_of(spec, deployment, node.name)
         if nf is not None:
             pk.update({k: PackageFact(v.installed, v.available) for k, v in nf.packages.items()})
             if nf.os is not None:
@@ -171,11 +205,54 @@ def build_facts(
             if os_spec and os_spec.target is not None
             else (default_os.target if default_os and default_os.target else major + 1)
         )
-        out[node.name] = NodeFacts(MappingProxyType(pk), major, target)
+        out[node.name] = NodeFacts(MappingProxyType(pk), major, target, config)
     os_known = bool(default_os and default_os.major is not None) or any(
         nf.os is not None and nf.os.major is not None for nf in spec.nodes.values()
     )
     return Facts(MappingProxyType(out), True, fname, frozenset(spec.progress), os_known=os_known)
+
+
+def _config_problems(spec: FactsSpec, deployment: Deployment, doc, fname: str) -> list[Problem]:
+    """A configuration hash may name only a service placed on its node (in `defaults`: one
+    placed somewhere)."""
+    problems = []
+    placed = set(deployment.instances)
+    where: list[tuple[list, str, set[str]]] = []
+    if spec.defaults is not None:
+        where.append((["defaults"], "a service of the deployment", placed))
+    for name in spec.nodes:
+        if name in deployment.node_by_name:
+            on = set(deployment.services_on(deployment.node_by_name[name]))
+            where.append((["nodes", name], f"a service that runs on {name}", on))
+    for path, what, allowed in where:
+        nf = spec.defaults if path == ["defaults"] else spec.nodes[path[1]]
+        for service in nf.config if nf is not None else ():
+            if service not in allowed:
+                problems.append(
+                    Problem(
+                        f"config names '{service}', which is not {what}",
+                        file=fname,
+                        line=line_of(doc, [*path, "config", service]),
+                        field=".".join([*path, "config", service]),
+                        hint="config is keyed by the service (catalog) name, e.g. "
+                        "config: {nova_api: {current: HASH, rendered: HASH}}",
+                    )
+                )
+    return problems
+
+
+def _config_of(spec: FactsSpec, deployment: Deployment, node: str) -> Mapping[str, ConfigFact]:
+    """The configuration hashes of `node`: the defaults' for the services it runs, then its own."""
+    on = set(deployment.services_on(deployment.node_by_name[node]))
+    merged = {
+        s: ConfigFact(c.current, c.rendered)
+        for s, c in (spec.defaults.config.items() if spec.defaults else ())
+        if s in on
+    }
+    nf = spec.nodes.get(node)
+    if nf is not None:
+        merged.update({s: ConfigFact(c.current, c.rendered) for s, c in nf.config.items()})
+    return MappingProxyType(merged)
 
 
 def facts_to_dict(facts: Facts) -> dict | None:
@@ -199,6 +276,11 @@ def facts_to_dict(facts: Facts) -> dict | None:
                 for p, f in nf.packages.items()
             }
         }
+        if nf.config:
+            entry["config"] = {
+                s: {k: v for k, v in (("current", c.current), ("rendered", c.rendered)) if v}
+                for s, c in nf.config.items()
+            }
         if facts.os_known:
             entry["os"] = {"major": nf.os_major, "target": nf.os_target}
         nodes[name] = entry
@@ -232,14 +314,18 @@ def facts_from_dict(data: dict, deployment: Deployment, source: str = "<recorded
 
 def facts_template(deployment: Deployment) -> dict:
     """A facts document to fill in for `deployment`: the OS shared by all nodes, and per node the
-    packages of the services it runs, their versions left empty (docs/facts.md)."""
+    packages of the services it runs, their versions left empty, and the configuration hashes
+    of those services, left empty too (docs/facts.md)."""
     nodes: dict[str, dict] = {}
     for node in deployment.nodes:
         packages = sorted(
             {p for s in deployment.services_on(node) for p in deployment.catalog[s].packages}
         )
         nodes[node.name] = {
-            "packages": {p: {"installed": None, "available": None} for p in packages}
+            "packages": {p: {"installed": None, "available": None} for p in packages},
+            "config": {
+                s: {"current": None, "rendered": None} for s in deployment.services_on(node)
+            },
         }
     return {
         "defaults": {"os": {"major": DEFAULT_OS_MAJOR, "target": DEFAULT_OS_MAJOR + 1}},

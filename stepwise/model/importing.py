@@ -404,4 +404,15 @@ def _checked(
     doc["roles"] = [{k: v for k, v in r.items() if v != [] or k == "services"} for r in roles]
     where = f"{source} (as imported)"
     spec = validate(DeploymentSpec, doc, None, where)
-    return Imported(doc, build_deployment(spec, catalog, None, where), notes)
+    dep = build_deployment(spec, catalog, None, where)
+    forced = dep.forced_downtime
+    if forced:
+        # not an error (a one-controller cloud is a real cloud), but the operator should know
+        # before the first plan shows the windows
+        first = sorted(forced)[0]
+        notes.append(
+            f"{len(forced)} service(s) cannot stay available while updated with these counts "
+            f"({first}: {forced[first]}): plans announce their downtime windows and runs need "
+            "--accept-downtime"
+        )
+    return Imported(doc, dep, notes)

@@ -14,6 +14,7 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    StringConstraints,
     Tag,
     field_validator,
     model_validator,
@@ -395,9 +396,21 @@ class OsFactSpec(Strict):
     target: int | None = None
 
 
+class ConfigFactSpec(Strict):
+    """A service's configuration on a node: the hash of what it runs with (`current`) and of
+    what the deployment rendered for it (`rendered`); they differ when the configuration
+    changed and the service must restart to read it."""
+
+    current: ShortText | None = None
+    rendered: ShortText | None = None
+
+
 class NodeFactsSpec(Strict):
     os: OsFactSpec | None = None
     packages: dict[PackageName, PackageFactSpec] = Field(default_factory=dict)
+    config: dict[
+        Annotated[str, StringConstraints(pattern=NAME_RE, max_length=200)], ConfigFactSpec
+    ] = Field(default_factory=dict)
 
 
 class FactsSpec(Strict):

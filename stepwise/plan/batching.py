@@ -277,6 +277,10 @@ class _Rolling:
         again = next((v.again for v in batch if v.again), "")
         if again:
             why += f"; {again}"
+        reconfigured = sorted({s for v in batch for s in v.reconfigured})
+        if reconfigured:
+            shown = ", ".join(reconfigured[:4]) + (", ..." if len(reconfigured) > 4 else "")
+            why += f"; configuration changed: {shown} restart(s) to read it (no package change)"
         return why
 
     def limit_reason(

@@ -16,14 +16,21 @@ class NodeChange:
     services: tuple[str, ...]  # services that must stop and start (deployment order)
     extra_packages: tuple[str, ...]  # changing packages no service on the node owns
     reboot: bool  # a reboot package (kernel) changes
+    #: services whose packages do not change but whose rendered configuration does: they
+    #: restart (config, stop, start) without a package step
+    reconfigured: tuple[str, ...] = ()
 
     @property
     def touched(self) -> bool:
-        return bool(self.services or self.extra_packages or self.reboot)
+        return bool(self.services or self.extra_packages or self.reboot or self.reconfigured)
 
 
-def node_changes(deployment: Deployment, facts: Facts) -> dict[str, NodeChange]:
-    """Per node: which of its services change, which unowned packages change, reboot or not.
+def node_changes(
+    deployment: Deployment, facts: Facts, *, config: bool = False
+) -> dict[str, NodeChange]:
+    """Per node: which of its services change, which unowned packages change, reboot or not,
+    and (with `config`, the minor update) which services only restart for a changed
+    configuration.
 
     Without facts every service changes and nothing reboots. A reboot is planned as the
     node's last visit (after all its services are upgraded), so it does not force the
@@ -43,7 +50,14 @@ def node_changes(deployment: Deployment, facts: Facts) -> dict[str, NodeChange]:
             reboot = bool(changed_pkgs & reboot_pkgs)
             changing = tuple(s for s in services if facts.changes(node.name, catalog[s].packages))
             extra = tuple(sorted(p for p in changed_pkgs if p not in owned))
-            out[node.name] = NodeChange(node.name, changing, extra, reboot)
+            reconfigured = (
+                tuple(
+                    s for s in services if s not in changing and facts.config_changes(node.name, s)
+                )
+                if config
+                else ()
+            )
+            out[node.name] = NodeChange(node.name, changing, extra, reboot, reconfigured)
     return out
 
 

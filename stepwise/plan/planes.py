@@ -197,7 +197,6 @@ def _tail_visits(
                         workflow,
                         extra_packages=ch.extra_packages,
                         reboot=True,
-                        stop_all=dep.services_on(node),
                     )
                 )
     return tail
@@ -234,7 +233,7 @@ def rollout_merged(
             leads=leads,
             extra_packages=ch.extra_packages,
             reboot=ch.reboot,
-            stop_all=dep.services_on(node) if ch.reboot else None,
+            reconfigured=ch.reconfigured,
         )
         by_part[home_part(dep, node)].setdefault(dep.role_of(node).name, []).append(visit)
     for part, visits in by_part.items():
@@ -316,7 +315,6 @@ def _level_visits(
             leads=leads,
             extra_packages=extra,
             reboot=ch_reboot,
-            stop_all=dep.services_on(node) if ch_reboot else None,
         )
         by_role.setdefault(dep.role_of(node).name, []).append(
             replace(v, again=again) if again else v

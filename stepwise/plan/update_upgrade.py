@@ -182,8 +182,9 @@ def _validate(
 def plan_update(
     builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: list[str] | None
 ) -> None:
-    """Minor update: same schema and RPC; one visit per node, control plane first."""
-    changes = scoped_changes(node_changes(dep, facts), nodes)
+    """Minor update: same schema and RPC; one visit per node, control plane first. A service
+    whose rendered configuration changed (and not its packages) restarts in its node's visit."""
+    changes = scoped_changes(node_changes(dep, facts, config=True), nodes)
     if not changes:
         return
     seq = _Sequence(builder, dep, Cursor(None))

@@ -32,6 +32,8 @@ class Visit:
     steps: tuple[VisitStep, ...]
     leads: tuple[str, ...] = ()  # services whose once-only work (migrate) this visit does
     again: str = ""  # why the node is visited a second time, if it is
+    #: services restarted only because their configuration changed (no package change)
+    reconfigured: tuple[str, ...] = ()
 
     @property
     def seconds(self) -> float:
@@ -52,19 +54,27 @@ def make_visit(
     leads: tuple[str, ...] = (),
     extra_packages: tuple[str, ...] = (),
     reboot: bool = False,
-    stop_all: tuple[str, ...] | None = None,
+    reconfigured: tuple[str, ...] = (),
 ) -> Visit:
     """Build one visit of `node` that cycles `services`.
 
     `leads`: services whose once-only migration runs in this visit (bootstrap node).
     `reboot`: a reboot visit (after all services are upgraded): every service on the node
     goes down with it, so all of them leave, stop, start and rejoin.
+    `reconfigured`: services whose configuration changed but not their packages: they
+    leave, stop, get their configuration, start and rejoin, with no package step.
     """
     services = in_dependency_order(dep, services)
-    down = in_dependency_order(dep, tuple(stop_all)) if stop_all is not None else services
+    cycled = in_dependency_order(dep, services + reconfigured) if reconfigured else services
+    down = in_dependency_order(dep, dep.services_on(node)) if reboot else cycled
     steps = _steps(dep, services, workflow, leads, extra_packages, reboot, down)
     return Visit(
-        node=node, role=dep.node_by_name[node].role, services=down, steps=steps, leads=leads
+        node=node,
+        role=dep.node_by_name[node].role,
+        services=down,
+        steps=steps,
+        leads=leads,
+        reconfigured=reconfigured,
     )
 
 
@@ -127,8 +137,10 @@ def _steps(
                 with_work = with_work[::-1]  # dependents leave and stop before what they need
         if not with_work and not extra and step not in ALWAYS and step is not Step.REBOOT:
             continue
-        if step is Step.PACKAGES and not with_work and not extra and reboot:
-            continue  # a reboot-only visit whose kernel package is listed as extra elsewhere
+        if step is Step.PACKAGES and not with_work and not extra and (reboot or down):
+            # a reboot-only visit whose kernel package is listed as extra elsewhere, or a
+            # visit that only restarts services for their new configuration
+            continue
         seconds = node_step_seconds([svc[s] for s in with_work], step)
         if step is Step.REBOOT:
             seconds = max(

@@ -20,8 +20,19 @@ from stepwise.model.specs import FactsSpec, NodeFactsSpec
 from stepwise.run import ansible_env
 from stepwise.run.ansible_files import to_yaml, unsafe, write_private
 from stepwise.run.inventory import Connector, inventory
-from stepwise.run.node_work import OS_RELEASE
+from stepwise.run.node_work import NODE_ROOT, OS_RELEASE
 from stepwise.run.store.store import Store
+
+#: the configuration a service runs with (docs/node-commands.md: config of S is /etc/S/S.conf)
+CONFIG_CURRENT = "/etc/{service}/{service}.conf"
+#: the one the deployment rendered for it and the config step applies (TripleO's
+#: container-puppet output directory, mirrored at the file's own path)
+CONFIG_RENDERED = "/var/lib/config-data/puppet-generated/{service}/etc/{service}/{service}.conf"
+
+
+def config_files(service: str) -> list[str]:
+    """[the file `service` runs with, the file the deployment rendered for it]."""
+    return [CONFIG_CURRENT.format(service=service), CONFIG_RENDERED.format(service=service)]
 
 
 def stored_facts(deployment: Deployment, store: Store, packages: bool = True) -> Facts:
@@ -57,7 +68,7 @@ def valid_node_facts(raw: Mapping[str, Any]) -> dict[str, Any] | None:
     a node's answer is data like a facts file, never trusted as it is."""
     try:
         return NodeFactsSpec.model_validate(
-            {k: raw[k] for k in ("os", "packages") if k in raw}
+            {k: raw[k] for k in ("os", "packages", "config") if k in raw}
         ).model_dump()
     except ValidationError:
         return None
@@ -100,7 +111,7 @@ def discover(
 def _inventory(deployment: Deployment, connector: Connector | None) -> dict[str, Any]:
     """The run's inventory, each host with the packages to ask about: its services' and the
     ones that need a reboot (the kernel: a minor update that brings a new kernel installs it
-    and reboots into it)."""
+    and reboots into it), and its services' configuration files to hash."""
     inv = inventory(deployment, connector)
     for role in inv["all"]["children"].values():
         for host, hv in role["hosts"].items():
@@ -109,6 +120,9 @@ def _inventory(deployment: Deployment, connector: Connector | None) -> dict[str,
                 | set(deployment.reboot_packages)
             )
             hv["stepwise_packages"] = unsafe(pkgs)
+            hv["stepwise_config"] = unsafe(
+                {s: config_files(s) for s in deployment.services_on(host)}
+            )
     return inv
 
 
@@ -124,6 +138,8 @@ def _play(names: Sequence[str]) -> dict[str, Any]:
                     "packages": "{{ stepwise_packages }}",
                     "command": "{{ stepwise_discover_command | default(omit) }}",
                     "os_release": OS_RELEASE,
+                    "config": "{{ stepwise_config }}",
+                    "root": NODE_ROOT,
                 },
             }
         ],
@@ -196,6 +212,12 @@ def _facts_entry(nf: Mapping[str, Any], os_target: int | None) -> dict[str, Any]
         os_["target"] = os_target
     if os_:
         entry["os"] = os_
+    config = {
+        s: {k: v for k, v in (cf or {}).items() if k in ("current", "rendered") and v is not None}
+        for s, cf in (nf.get("config") or {}).items()
+    }
+    if config:
+        entry["config"] = config
     return entry
 
 

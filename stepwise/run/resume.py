@@ -33,6 +33,7 @@ from stepwise.run.lock import DbLock, RunLock
 from stepwise.run.render import DEFAULT_FLAG_DIR, FLAG_VAR, flag_hosts, flag_name, marker_keys
 from stepwise.run.store.store import RunInfo, RunOrigin, Store
 from stepwise.verify import VerifiedPlan, plan_verified, verify_plan
+from stepwise.verify.downtime import refuse_unaccepted_downtime
 
 KEY_PARAMS = ("stage", "plane", "limit", "tags", "skip_tags", "external")
 
@@ -77,6 +78,9 @@ class RunRequest:
     #: how plans are made (default: the workflow's planner with `selection`); a resume calls
     #: it again with the recorded facts. Whatever it returns is verified before it runs.
     planner: Callable[[Deployment, Facts], Plan] | None = None
+    #: the operator accepted the downtime windows the cloud's instance counts force
+    #: (`--accept-downtime`); without it such a plan is refused
+    accept_downtime: bool = False
 
 
 def plan_run(req: RunRequest, facts: Facts) -> VerifiedPlan:
@@ -129,6 +133,7 @@ def _run_locked(req: RunRequest, cloud: str, lock: RunLock, observer: Observer) 
         )
     if not plan.units:
         return _nothing(plan, observer, "nothing to do: no selected node has anything to change", 0)
+    refuse_unaccepted_downtime(plan, req.deployment, req.accept_downtime)
     resumed = prev if resume else None
     states, rerun, todo = _pending_units(req, plan, resumed)
     _refuse_repeats(store, cloud, resumed.id if resumed else None, todo)

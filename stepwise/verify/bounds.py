@@ -172,7 +172,6 @@ class _Visits:
                 leads=led,
                 extra_packages=extra_packages,
                 reboot=reboot,
-                stop_all=dep.services_on(node) if reboot else None,
             )
             self.seconds_of[key] = v.seconds
         return self.seconds_of[key]

@@ -217,11 +217,16 @@ class EverythingServesAgain(Invariant):
 
 class DowntimeWindows(Invariant):
     """Not a rule: the record of each service's full outages (every instance down), the
-    announced downtime windows of a verified plan."""
+    announced downtime windows of a verified plan. A service whose rule cannot hold with its
+    instances (`Deployment.forced_downtime`) is out as soon as its rule is broken (a quorum of
+    two with one member down): its window says so."""
 
     def __init__(self, replay: Replay) -> None:
         super().__init__(replay)
-        self.totals = replay.pre.totals
+        self.totals = dict(replay.pre.totals)
+        self.forced = replay.pre.forced
+        for svc, (down_at, _why) in self.forced.items():
+            self.totals[svc] = down_at
         self.windows: list[Window] = []
         self.open: dict[str, tuple[float, str]] = {}
         # a service an earlier command left down everywhere (the OS upgrade's transfer) is
@@ -232,7 +237,8 @@ class DowntimeWindows(Invariant):
 
     def on_stop(self, u: Unit, t: float, service: str, down: set[str]) -> None:
         if len(down) >= self.totals.get(service, 0) and service not in self.open:
-            self.open[service] = (t, u.why)
+            forced = self.forced.get(service)
+            self.open[service] = (t, f"{u.why}; {forced[1]}" if forced else u.why)
 
     def on_serving(
         self, u: Unit, t: float, service: str, serving: tuple[str, ...], down: set[str]

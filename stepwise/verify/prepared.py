@@ -61,6 +61,9 @@ class Prepared:
     allow: dict[str, int] = field(default_factory=dict)
     totals: dict[str, int] = field(default_factory=dict)
     exempt: set[str] = field(default_factory=set)
+    #: services whose rule cannot hold with their instances -> the instances down at which
+    #: they stop serving (their window opens), and why (`Deployment.forced_downtime`)
+    forced: dict[str, tuple[int, str]] = field(default_factory=dict)
     rpc_check: bool = False
     has_pin: bool = False
     rpc_of: dict[str, str] = field(default_factory=dict)
@@ -105,6 +108,8 @@ def build_prepared(plan: Plan, dep: Deployment) -> Prepared:
     pre = Prepared([], traits=traits, partial=bool(plan.params.get("partial")))
     pre.allow, pre.totals = service_allowances(dep)
     pre.exempt = exempt_services(plan, dep)
+    # their rule allows no instance down: the first one down breaks it
+    pre.forced = {s: (1, why) for s, why in dep.forced_downtime.items()}
     pre.rpc_check = traits.pins_rpc
     pre.has_pin = any(u.step is Step.PIN_RPC for u in units)
     pre.initial = _initial_state(plan, dep, traits, pre.has_pin)

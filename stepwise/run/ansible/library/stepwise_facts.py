@@ -1,6 +1,7 @@
 #!/usr/bin/python
-"""Ansible module shipped with stepwise: installed and available versions of packages and the
-OS major version of a node, in the shape of stepwise's facts file (one node's entry)."""
+"""Ansible module shipped with stepwise: installed and available versions of packages, the
+OS major version of a node and the hashes of its services' configuration, in the shape of
+stepwise's facts file (one node's entry)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,11 @@ options:
     description: "a command printing the node's facts as JSON; package names are appended"
   os_release: {type: str, default: /etc/os-release}
   required: {type: bool, default: true, description: "fail when no package tool is found"}
+  config:
+    type: dict
+    default: {}
+    description: "service -> [the file it runs with, the file the deployment rendered for it]"
+  root: {type: str, default: "", description: "the node's root ('' is /)"}
 """
 
 import json
@@ -99,6 +105,31 @@ def _dpkg(module, packages):
     return out
 
 
+def _config(module, config, root):
+    """service -> {current, rendered}: the sha256 of the file the service runs with and of
+    the one the deployment rendered for it (a missing file has no hash)."""
+    files = sorted({root + f for pair in config.values() for f in pair})
+    if not files:
+        return {}
+    # sha256sum prints every file it can read and exits 1 when one is missing: both are fine
+    _rc, lines = _lines(module, ["sha256sum", "--"] + files)
+    sums = {}
+    for line in lines:
+        digest, _, name = line.partition("  ")
+        if len(digest) == 64 and name:
+            sums[name] = digest
+    out = {}
+    for service, (current, rendered) in config.items():
+        fact = {
+            k: sums[root + f]
+            for k, f in (("current", current), ("rendered", rendered))
+            if root + f in sums
+        }
+        if fact:
+            out[service] = fact
+    return out
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -106,6 +137,8 @@ def main():
             "command": {"type": "str"},
             "os_release": {"type": "str", "default": "/etc/os-release"},
             "required": {"type": "bool", "default": True},
+            "config": {"type": "dict", "default": {}},
+            "root": {"type": "str", "default": ""},
         },
         supports_check_mode=True,
     )
@@ -138,6 +171,9 @@ def main():
     major = _os_major(module.params["os_release"])
     if major is not None:
         facts["os"] = {"major": major}
+    config = _config(module, module.params["config"] or {}, module.params["root"] or "")
+    if config:
+        facts["config"] = config
     module.exit_json(changed=False, stepwise_facts=facts)
 
 
