@@ -46,6 +46,12 @@ from stepwise.plan.commands import COMMANDS, FAMILIES, Command
 from stepwise.plan.table import WORKFLOW_TABLE
 
 EXIT_FAILED, EXIT_INTERRUPTED = 1, 130
+SKIP_PREFLIGHT = typer.Option(
+    False,
+    "--skip-preflight",
+    help="Start without the preflight checks (disk, repositories, clusters, ...); "
+    "recorded with the run.",
+)
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,7 @@ class RunOptions:
     max_fail: int
     keep: bool
     plane: str | None = None
+    skip_preflight: bool = False
 
 
 def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
@@ -125,6 +132,7 @@ def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
                 observer=None if opts.json_out else _progress(title),
                 plan=plan,
                 confirm=confirm(opts.yes) if ask or opts.fresh else None,
+                preflight=not opts.skip_preflight,
             )
         )
         _end(title, result, opts.json_out)
@@ -238,6 +246,7 @@ def _workflow_command(
         plane: str | None = typer.Option(
             None, "--plane", help="control | data (upgrade run only).", hidden=not with_plane
         ),
+        skip_preflight: bool = SKIP_PREFLIGHT,
     ) -> None:
         opts = RunOptions(
             deployment,
@@ -259,6 +268,7 @@ def _workflow_command(
             max_fail,
             keep,
             plane,
+            skip_preflight,
         )
         _run(title, command, opts, ask)
 
