@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from stepwise.errors import InputError, Problem
 from stepwise.model import Deployment
 from stepwise.model.vocab import Step, UpgradeMode, Verdict
 from stepwise.plan.table import WORKFLOW_TABLE
@@ -85,9 +86,21 @@ class Context:
         """The free space a node needs on /: -e stepwise_preflight_min_free_mib, else the
         workflow's default."""
         given = self.variables.get(MIN_FREE_VAR)
-        if given is not None:
-            return int(given)
-        return MIN_FREE_OS_MIB if self.replaces_os else MIN_FREE_MIB
+        if given is None:
+            return MIN_FREE_OS_MIB if self.replaces_os else MIN_FREE_MIB
+        try:
+            value = int(str(given))
+        except ValueError:
+            value = -1
+        if value < 0:
+            raise InputError(
+                Problem(
+                    f"{MIN_FREE_VAR} must be a whole number of MiB, not {str(given)[:40]!r}",
+                    field=f"-e {MIN_FREE_VAR}",
+                    hint=f"e.g. -e {MIN_FREE_VAR}=1024",
+                )
+            )
+        return value
 
     def os_prepared_here(self, node: str) -> bool:
         """The plan prepares this node's OS upgrade in place (leapp)."""

@@ -82,6 +82,7 @@ def preflight(
     run_key: str = "",
 ) -> Report:
     """Every check of every node of `ctx`: the nodes' answers, then the store's."""
+    ctx.min_free_mib()  # a bad -e is refused before any node is asked
     checks = {n: checks_for(ctx, n) for n in ctx.nodes}
     answers, unreachable = ask_nodes(ctx, checks, connector, extra_vars)
     findings: list[Finding] = []
@@ -144,6 +145,9 @@ def ask_nodes(
             )
         elif ev.get("event") == "runner_on_unreachable":
             errors[host] = str(res.get("msg") or "unreachable").strip()
+        elif ev.get("event") == "runner_on_failed" and res.get("msg") and "results" not in res:
+            # the task could not run there at all (no Python, no bash): no answer to judge
+            errors[host] = str(res["msg"]).strip()
         return False
 
     inv = inventory(ctx.deployment, connector)

@@ -75,6 +75,9 @@ def test_disk_passes_above_the_threshold_and_fails_below_it_with_what_to_free(tm
     assert judge_disk(strict, "ctl-0", Answer(0, DF.format(free=600 * 1024))).verdict is (
         Verdict.FAIL
     )
+    with pytest.raises(InputError) as exc:
+        _ctx(tmp_path / "c", stepwise_preflight_min_free_mib="lots").min_free_mib()
+    assert "stepwise_preflight_min_free_mib" in str(exc.value)
     broken = judge_disk(ctx, "ctl-0", Answer(1, "", "df: /: No such file"))
     assert broken.verdict is Verdict.FAIL and "No such file" in broken.detail
 
