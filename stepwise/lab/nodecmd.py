@@ -361,7 +361,8 @@ def status_check(lab: Lab, node: str, project: str, args: list[str]) -> int:
         lab.service(s)["project"] == project and S.service_version(lab, node, s)
         for s in lab.node(node)["services"]
     ):
-        return err(f"{project}-status: command not found ({project} is not installed on {node})")
+        err(f"{project}-status: command not found ({project} is not installed on {node})")
+        return 127  # the shell's code for a command that is not there
     if project in lab.spec["projects"] and S.get_schema(lab, project) is None:
         out(
             "+----------------------------------+\n| Check: Database                  |\n"

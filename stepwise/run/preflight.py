@@ -332,6 +332,8 @@ def judge_status_check(name: str) -> Judge:
 
     def judge(_ctx: Context, node: str, a: Answer) -> Finding:
         failures = [line for line in a.stdout.splitlines() if "Failure" in line]
+        if a.missing:  # the service is not installed here (yet: an OS upgrade's new node)
+            return Finding(node, name, Verdict.SKIP, "not installed on this node")
         if a.rc == 0:
             return Finding(node, name, Verdict.PASS, "upgrade checks passed")
         if a.rc == 1:
@@ -348,9 +350,12 @@ def judge_status_check(name: str) -> Judge:
     return judge
 
 
+#: a member still joining (just restarted: IST or SST) is given ten seconds to be Synced
 GALERA_QUERY = (
-    'mariadb -N -B -e "SHOW GLOBAL STATUS WHERE Variable_name IN '
-    "('wsrep_cluster_status', 'wsrep_cluster_size')\""
+    'for _ in 1 2 3 4 5 6 7 8 9 10; do out=$(mariadb -N -B -e "SHOW GLOBAL STATUS WHERE '
+    "Variable_name IN ('wsrep_cluster_status', 'wsrep_cluster_size', "
+    '\'wsrep_local_state_comment\')" 2>&1); rc=$?; case "$out" in *Synced*) break;; esac; '
+    'sleep 1; done; echo "$out"; exit $rc'
 )
 #: the report of a fresh `leapp preupgrade` on stdout (leapp's own output on stderr)
 LEAPP_COMMAND = f'leapp preupgrade >&2; cat "$STEPWISE_ROOT{LEAPP_REPORT}"'

@@ -137,11 +137,11 @@ def ask_nodes(
         if ev.get("event") in ("runner_item_on_ok", "runner_item_on_failed") and isinstance(
             item, dict
         ):
-            rc = res.get("rc")
+            rc, out = res.get("rc"), str(res.get("stdout") or "")
+            # Ansible's own message ("non-zero return code") only when the command said nothing
+            said = res.get("stderr") or ("" if out else res.get("msg"))
             answers[(host, int(item.get("id", -1)))] = Answer(
-                rc if isinstance(rc, int) else 1,
-                str(res.get("stdout") or ""),
-                str(res.get("stderr") or res.get("msg") or ""),
+                rc if isinstance(rc, int) else 1, out, str(said or "")
             )
         elif ev.get("event") == "runner_on_unreachable":
             errors[host] = str(res.get("msg") or "unreachable").strip()

@@ -234,9 +234,10 @@ def test_every_preflight_command_is_a_documented_node_command(catalog):
     commands = [c.command for c in NODE_CHECKS]
     commands += [cmd for svc in catalog for _name, cmd in svc.preflight]
     assert any("-status upgrade check" in c for c in commands)
+    bash_syntax = {"for", "do", "case", "exit", "$?"}  # the Galera check's wait loop
     for cmd in commands:
         for word in _commands(cmd, shell=True):
-            assert word in NODE_COMMANDS or word.endswith("-status"), (cmd, word)
+            assert word in NODE_COMMANDS | bash_syntax or word.endswith("-status"), (cmd, word)
 
 
 def test_the_command_list_holds_only_real_commands():
