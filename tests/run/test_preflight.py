@@ -339,10 +339,12 @@ def test_lab_healthy_passes_a_full_disk_is_named_and_refuses_the_run(mini_lab):
     assert checks[("cmp-0", "disk")] == "pass" and ("cmp-0", "galera") not in checks
 
     inject(lab, "disk-full", "cmp-1")
+    inject(lab, "repos-unreachable", "cmp-0")
     code, doc = _lab_preflight(dep, lab, "update")
     assert code == 3
     failed = [(f["node"], f["check"]) for f in doc["findings"] if f["verdict"] == "fail"]
-    assert failed == [("cmp-1", "disk")]
+    assert failed == [("cmp-0", "repositories"), ("cmp-1", "disk")]
+    inject(lab, "clear", "cmp-0")
 
     before = {n: lab.read_state(n, "packages.json") for n in lab.nodes()}
     store = f"sqlite:///{dep.parent / 'store.sqlite'}"
