@@ -167,13 +167,20 @@ def probe_cmd(
 
 @lab.command("fault")
 def fault_cmd(
-    kind: str = typer.Argument(..., help="crash | recover | hang-stop | slow | disk-full | clear"),
+    kind: str = typer.Argument(
+        ...,
+        help="crash | recover | hang-stop | slow | disk-full | leapp-inhibitor | "
+        "repos-unreachable | clear",
+    ),
     node: str = typer.Argument(..., help="Node name."),
-    target: str | None = typer.Argument(None, help="Service (hang-stop) or command (slow)."),
+    target: str | None = typer.Argument(
+        None, help="Service (hang-stop), command (slow) or the inhibitor's title (leapp-inhibitor)."
+    ),
     seconds: float = typer.Option(5.0, "--seconds", min=0, max=600, help="Delay for 'slow'."),
     directory: Path | None = DirOpt,
 ) -> None:
-    """Inject a fault: crash a node, make a service hang on stop, slow a command, fill a disk."""
+    """Inject a fault: crash a node, make a service hang on stop, slow a command, fill a disk,
+    plant a leapp inhibitor, cut the repositories off."""
     from stepwise.lab.control import find_lab
     from stepwise.lab.faults import inject
 

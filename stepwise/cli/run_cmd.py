@@ -46,6 +46,12 @@ from stepwise.plan.commands import COMMANDS, FAMILIES, Command
 from stepwise.plan.table import WORKFLOW_TABLE
 
 EXIT_FAILED, EXIT_INTERRUPTED = 1, 130
+SKIP_PREFLIGHT = typer.Option(
+    False,
+    "--skip-preflight",
+    help="Start without the preflight checks (disk, repositories, clusters, ...); "
+    "recorded with the run.",
+)
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,7 @@ class RunOptions:
     keep: bool
     plane: str | None = None
     accept_downtime: bool = False
+    skip_preflight: bool = False
 
 
 def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
@@ -129,6 +136,7 @@ def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
                 plan=plan,
                 confirm=confirm(opts.yes) if ask or opts.fresh else None,
                 accept_downtime=opts.accept_downtime,
+                preflight=not opts.skip_preflight,
             )
         )
         _end(title, result, opts.json_out)
@@ -251,6 +259,7 @@ def _workflow_command(
             None, "--plane", help="control | data (upgrade run only).", hidden=not with_plane
         ),
         accept_downtime: bool = ACCEPT_DOWNTIME_OPT,
+        skip_preflight: bool = SKIP_PREFLIGHT,
     ) -> None:
         opts = RunOptions(
             deployment,
@@ -273,6 +282,7 @@ def _workflow_command(
             keep,
             plane,
             accept_downtime,
+            skip_preflight,
         )
         _run(title, command, opts, ask)
 

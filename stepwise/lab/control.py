@@ -30,6 +30,7 @@ Progress = Callable[[str], None]
 NODE_COMMANDS = (
     "dnf",
     "yum",
+    "df",
     "tripleo-repos",
     "systemctl",
     "crudini",

@@ -1,4 +1,5 @@
-"""Fault injection: crash a node, make a service hang on stop, slow a command, fill a disk."""
+"""Fault injection: crash a node, make a service hang on stop, slow a command, fill a disk,
+plant a leapp inhibitor, cut the repositories off."""
 
 from __future__ import annotations
 
@@ -8,7 +9,16 @@ from stepwise.errors import InputError, Problem
 from stepwise.lab import services as S
 from stepwise.lab.nodes import Lab
 
-KINDS = ("crash", "recover", "hang-stop", "slow", "disk-full", "clear")
+KINDS = (
+    "crash",
+    "recover",
+    "hang-stop",
+    "slow",
+    "disk-full",
+    "leapp-inhibitor",
+    "repos-unreachable",
+    "clear",
+)
 
 
 def _check_node(lab: Lab, node: str) -> None:
@@ -55,6 +65,14 @@ def inject(lab: Lab, kind: str, node: str, target: str | None = None, seconds: f
         elif kind == "disk-full":
             f["disk_full"] = True
             msg = f"{node}: / is full"
+        elif kind == "leapp-inhibitor":
+            # what `leapp preupgrade` will report as inhibiting the OS upgrade of this node
+            text = target or "Unsupported kernel module loaded (planted by the lab)"
+            f["leapp_inhibitors"] = [*f.get("leapp_inhibitors", []), text]
+            msg = f"{node}: leapp preupgrade reports the inhibitor '{text}'"
+        elif kind == "repos-unreachable":
+            f["repos_unreachable"] = True
+            msg = f"{node}: dnf cannot reach its repositories"
         elif kind == "clear":
             f = {}
             msg = f"{node}: faults cleared"

@@ -55,6 +55,26 @@ def disk_full(lab: Lab, node: str) -> bool:
     return bool(faults(lab, node).get("disk_full"))
 
 
+#: the stand-in root disk of a lab node (1K blocks): 20 GiB, 8 GiB used
+LAB_DISK_KB, LAB_USED_KB = 20 * 1024 * 1024, 8 * 1024 * 1024
+
+
+@command("df")
+def df(lab: Lab, node: str, args: list[str]) -> int:
+    """`df -Pk [/]`: the node's stand-in root disk in POSIX format, full under the lab's
+    `disk-full` fault (the same fault that makes dnf and crudini fail with ENOSPC)."""
+    paths = [a for a in args if not a.startswith("-")] or ["/"]
+    used = LAB_DISK_KB - 12 * 1024 if disk_full(lab, node) else LAB_USED_KB
+    out("Filesystem     1024-blocks      Used Available Capacity Mounted on")
+    for _p in paths:
+        free = LAB_DISK_KB - used
+        out(
+            f"/dev/vda1      {LAB_DISK_KB:>11} {used:>9} {free:>9} "
+            f"{used * 100 // LAB_DISK_KB:>7}% /"
+        )
+    return 0
+
+
 # --- systemctl -------------------------------------------------------------------------
 def _unit(lab: Lab, node: str, name: str) -> str | None:
     """The service of this node that systemd unit `name` runs (the catalog's `unit`, as the
@@ -341,7 +361,8 @@ def status_check(lab: Lab, node: str, project: str, args: list[str]) -> int:
         lab.service(s)["project"] == project and S.service_version(lab, node, s)
         for s in lab.node(node)["services"]
     ):
-        return err(f"{project}-status: command not found ({project} is not installed on {node})")
+        err(f"{project}-status: command not found ({project} is not installed on {node})")
+        return 127  # the shell's code for a command that is not there
     if project in lab.spec["projects"] and S.get_schema(lab, project) is None:
         out(
             "+----------------------------------+\n| Check: Database                  |\n"

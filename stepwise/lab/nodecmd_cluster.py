@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 
 from stepwise.lab import health as H
 from stepwise.lab import repos as R
 from stepwise.lab import services as S
-from stepwise.lab.nodecmd import command, disk_full, err, out
+from stepwise.lab.nodecmd import command, disk_full, err, faults, out
 from stepwise.lab.nodes import Lab
 
 
@@ -170,10 +171,51 @@ def nova(lab: Lab, node: str, args: list[str]) -> int:
 
 
 # --- reboot, OS upgrade ----------------------------------------------------------------
+#: where leapp writes its pre-upgrade report (under the node's root)
+LEAPP_REPORT = "/var/log/leapp/leapp-report.json"
+
+
+def _inhibitor(title: str, remedy: str) -> dict:
+    return {
+        "title": title,
+        "severity": "high",
+        "groups": ["inhibitor"],
+        "summary": title,
+        "detail": {"remediations": [{"type": "hint", "context": remedy}]},
+    }
+
+
+def leapp_preupgrade(lab: Lab, node: str) -> int:
+    """`leapp preupgrade`: the report of what would stop the upgrade, written where leapp
+    writes it; exit 1 with inhibitors. Nothing else changes (no `leapp.json`)."""
+    cur = lab.os_major(node)
+    entries = []
+    if cur + 1 not in R.OS_MAJORS:
+        entries.append(_inhibitor(f"No upgrade path from OS {cur}", "nothing to upgrade to"))
+    if disk_full(lab, node):
+        entries.append(
+            _inhibitor(
+                "Not enough space on / to download the upgrade packages",
+                "free space on / (dnf clean all, old kernels)",
+            )
+        )
+    for text in faults(lab, node).get("leapp_inhibitors", []):
+        entries.append(_inhibitor(text, "planted by `stepwise lab fault leapp-inhibitor`"))
+    report = lab.node_path(node, LEAPP_REPORT)
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(json.dumps({"leapp_run_id": "lab", "entries": entries}, indent=1))
+    for e in entries:
+        out(f"Upgrade has been inhibited: {e['title']}")
+    out("A pre-upgrade report has been generated at /var/log/leapp/leapp-report.json")
+    return 1 if entries else 0
+
+
 @command("leapp")
 def leapp(lab: Lab, node: str, args: list[str]) -> int:
+    if args[:1] == ["preupgrade"]:
+        return leapp_preupgrade(lab, node)
     if args[:1] != ["upgrade"]:
-        return err("usage: leapp upgrade")
+        return err("usage: leapp upgrade|preupgrade")
     cur = lab.os_major(node)
     target = cur + 1
     if target not in R.OS_MAJORS:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stepwise.lab import repos as R
 from stepwise.lab import services as S
-from stepwise.lab.nodecmd import command, disk_full, err, out
+from stepwise.lab.nodecmd import command, disk_full, err, faults, out
 from stepwise.lab.nodes import Lab, SupervisorDown
 
 #: What a transaction installs: package -> (version, repository).
@@ -18,7 +18,7 @@ def dnf(lab: Lab, node: str, args: list[str]) -> int:
     flags = {a for a in args if a.startswith("-")}
     words = [a for a in args if not a.startswith("-")]
     if not words:
-        return err("usage: dnf [-y] install|update|list installed|check-update [PKG...]")
+        return err("usage: dnf [-y] install|update|list installed|check-update|repolist [PKG...]")
     verb, names = words[0], words[1:]
     repos = lab.spec["repos"]
     enabled = S.enabled_repos(lab, node)
@@ -27,6 +27,8 @@ def dnf(lab: Lab, node: str, args: list[str]) -> int:
         return _list_installed(pkgs, names)
     if verb == "check-update":
         return _check_update(repos, enabled, pkgs, names)
+    if verb == "repolist":
+        return _repolist(lab, node, enabled)
     if verb not in ("install", "update", "upgrade"):
         return err(f"No such command: {verb}")
     if "-y" not in flags and "--assumeyes" not in flags:
@@ -79,6 +81,20 @@ def _check_update(repos: dict, enabled: list[str], pkgs: dict, names: list[str])
                 out(f"{p} {best[0]} {best[1]}")
                 found += 1
     return 100 if found else 0
+
+
+def _repolist(lab: Lab, node: str, enabled: list[str]) -> int:
+    """`dnf repolist [--enabled]`: the enabled repositories, or dnf's error for the first one
+    whose metadata cannot be downloaded (the lab's `repos-unreachable` fault)."""
+    if faults(lab, node).get("repos_unreachable") and enabled:
+        return err(
+            f"Error: Failed to download metadata for repo '{enabled[0]}': Cannot download "
+            "repomd.xml: Curl error (7): Couldn't connect to server"
+        )
+    out("repo id                     repo name")
+    for r in enabled:
+        out(f"{r:<27} {r}")
+    return 0
 
 
 def _resolve(

@@ -80,6 +80,8 @@ class Service:
     external: bool = False
     rpc: str | None = None
     health: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    #: read-only checks `stepwise preflight` runs where the service runs: (name, command)
+    preflight: tuple[tuple[str, str], ...] = ()
     #: section (update | upgrade) -> step -> tasks (aliases already resolved)
     tasks: Mapping[Section, Mapping[TaskKey, tuple[dict[str, Any], ...]]] = field(
         default_factory=lambda: MappingProxyType({})
@@ -250,6 +252,7 @@ def service_from_spec(
         health=MappingProxyType(
             {k: v for k, v in (spec.health.model_dump() if spec.health else {}).items() if v}
         ),
+        preflight=tuple((p.name, p.command) for p in spec.preflight),
         tasks=MappingProxyType(tasks),
         converge=converge,
         schema=schema.strategy if schema is not None else "",

@@ -112,6 +112,14 @@ class HealthSpec(Strict):
     command: str | None = None
 
 
+class PreflightSpec(Strict):
+    """A read-only check `stepwise preflight` runs on each node of the service
+    (`keystone-status upgrade check`): exit 0 passes, 1 warns, anything else fails."""
+
+    name: str = Field(pattern=NAME_RE, max_length=100)
+    command: str = Field(min_length=1, max_length=1000)
+
+
 class WorkflowTasksSpec(Strict):
     """Tasks of one workflow, keyed by step (see stepwise.model.vocab.Step)."""
 
@@ -198,6 +206,8 @@ class ServiceSpec(Strict):
     external: bool = False
     rpc: str | None = None
     health: HealthSpec | None = None
+    #: read-only checks before a run (`stepwise preflight`), each a node command
+    preflight: list[PreflightSpec] = Field(default_factory=list)
     update: WorkflowTasksSpec | None = None
     upgrade: WorkflowTasksSpec | None = None
     converge: list[Task] = Field(default_factory=list)
@@ -219,6 +229,7 @@ class ServiceSpec(Strict):
                     "cluster",
                     "rpc",
                     "health",
+                    "preflight",
                     "update",
                     "upgrade",
                     "converge",

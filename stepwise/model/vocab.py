@@ -448,3 +448,14 @@ DEFAULT_STEP_SECONDS: Mapping[CatalogKey, float] = MappingProxyType(
 SHARED_STEPS: frozenset[CatalogKey] = frozenset(
     {Step.PACKAGES, Step.REBOOT, SystemUpgradeKey.RUN, SystemUpgradeKey.PREPARE}
 )
+
+
+class Verdict(StrEnum):
+    """What one preflight check found on one node (`stepwise preflight`, the first step of a
+    run): only `fail` refuses a run; `warn` is shown and lets it start."""
+
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    #: the check does not apply there (the tool is absent, the member is stopped on purpose)
+    SKIP = "skip"

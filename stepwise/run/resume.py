@@ -81,6 +81,10 @@ class RunRequest:
     #: the operator accepted the downtime windows the cloud's instance counts force
     #: (`--accept-downtime`); without it such a plan is refused
     accept_downtime: bool = False
+    #: the preflight before the first unit (`preflight.py`): True runs it and refuses the run
+    #: on a failed check, False is the operator's --skip-preflight (recorded in the run's
+    #: params), None asks nothing (the tests' and benchmarks' own runs)
+    preflight: bool | None = None
 
 
 def plan_run(req: RunRequest, facts: Facts) -> VerifiedPlan:
@@ -137,6 +141,8 @@ def _run_locked(req: RunRequest, cloud: str, lock: RunLock, observer: Observer) 
     resumed = prev if resume else None
     states, rerun, todo = _pending_units(req, plan, resumed)
     _refuse_repeats(store, cloud, resumed.id if resumed else None, todo)
+    if req.preflight:
+        _refuse_failed_preflight(req, cloud, key, plan, todo)
     if req.confirm is not None:
         req.confirm(
             _what(plan, todo, req, resumed, redo=prev if req.fresh and prev is not None else None)
@@ -240,7 +246,7 @@ def _record_start(
         str(plan.workflow),
         key,
         RunOrigin(req.command, user=user, host=host, pid=os.getpid()),
-        _recorded_params(plan),
+        _recorded_params(plan, req.preflight),
         plan.to_json(),
         [u.to_json() for u in plan.units],
         facts=facts_to_dict(req.facts),
@@ -301,8 +307,47 @@ def _plan_variables(prev: RunInfo) -> dict[str, Any]:
     return {k: v for k, v in prev.params.items() if k in ("target_release", "system_upgrade_mode")}
 
 
-def _recorded_params(plan: Plan) -> dict[str, Any]:
-    return dict(plan.params)
+def _recorded_params(plan: Plan, preflight: bool | None = None) -> dict[str, Any]:
+    params = dict(plan.params)
+    if preflight is False:
+        params["preflight"] = "skipped"  # the operator's --skip-preflight, kept with the run
+    return params
+
+
+def _refuse_failed_preflight(
+    req: RunRequest, cloud: str, key: str, plan: Plan, todo: Sequence[Unit]
+) -> None:
+    """The preflight on the nodes of the units left to run: a failed check refuses the run
+    before anything is recorded or changed, naming the node, the check and what to do."""
+    from stepwise.run.preflight import Context
+    from stepwise.run.preflight_play import preflight
+
+    opts = req.options
+    nodes = tuple(sorted({n for u in todo for n in u.nodes}))
+    report = preflight(
+        Context(req.deployment, plan, dict(opts.extra_vars), nodes),
+        req.store,
+        cloud,
+        connector=opts.connector,
+        extra_vars={**dict(opts.extra_vars), **dict(opts.secrets)},
+        facts=req.facts,
+        run_key=key,
+    )
+    if report.ok:
+        return
+    problems = [
+        Problem(opts.redact(f"preflight: {f.node}: {f.check}: {f.detail}"), hint=f.todo or None)
+        for f in report.failed
+    ]
+    problems.append(
+        Problem(
+            f"the run did not start: {len(report.failed)} preflight check(s) failed, "
+            "nothing was changed",
+            hint="fix them and run the same command again (`stepwise preflight` shows every "
+            "check), or bypass them with --skip-preflight",
+        )
+    )
+    raise UnsafePlanError(problems)
 
 
 def plan_difference(plan: Plan, stored: Mapping[str, Any]) -> str:

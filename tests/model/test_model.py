@@ -226,6 +226,20 @@ def test_every_task_is_a_named_command_calling_the_node_vocabulary(catalog):
     assert seen > 300
 
 
+def test_every_preflight_command_is_a_documented_node_command(catalog):
+    """The preflight's own checks and the catalog's `preflight:` entries ask the nodes only
+    documented, real commands (the lab answers the same ones)."""
+    from stepwise.run.preflight import NODE_CHECKS
+
+    commands = [c.command for c in NODE_CHECKS]
+    commands += [cmd for svc in catalog for _name, cmd in svc.preflight]
+    assert any("-status upgrade check" in c for c in commands)
+    bash_syntax = {"for", "do", "case", "exit", "$?"}  # the Galera check's wait loop
+    for cmd in commands:
+        for word in _commands(cmd, shell=True):
+            assert word in NODE_COMMANDS | bash_syntax or word.endswith("-status"), (cmd, word)
+
+
 def test_the_command_list_holds_only_real_commands():
     """The documented list is the real tools', with no lab-only command in it."""
     assert {"systemctl", "dnf", "crudini", "os-apply-config", "pcs", "socat"} <= NODE_COMMANDS
