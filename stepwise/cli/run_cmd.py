@@ -4,6 +4,7 @@ and `discover`, `forget`."""
 
 from __future__ import annotations
 
+import inspect
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -261,29 +262,9 @@ def _workflow_command(
         accept_downtime: bool = ACCEPT_DOWNTIME_OPT,
         skip_preflight: bool = SKIP_PREFLIGHT,
     ) -> None:
-        opts = RunOptions(
-            deployment,
-            limit,
-            tags,
-            skip_tags,
-            extra_vars,
-            secret,
-            yes,
-            json_out,
-            store,
-            facts,
-            lab,
-            inventory,
-            fresh,
-            rerun,
-            forks,
-            max_parallel,
-            max_fail,
-            keep,
-            plane,
-            accept_downtime,
-            skip_preflight,
-        )
+        # the options in signature order are RunOptions's fields in order
+        given = locals()
+        opts = RunOptions(*(given[name] for name in inspect.signature(cmd).parameters))
         _run(title, command, opts, ask)
 
     cmd.__doc__ = doc
