@@ -223,3 +223,80 @@ def test_first_ctrl_c_aborts_and_a_second_one_interrupts(tmp_path, presses: int)
         assert run.returncode == 130 and st.runs("testcloud", 1)[0].status == "interrupted", out
         assert states["u4"] == UnitState.INTERRUPTED
     assert trace_lines(tmp_path, "cmp-0") == []
+
+
+@pytest.mark.e2e
+@pytest.mark.lab
+def test_lab_abort_leaves_every_service_serving_and_the_same_command_finishes(tmp_path: Path):
+    """A real update of the lab's computes (instances live-migrate away and back), aborted
+    while the first compute is out of service: the run ends aborted with that compute back,
+    the second never touched, every service and instance healthy and no probe request failed;
+    the same command then finishes the update."""
+    import shutil
+    import tempfile
+
+    from test_e2e_lab import CLASSIC, STEPWISE, _lab_or_skip
+
+    import stepwise.lab as lab
+    from stepwise.lab.nodes import Lab
+    from stepwise.lab.probe import Probe
+    from stepwise.lab.status import status as lab_status
+
+    _lab_or_skip()
+    lab_dir = Path(tempfile.mkdtemp(prefix="swl-")) / "lab"  # short: unix sockets live there
+    dep = tmp_path / "classic.yaml"
+    dep.write_text(
+        CLASSIC.read_text().replace(
+            'nodes: {count: 3, name: "ceph-{index}"', 'nodes: {count: 1, name: "ceph-{index}"'
+        )
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    lab.up(dep, lab_dir)
+    try:
+        subprocess.run(
+            [STEPWISE, "discover", "-d", str(dep), "--lab", str(lab_dir)],
+            check=True,
+            env=env,
+            capture_output=True,
+        )
+        cmd = [STEPWISE, "update", "run", "-d", str(dep), "--lab", str(lab_dir)]
+        cmd += ["--limit", "Compute", "--yes"]
+        st = open_store(f"sqlite:///{tmp_path / '.stepwise' / 'classic.sqlite'}")
+        probe = Probe(Lab(lab_dir), rate=5.0).start()
+        run = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+        def first_batch_begun() -> bool:
+            runs = st.runs("classic", 1)
+            units = st.units(runs[0].id) if runs else []
+            return any(u.batch == "Compute#1" and u.state != UnitState.PENDING for u in units)
+
+        _wait(lambda: first_batch_begun() or run.poll() is not None, timeout=300)
+        ab = subprocess.run(
+            [STEPWISE, "abort", "-d", str(dep)], env=env, capture_output=True, text=True
+        )
+        out = run.communicate(timeout=600)[0].decode()
+        summary = probe.stop()
+        assert ab.returncode == 0, ab.stdout + ab.stderr
+        assert run.returncode == 5 and "aborted: " in out, out
+        units = st.units(st.runs("classic", 1)[0].id)
+        by_batch: dict[str, set[str]] = {}
+        for u in units:
+            by_batch.setdefault(u.batch or "-", set()).add(u.state)
+        assert by_batch["Compute#1"] == {UnitState.DONE}, by_batch
+        assert by_batch["Compute#2"] == {UnitState.PENDING}, by_batch
+        view = lab_status(Lab(lab_dir))
+        sick = [
+            (n["name"], s["name"], s["health"])
+            for n in view["nodes"]
+            for s in n["services"]
+            if not s["healthy"]
+        ]
+        assert sick == [] and all(w["healthy"] for w in view["workloads"]), (sick, view)
+        assert summary["total"]["requests"] > 0 and summary["total"]["failed"] == 0, summary
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+        runs = st.runs("classic")
+        assert len(runs) == 1 and runs[0].status == "done" and runs[0].attempts == 2
+    finally:
+        lab.down(lab_dir)
+        shutil.rmtree(lab_dir.parent, ignore_errors=True)
