@@ -31,6 +31,7 @@ NEEDS_MORE = {
     "management-upgrade",
     "status",
     "history",
+    "abort",
     "import",
 }
 

@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "stepwise.cli.lab_cmd",
     "stepwise.cli.run_cmd",
     "stepwise.cli.preflight_cmd",
+    "stepwise.cli.abort_cmd",
     "stepwise.cli.demo_cmd",
     "stepwise.cli.observe_cmd",
     "stepwise.cli.export_cmd",

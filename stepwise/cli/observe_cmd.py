@@ -48,7 +48,7 @@ def status(deployment: Path = DEP, store: str | None = STORE, json_out: bool = J
                 f", {run['units'].get(UnitState.DONE, 0)}/{run['units']['total']} units done"
                 + (
                     f", now {', '.join(run['current'])}"
-                    if run["current"] and run["status"] == RunState.RUNNING
+                    if run["current"] and RunState(run["status"]).live
                     else ""
                 )
                 + (f"; {run['message']}" if run["message"] else "")

@@ -72,6 +72,15 @@ class _Counts(Observer):
         return fmt_duration(self.estimator.remaining_s() if self.estimator else None)
 
 
+def aborting_line(reason: str, running: int, to_finish: int) -> str:
+    """What the run's terminal says when an abort was asked."""
+    return (
+        f"aborting at the next safe point: {running} unit(s) running"
+        + (f", {to_finish} more finish the batches begun" if to_finish else "")
+        + f"; press Ctrl-C again to interrupt ({reason})"
+    )
+
+
 class LiveProgress(_Counts):
     """A rich Live view redrawn as events arrive."""
 
@@ -104,6 +113,12 @@ class LiveProgress(_Counts):
         if status.failed:
             self.last = f"{unit_id} {host}: {task} [{status}]"
         self._update()
+
+    def run_aborting(self, reason: str, running: int, to_finish: int) -> None:
+        # printed above the live view, which goes on until the safe point
+        self.console.print(
+            Text(aborting_line(reason, running, to_finish), style="yellow"), soft_wrap=True
+        )
 
     def run_finished(self, result: RunResult) -> None:
         if self.live:
@@ -172,6 +187,9 @@ class LineProgress(_Counts):
             f"{self.title}: run {run_id}{' resumed' if resumed else ''}: "
             f"{len(todo)} of {len(units)} units to run"
         )
+
+    def run_aborting(self, reason: str, running: int, to_finish: int) -> None:
+        self._line(aborting_line(reason, running, to_finish))
 
     def unit_started(self, unit: Unit) -> None:
         super().unit_started(unit)

@@ -46,7 +46,7 @@ from stepwise.model.vocab import RunState
 from stepwise.plan.commands import COMMANDS, FAMILIES, Command
 from stepwise.plan.table import WORKFLOW_TABLE
 
-EXIT_FAILED, EXIT_INTERRUPTED = 1, 130
+EXIT_FAILED, EXIT_ABORTED, EXIT_INTERRUPTED = 1, 5, 130
 SKIP_PREFLIGHT = typer.Option(
     False,
     "--skip-preflight",
@@ -181,6 +181,8 @@ def _end(title: str, result, json_out: bool) -> None:
         _say(title, result)
     if result.status is RunState.INTERRUPTED:
         raise typer.Exit(EXIT_INTERRUPTED)
+    if result.status is RunState.ABORTED:
+        raise typer.Exit(EXIT_ABORTED)
     if not result.ok:
         raise typer.Exit(EXIT_FAILED)
 
@@ -211,7 +213,9 @@ def _say(title: str, result) -> None:
         err_console.print(
             Text.assemble(
                 (
-                    "interrupted: " if result.status is RunState.INTERRUPTED else "failed: ",
+                    f"{result.status}: "
+                    if result.status in (RunState.INTERRUPTED, RunState.ABORTED)
+                    else "failed: ",
                     "bold red",
                 ),
                 result.message,

@@ -134,12 +134,20 @@ class RunState(StrEnum):
     DONE = "done"
     FAILED = "failed"
     INTERRUPTED = "interrupted"  # its process stopped (a signal, a crash): it can be resumed
+    #: `stepwise abort` (or a first Ctrl-C) asked it to stop at the next safe point; it still runs
+    ABORTING = "aborting"
+    ABORTED = "aborted"  # stopped at a safe point on request: every service serves; resumable
     NOTHING = "nothing"  # the plan had nothing left to do: reported, never recorded
 
     @property
     def ok(self) -> bool:
         """The run did what it was asked (or there was nothing to do)."""
         return self in (RunState.DONE, RunState.NOTHING)
+
+    @property
+    def live(self) -> bool:
+        """Recorded while its process runs (a run still aborting runs until its safe point)."""
+        return self in (RunState.RUNNING, RunState.ABORTING)
 
 
 #: The states a run is recorded in (`NOTHING` is never stored: such a run records nothing).

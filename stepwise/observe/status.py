@@ -21,11 +21,11 @@ def _run_summary(store: Store, r: RunInfo, holder: dict | None = None) -> dict[s
     for u in units:
         counts[u.state] = counts.get(u.state, 0) + 1
     status = r.status
-    if status is RunState.RUNNING and (holder is None or holder.get("pid") != r.pid):
+    if status.live and (holder is None or holder.get("pid") != r.pid):
         status = RunState.INTERRUPTED  # its process is gone: nothing holds the lock for it
     current = [u.unit_id for u in units if u.state is UnitState.RUNNING]
     last_done = [u.unit_id for u in units if u.state is UnitState.DONE]
-    end = r.ended_at or (now() if status is RunState.RUNNING else None)
+    end = r.ended_at or (now() if status.live else None)
     return {
         "id": r.id,
         "workflow": r.workflow,

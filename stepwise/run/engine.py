@@ -11,7 +11,8 @@ mechanism and not one process per unit or one for everything: docs/architecture.
 Events stream back per task and host and are mapped to units by play name. A unit is done
 once its play has ended with no failed host: at the next play's start in its process, or at
 the end of the process. A SIGKILL of stepwise at any moment leaves it `running`, and the
-resume runs it again (or, for a once-only unit, lets its flag-file guard decide); SIGINT or
+resume runs it again (or, for a once-only unit, lets its flag-file guard decide); a first
+SIGINT or `stepwise abort` stops at the next safe point (`abort.py`); a second SIGINT or a
 SIGTERM cut the running units and record them `interrupted`.
 """
 
@@ -31,6 +32,7 @@ from stepwise.model import Deployment
 from stepwise.model.vocab import MarkerState, UnitState
 from stepwise.plan.units import Unit
 from stepwise.run import ansible_env
+from stepwise.run.abort import AbortWatch
 from stepwise.run.ansible_files import to_yaml, write_private
 from stepwise.run.chains import Chain, make_chains
 from stepwise.run.discover import valid_node_facts
@@ -140,6 +142,7 @@ class Engine:
         self.started_at = time.monotonic()
         self.threads: list[threading.Thread] = []
         self.all_hosts = {h for u in todo for h in unit_hosts(u, deployment)}
+        self.aborts = AbortWatch(store, run_id, self.sched, self.observer)
 
     # -- the main loop ---------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -163,6 +166,7 @@ class Engine:
             with self.cond:
                 self._pass(self.sched.pass_barriers())
                 while True:
+                    self.aborts.poll()
                     self._launch()
                     if self.sched.finished() and not any(r.alive for r in self.runs.values()):
                         break
@@ -322,7 +326,7 @@ class Engine:
             while True:
                 # wait until the play's start event arrived: the previous play's results are in
                 if r.seen == unit_id and r.current is None:
-                    if self.sched.stop is not None:
+                    if not self.sched.allowed(unit_id):
                         return "stop"
                     if self.sched.may_start(unit_id):
                         self._start_unit(r, u)
@@ -374,10 +378,10 @@ class Engine:
 
     def _chain_ended(self, r: _ChainRun) -> None:
         """The chain's process ended: close its running unit by how it ended; units it never
-        started stop the run (unless it was stopped on purpose)."""
+        started stop the run (unless it was stopped on purpose before them)."""
         self._close_current(r)
         left = [u.id for u in r.chain.units if self.sched.state[u.id] is UnitState.PENDING]
-        if left and self.sched.stop is None:
+        if left and (self.sched.stop is None or self.sched.unfinished_business(left)):
             tail = " ".join(line.strip() for line in list(r.output)[-6:] if line.strip())
             self.sched.request_stop(
                 f"ansible-playbook ended (rc={r.rc}) before running {', '.join(left)}"
@@ -486,15 +490,7 @@ def execute(
     if any(u.id not in ids for u in todo):
         raise StepwiseError(Problem("refusing to run units that are not in the verified plan"))
     done = set(done_before if done_before is not None else ids - {u.id for u in todo})
-    return Engine(
-        store,
-        deployment,
-        plan,
-        run_id,
-        todo,
-        context=context,
-        done_before=done,
-    ).run()
+    return Engine(store, deployment, plan, run_id, todo, context=context, done_before=done).run()
 
 
 __all__ = ["EngineOptions", "RunContext", "execute", "STOPPED_RC"]

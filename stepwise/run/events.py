@@ -82,6 +82,10 @@ class Observer:
     def task_result(self, unit_id: str, host: str, task: str, status: TaskStatus) -> None:
         """One task ended on one host."""
 
+    def run_aborting(self, reason: str, running: int, to_finish: int) -> None:
+        """An abort was asked: `running` units finish, and `to_finish` more complete the
+        batches begun; nothing else starts."""
+
     def run_finished(self, result: RunResult) -> None:
         """The run ended (or had nothing to do)."""
 

@@ -254,6 +254,22 @@ class DbLock:
         self.conn = conn
         return self
 
+    @staticmethod
+    def held(engine: Any, cloud: str) -> bool:
+        """Whether a run (of any machine) holds the cloud's lock in a PostgreSQL store; False
+        for other stores, whose lock is the file."""
+        if engine.dialect.name != "postgresql":
+            return False
+        from sqlalchemy import text
+
+        key = {"k": "stepwise:" + cloud}
+        with engine.connect() as conn:
+            if not conn.execute(text("SELECT pg_try_advisory_lock(hashtext(:k))"), key).scalar():
+                return True
+            conn.execute(text("SELECT pg_advisory_unlock(hashtext(:k))"), key)
+            conn.commit()
+            return False
+
     def release(self) -> None:
         if self.conn is not None:
             from sqlalchemy import text

@@ -158,6 +158,12 @@ def run_result(
             f"({', '.join(interrupted[:5])}) and recorded interrupted; "
             "they run again from their start"
         )
+    elif stop is not None and stop.aborted and not failed:
+        res.status = RunState.ABORTED
+        head = (
+            f"{stop.reason}: stopped at a safe point (the units running and the rest of their "
+            "batches finished, nothing else started)"
+        )
     else:
         res.status = RunState.FAILED
         head = _why_failed(store, run_id, failures, failed)
@@ -165,7 +171,7 @@ def run_result(
     if continue_command:
         res.message += (
             " Continue with"
-            if res.status is RunState.INTERRUPTED
+            if res.status in (RunState.INTERRUPTED, RunState.ABORTED)
             else " Fix the cause, then continue with"
         ) + f": {continue_command}"
     return res

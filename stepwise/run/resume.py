@@ -1,8 +1,8 @@
 """Run a workflow: plan and verify it, take the cloud's lock, start, resume or refuse, execute.
 
 A run is identified by its command (workflow and selection). Issuing the same command after
-a failure, an interrupt or a kill continues that run after its last completed unit. The plan
-is never read back from the store to be executed: it is rebuilt from the deployment, the
+a failure, an interrupt, an abort or a kill continues that run after its last completed unit.
+The plan is never read back from the store to be executed: it is rebuilt from the deployment, the
 catalog and the facts recorded when the run started, verified again, and compared with the
 stored one; any difference is refused with what differs. Issuing a command whose run
 finished does nothing ("nothing to do"); `--fresh` starts over after a confirmation that
@@ -111,7 +111,7 @@ def run_plan(req: RunRequest) -> RunResult:
 
 
 def _db_holder(store: Store, cloud: str) -> str:
-    runs = [r for r in store.runs(cloud, 5) if r.status is RunState.RUNNING]
+    runs = [r for r in store.runs(cloud, 5) if r.status.live]
     if not runs:
         return "holder unknown"
     r = runs[0]
@@ -185,12 +185,13 @@ def _plan_for(req: RunRequest, prev: RunInfo | None, resume: bool) -> VerifiedPl
 
 
 def _record_finish(store: Store, run_id: int, result: RunResult) -> None:
-    """Record the run's end: done or interrupted as it ended, any other outcome as failed."""
+    """Record the run's end: done, interrupted or aborted as it ended, any other outcome as
+    failed."""
     store.finish_run(
         run_id,
         (
             result.status
-            if result.status in (RunState.DONE, RunState.INTERRUPTED)
+            if result.status in (RunState.DONE, RunState.INTERRUPTED, RunState.ABORTED)
             else RunState.FAILED
         ),
         result.message,

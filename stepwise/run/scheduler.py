@@ -8,7 +8,10 @@ unit of a chain not started yet (then one more starts, or the run would wait for
 
 The run stops at the first failure the failure threshold does not allow (no new unit starts;
 running units finish) and at an interrupt (running units are cut and recorded
-`interrupted`). Barriers pass as soon as what they wait for is done.
+`interrupted`). An abort (`stepwise abort`, a first Ctrl-C) stops at the next safe point: every
+rolling batch that has begun finishes (a node that left its clusters rejoins them), with what
+those units wait for, and nothing else starts. Barriers pass as soon as what they wait for is
+done.
 
 All methods are called with `lock` held by the engine (one lock for the scheduler, the
 tracker and the store writes), so the state is consistent at every moment.
@@ -33,6 +36,9 @@ class Stop:
 
     reason: str
     interrupted: bool = False
+    #: an abort: only the units of the batches begun (`finishing`) may still start
+    aborted: bool = False
+    finishing: frozenset[str] = frozenset()
 
 
 class Scheduler:
@@ -55,6 +61,9 @@ class Scheduler:
         self.max_parallel = max(1, max_parallel)
         self.has_play = has_play
         self.stop: Stop | None = None
+        #: set by the first SIGINT (a signal handler may not take the lock): the engine's loop
+        #: turns it into an abort
+        self.abort_asked: str | None = None
         self.lock = threading.Condition()
 
     # -- questions ----------------------------------------------------------------------
@@ -77,16 +86,26 @@ class Scheduler:
     def running(self) -> list[str]:
         return [u for u, s in self.state.items() if s is UnitState.RUNNING]
 
+    def allowed(self, uid: str) -> bool:
+        """Whether the unit may still start as far as a stop is concerned: always while the run
+        is not stopping, during an abort only to finish a batch begun."""
+        return self.stop is None or uid in self.stop.finishing
+
     def may_start(self, uid: str) -> bool:
-        return self.stop is None and self.ready(uid) and len(self.running()) < self.max_parallel
+        return self.allowed(uid) and self.ready(uid) and len(self.running()) < self.max_parallel
 
     def finished(self) -> bool:
         """Nothing runs and nothing more can start."""
         if self.running():
             return False
         if self.stop is not None:
-            return True
+            return all(self.state[u] is not UnitState.PENDING for u in self.stop.finishing)
         return all(s is not UnitState.PENDING for s in self.state.values())
+
+    def unfinished_business(self, pending: Iterable[str]) -> bool:
+        """Whether units a stopping run must still start are among `pending` (a process that
+        ends before them leaves a batch half done)."""
+        return self.stop is not None and bool(self.stop.finishing.intersection(pending))
 
     def _can_become_ready(self, uid: str) -> bool:
         return all(
@@ -107,7 +126,7 @@ class Scheduler:
     def should_launch(self, chain: Chain, alive: Sequence[Chain]) -> bool:
         """Whether to start the process of `chain` (not started yet) now."""
         first = chain.first.id
-        if self.stop is not None or self.state[first] is not UnitState.PENDING:
+        if not self.allowed(first) or self.state[first] is not UnitState.PENDING:
             return False
         if len(alive) >= self.max_parallel + 2 and not (self.ready(first) and self.stalled(alive)):
             return False
@@ -135,7 +154,7 @@ class Scheduler:
                     self.state[u.id] is UnitState.PENDING
                     and not self.has_play.get(u.id)
                     and self.ready(u.id)
-                    and self.stop is None
+                    and self.allowed(u.id)
                 ):
                     self.state[u.id] = UnitState.DONE
                     passed.append(u.id)
@@ -143,10 +162,48 @@ class Scheduler:
         return passed
 
     def request_stop(self, reason: str, interrupted: bool = False) -> None:
-        """The first reason wins; an interrupt upgrades a failure stop (running units are cut)."""
-        if self.stop is None or (interrupted and not self.stop.interrupted):
+        """The first reason wins; an interrupt upgrades a failure stop (running units are cut),
+        a failure an abort (the batches begun no longer finish)."""
+        current = self.stop
+        if (
+            current is None
+            or (interrupted and not current.interrupted)
+            or (current.aborted and not interrupted)
+        ):
             self.stop = Stop(reason, interrupted)
         self.lock.notify_all()
+
+    def request_abort(self, reason: str) -> bool:
+        """Stop at the next safe point: the batches begun finish, nothing else starts. False
+        when the run is stopping already (a failure or an interrupt decides how it ends)."""
+        if self.stop is not None:
+            return False
+        self.stop = Stop(reason, aborted=True, finishing=self._to_finish())
+        self.lock.notify_all()
+        return True
+
+    def _to_finish(self) -> frozenset[str]:
+        """The pending units that bring the run to a safe point: those of every batch with a
+        unit started (done before included), and everything they wait for, whose batches
+        then must finish too."""
+        begun = {
+            u.batch
+            for u in self.units
+            if u.batch and (self.is_done(u.id) or self.state[u.id] is UnitState.RUNNING)
+        }
+        finishing: set[str] = set()
+        todo = [u.id for u in self.units if u.batch in begun]
+        while todo:
+            uid = todo.pop()
+            if uid in finishing or self.state[uid] is not UnitState.PENDING:
+                continue
+            finishing.add(uid)
+            todo.extend(self.preds[uid])
+            batch = self.by_id[uid].batch
+            if batch and batch not in begun:
+                begun.add(batch)
+                todo.extend(u.id for u in self.units if u.batch == batch)
+        return frozenset(finishing)
 
 
 def _interrupt(current: Stop | None, reason: str) -> Stop:
@@ -156,14 +213,18 @@ def _interrupt(current: Stop | None, reason: str) -> Stop:
 
 
 def catch_interrupts(sched: Scheduler) -> Callable[[], None]:
-    """While a run runs in the main thread, SIGINT and SIGTERM stop it and cut the running
-    units; returns what puts the previous handlers back."""
+    """While a run runs in the main thread, a first SIGINT (Ctrl-C) asks for an abort at the
+    next safe point; a second one, or SIGTERM, stops the run and cuts the running units.
+    Returns what puts the previous handlers back."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
 
     def on_signal(signum: int, _frame: Any) -> None:
         name = signal.Signals(signum).name
         # no lock here: a handler may interrupt the main thread while it holds it
+        if signum == signal.SIGINT and sched.stop is None and sched.abort_asked is None:
+            sched.abort_asked = "aborted by Ctrl-C"
+            return
         sched.stop = _interrupt(sched.stop, f"interrupted ({name})")
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}

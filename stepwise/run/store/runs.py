@@ -190,10 +190,35 @@ class RunRecords(StoreBase):
         run = self.latest_run(cloud, key)
         return None if run is None or run.status is RunState.DONE else run
 
-    def mark_interrupted(self, cloud: str, keep_pid: int | None = None) -> int:
-        """Runs still 'running' whose process is gone (no lock holds them) become 'interrupted'."""
+    def request_abort(self, run_id: int, reason: str) -> bool:
+        """Ask a running run to stop at its next safe point (its engine polls the status);
+        False when the run is not running (any more)."""
         with self.session() as s:
-            q = update(RunRow).where(RunRow.cloud == cloud, RunRow.status == RunState.RUNNING)
+            res = s.execute(
+                update(RunRow)
+                .where(RunRow.id == run_id, RunRow.status == RunState.RUNNING)
+                .values(status=RunState.ABORTING, message=reason)
+            )
+            return bool(res.rowcount)
+
+    def abort_requested(self, run_id: int) -> str | None:
+        """Why the run was asked to abort, if it was (None otherwise)."""
+        with self.reading() as s:
+            row = s.execute(
+                select(RunRow.status, RunRow.message).where(RunRow.id == run_id)
+            ).first()
+        if row is None or row[0] != RunState.ABORTING:
+            return None
+        return str(row[1] or "aborted")
+
+    def mark_interrupted(self, cloud: str, keep_pid: int | None = None) -> int:
+        """Runs still 'running' (or 'aborting') whose process is gone (no lock holds them)
+        become 'interrupted'."""
+        with self.session() as s:
+            q = update(RunRow).where(
+                RunRow.cloud == cloud,
+                RunRow.status.in_([RunState.RUNNING, RunState.ABORTING]),
+            )
             if keep_pid is not None:
                 q = q.where(RunRow.pid != keep_pid)
             res = s.execute(
