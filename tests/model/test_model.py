@@ -61,6 +61,8 @@ JINJA_VARS = {
     "stepwise_bootstrap_node",
     "system_upgrade_source",
     "target_release",
+    "stepwise_drain_policy",
+    "item",
 }
 #: plain shell helpers a `shell` task may combine the node commands with (they touch no paths)
 SHELL_HELPERS = {"set", "test", "awk", "echo", "sleep"} & NODE_COMMANDS
@@ -73,6 +75,7 @@ TASK_KEYWORDS = {
     "until",
     "retries",
     "delay",
+    "loop",
 }
 
 
@@ -222,7 +225,7 @@ def test_every_task_is_a_named_command_calling_the_node_vocabulary(catalog):
                 for var in re.findall(r"{{\s*([A-Za-z_][A-Za-z0-9_]*)", text):
                     assert var in JINJA_VARS, (svc.name, where, var)
             if "when" in task:
-                assert re.fullmatch(r"[A-Za-z0-9_ =!.'\"]+", task["when"]), task["when"]
+                assert re.fullmatch(r"[A-Za-z0-9_ =!.'\"-]+", task["when"]), task["when"]
     assert seen > 300
 
 
