@@ -37,6 +37,7 @@ NODE_COMMANDS = (
     "pcs",
     "ceph",
     "nova",
+    "openstack",
     "leapp",
     "reboot",
     "reprovision",
@@ -243,6 +244,9 @@ def boot_all(lab: Lab, progress: Progress) -> None:
     wl = S.workloads(lab)
     for vm, st in wl.items():
         lab.call("start", node=st["host"], unit=vm, wait=False)
+    from stepwise.lab import routers
+
+    routers.start_all(lab)
     progress(
         f"services started on {len(nodes)} node(s), {len(wl)} workload(s), VIP {lab.spec['vip']}"
     )

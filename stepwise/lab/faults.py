@@ -1,4 +1,5 @@
-"""Fault injection: crash a node, make a service hang on stop, slow a command, fill a disk."""
+"""Fault injection: crash a node, make a service hang on stop, slow a command, fill a disk,
+pin an instance to its compute."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from stepwise.errors import InputError, Problem
 from stepwise.lab import services as S
 from stepwise.lab.nodes import Lab
 
-KINDS = ("crash", "recover", "hang-stop", "slow", "disk-full", "clear")
+KINDS = ("crash", "recover", "hang-stop", "slow", "disk-full", "no-live-migrate", "clear")
 
 
 def _check_node(lab: Lab, node: str) -> None:
@@ -29,6 +30,8 @@ def inject(lab: Lab, kind: str, node: str, target: str | None = None, seconds: f
                     st["state"] = "lost"
             S.save_workloads(lab, wl)
         return f"{node} crashed"
+    if kind == "no-live-migrate":
+        return _no_live_migrate(lab, node, target)
     if kind == "recover":
         res = lab.call("boot", node=node, units=S.units_enabled(lab, node), timeout=120)
         return (
@@ -62,3 +65,21 @@ def inject(lab: Lab, kind: str, node: str, target: str | None = None, seconds: f
             raise InputError(Problem(f"unknown fault '{kind}'", hint=f"one of {', '.join(KINDS)}"))
         lab.write_state(node, "faults.json", f)
     return msg
+
+
+def _no_live_migrate(lab: Lab, node: str, vm: str | None) -> str:
+    """The instance cannot live-migrate (as one with a PCI device or a local disk): nova's
+    host-evacuate-live refuses it, a cold migration or a stop still works."""
+    with lab.node_lock("_lab"):
+        wl = S.workloads(lab)
+        here = sorted(v for v, st in wl.items() if st["host"] == node)
+        if vm not in here:
+            raise InputError(
+                Problem(
+                    f"no-live-migrate needs an instance of {node}",
+                    hint=f"instances on {node}: {', '.join(here) or 'none'}",
+                )
+            )
+        wl[vm]["no_live_migrate"] = True
+        S.save_workloads(lab, wl)
+    return f"{vm} on {node} cannot live-migrate"

@@ -116,3 +116,53 @@ def test_an_unknown_policy_names_the_file_line_and_the_choices(tmp_path):
     assert re.search(r"cloud\.yaml:\d+: drain_policy", text), text
     for choice in ("refuse", "cold-migrate", "stop-in-place"):
         assert choice in text
+
+
+def _names(tasks) -> list[str]:
+    return [t["name"] for t in tasks]
+
+
+@pytest.mark.parametrize(
+    "section,step",
+    [("update", "leave"), ("upgrade", "leave"), ("system_upgrade", "prepare")],
+)
+def test_the_compute_leave_waits_applies_the_policy_then_waits_until_empty(section, step):
+    from stepwise.model.catalog import load_catalog
+    from stepwise.model.vocab import catalog_key
+
+    svc = load_catalog()["nova_compute"]
+    tasks = (svc.system_upgrade if section == "system_upgrade" else svc.tasks[section])[
+        catalog_key(step)
+    ]
+    names = _names(tasks)
+    at = {n: i for i, n in enumerate(names)}
+    migrating = next(i for n, i in at.items() if "still live-migrating" in n)
+    refuse = next(i for n, i in at.items() if n.startswith("Refuse"))
+    cold = next(i for n, i in at.items() if n.startswith("Cold-migrate"))
+    stop_in_place = next(i for n, i in at.items() if n.startswith("Stop in place"))
+    empty = next(i for n, i in at.items() if "runs no instance" in n)
+    assert migrating < refuse < cold < stop_in_place < empty
+    assert tasks[refuse]["when"].endswith("stepwise_drain_policy == 'refuse'")
+    # nothing stops the service before the node is empty
+    stops = [i for i, t in enumerate(tasks) if "systemctl stop" in str(t)]
+    assert all(i > empty for i in stops)
+
+
+def test_the_l3_agent_moves_its_routers_before_it_stops_and_takes_them_back():
+    from stepwise.model.catalog import load_catalog
+    from stepwise.model.vocab import Step, SystemUpgradeKey
+
+    svc = load_catalog()["neutron_l3_agent"]
+    for section in ("update", "upgrade"):
+        leave = _names(svc.tasks[section][Step.LEAVE])
+        assert any("Move the routers off" in n for n in leave)
+        assert "active on another node" in leave[-1]
+        rejoin = _names(svc.tasks[section][Step.REJOIN])
+        assert any("Take the routers back" in n for n in rejoin)
+    prepare = svc.system_upgrade[SystemUpgradeKey.PREPARE]
+    names = _names(prepare)
+    wait = next(i for i, n in enumerate(names) if "active on another node" in n)
+    assert all(i > wait for i, t in enumerate(prepare) if "systemctl stop" in str(t))
+    assert any(
+        "Take the routers back" in n for n in _names(svc.system_upgrade[SystemUpgradeKey.CLEANUP])
+    )
