@@ -275,6 +275,7 @@ def wait_healthy(lab: Lab, timeout: float) -> None:
             if not s["healthy"]
         ]
         bad += [f"{w['name']}: {w['state']}" for w in st["workloads"] if not w["healthy"]]
+        bad += [f"{r['name']}: not forwarding" for r in st["routers"] if not r["forwarding"]]
         if not bad:
             return
         time.sleep(0.3)

@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -211,8 +212,12 @@ def test_l3_routers_fail_over_before_their_agent_stops(tmp_path: Path, lab_dir: 
         # floating IP while the process keeps the address (keepalived still holds the IP)
         fip = the_lab.spec["routers"]["router-vm-0"]
         target = Target("fip:vm-0", "http", fip["fip"], fip["port"])
-        assert request(target)[0]
+        deadline = time.monotonic() + 60  # the routers start after the workloads they forward to
+        while not request(target)[0]:
+            assert time.monotonic() < deadline, request(target)
+            time.sleep(0.5)
         the_lab.call("stop", node="networker-0", unit="neutron_l3_agent")
+        time.sleep(0.5)  # the router's view of its agent is cached for 0.25 s
         assert not request(target)[0]
         assert the_lab.call("start", node="networker-0", unit="neutron_l3_agent")["ok"]
         assert H.read_unit(the_lab, "networker-0", "neutron_l3_agent")
