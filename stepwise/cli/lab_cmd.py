@@ -111,11 +111,7 @@ def status_cmd(
                     + ("" if s["healthy"] else esc(f"  {s['health']}"))
                     + (f"  restarts {s['restarts']}" if s["restarts"] else "")
                 )
-        for w in st["workloads"]:
-            console.print(
-                esc(f"  workload {w['name']} on {w['host']} {w['address']} ")
-                + f"[{'green' if w['healthy'] else 'red'}]{esc(w['state'])}[/]"
-            )
+        _say_workloads(st)
         for c, q in st["quorum"].items():
             console.print(f"  cluster {c}: {q}", markup=False)
         db = st.get("database") or {}
@@ -126,6 +122,24 @@ def status_cmd(
                 + ", ".join(f"{n} {m['state']}" for n, m in db["members"].items()),
                 markup=False,
             )
+
+
+def _say_workloads(st: dict) -> None:
+    """The workloads with their (stand-in) nova status, and their routers."""
+    for w in st["workloads"]:
+        console.print(
+            esc(f"  workload {w['name']} on {w['host']} {w['address']} ")
+            + f"[{'green' if w['healthy'] else 'red'}]{esc(w['state'])}[/]"
+            + esc(f"  nova (stand-in): {w['status']}")
+        )
+    for r in st.get("routers", []):
+        console.print(
+            esc(f"  router {r['name']} fip {r['fip']} -> {r['workload']} ")
+            + esc(f"master {r['master'] or '-'} of {', '.join(r['hosts'])} ")
+            + f"[{'green' if r['forwarding'] else 'red'}]"
+            + ("forwarding" if r["forwarding"] else "not forwarding")
+            + "[/]"
+        )
 
 
 @lab.command("probe")
@@ -170,17 +184,19 @@ def fault_cmd(
     kind: str = typer.Argument(
         ...,
         help="crash | recover | hang-stop | slow | disk-full | leapp-inhibitor | "
-        "repos-unreachable | clear",
+        "repos-unreachable | no-live-migrate | clear",
     ),
     node: str = typer.Argument(..., help="Node name."),
     target: str | None = typer.Argument(
-        None, help="Service (hang-stop), command (slow) or the inhibitor's title (leapp-inhibitor)."
+        None,
+        help="Service (hang-stop), command (slow), the inhibitor's title (leapp-inhibitor) "
+        "or instance (no-live-migrate).",
     ),
     seconds: float = typer.Option(5.0, "--seconds", min=0, max=600, help="Delay for 'slow'."),
     directory: Path | None = DirOpt,
 ) -> None:
-    """Inject a fault: crash a node, make a service hang on stop, slow a command, fill a disk,
-    plant a leapp inhibitor, cut the repositories off."""
+    """Inject a fault: crash a node, hang a stop, slow a command, fill a disk, plant a leapp
+    inhibitor, cut the repositories off, pin an instance."""
     from stepwise.lab.control import find_lab
     from stepwise.lab.faults import inject
 

@@ -38,6 +38,7 @@ NODE_COMMANDS = (
     "pcs",
     "ceph",
     "nova",
+    "openstack",
     "leapp",
     "reboot",
     "reprovision",
@@ -244,6 +245,9 @@ def boot_all(lab: Lab, progress: Progress) -> None:
     wl = S.workloads(lab)
     for vm, st in wl.items():
         lab.call("start", node=st["host"], unit=vm, wait=False)
+    from stepwise.lab import routers
+
+    routers.start_all(lab)
     progress(
         f"services started on {len(nodes)} node(s), {len(wl)} workload(s), VIP {lab.spec['vip']}"
     )
@@ -272,6 +276,7 @@ def wait_healthy(lab: Lab, timeout: float) -> None:
             if not s["healthy"]
         ]
         bad += [f"{w['name']}: {w['state']}" for w in st["workloads"] if not w["healthy"]]
+        bad += [f"{r['name']}: not forwarding" for r in st["routers"] if not r["forwarding"]]
         if not bad:
             return
         time.sleep(0.3)

@@ -1,5 +1,5 @@
 """Fault injection: crash a node, make a service hang on stop, slow a command, fill a disk,
-plant a leapp inhibitor, cut the repositories off."""
+plant a leapp inhibitor, cut the repositories off, pin an instance to its compute."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ KINDS = (
     "disk-full",
     "leapp-inhibitor",
     "repos-unreachable",
+    "no-live-migrate",
     "clear",
 )
 
@@ -39,6 +40,8 @@ def inject(lab: Lab, kind: str, node: str, target: str | None = None, seconds: f
                     st["state"] = "lost"
             S.save_workloads(lab, wl)
         return f"{node} crashed"
+    if kind == "no-live-migrate":
+        return _no_live_migrate(lab, node, target)
     if kind == "recover":
         res = lab.call("boot", node=node, units=S.units_enabled(lab, node), timeout=120)
         return (
@@ -80,3 +83,21 @@ def inject(lab: Lab, kind: str, node: str, target: str | None = None, seconds: f
             raise InputError(Problem(f"unknown fault '{kind}'", hint=f"one of {', '.join(KINDS)}"))
         lab.write_state(node, "faults.json", f)
     return msg
+
+
+def _no_live_migrate(lab: Lab, node: str, vm: str | None) -> str:
+    """The instance cannot live-migrate (as one with a PCI device or a local disk): nova's
+    host-evacuate-live refuses it, a cold migration or a stop still works."""
+    with lab.node_lock("_lab"):
+        wl = S.workloads(lab)
+        here = sorted(v for v, st in wl.items() if st["host"] == node)
+        if vm not in here:
+            raise InputError(
+                Problem(
+                    f"no-live-migrate needs an instance of {node}",
+                    hint=f"instances on {node}: {', '.join(here) or 'none'}",
+                )
+            )
+        wl[vm]["no_live_migrate"] = True
+        S.save_workloads(lab, wl)
+    return f"{vm} on {node} cannot live-migrate"

@@ -68,4 +68,21 @@ def components(lab: Any) -> list[dict[str, str]]:
         out.append(
             {"name": ", ".join(others), "kind": STAND_IN, "detail": "the lab's Python stand-ins"}
         )
+    if lab.spec.get("workloads"):
+        out.append(
+            {
+                "name": "nova API",
+                "kind": STAND_IN,
+                "detail": "instances, live and cold migration, stop/start (stepwise/lab/nova.py)",
+            }
+        )
+    if lab.spec.get("routers"):
+        out.append(
+            {
+                "name": "routers, floating IPs",
+                "kind": STAND_IN,
+                "detail": "L3 HA routers forwarding each floating IP to its workload while the "
+                "master's L3 agent runs; no real neutron (stepwise/lab/routers.py)",
+            }
+        )
     return out

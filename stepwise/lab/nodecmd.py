@@ -416,7 +416,7 @@ def main() -> None:
     if delay:
         time.sleep(float(delay))
     # registers the package and cluster commands
-    from stepwise.lab import nodecmd_cluster, nodecmd_packages  # noqa: F401
+    from stepwise.lab import nodecmd_cluster, nodecmd_packages, nova  # noqa: F401
 
     fn = COMMANDS.get(name)
     real = _real_tool(lab, node, name)

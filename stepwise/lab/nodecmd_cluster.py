@@ -120,54 +120,7 @@ def ceph(lab: Lab, node: str, args: list[str]) -> int:
     )
 
 
-# --- nova (workloads) ------------------------------------------------------------------
-def compute_service(lab: Lab) -> str | None:
-    return next((n for n, s in lab.spec["services"].items() if s.get("workloads")), None)
-
-
-@command("nova")
-def nova(lab: Lab, node: str, args: list[str]) -> int:
-    comp = compute_service(lab)
-    if comp is None or len(args) < 2:
-        return err("usage: nova host-evacuate-live|service-disable|service-enable NODE")
-    verb, host = args[0], args[1]
-    if host not in lab.service(comp)["instances"]:
-        return err(f"ERROR (NotFound): Compute host {host} could not be found.")
-    disabled = set(lab.read_state("_lab", "nova_disabled.json", []) or [])
-    if verb in ("service-disable", "service-enable"):
-        disabled = disabled | {host} if verb == "service-disable" else disabled - {host}
-        lab.write_state("_lab", "nova_disabled.json", sorted(disabled))
-        return 0
-    if verb != "host-evacuate-live":
-        return err(f"nova: unknown command {verb}")
-    src_unit = H.read_unit(lab, host, comp)
-    if not src_unit:
-        return err(f"ERROR: Compute service of {host} is unavailable; cannot live-migrate")
-    wl = S.workloads(lab)
-    rc = 0
-    for vm, st in sorted(wl.items()):
-        if st["host"] != host or st["state"] != "running":
-            continue
-        targets = []
-        for cand in lab.service(comp)["instances"]:
-            u = H.read_unit(lab, cand, comp)
-            # Like nova: never onto a disabled host, nor onto an older compute than the source.
-            if cand != host and cand not in disabled and u and u["major"] >= src_unit["major"]:
-                load = sum(1 for w in wl.values() if w["host"] == cand and w["state"] == "running")
-                targets.append((load, cand))
-        if not targets:
-            rc = err(f"{vm}: no valid host to live-migrate to")
-            continue
-        dst = min(targets)[1]
-        res = lab.call("start", node=dst, unit=vm)
-        if not res.get("ok"):
-            rc = err(f"{vm}: migration to {dst} failed: {res.get('message')}")
-            continue
-        lab.call("stop", node=host, unit=vm)
-        wl[vm] = {"host": dst, "state": "running"}
-        S.save_workloads(lab, wl)
-        out(f"{vm}: live-migrated {host} -> {dst}")
-    return rc
+# --- nova (workloads): stepwise/lab/nova.py ---------------------------------------------
 
 
 # --- reboot, OS upgrade ----------------------------------------------------------------

@@ -37,7 +37,7 @@ class Target:
 
 
 def targets(lab: Lab) -> list[Target]:
-    """Every VIP frontend and every workload of the lab."""
+    """Every VIP frontend, every workload and every workload's floating IP of the lab."""
     out = []
     for name, vip in lab.spec["vips"].items():
         svc = lab.service(name)
@@ -49,6 +49,9 @@ def targets(lab: Lab) -> list[Target]:
             )
     for vm, w in lab.spec["workloads"].items():
         out.append(Target(f"workload:{vm}", "http", w["address"], w["port"]))
+    # the workloads as their users reach them: through their router's floating IP
+    for r in lab.spec.get("routers", {}).values():
+        out.append(Target(f"fip:{r['workload']}", "http", r["fip"], r["port"]))
     for t in out:
         if not t.host.startswith("127."):
             raise ValueError(f"probe target {t.name} is not on loopback")

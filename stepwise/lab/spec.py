@@ -14,6 +14,7 @@ from typing import Any
 
 from stepwise.errors import InputError, Problem
 from stepwise.lab import repos as R
+from stepwise.lab import routers
 from stepwise.lab.nodes import node_address, vip_address, workload_address
 from stepwise.model import Deployment
 
@@ -126,6 +127,8 @@ def build_spec(
         "nodes": nodes,
         "services": services,
         "workloads": workloads,
+        # floating IPs of the workloads, on stand-in L3 HA routers (stepwise/lab/routers.py)
+        "routers": routers.build(services, workloads, index),
         "repos": R.build_repos(all_packages),
         "projects": sorted({s["project"] for s in services.values() if s["schema"]}),
         "openstack": real,

@@ -35,6 +35,7 @@ def status(lab: Lab) -> dict[str, Any]:
         "supervisor": bool(sup["units"]) or lab.supervisor_alive(),
         "nodes": nodes,
         "workloads": wls,
+        "routers": _router_rows(lab, states),
         "quorum": {
             s: H.quorum(lab, s)[1] for s, v in lab.spec["services"].items() if v.get("cluster")
         },
@@ -111,6 +112,9 @@ def _service_row(lab: Lab, n: str, s: str, states: Units, checks: Checks) -> dic
 def _workload_rows(lab: Lab, states: Units) -> list[dict[str, Any]]:
     """The workloads (instances): a running one whose process is gone is down."""
     wls = []
+    from stepwise.lab import nova
+
+    nova.settle(lab)  # nova's periodic work: a live migration whose time has come completes
     for vm, st in S.workloads(lab).items():
         w = lab.spec["workloads"][vm]
         alive = (
@@ -122,7 +126,31 @@ def _workload_rows(lab: Lab, states: Units) -> list[dict[str, Any]]:
                 "host": st["host"],
                 "address": f"{w['address']}:{w['port']}",
                 "state": st["state"] if alive or st["state"] != "running" else "down",
+                # the lab's nova is a stand-in (stepwise/lab/nova.py): its API status
+                "status": nova.status_of(st),
                 "healthy": alive,
             }
         )
     return wls
+
+
+def _router_rows(lab: Lab, states: Units) -> list[dict[str, Any]]:
+    """The workloads' routers (stand-ins): floating IP, master, whether it forwards."""
+    from stepwise.lab import routers
+
+    rows = []
+    for r, st in sorted(routers.state(lab).items()):
+        spec = lab.spec["routers"][r]
+        master = st["master"]
+        up = bool(master) and states.get((master, r), {}).get("state") == "active"
+        rows.append(
+            {
+                "name": r,
+                "fip": f"{spec['fip']}:{spec['port']}",
+                "workload": spec["workload"],
+                "master": master,
+                "hosts": st["hosts"],
+                "forwarding": up and routers.forwarding(lab, master)[0],
+            }
+        )
+    return rows

@@ -121,7 +121,9 @@ class Unit:
         now = time.monotonic()
         if now - self.cache[0] < 0.25:
             return self.cache[1]
-        if self.name in self.lab.spec["workloads"]:
+        if self.name in self.lab.spec.get("routers", {}):
+            res = router_health(self)
+        elif self.name in self.lab.spec["workloads"]:
             res = H.storage_ok(self.lab)
         elif self.lab.service(self.name)["db"]:
             res = self.db_health()
@@ -318,6 +320,32 @@ def _wait_answering(unit: Unit, url: str) -> None:
         time.sleep(0.2)
 
 
+def start_router(unit: Unit) -> tuple[str, int, bool]:
+    """A router's floating IP on its keepalived master (stepwise/lab/routers.py); reuse_port:
+    the new master holds the address before the old one lets it go."""
+    r = unit.lab.spec["routers"][unit.name]
+    unit.version = "router"
+    return r["fip"], r["port"], True
+
+
+def router_health(unit: Unit) -> tuple[bool, str]:
+    """A router forwards while its node's L3 agent runs, to the workload behind it."""
+    from stepwise.lab import routers
+
+    ok, why = routers.forwarding(unit.lab, unit.node)
+    if not ok:
+        return ok, why
+    r = unit.lab.spec["routers"][unit.name]
+    w = unit.lab.spec["workloads"][r["workload"]]
+    try:
+        with urllib.request.urlopen(f"http://{w['address']}:{w['port']}/", timeout=1.0) as resp:
+            return resp.status == 200, f"{r['workload']} answered {resp.status}"
+    except urllib.error.HTTPError as exc:
+        return False, f"{r['workload']} answered {exc.code}"
+    except OSError as exc:
+        return False, f"{r['workload']} unreachable: {exc}"
+
+
 def start_workload(unit: Unit) -> tuple[str, int, bool]:
     w = unit.lab.spec["workloads"][unit.name]
     unit.version = "vm"
@@ -409,9 +437,12 @@ def main(argv: list[str]) -> None:
     unit = Unit(lab, node, name)
     signals = _Signals(unit)
     signal.signal(signal.SIGTERM, signals.on_term)
-    if name not in lab.spec["workloads"] and lab.service(name).get("real"):
+    routers = lab.spec.get("routers", {})
+    if name not in lab.spec["workloads"] and name not in routers and lab.service(name).get("real"):
         _serve_real(unit)
-    if name in lab.spec["workloads"]:
+    if name in routers:
+        addr, port, reuse = start_router(unit)
+    elif name in lab.spec["workloads"]:
         addr, port, reuse = start_workload(unit)
     else:
         svc = lab.service(name)

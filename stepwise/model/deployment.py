@@ -13,11 +13,14 @@ from stepwise.errors import InputError, Problem
 from stepwise.model.catalog import Catalog, Service, _did_you_mean, load_catalog
 from stepwise.model.checks import validate
 from stepwise.model.specs import DeploymentSpec, NodeCountSpec, RoleSpec
+from stepwise.model.vocab import DrainPolicy
 from stepwise.model.yamlsrc import line_of, load_yaml, to_plain
 from stepwise.paths import checked_path, is_directory
 
 CONTROLPLANE_TAG = "controlplane"
 MANAGEMENT_TAGS = frozenset({"management", "undercloud"})
+#: the hypervisor agent: its nodes run the tenants' instances, which its leave drains
+HYPERVISOR_SERVICE = "nova_compute"
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +81,8 @@ class Deployment:
     reboot_packages: tuple[str, ...] = ("kernel", "kernel-core")
     #: the lab's rehearsal settings (`lab:`), e.g. {"openstack": "2025.1"}; plan and run ignore them
     lab: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    #: `drain_policy:` (the instances a compute's leave cannot live-migrate); `drain_policy_now`
+    drain_policy: DrainPolicy = DrainPolicy.REFUSE
 
     @cached_property
     def nodes(self) -> tuple[Node, ...]:
@@ -123,6 +128,21 @@ class Deployment:
 
     def service(self, name: str) -> Service:
         return self.catalog[name]
+
+    def drain_policy_now(self) -> DrainPolicy:
+        """The policy a compute's leave applies: the deployment's, except that with one
+        compute there is nowhere to move an instance, so each is stopped in place (the plan
+        announces the workloads' downtime instead of a drain)."""
+        if len(self.instances.get(HYPERVISOR_SERVICE, ())) == 1:
+            return DrainPolicy.STOP_IN_PLACE
+        return self.drain_policy
+
+    def workloads_stopped_in_place(self) -> tuple[Node, ...]:
+        """The computes whose instances may be stopped in place while they are worked on:
+        the plan shows a workload window for each."""
+        if self.drain_policy_now() is not DrainPolicy.STOP_IN_PLACE:
+            return ()
+        return self.instances.get(HYPERVISOR_SERVICE, ())
 
 
 def _expand_nodes(role_spec, start_index: int) -> list[Node]:
@@ -242,6 +262,7 @@ def build_deployment(
         MappingProxyType(dict(spec.vars)),
         tuple(spec.reboot_packages),
         MappingProxyType(spec.lab.model_dump(exclude_none=True)),
+        spec.drain_policy,
     )
     return dep
 

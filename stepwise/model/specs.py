@@ -33,6 +33,7 @@ from stepwise.model.vocab import (
     NODE_STEPS,
     SYSTEM_UPGRADE_KEYS,
     UPGRADE_EXTRA_KEYS,
+    DrainPolicy,
 )
 
 NAME_RE = r"^[A-Za-z_][A-Za-z0-9_.\-]*$"
@@ -381,6 +382,8 @@ class DeploymentSpec(Strict):
     catalog: str | None = None
     vars: dict[str, Any] = Field(default_factory=dict)
     reboot_packages: list[PackageName] = Field(default_factory=lambda: ["kernel", "kernel-core"])
+    #: what a compute's leave does with instances that cannot live-migrate (README "Drain policy")
+    drain_policy: DrainPolicy = DrainPolicy.REFUSE
     roles: list[RoleSpec] = Field(min_length=1)
     lab: LabSpec = Field(default_factory=LabSpec)
 

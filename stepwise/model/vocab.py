@@ -83,6 +83,15 @@ class UpgradeMode(StrEnum):
     )
 
 
+class DrainPolicy(StrEnum):
+    """`drain_policy:` of a deployment: what a compute's leave does with an instance that
+    cannot live-migrate (a PCI device, a local disk, a pinned host)."""
+
+    REFUSE = "refuse"  # the leave fails naming it: nothing on the compute is stopped
+    COLD_MIGRATE = "cold-migrate"  # moved while stopped (a reboot of the instance)
+    STOP_IN_PLACE = "stop-in-place"  # stopped until the compute rejoins: announced downtime
+
+
 class Plane(StrEnum):
     """`--plane`: the control plane (infra + control services) or the data plane."""
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from stepwise.model import Deployment
 from stepwise.model.connection import Connector, NodeAccess
+from stepwise.model.deployment import HYPERVISOR_SERVICE
 from stepwise.plan.units import Plan
 from stepwise.run.ansible_files import unsafe
 
@@ -71,4 +72,7 @@ def plan_vars(plan: Plan, deployment: Deployment) -> dict[str, Any]:
     }
     if plan.params.get("target_release") is not None:
         out["target_release"] = plan.params["target_release"]
+    if deployment.instances.get(HYPERVISOR_SERVICE):
+        # the compute's leave reads it (catalog nova_compute): data, so unsafe like the rest
+        out["stepwise_drain_policy"] = str(deployment.drain_policy_now())
     return unsafe(out)

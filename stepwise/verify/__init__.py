@@ -21,6 +21,7 @@ from stepwise.plan.units import Plan
 from stepwise.verify.bounds import lower_bound
 from stepwise.verify.invariants import check, prepare
 from stepwise.verify.replay import perturbed_times
+from stepwise.verify.workloads import workload_windows
 
 #: Replays with randomly stretched durations: the DAG, not just the estimate, must be safe.
 PERTURBATIONS = 3
@@ -71,6 +72,10 @@ def verify_plan(
         ps[-1] = Problem(ps[-1].message, hint="the plan is refused; nothing was run")
         raise UnsafePlanError(ps)
     values = {f.name: getattr(plan, f.name) for f in fields(Plan)}
+    # the workloads a compute's leave may stop in place are announced like a service's outage
+    windows = sorted(
+        [*windows, *workload_windows(plan, deployment)], key=lambda w: (w.start_s, w.service)
+    )
     values.update(windows=tuple(windows), lower_bound_s=lower_bound(plan, deployment))
     _minting.on = True
     try:

@@ -216,14 +216,19 @@ def test_reboot_kills_workloads_not_moved(lab, node):
     naive = p.stop()
     assert failed(naive, "workload:vm-0")
     assert lab.read_state("_lab", "workloads.json")["vm-0"]["state"] == "lost"
-    # Correct: move the workloads away, then reboot.
+    # Correct: move the workloads away, wait until they moved (live migration completes
+    # asynchronously, as nova's does), then reboot.
     with Probe(lab, rate=10) as p:
         node("cmp-1").run("nova host-evacuate-live cmp-1")
+        listing = "openstack server list --all-projects --host cmp-1 -f value -c Name"
+        assert node("cmp-1").run(listing).stdout.strip() == "vm-1"  # still there: MIGRATING
+        wait_for(lambda: node("cmp-1").run(listing).stdout.strip() == "")
         node("cmp-1").run("reboot")
         settle(lab)
     moved = p.stop()
     assert not failed(moved, "workload:vm-1"), moved
-    assert lab.read_state("_lab", "workloads.json")["vm-1"] == {"host": "cmp-0", "state": "running"}
+    vm1 = lab.read_state("_lab", "workloads.json")["vm-1"]
+    assert (vm1["host"], vm1["state"]) == ("cmp-0", "running")
 
 
 def test_data_transfer_twice_destroys_newer_data(lab, node):

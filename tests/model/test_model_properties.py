@@ -128,7 +128,16 @@ def test_valid_deployments_round_trip(catalog, doc, flow):
 # ------------------------------------------------------------------------------ unknown keys
 
 ALLOWED = {
-    "top": ["name", "description", "catalog", "vars", "reboot_packages", "roles", "lab"],
+    "top": [
+        "name",
+        "description",
+        "catalog",
+        "vars",
+        "reboot_packages",
+        "drain_policy",
+        "roles",
+        "lab",
+    ],
     "role": [
         "name",
         "description",
