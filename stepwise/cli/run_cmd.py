@@ -71,6 +71,7 @@ class RunOptions:
     max_fail: int
     keep: bool
     plane: str | None = None
+    of_run: int | None = None
 
 
 def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
@@ -102,8 +103,9 @@ def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
             tags=split_list(opts.tags),
             skip_tags=split_list(opts.skip_tags),
             plane=opts.plane,
+            of_run=opts.of_run,
         )
-        fx = facts_for(dep, opts.facts, store, workflow)
+        fx = facts_for(dep, opts.facts, store, workflow, opts.of_run)
         variables = {k: ev[k] for k in PLAN_VARIABLES if k in ev}
         # bad input and unsafe plans are refused here, before any file is created
         plan = plan_verified(workflow, dep, fx, selection, variables=variables)
@@ -215,6 +217,7 @@ def _workflow_command(
     ask: bool,
     doc: str,
     with_plane: bool = False,
+    with_run: bool = False,
 ) -> None:
     def cmd(
         deployment: Path = DEP,
@@ -238,6 +241,9 @@ def _workflow_command(
         plane: str | None = typer.Option(
             None, "--plane", help="control | data (upgrade run only).", hidden=not with_plane
         ),
+        of_run: int | None = typer.Option(
+            None, "--run", help="The update run to take back (rollback only).", hidden=not with_run
+        ),
     ) -> None:
         opts = RunOptions(
             deployment,
@@ -259,6 +265,7 @@ def _workflow_command(
             max_fail,
             keep,
             plane,
+            of_run,
         )
         _run(title, command, opts, ask)
 
@@ -283,7 +290,14 @@ def _register_commands() -> None:
                     app.add_typer(group, name=str(wf), hidden=True)
             info = COMMANDS[command]
             _workflow_command(
-                group, command.verb, info.title, command, info.asks, info.help, info.plane
+                group,
+                command.verb,
+                info.title,
+                command,
+                info.asks,
+                info.help,
+                info.plane,
+                info.of_run,
             )
 
 

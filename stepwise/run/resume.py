@@ -34,7 +34,7 @@ from stepwise.run.render import DEFAULT_FLAG_DIR, FLAG_VAR, flag_hosts, flag_nam
 from stepwise.run.store.store import RunInfo, RunOrigin, Store
 from stepwise.verify import VerifiedPlan, plan_verified, verify_plan
 
-KEY_PARAMS = ("stage", "plane", "limit", "tags", "skip_tags", "external")
+KEY_PARAMS = ("stage", "plane", "limit", "tags", "skip_tags", "external", "of_run")
 
 
 def run_key(workflow: Workflow | str, selection: Selection) -> str:
