@@ -209,6 +209,10 @@ def _say(title: str, result) -> None:
         )
 
 
+_PLANE_HELP = "control | data (upgrade run only)."
+_RUN_HELP = "The update run to take back (rollback only)."
+
+
 def _workflow_command(
     group: typer.Typer,
     name: str,
@@ -238,12 +242,8 @@ def _workflow_command(
         max_parallel: int = PARALLEL,
         max_fail: int = MAXFAIL,
         keep: bool = KEEP,
-        plane: str | None = typer.Option(
-            None, "--plane", help="control | data (upgrade run only).", hidden=not with_plane
-        ),
-        of_run: int | None = typer.Option(
-            None, "--run", help="The update run to take back (rollback only).", hidden=not with_run
-        ),
+        plane: str | None = typer.Option(None, "--plane", help=_PLANE_HELP, hidden=not with_plane),
+        of_run: int | None = typer.Option(None, "--run", help=_RUN_HELP, hidden=not with_run),
     ) -> None:
         opts = RunOptions(
             deployment,

@@ -128,6 +128,16 @@ EXTERNAL_TAGS: tuple[Stage, ...] = tuple(
 )
 
 
+#: the commands that run one workflow whatever is under way
+_ONE_WORKFLOW: Mapping[Command, Workflow] = MappingProxyType(
+    {
+        Command.UPDATE_RUN: Workflow.UPDATE,
+        Command.ROLLBACK_RUN: Workflow.ROLLBACK,
+        Command.MANAGEMENT_UPGRADE_RUN: Workflow.UNDERCLOUD_UPGRADE,
+    }
+)
+
+
 def command_selection(
     command: Command | str,
     *,
@@ -146,17 +156,15 @@ def command_selection(
     tag_list, skip = split_list(tags), split_list(skip_tags)
     os_tags = any(t.startswith(SYSTEM_UPGRADE_TAG) for t in tag_list)
     in_os = M.in_os_upgrade(progress)
-    if cmd is Command.UPDATE_RUN:
-        return Workflow.UPDATE, selection_for(
-            Workflow.UPDATE, limit, plane=plane, tags=tag_list, skip_tags=skip
-        )
-    if cmd is Command.ROLLBACK_RUN:
-        return Workflow.ROLLBACK, selection_for(
-            Workflow.ROLLBACK, limit, tags=tag_list, skip_tags=skip, of_run=of_run
-        )
-    if cmd is Command.MANAGEMENT_UPGRADE_RUN:
-        return Workflow.UNDERCLOUD_UPGRADE, selection_for(
-            Workflow.UNDERCLOUD_UPGRADE, limit, tags=tag_list, skip_tags=skip
+    if cmd in _ONE_WORKFLOW:
+        wf = _ONE_WORKFLOW[cmd]
+        return wf, selection_for(
+            wf,
+            limit,
+            plane=plane if cmd is Command.UPDATE_RUN else None,
+            tags=tag_list,
+            skip_tags=skip,
+            of_run=of_run,
         )
     if cmd is Command.EXTERNAL_UPGRADE_RUN:
         if not tag_list:
