@@ -4,6 +4,7 @@ update's availability rules and verifies; runs that cannot be taken back are ref
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import MappingProxyType
 
@@ -189,3 +190,42 @@ def test_rollback_needs_the_run_and_only_a_rollback_takes_one():
         selection_for(Workflow.ROLLBACK)
     with pytest.raises(InputError, match="--run applies to a rollback"):
         selection_for(Workflow.UPDATE, of_run=3)
+
+
+def test_the_cli_shows_the_rollback_and_refuses_what_it_cannot_take_back(tmp_path: Path):
+    from typer.testing import CliRunner
+
+    from stepwise.cli.main import _register, app
+    from stepwise.model import load_deployment
+
+    _register()
+    root = Path(__file__).resolve().parents[2]
+    path = tmp_path / "classic.yaml"
+    path.write_text((root / "examples" / "classic.yaml").read_text())
+    dep = load_deployment(path)
+    url = f"sqlite:///{tmp_path / 's.sqlite'}"
+    store = open_store(url)
+    before = _facts(dep, {})
+    rid = _record(store, dep, Workflow.UPDATE, selection_for(Workflow.UPDATE, LIMIT), before)
+    store.save_facts(dep.name, facts_to_dict(_facts(dep, dict.fromkeys(CHANGED, NEW))))
+    sel = selection_for(Workflow.UPDATE)
+    failed = _record(store, dep, Workflow.UPDATE, sel, before, RunState.FAILED, done=False)
+
+    def cli(*args: str):
+        return CliRunner().invoke(app, [*args, "-d", str(path), "--store", url])
+
+    shown = cli("plan", "rollback", "--run", str(rid), "--json", "--html", str(tmp_path / "r.html"))
+    assert shown.exit_code == 0, shown.output
+    doc = json.loads(shown.stdout)
+    assert doc["workflow"] == "rollback"
+    assert {n for u in doc["units"] if u["step"] == "packages" for n in u["nodes"]} == CHANGED
+    assert (tmp_path / "r.html").stat().st_size > 0
+    tree = cli("plan", "rollback", "--run", str(rid))
+    assert tree.exit_code == 0 and "controller-0" in tree.output, tree.output
+    for args, said in [
+        (("plan", "rollback"), "needs the update run"),
+        (("plan", "update", "--run", str(rid)), "--run applies to a rollback"),
+        (("rollback", "run", "--run", str(failed), "--yes"), f"cannot roll back run {failed}"),
+    ]:
+        r = cli(*args)
+        assert r.exit_code == 2 and said in r.output, (args, r.output)
