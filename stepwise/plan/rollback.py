@@ -13,6 +13,7 @@ verifier's proof are the update's; only the packages step differs: a service's o
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from types import MappingProxyType
 
@@ -26,6 +27,9 @@ from stepwise.plan.update_upgrade import plan_update
 
 #: the unit variable a rollback's packages unit carries: node -> {package: version to go to}
 DOWNGRADE = "downgrade"
+#: what an RPM version (epoch:version-release) is made of: a version becomes part of a dnf
+#: argument, so anything else (a space, a brace, a leading dash) is refused, not passed on
+VERSION = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._+~^:-]{0,127}$")
 
 
 def plan_rollback(
@@ -66,6 +70,18 @@ def _downgrading(unit: Unit, dep: Deployment, facts: Facts) -> Unit:
             for p in sorted(names)
             if p in nf.packages and nf.packages[p].changes
         }
+        for p, v in versions.items():
+            if not VERSION.match(str(v)):
+                raise InputError(
+                    Problem(
+                        f"the version to take {p} back to on {node} is not a package version: "
+                        f"{str(v)[:60]!r}",
+                        file=facts.source,
+                        field=f"nodes.{node}.packages.{p}",
+                        hint="the store holds what the run recorded: it was changed outside "
+                        "stepwise",
+                    )
+                )
         if versions:
             back[node] = versions  # type: ignore[assignment]  # `changes` means not None
     return replace(unit, vars=MappingProxyType({**unit.vars, DOWNGRADE: back}))

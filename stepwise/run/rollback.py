@@ -37,7 +37,11 @@ def rollback_facts(deployment: Deployment, store: Store | None, run_id: int) -> 
     cloud = deployment.name
     run = store.run(run_id) if store is not None else None
     if store is None or run is None or run.cloud != cloud:
-        raise _refused(run_id, f"{cloud} has no run {run_id} in its store", "stepwise history -d")
+        raise _refused(
+            run_id,
+            f"{cloud} has no run {run_id} in its store",
+            "`stepwise history -d DEPLOYMENT` lists the runs",
+        )
     _check_rollbackable(store, run, deployment)
     changed = _updated_packages(store, run, deployment)
     recorded = (run.facts or {}).get("nodes") or {}
@@ -68,7 +72,7 @@ def _check_rollbackable(store: Store, run: RunInfo, dep: Deployment) -> None:
     if kind is None or not kind.reversible:
         raise _refused(
             n,
-            f"it is a {kind.name if kind else run.workflow} run, not a minor update",
+            f"it ran {kind.name if kind else run.workflow}, not a minor update",
             "only a minor update run (`update run`) can be rolled back",
         )
     if run.status is not RunState.DONE:

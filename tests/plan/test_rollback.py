@@ -150,7 +150,7 @@ def test_rollback_of_what_is_already_back_plans_nothing(dep, updated):
     [
         ("unknown", "has no run 99"),
         ("failed", "it is failed, not finished"),
-        ("upgrade", "it is a upgrade run, not a minor update"),
+        ("upgrade", "it ran upgrade, not a minor update"),
         ("no_facts", "recorded no package versions"),
         ("rolled_back", "rolled it back already"),
         ("later", "changed packages on compute-0 after it"),
@@ -229,3 +229,15 @@ def test_the_cli_shows_the_rollback_and_refuses_what_it_cannot_take_back(tmp_pat
     ]:
         r = cli(*args)
         assert r.exit_code == 2 and said in r.output, (args, r.output)
+
+
+def test_a_recorded_version_that_is_no_version_is_refused(dep):
+    bad = _facts(dep, {})
+    nodes = dict(bad.nodes)
+    nodes["compute-0"] = NodeFacts(
+        MappingProxyType({"pkg-nova_compute": PackageFact(NEW, "{{ lookup('pipe', 'id') }}")}), 8, 9
+    )
+    fx = Facts(MappingProxyType(nodes), True, "run 7")
+    with pytest.raises(InputError, match="not a package version") as e:
+        plan_verified(Workflow.ROLLBACK, dep, fx, selection_for(Workflow.ROLLBACK, of_run=7))
+    assert e.value.problems[0].field == "nodes.compute-0.packages.pkg-nova_compute"
