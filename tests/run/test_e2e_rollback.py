@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -74,15 +75,23 @@ def test_rollback_of_a_limited_update_keeps_the_apis_up_and_restores_every_versi
             UPDATED
         )
 
+        started = time.monotonic()
         with Probe(the_lab, rate=4.0, max_seconds=900) as probe:
             rb = stepwise("rollback", "run", "--run", str(run_id), "--yes", "--json")
         probe.stop()
+        took = time.monotonic() - started
         res = json.loads(rb.stdout)
         assert res["status"] == "done", res
 
         summary = summarize(probe.records)
         api = {k: v for k, v in summary["targets"].items() if k.startswith("vip:")}
         assert api and all(v["requests"] > 0 for v in api.values()), summary
+        # what was measured, for the record (`pytest -s` shows it)
+        print(
+            f"rollback of run {run_id}: {took:.0f}s, {len(shown['units'])} units; probe: "
+            f"{sum(v['requests'] for v in api.values())} API requests through "
+            f"{len(api)} VIPs, {sum(v['failed'] for v in api.values())} failed"
+        )
         assert failed(summary, "vip:") == {}, summary
         assert failed(summary, "workload:") == {}, summary
         assert versions() == before
