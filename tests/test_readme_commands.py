@@ -29,6 +29,7 @@ NEEDS_MORE = {
     "upgrade",
     "external-upgrade",
     "management-upgrade",
+    "rollback",
     "status",
     "history",
     "abort",

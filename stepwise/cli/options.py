@@ -302,12 +302,21 @@ def connector(lab: Path | None, inventory_file: Path | None):
     return found
 
 
-def facts_for(deployment: Deployment, facts_file: Path | None, store, workflow=None) -> Facts:
+def facts_for(
+    deployment: Deployment,
+    facts_file: Path | None,
+    store,
+    workflow=None,
+    of_run: int | None = None,
+) -> Facts:
     """--facts, else what `discover` and the runs stored, else nothing known (everything
     changes), with the milestones reached. A major upgrade takes every package to change:
-    discover sees only the current release's repositories."""
+    discover sees only the current release's repositories. A rollback plans from what run
+    `of_run` recorded and what the nodes run now (the store only)."""
     from stepwise.plan.table import StoredFacts, entry
 
+    if workflow is not None and entry(workflow).stored_facts is StoredFacts.ROLLBACK:
+        return _rollback_facts(deployment, facts_file, store, of_run)
     progress = store.progress(deployment.name) if store is not None else frozenset()
     if facts_file:
         fx = load_facts(facts_file, deployment)
@@ -323,6 +332,29 @@ def facts_for(deployment: Deployment, facts_file: Path | None, store, workflow=N
     )  # the run layer only when there is a store to read
 
     return stored_facts(deployment, store, packages=packages)
+
+
+def _rollback_facts(deployment: Deployment, facts_file: Path | None, store, of_run) -> Facts:
+    if facts_file:
+        raise InputError(
+            Problem(
+                "a rollback plans from the store's record of the run it takes back, not from "
+                "a facts file",
+                field="--facts",
+                hint="leave --facts out; name the run with --run N",
+            )
+        )
+    if of_run is None:
+        raise InputError(
+            Problem(
+                "a rollback needs the update run it takes back",
+                field="--run",
+                hint="add --run N (`stepwise history -d ...` lists the runs)",
+            )
+        )
+    from stepwise.run.rollback import rollback_facts  # the run layer: the store's records
+
+    return rollback_facts(deployment, store, of_run)
 
 
 def command_line() -> str:

@@ -80,7 +80,12 @@ def validate(
 
 
 PLAN_WORKFLOW = typer.Argument(
-    ..., metavar="WORKFLOW", help="update | upgrade | system-upgrade | management-upgrade"
+    ...,
+    metavar="WORKFLOW",
+    help="update | upgrade | system-upgrade | management-upgrade | rollback",
+)
+PLAN_RUN = typer.Option(
+    None, "--run", help="rollback only: the update run to take back (see `stepwise history`)."
 )
 PLAN_LIMIT = typer.Option(
     None,
@@ -160,6 +165,7 @@ def plan(
     expand: bool = PLAN_EXPAND,
     verbose: bool = PLAN_VERBOSE,
     force: bool = PLAN_FORCE,
+    of_run: int | None = PLAN_RUN,
 ) -> None:
     """Show what a workflow will do, in what order, how long it takes and where the downtime is.
 
@@ -175,12 +181,18 @@ def plan(
     with reported(), gc_paused():
         dep = load_deployment(deployment)
         wf = parse_workflow(workflow)
-        fx = facts_for(dep, facts, _existing_store(dep, store), wf)
+        sel = selection_for(
+            wf,
+            limit,
+            stage=stage,
+            plane=plane,
+            tags=tags or (),
+            skip_tags=skip_tags or (),
+            of_run=of_run,
+        )
+        fx = facts_for(dep, facts, _existing_store(dep, store), wf, of_run)
         ev = parse_extra_vars(extra_vars)
 
-        sel = selection_for(
-            wf, limit, stage=stage, plane=plane, tags=tags or (), skip_tags=skip_tags or ()
-        )
         try:
             p = plan_verified(wf, dep, fx, sel, variables=ev, runnable=False, preview=True)
         except UnsafePlanError:

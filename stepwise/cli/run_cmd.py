@@ -80,6 +80,7 @@ class RunOptions:
     plane: str | None = None
     accept_downtime: bool = False
     skip_preflight: bool = False
+    of_run: int | None = None
 
 
 def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
@@ -112,8 +113,9 @@ def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
             tags=split_list(opts.tags),
             skip_tags=split_list(opts.skip_tags),
             plane=opts.plane,
+            of_run=opts.of_run,
         )
-        fx = facts_for(dep, opts.facts, store, workflow)
+        fx = facts_for(dep, opts.facts, store, workflow, opts.of_run)
         variables = {k: ev[k] for k in PLAN_VARIABLES if k in ev}
         # bad input and unsafe plans are refused here, before any file is created
         plan = plan_verified(workflow, dep, fx, selection, variables=variables)
@@ -230,6 +232,8 @@ ACCEPT_DOWNTIME_OPT = typer.Option(
     help="Accept the downtime windows the plan announces for services whose availability "
     "rule cannot hold with this cloud's instances (one controller); refused without it.",
 )
+_PLANE_HELP = "control | data (upgrade run only)."
+_RUN_HELP = "The update run to take back (rollback only)."
 
 
 def _workflow_command(
@@ -240,6 +244,7 @@ def _workflow_command(
     ask: bool,
     doc: str,
     with_plane: bool = False,
+    with_run: bool = False,
 ) -> None:
     def cmd(
         deployment: Path = DEP,
@@ -260,11 +265,10 @@ def _workflow_command(
         max_parallel: int = PARALLEL,
         max_fail: int = MAXFAIL,
         keep: bool = KEEP,
-        plane: str | None = typer.Option(
-            None, "--plane", help="control | data (upgrade run only).", hidden=not with_plane
-        ),
+        plane: str | None = typer.Option(None, "--plane", help=_PLANE_HELP, hidden=not with_plane),
         accept_downtime: bool = ACCEPT_DOWNTIME_OPT,
         skip_preflight: bool = SKIP_PREFLIGHT,
+        of_run: int | None = typer.Option(None, "--run", help=_RUN_HELP, hidden=not with_run),
     ) -> None:
         # the options in signature order are RunOptions's fields in order
         given = locals()
@@ -292,7 +296,14 @@ def _register_commands() -> None:
                     app.add_typer(group, name=str(wf), hidden=True)
             info = COMMANDS[command]
             _workflow_command(
-                group, command.verb, info.title, command, info.asks, info.help, info.plane
+                group,
+                command.verb,
+                info.title,
+                command,
+                info.asks,
+                info.help,
+                info.plane,
+                info.of_run,
             )
 
 

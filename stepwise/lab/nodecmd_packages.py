@@ -13,12 +13,14 @@ Changes = dict[str, tuple[str, str]]
 
 @command("dnf", "yum")
 def dnf(lab: Lab, node: str, args: list[str]) -> int:
-    """dnf as Ansible's tasks use it: list, check-update (100 with updates), install and
-    update (only with -y: there is no terminal to confirm on), --downloadonly."""
+    """dnf as Ansible's tasks use it: list, check-update (100 with updates), install, update
+    and downgrade (only with -y: there is no terminal to confirm on), --downloadonly."""
     flags = {a for a in args if a.startswith("-")}
     words = [a for a in args if not a.startswith("-")]
     if not words:
-        return err("usage: dnf [-y] install|update|list installed|check-update|repolist [PKG...]")
+        return err(
+            "usage: dnf [-y] install|update|downgrade|list installed|check-update|repolist [PKG...]"
+        )
     verb, names = words[0], words[1:]
     repos = lab.spec["repos"]
     enabled = S.enabled_repos(lab, node)
@@ -29,11 +31,14 @@ def dnf(lab: Lab, node: str, args: list[str]) -> int:
         return _check_update(repos, enabled, pkgs, names)
     if verb == "repolist":
         return _repolist(lab, node, enabled)
-    if verb not in ("install", "update", "upgrade"):
+    if verb not in ("install", "update", "upgrade", "downgrade"):
         return err(f"No such command: {verb}")
     if "-y" not in flags and "--assumeyes" not in flags:
         return err("Operation aborted: run with -y (no terminal to confirm on a lab node)")
-    changes, problem = _resolve(repos, enabled, pkgs, verb, names)
+    if verb == "downgrade":
+        changes, problem = _resolve_downgrade(repos, enabled, pkgs, names)
+    else:
+        changes, problem = _resolve(repos, enabled, pkgs, verb, names)
     if problem is not None:
         return err(problem)
     if not changes:
@@ -46,7 +51,7 @@ def dnf(lab: Lab, node: str, args: list[str]) -> int:
             "[Errno 28] No space left on device"
         )
     for p, (v, r) in sorted(changes.items()):
-        out(f"{'Upgrading' if p in pkgs else 'Installing'}: {p} {v} {r}")
+        out(f"{_action(pkgs.get(p), v)}: {p} {v} {r}")
     if "--downloadonly" in flags:
         out("The downloaded packages were saved in cache.\nComplete!")
         return 0
@@ -116,6 +121,58 @@ def _resolve(
             return changes, f"Package {p} is not installed"
         if p not in pkgs or R.vkey(best[0]) > R.vkey(pkgs[p]["version"]):
             changes[p] = best
+    return changes, None
+
+
+def _action(installed: dict | None, version: str) -> str:
+    if installed is None:
+        return "Installing"
+    return "Downgrading" if R.vkey(version) < R.vkey(installed["version"]) else "Upgrading"
+
+
+def _split_spec(spec: str, pkgs: dict) -> tuple[str, str | None]:
+    """`NAME-VERSION` (as dnf takes it) -> (name, version); a bare installed name -> (name,
+    None). Names hold dashes too: the version is what follows the last dash before a digit."""
+    if spec in pkgs:
+        return spec, None
+    name, _, version = spec.rpartition("-")
+    if name and version[:1].isdigit():
+        return name, version
+    return spec, None
+
+
+def _resolve_downgrade(
+    repos: dict, enabled: list[str], pkgs: dict, names: list[str]
+) -> tuple[Changes, str | None]:
+    """What `dnf downgrade NAME[-VERSION] ...` changes, or dnf's refusal: an argument no
+    enabled repository has a version of, or a package that is not installed. A bare name goes
+    to the highest version below the installed one; a package already at (or below) the
+    version asked is left as it is, as dnf does."""
+    if not names:
+        return {}, "Error: No packages marked for downgrade."
+    changes: Changes = {}
+    for spec in names:
+        name, version = _split_spec(spec, pkgs)
+        if name not in pkgs:
+            return changes, f"Packages for argument {name} available, but not installed.\n" + (
+                "Error: No packages marked for downgrade."
+            )
+        have = R.vkey(pkgs[name]["version"])
+        offers = sorted(
+            ((repos[r][name], r) for r in enabled if name in repos.get(r, {})),
+            key=lambda vr: R.vkey(vr[0]),
+        )
+        if version is not None:
+            offers = [(v, r) for v, r in offers if v == version]
+            if not offers:
+                return changes, f"No match for argument: {spec}\n" + (
+                    "Error: No packages marked for downgrade."
+                )
+        lower = [(v, r) for v, r in offers if R.vkey(v) < have]
+        if lower:
+            changes[name] = lower[-1]
+        else:
+            out(f"Package {name} of lowest version already installed, cannot downgrade it.")
     return changes, None
 
 

@@ -16,17 +16,19 @@ from types import MappingProxyType
 
 
 class Workflow(StrEnum):
-    """The four workflows of stepwise (their planners, commands and traits: `plan.table`)."""
+    """The workflows of stepwise (their planners, commands and traits: `plan.table`)."""
 
     UPDATE = "update"
     UPGRADE = "upgrade"
     SYSTEM_UPGRADE = "system-upgrade"
     UNDERCLOUD_UPGRADE = "undercloud-upgrade"
+    ROLLBACK = "rollback"  # a minor update run taken back to the versions it replaced
 
     @property
     def task_section(self) -> Section:
-        """Which section of a service file its node steps take their tasks from."""
-        return Section.UPDATE if self is Workflow.UPDATE else Section.UPGRADE
+        """Which section of a service file its node steps take their tasks from (a rollback
+        cycles services as a minor update does)."""
+        return Section.UPDATE if self in (Workflow.UPDATE, Workflow.ROLLBACK) else Section.UPGRADE
 
 
 class Section(StrEnum):

@@ -17,7 +17,7 @@ from stepwise.plan.limits import resolve_limit
 from stepwise.plan.progress import refuse_prepared_nodes
 from stepwise.plan.schedule import asap
 from stepwise.plan.select import Selection, check_requires, select, split_list
-from stepwise.plan.table import WORKFLOW_TABLE, entry
+from stepwise.plan.table import WORKFLOW_TABLE, StoredFacts, entry
 from stepwise.plan.units import WORKFLOWS, Plan, Unit, Window
 
 #: the -e variables a plan's units read: recorded in the plan's params, checked before a run
@@ -62,8 +62,10 @@ def selection_for(
     plane: str | Plane | None = None,
     tags: Iterable[str] | str | None = (),
     skip_tags: Iterable[str] | str | None = (),
+    of_run: int | None = None,
 ) -> Selection:
-    """Check the operator's options against the workflow and return them as a Selection."""
+    """Check the operator's options against the workflow and return them as a Selection
+    (`of_run`: the run a rollback takes back, which only a rollback takes)."""
     st: Stage | None = None
     if stage is not None:
         valid = STAGES.get(workflow, ())
@@ -88,8 +90,33 @@ def selection_for(
             )
         pl = Plane(plane)
     return Selection(
-        limit=limit, tags=split_list(tags), skip_tags=split_list(skip_tags), stage=st, plane=pl
+        limit=limit,
+        tags=split_list(tags),
+        skip_tags=split_list(skip_tags),
+        stage=st,
+        plane=pl,
+        of_run=_of_run(workflow, of_run),
     )
+
+
+def _of_run(workflow: Workflow, of_run: int | None) -> int | None:
+    """--run N: what a rollback needs, and what no other workflow takes."""
+    takes = entry(workflow).stored_facts is StoredFacts.ROLLBACK
+    if takes and of_run is None:
+        raise InputError(
+            Problem(
+                f"{workflow_label(workflow)} needs the update run it takes back",
+                field="--run",
+                hint="add --run N (`stepwise history -d ...` lists the runs)",
+            )
+        )
+    if not takes and of_run is not None:
+        raise InputError(
+            Problem(
+                f"--run applies to a rollback, not to {workflow_label(workflow)}", field="--run"
+            )
+        )
+    return of_run
 
 
 def make_plan(

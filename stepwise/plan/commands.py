@@ -31,6 +31,7 @@ class Command(StrEnum):
     UPGRADE_CONVERGE = "upgrade converge"
     EXTERNAL_UPGRADE_RUN = "external-upgrade run"
     MANAGEMENT_UPGRADE_RUN = "management-upgrade run"
+    ROLLBACK_RUN = "rollback run"
 
     @property
     def family(self) -> str:
@@ -50,6 +51,8 @@ class CommandInfo:
     asks: bool
     help: str
     plane: bool = False
+    #: takes --run N (the run a rollback takes back)
+    of_run: bool = False
 
 
 #: the help of each command family (`stepwise upgrade --help`)
@@ -60,6 +63,7 @@ FAMILIES: Mapping[str, str] = MappingProxyType(
         "external-upgrade": "Operations run by tag: system_upgrade_prepare/run/transfer_data/"
         "cleanup, online_upgrade, ...",
         "management-upgrade": "Upgrade the management node (undercloud).",
+        "rollback": "Take a minor update run back: its nodes to the versions they had before.",
     }
 )
 
@@ -104,6 +108,14 @@ COMMANDS: Mapping[Command, CommandInfo] = MappingProxyType(
             "With --tags system_upgrade_prepare|system_upgrade_run --limit NODE its own OS "
             "upgrade first.",
         ),
+        Command.ROLLBACK_RUN: CommandInfo(
+            "rollback",
+            True,
+            "Roll back the minor update run --run N: the nodes it changed go back to the "
+            "package versions they had before it, rolling, under the update's availability "
+            "rules (continues an unfinished rollback of that run).",
+            of_run=True,
+        ),
     }
 )
 
@@ -116,6 +128,16 @@ EXTERNAL_TAGS: tuple[Stage, ...] = tuple(
 )
 
 
+#: the commands that run one workflow whatever is under way
+_ONE_WORKFLOW: Mapping[Command, Workflow] = MappingProxyType(
+    {
+        Command.UPDATE_RUN: Workflow.UPDATE,
+        Command.ROLLBACK_RUN: Workflow.ROLLBACK,
+        Command.MANAGEMENT_UPGRADE_RUN: Workflow.UNDERCLOUD_UPGRADE,
+    }
+)
+
+
 def command_selection(
     command: Command | str,
     *,
@@ -124,22 +146,25 @@ def command_selection(
     tags: Iterable[str] | str | None = (),
     skip_tags: Iterable[str] | str | None = (),
     plane: str | None = None,
+    of_run: int | None = None,
 ) -> tuple[Workflow, Selection]:
-    """The workflow and selection a command runs. Raises InputError for a command that names
-    nothing it can run."""
+    """The workflow and selection a command runs (`of_run`: the run a rollback takes back).
+    Raises InputError for a command that names nothing it can run."""
     from stepwise.plan import selection_for
 
     cmd = Command(command)
     tag_list, skip = split_list(tags), split_list(skip_tags)
     os_tags = any(t.startswith(SYSTEM_UPGRADE_TAG) for t in tag_list)
     in_os = M.in_os_upgrade(progress)
-    if cmd is Command.UPDATE_RUN:
-        return Workflow.UPDATE, selection_for(
-            Workflow.UPDATE, limit, plane=plane, tags=tag_list, skip_tags=skip
-        )
-    if cmd is Command.MANAGEMENT_UPGRADE_RUN:
-        return Workflow.UNDERCLOUD_UPGRADE, selection_for(
-            Workflow.UNDERCLOUD_UPGRADE, limit, tags=tag_list, skip_tags=skip
+    if cmd in _ONE_WORKFLOW:
+        wf = _ONE_WORKFLOW[cmd]
+        return wf, selection_for(
+            wf,
+            limit,
+            plane=plane if cmd is Command.UPDATE_RUN else None,
+            tags=tag_list,
+            skip_tags=skip,
+            of_run=of_run,
         )
     if cmd is Command.EXTERNAL_UPGRADE_RUN:
         if not tag_list:

@@ -48,9 +48,11 @@ class Selection:
     plane: Plane | None = None
     #: True: only the seed's `external-upgrade run` operations; False: only `upgrade run` ones
     external: bool | None = None
+    #: a rollback: the run whose changes it takes back (`--run N`)
+    of_run: int | None = None
 
     def params(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "limit": self.limit,
             "tags": list(self.tags),
             "skip_tags": list(self.skip_tags),
@@ -58,6 +60,9 @@ class Selection:
             "plane": str(self.plane) if self.plane else None,
             "external": self.external,
         }
+        if self.of_run is not None:  # only a rollback has it: other plans keep their params
+            out["of_run"] = self.of_run
+        return out
 
 
 def unit_tags(unit: Unit) -> set[str]:

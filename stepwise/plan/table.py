@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from stepwise.model.vocab import UPGRADE_STAGES, Stage, Workflow
 from stepwise.plan.commands import Command
+from stepwise.plan.rollback import plan_rollback
 from stepwise.plan.system_upgrade import plan_system_upgrade
 from stepwise.plan.undercloud import plan_undercloud_upgrade
 from stepwise.plan.update_upgrade import plan_update, plan_upgrade
@@ -37,6 +38,9 @@ class StoredFacts(Enum):
     PACKAGES = "packages"  # the packages `discover` saw (the update changes only those)
     NODES = "nodes"  # the nodes' OS and milestones, not their packages
     NONE = "none"  # a major upgrade changes every package: the release's repos are not seen yet
+    #: the versions the run named by --run replaced, against what the nodes run now
+    #: (`run.rollback.rollback_facts`); a --facts file does not apply
+    ROLLBACK = "rollback"
 
 
 class Bound(Enum):
@@ -80,6 +84,12 @@ class WorkflowEntry:
     #: `depends_on` orders services across nodes (else only inside a node's visit)
     dependency_order: bool = False
     stored_facts: StoredFacts = StoredFacts.PACKAGES
+    #: the packages step goes back to recorded versions: the services' own packages tasks
+    #: (which update) are left out and stepwise downgrades each package (`run/node_work.py`)
+    downgrades: bool = False
+    #: its runs can be rolled back (`rollback run --run N`): it changes packages only, within
+    #: the repositories the nodes have, so the versions it replaced are still there to go to
+    reversible: bool = False
 
     @property
     def name(self) -> str:
@@ -114,6 +124,10 @@ def _management_upgrade(builder, dep, facts, nodes, selection, variables) -> Non
     )
 
 
+def _rollback(builder, dep, facts, nodes, selection, variables) -> None:
+    plan_rollback(builder, dep, facts, nodes, selection.of_run)
+
+
 _ENTRIES: Sequence[WorkflowEntry] = (
     WorkflowEntry(
         Workflow.UPDATE,
@@ -121,6 +135,7 @@ _ENTRIES: Sequence[WorkflowEntry] = (
         _update,
         (Command.UPDATE_RUN,),
         rolling=True,
+        reversible=True,
     ),
     WorkflowEntry(
         Workflow.UPGRADE,
@@ -152,6 +167,15 @@ _ENTRIES: Sequence[WorkflowEntry] = (
         label="management-upgrade",
         whole_outage=True,
         shows_named_steps=True,
+    ),
+    WorkflowEntry(
+        Workflow.ROLLBACK,
+        "rollback of a minor update run: the nodes it changed back to their versions before it",
+        _rollback,
+        (Command.ROLLBACK_RUN,),
+        rolling=True,
+        stored_facts=StoredFacts.ROLLBACK,
+        downgrades=True,
     ),
 )
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from stepwise.model.connection import NodeAccess
 from stepwise.model.vocab import NodeWork, UpgradeMode
+from stepwise.plan.rollback import DOWNGRADE
 from stepwise.plan.units import Unit
 
 
@@ -183,7 +184,27 @@ def _switch_repos(_unit: Unit, _had: bool, _mode: UpgradeMode) -> list[dict[str,
     ]
 
 
+def node_downgrades(unit: Unit) -> dict[str, dict[str, str]]:
+    """node -> package -> the version a rollback's packages unit takes it back to."""
+    return {n: dict(v) for n, v in (unit.vars.get(DOWNGRADE) or {}).items() if v}
+
+
+def _downgrade() -> dict[str, Any]:
+    """One transaction per node, as dnf takes it: `dnf -y downgrade NAME-VERSION ...` (the
+    versions the run replaced; dnf refuses one its enabled repositories do not have)."""
+    return {
+        "name": "Node: take the packages back to their versions before the run",
+        "ansible.builtin.command": {
+            "argv": "{{ ['dnf', '-y', 'downgrade'] + "
+            "(" + DOWNGRADE + "[inventory_hostname] | dictsort | map('join', '-') | list) }}"
+        },
+        "when": "inventory_hostname in " + DOWNGRADE,
+    }
+
+
 def _unowned_packages(unit: Unit, _had: bool, _mode: UpgradeMode) -> list[dict[str, Any]]:
+    if node_downgrades(unit):
+        return [_downgrade()]  # a rollback: every package of the unit, unowned ones included
     if not node_packages(unit):
         return []
     return [

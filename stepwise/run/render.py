@@ -33,6 +33,7 @@ from stepwise.run.node_work import (
     PERSIST_FILE,
     PREPARED_FLAG,
     RECORD_TASK,
+    node_downgrades,
     node_packages,
     node_work_tasks,
     record_facts,
@@ -227,6 +228,7 @@ def _packages_to_record(
         n: sorted(
             {p for s in ss if s in deployment.catalog for p in deployment.catalog[s].packages}
             | {p for p in node_packages(unit).get(n, ()) if p != "*"}
+            | set(node_downgrades(unit).get(n, ()))
         )
         for n, ss in work.items()
     }

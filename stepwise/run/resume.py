@@ -35,7 +35,7 @@ from stepwise.run.store.store import RunInfo, RunOrigin, Store
 from stepwise.verify import VerifiedPlan, plan_verified, verify_plan
 from stepwise.verify.downtime import refuse_unaccepted_downtime
 
-KEY_PARAMS = ("stage", "plane", "limit", "tags", "skip_tags", "external")
+KEY_PARAMS = ("stage", "plane", "limit", "tags", "skip_tags", "external", "of_run")
 
 
 def run_key(workflow: Workflow | str, selection: Selection) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 from stepwise.errors import InputError, Problem
 from stepwise.model import Deployment
 from stepwise.model.vocab import Section, Step, Workflow, task_source
+from stepwise.plan.table import entry
 
 _MODULE_SKIP = {
     "name",
@@ -56,6 +57,9 @@ def service_tasks(
         ) from None
     src = task_source(step, workflow)
     tasks: list[dict[str, Any]] = []
+    if step is Step.PACKAGES and entry(workflow).downgrades:
+        # the services' packages tasks update: stepwise's own node work goes back instead
+        return []
     if src is not None:
         section, key = src
         if section is Section.CONVERGE:
