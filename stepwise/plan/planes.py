@@ -17,6 +17,7 @@ from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.changes import NodeChange, dependency_levels
 from stepwise.plan.offline_group import offline_group
 from stepwise.plan.rollout_context import Cursor, RolloutContext, describe_rule
+from stepwise.plan.streams import Streams
 from stepwise.plan.visits import Visit, make_visit
 
 CONTROL, DATA = Phase.CONTROLPLANE, Phase.DATAPLANE
@@ -68,6 +69,7 @@ def rollout(
     last_visit = _reboot_visits(changes, layout)
     visited: dict[str, list[str]] = {}
     for i, pl in enumerate(layout):
+        streams = Streams(ctx, pl.part, cur)
         # extra (unowned) packages ride on the node's first visit in its home part
         extra_pending = {
             n: ch.extra_packages
@@ -78,7 +80,8 @@ def rollout(
             reboot_here = {
                 n: changes[n].extra_packages for n, at in last_visit.items() if at == (i, level)
             }
-            cur = _roll_level(ctx, pl, level, extra_pending, reboot_here, visited, cur)
+            _roll_level(ctx, pl, level, extra_pending, reboot_here, visited, streams)
+        cur = streams.join(f"{pl.part}: every level done on every node")
         last_part = i == len(layout) - 1
         tail = _tail_visits(ctx, changes, extra_pending, last_visit if last_part else None)
         if tail:
@@ -156,20 +159,19 @@ def _roll_level(
     extra_pending: dict[str, tuple[str, ...]],
     reboot_here: dict[str, tuple[str, ...]],
     visited: dict[str, list[str]],
-    cur: Cursor,
-) -> Cursor:
-    """One dependency level of a part: its rolling visits in batches, then its grouped
-    (schema-sensitive) services together."""
+    streams: Streams,
+) -> None:
+    """One dependency level of a part: its rolling visits in batches (each independent
+    stream after what it needs), then its grouped (schema-sensitive) services together,
+    after everything before them."""
     visits = _level_visits(ctx, pl, level, extra_pending, reboot_here, visited)
     if visits:
         level_svcs = sorted({s for vs in visits.values() for v in vs for s in v.services})
-        cur = ctx.schedule(
-            visits, cur, pl.part, f"{pl.part} level {level}: {', '.join(level_svcs)}"
-        )
+        streams.schedule_level(visits, level, f"{pl.part} level {level}: {', '.join(level_svcs)}")
     group = sorted(s for s in pl.grouped if pl.levels.get(s) == level)
     if group:
-        cur = offline_group(ctx, {s: pl.grouped[s] for s in group}, pl.part, cur)
-    return cur
+        cur = streams.join(f"{pl.part} level {level}: done before {', '.join(group)} stop")
+        streams.base = offline_group(ctx, {s: pl.grouped[s] for s in group}, pl.part, cur)
 
 
 def _tail_visits(

@@ -79,6 +79,9 @@ class WorkflowEntry:
     shows_named_steps: bool = False
     #: `depends_on` orders services across nodes (else only inside a node's visit)
     dependency_order: bool = False
+    #: the workflow's rule: no node is stopped, drained or rebooted more than once (one merged
+    #: visit per node), so every changed instance on a node is down for that node's whole visit
+    visits_once: bool = False
     stored_facts: StoredFacts = StoredFacts.PACKAGES
 
     @property
@@ -121,6 +124,7 @@ _ENTRIES: Sequence[WorkflowEntry] = (
         _update,
         (Command.UPDATE_RUN,),
         rolling=True,
+        visits_once=True,
     ),
     WorkflowEntry(
         Workflow.UPGRADE,
