@@ -29,6 +29,10 @@ class OsCloud:
         self.dep, self.facts, self.p = dep, facts, facts.progress
         self.roles = [r for r in dep.roles if not r.is_management and r.nodes]
         self.sensitive = [r for r in self.roles if is_sensitive(dep, r)]
+        # a node's services are its role's: 10,000 nodes share a few dozen of these answers
+        self._internal: dict[str, tuple[str, ...]] = {}
+        self._external: dict[str, tuple[str, ...]] = {}
+        self._leaving: dict[str, tuple[str, ...]] = {}
         self.first: dict[str, str] = {}
         for r in self.sensitive:
             self.first[r.name] = self._first(r, chosen)
@@ -48,14 +52,28 @@ class OsCloud:
         return (self.facts.os_known and f.os_major >= f.os_target) or M.new_os(n) in self.p
 
     def internal(self, n: str) -> tuple[str, ...]:
-        return tuple(s for s in self.dep.services_on(n) if not self.dep.catalog[s].external)
+        role = self.dep.node_by_name[n].role
+        if role not in self._internal:
+            cat = self.dep.catalog
+            self._internal[role] = tuple(s for s in self.dep.services_on(n) if not cat[s].external)
+        return self._internal[role]
 
     def leaving(self, n: str) -> tuple[str, ...]:
         """The node's services that leave load balancers and clusters before they stop."""
-        return tuple(s for s in self.internal(n) if self.dep.catalog[s].has_step(WF, Step.LEAVE))
+        role = self.dep.node_by_name[n].role
+        if role not in self._leaving:
+            cat = self.dep.catalog
+            self._leaving[role] = tuple(
+                s for s in self.internal(n) if cat[s].has_step(WF, Step.LEAVE)
+            )
+        return self._leaving[role]
 
     def external(self, n: str) -> tuple[str, ...]:
-        return tuple(s for s in self.dep.services_on(n) if self.dep.catalog[s].external)
+        role = self.dep.node_by_name[n].role
+        if role not in self._external:
+            cat = self.dep.catalog
+            self._external[role] = tuple(s for s in self.dep.services_on(n) if cat[s].external)
+        return self._external[role]
 
     def prepared(self, n: str) -> bool:
         return M.prepared(n) in self.p or self.new_os(n)

@@ -30,11 +30,14 @@ def annotate(builder: PlanBuilder, c: OsCloud, start: int) -> None:
     units = builder.units
     control_plane = c.all_started(c.sensitive)
     last_upgrade = _last_upgrade(units, start)
+    places: dict[str, _Place] = {}
     for i in range(start, len(units)):
         u = units[i]
         marks, requires = list(u.marks), list(u.requires)
         for n in u.nodes:
-            place = _place(c, n, control_plane)
+            place = places.get(n)
+            if place is None:
+                place = places[n] = _place(c, n, control_plane)
             more_marks, more_requires = _milestones(c, u, n, place, last_upgrade.get(n) == i)
             requires += more_requires
             marks += more_marks
