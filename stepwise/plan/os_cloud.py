@@ -3,7 +3,9 @@ and the milestones reached), and the time of a step on a node's services."""
 
 from __future__ import annotations
 
-from stepwise.model.catalog import QUORUM_CLUSTERS, node_step_seconds
+from collections.abc import Callable
+
+from stepwise.model.catalog import QUORUM_CLUSTERS, Service, node_step_seconds
 from stepwise.model.deployment import Deployment, Role
 from stepwise.model.facts import Facts
 from stepwise.model.vocab import CatalogKey, Section, Stage, Step
@@ -33,6 +35,7 @@ class OsCloud:
         self._internal: dict[str, tuple[str, ...]] = {}
         self._external: dict[str, tuple[str, ...]] = {}
         self._leaving: dict[str, tuple[str, ...]] = {}
+        self._new_os: dict[str, bool] = {}
         self.first: dict[str, str] = {}
         for r in self.sensitive:
             self.first[r.name] = self._first(r, chosen)
@@ -48,8 +51,12 @@ class OsCloud:
         return picked[0] if picked else r.bootstrap_node.name  # type: ignore[union-attr]
 
     def new_os(self, n: str) -> bool:
-        f = self.facts.of(n)
-        return (self.facts.os_known and f.os_major >= f.os_target) or M.new_os(n) in self.p
+        if n not in self._new_os:  # asked several times per node; facts and progress are fixed
+            f = self.facts.of(n)
+            self._new_os[n] = (self.facts.os_known and f.os_major >= f.os_target) or M.new_os(
+                n
+            ) in self.p
+        return self._new_os[n]
 
     def internal(self, n: str) -> tuple[str, ...]:
         role = self.dep.node_by_name[n].role
@@ -102,6 +109,16 @@ class OsCloud:
                     out.append(M.started(n.name))
                 if self.external(n.name):
                     out.append(M.external_started(n.name))
+        return out
+
+    def per_node(self, keep: Callable[[Service], bool]) -> dict[str, tuple[str, ...]]:
+        """node -> its services for which `keep(service)` holds, every node of the procedure's
+        roles; computed once per role (a node's services are its role's)."""
+        cat = self.dep.catalog
+        out: dict[str, tuple[str, ...]] = {}
+        for r in self.roles:
+            kept = tuple(s for s in r.services if keep(cat[s]))
+            out.update(dict.fromkeys((n.name for n in r.nodes), kept))
         return out
 
     def old_nodes(self, r: Role) -> list[str]:

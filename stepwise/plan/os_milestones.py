@@ -4,7 +4,7 @@ operator's commands) can be checked against what was done before."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from stepwise.model.deployment import Role
 from stepwise.model.vocab import Stage, Step, SystemUpgradeKey
@@ -23,6 +23,14 @@ class _Place:
     sensitive: bool
     gate: list[str]
     join: list[str]
+    #: what the node's `upgrade run` units need (the same for each of them), once known
+    upgrade: list[str] = field(default_factory=list)
+
+    def upgrade_requires(self, c: OsCloud, n: str) -> list[str]:
+        """`_upgrade_requires` of node `n`, computed once: a node has several such units."""
+        if not self.upgrade:
+            self.upgrade.extend(_upgrade_requires(c, n, self))
+        return self.upgrade
 
 
 def annotate(builder: PlanBuilder, c: OsCloud, start: int) -> None:
@@ -90,7 +98,7 @@ def _milestones(
             requires.append(M.external_prepared(n))
         marks.append(M.new_os(n))
     elif u.stage is Stage.UPGRADE and u.step is not Step.GATE:
-        requires += _upgrade_requires(c, n, place)
+        requires += place.upgrade_requires(c, n)
         if last_upgrade:
             marks.append(M.started(n))
     elif u.step is Step.EXTERNAL_SYSTEM_UPGRADE_RUN:
