@@ -10,6 +10,7 @@ last visit, after all its services are upgraded.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from stepwise.model.deployment import Deployment
 from stepwise.model.vocab import Phase, Plane, Section, Stage, Step
@@ -120,20 +121,26 @@ def _layout(
             return DATA
         return p
 
+    # a node's parts depend on its role and its changed services: worked out once per pair
+    memo: dict[tuple[str, tuple[str, ...]], tuple[Phase, ...]] = {}
+    rolling: dict[Phase, dict[str, list[str]]] = {part: {} for part in parts}
+    grouped: dict[Phase, dict[str, list[str]]] = {part: {} for part in parts}
+    for node, ch in changes.items():
+        key = (dep.node_by_name[node].role, ch.services)
+        if key not in memo:
+            memo[key] = tuple(part_of(node, s) for s in ch.services)
+        for s, p in zip(ch.services, memo[key], strict=True):
+            if p not in rolling:
+                continue
+            if not catalog[s].rolling:
+                grouped[p].setdefault(s, []).append(node)
+            else:
+                rolling[p].setdefault(node, []).append(s)
     layout = []
     for part in parts:
-        rolling: dict[str, list[str]] = {}
-        grouped: dict[str, list[str]] = {}
-        for node, ch in changes.items():
-            for s in ch.services:
-                if part_of(node, s) != part:
-                    continue
-                if not catalog[s].rolling:
-                    grouped.setdefault(s, []).append(node)
-                else:
-                    rolling.setdefault(node, []).append(s)
-        services = {s for ss in rolling.values() for s in ss} | set(grouped)
-        layout.append(_PartLayout(part, rolling, grouped, dependency_levels(dep, services)))
+        services = {s for ss in rolling[part].values() for s in ss} | set(grouped[part])
+        levels = dependency_levels(dep, services)
+        layout.append(_PartLayout(part, rolling[part], grouped[part], levels))
     return layout
 
 
@@ -264,14 +271,23 @@ def _take_leads(
     visit on its bootstrap node, or on the first node visited when its bootstrap node is not
     among `visiting`. Adds them to `led`."""
     leads = []
+    migrating = _migrating(dep, workflow)
     for s in services:
-        if s in led or not dep.catalog[s].has_step(workflow, Step.MIGRATE):
+        if s in led or s not in migrating:
             continue
         boot = dep.bootstrap_node(s)
         if boot is None or boot.name == node or boot.name not in visiting:
             leads.append(s)
             led.add(s)
     return tuple(leads)
+
+
+@lru_cache(maxsize=64)
+def _migrating(dep: Deployment, workflow: Section) -> frozenset[str]:
+    """The services with a migration in `workflow` (asked once per visited node)."""
+    return frozenset(
+        s for s in dep.catalog.services if dep.catalog[s].has_step(workflow, Step.MIGRATE)
+    )
 
 
 def _bootstrap_first(dep: Deployment, order: dict[str, int], node: str) -> tuple[int, int]:
