@@ -41,11 +41,19 @@ def annotate(builder: PlanBuilder, c: OsCloud, start: int) -> None:
     places: dict[str, _Place] = {}
     for i in range(start, len(units)):
         u = units[i]
+        if not u.nodes and not u.requires and not u.marks:
+            continue  # a gate: nothing to reach, nothing to need
         marks, requires = list(u.marks), list(u.requires)
+        upgrade = u.stage is Stage.UPGRADE and u.step is not Step.GATE
         for n in u.nodes:
             place = places.get(n)
             if place is None:
                 place = places[n] = _place(c, n, control_plane)
+            if upgrade:  # most units of a big cloud: the same answer for each of a node's
+                requires += place.upgrade_requires(c, n)
+                if last_upgrade.get(n) == i:
+                    marks.append(M.started(n))
+                continue
             more_marks, more_requires = _milestones(c, u, n, place, last_upgrade.get(n) == i)
             requires += more_requires
             marks += more_marks
