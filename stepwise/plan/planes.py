@@ -313,6 +313,7 @@ def _level_visits(
     dep, rolling = ctx.dep, pl.rolling
     by_role: dict[str, list[Visit]] = {}
     led: set[str] = set()
+    needs: dict[tuple[str, ...], list[str]] = {}
     # the bootstrap node of a service goes first in its role: its once-only migration runs there
     nodes = sorted(rolling, key=lambda n: _bootstrap_first(dep, ctx.order, n))
     for node in nodes:
@@ -320,7 +321,7 @@ def _level_visits(
         if not svcs:
             continue
         leads = _take_leads(dep, node, svcs, ctx.workflow, led, rolling)
-        again = _visited_again(dep, node, svcs, pl.levels, level, visited)
+        again = _visited_again(dep, node, svcs, pl.levels, level, visited, needs)
         visited.setdefault(node, []).extend(svcs)
         extra = extra_pending.pop(node, ())
         ch_reboot = node in reboot
@@ -349,14 +350,17 @@ def _visited_again(
     levels: dict[str, int],
     level: int,
     visited: dict[str, list[str]],
+    memo: dict[tuple[str, ...], list[str]],
 ) -> str:
     """Why `node`, already visited in an earlier level, is visited again for `svcs` ("" on
-    its first visit)."""
+    its first visit). `memo`: what each `svcs` needs from earlier levels, kept per level."""
     if node not in visited:
         return ""
-    needs = sorted(
-        {d for s in svcs for d in _all_deps(dep, s) if d in levels and levels[d] < level}
-    )
+    if svcs not in memo:  # nodes of a role ask the same question
+        memo[svcs] = sorted(
+            {d for s in svcs for d in _all_deps(dep, s) if d in levels and levels[d] < level}
+        )
+    needs = memo[svcs]
     verb = "needs" if len(svcs) == 1 else "need"
     return (
         f"{node} is visited again: {', '.join(svcs)} {verb} {', '.join(needs)} "
@@ -368,7 +372,10 @@ def _visited_again(
     )
 
 
-def _all_deps(dep: Deployment, service: str) -> set[str]:
+@lru_cache(maxsize=4096)
+@lru_cache(maxsize=4096)
+def _all_deps(dep: Deployment, service: str) -> frozenset[str]:
+    """What `service` depends on, transitively (asked once per visit: cached)."""
     out: set[str] = set()
     todo = list(dep.catalog[service].depends_on)
     while todo:
@@ -376,7 +383,7 @@ def _all_deps(dep: Deployment, service: str) -> set[str]:
         if d not in out and d in dep.catalog:
             out.add(d)
             todo.extend(dep.catalog[d].depends_on)
-    return out
+    return frozenset(out)
 
 
 __all__ = ["Cursor", "describe_rule", "home_part", "service_part", "rollout", "rollout_merged"]
