@@ -1,9 +1,11 @@
 """Plan quality on the 1,000-node reference cloud (every service changing, and a new kernel
 everywhere): planned duration vs its lower bound (docs/lower-bound.md) vs the role-ordered
 workflow (one role after another, update_serial nodes at a time), and how often each node is
-disrupted.
+disrupted. Then the chained clouds (`benchmarks.clouds.chain_cloud`: control-plane and
+data-plane services depending on each other in chains of 2, 4 and 8) at 1,000 and 10,000
+nodes: planned / bound for update and upgrade.
 
-    python benchmarks/bench_plan_quality.py
+    python benchmarks/bench_plan_quality.py [--chain-nodes 1000 10000]
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from collections import defaultdict  # noqa: E402
 
-from benchmarks.clouds import facts_with_kernel, reference_cloud  # noqa: E402
+from benchmarks.clouds import chain_cloud, facts_with_kernel, reference_cloud  # noqa: E402
 from benchmarks.role_ordered import role_ordered_duration  # noqa: E402
 from stepwise.model.facts import NO_FACTS  # noqa: E402
 from stepwise.plan import make_plan  # noqa: E402
@@ -49,7 +51,32 @@ def disruptions(plan) -> tuple[int, int, int]:
     )
 
 
+def chained(sizes: list[int]) -> None:
+    """planned / bound of update and upgrade on the chained clouds."""
+    for length in (2, 4, 8):
+        for nodes in sizes:
+            dep = chain_cloud(nodes, length)
+            ratios = []
+            for wf in ("update", "upgrade"):
+                plan = verify_plan(make_plan(wf, dep, NO_FACTS), dep)
+                ratios.append(
+                    f"{wf} {plan.duration_s / plan.lower_bound_s:.3f}x "
+                    f"({hours(plan.duration_s)} vs {hours(plan.lower_bound_s)})"
+                )
+            print(f"chains of {length}, {nodes:>6} nodes: {' | '.join(ratios)}")
+
+
 def main() -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--chain-nodes", type=int, nargs="*", default=[1000, 10_000])
+    args = ap.parse_args()
+    reference()
+    chained(args.chain_nodes)
+
+
+def reference() -> None:
     dep = reference_cloud()
     print(
         f"reference cloud: {len(dep.nodes)} nodes in {len(dep.roles)} roles, "

@@ -4,7 +4,8 @@
 
 1. The whole command, in a fresh process each time: the cloud is written as a deployment YAML
    (counted node templates) with a catalog directory of 60 service files, then
-   `stepwise plan update|upgrade -d <file> --json > /dev/null` and the same without --json
+   `stepwise plan update|upgrade|system-upgrade -d <file> --json > /dev/null` and the same
+   without --json
    (the tree). Wall time (best and median of --repeat) and peak RSS of that process.
 2. The same work in this process, phase by phase: load (YAML + catalog), plan, verify (the
    estimate and the perturbed replays, as the CLI does), JSON (write to /dev/null), tree.
@@ -27,6 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.clouds import write_big_cloud  # noqa: E402
+
+WORKFLOWS = ("update", "upgrade", "system-upgrade")
 
 
 def stepwise_command() -> list[str]:
@@ -65,14 +68,14 @@ def whole_process(dep_file: Path, repeat: int) -> None:
     run_once(
         cmd + ["plan", "update", "-d", str(dep_file), "--json"]
     )  # file caches, not the first run's disk reads
-    for wf in ("update", "upgrade"):
+    for wf in WORKFLOWS:
         for label, extra in (("--json", ["--json"]), ("tree", [])):
             runs = [
                 run_once(cmd + ["plan", wf, "-d", str(dep_file), *extra]) for _ in range(repeat)
             ]
             walls = [w for w, _ in runs]
             print(
-                f"  plan {wf:8} {label:6}: {min(walls):.2f} s / {statistics.median(walls):.2f} s, "
+                f"  plan {wf:14} {label:6}: {min(walls):.2f} s / {statistics.median(walls):.2f} s, "
                 f"peak RSS {max(r for _, r in runs):.0f} MiB"
             )
 
@@ -92,7 +95,7 @@ def phases(dep_file: Path) -> None:
         "lower bound, as the CLI):"
     )
     gc.disable()  # as the CLI's plan command (stepwise.cli.common.gc_paused)
-    for wf in ("update", "upgrade"):
+    for wf in WORKFLOWS:
         t0 = time.perf_counter()
         dep = load_deployment(dep_file)
         t1 = time.perf_counter()
@@ -111,7 +114,7 @@ def phases(dep_file: Path) -> None:
         render_plan(verified, Console(file=io.StringIO(), width=100))
         t5 = time.perf_counter()
         print(
-            f"  {wf:8} load {t1 - t0:.3f} s | plan {t2 - t1:.3f} s ({len(plan.units)} units) | "
+            f"  {wf:14} load {t1 - t0:.3f} s | plan {t2 - t1:.3f} s ({len(plan.units)} units) | "
             f"verify {t3 - t2:.3f} s | JSON {t4 - t3:.3f} s | tree {t5 - t4:.3f} s | "
             f"estimated {verified.duration_s / 3600:.1f} h, "
             f"{verified.duration_s / verified.lower_bound_s:.3f}x the lower bound"

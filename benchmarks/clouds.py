@@ -345,3 +345,102 @@ def facts_with_kernel(dep: Deployment) -> Facts:
         pkgs["kernel"] = PackageFact("4.18.0", "4.18.1")
         nodes[n.name] = NodeFacts(MappingProxyType(pkgs))
     return Facts(MappingProxyType(nodes), True, "<bench: everything and the kernel change>")
+
+
+def chain_cloud_specs(
+    nodes: int = 10_000, length: int = 4
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Service specs and the deployment spec of `chain_cloud`: services that depend on each
+    other in chains of `length`, in the control plane (ctl0 <- ctl1 <- ... on the controllers,
+    the first on the database) and in the data plane (agentA0 <- agentA1 <- ... on every
+    compute, the first on the control chain's last; agentB0 <- ... on the storage nodes, the
+    first on the networkers' agent), over a layout of `nodes` nodes like `big_cloud`'s."""
+    assert length >= 1
+    infra = [
+        _svc("db", "infra", rule={"quorum": "majority"}, cluster="galera", leave=True),
+        _svc("mq", "infra", rule={"quorum": "majority"}, cluster="rabbitmq", leave=True),
+    ]
+    ctl = [
+        _svc(
+            f"ctl{i}",
+            "control",
+            deps=("db", "mq") if i == 0 else (f"ctl{i - 1}",),
+            rule={"min_available": 2},
+            rolling=i % 4 != 1,  # some schema-sensitive links: an offline window in the chain
+            rpc="rpc",
+            migrate=True,
+        )
+        for i in range(length)
+    ]
+    last_ctl = f"ctl{length - 1}"
+    compute = [
+        _svc(
+            f"agentA{i}",
+            "data",
+            deps=(last_ctl,) if i == 0 else (f"agentA{i - 1}",),
+            rule={"max_unavailable": "10%"},
+            rpc="rpc",
+            leave=i == 0,
+            durations={"leave": 60.0} if i == 0 else None,
+        )
+        for i in range(length)
+    ]
+    net = _svc("netagent", "data", deps=(last_ctl,), rule={"min_available": 4}, rpc="rpc")
+    storage = [
+        _svc(
+            f"agentB{i}",
+            "data",
+            deps=("netagent",) if i == 0 else (f"agentB{i - 1}",),
+            rule={"max_unavailable": "5%"},
+            durations={"verify": 120.0} if i == length - 1 else None,
+        )
+        for i in range(length)
+    ]
+    storage_n = nodes // 10
+    compute_n = nodes - 3 - 3 - 12 - storage_n
+    roles: list[dict[str, Any]] = [
+        {
+            "name": "Controller",
+            "tags": ["controlplane"],
+            "services": [s["name"] for s in ctl],
+            "nodes": {"count": 3, "name": "controller-{index}"},
+        },
+        {
+            "name": "Database",
+            "tags": ["controlplane"],
+            "services": ["db", "mq"],
+            "nodes": {"count": 3, "name": "database-{index}"},
+        },
+        {
+            "name": "Networker",
+            "update_serial": 2,
+            "services": ["netagent", "agentA0"],
+            "nodes": {"count": 12, "name": "networker-{index}"},
+        },
+    ]
+    for leaf in range(4):
+        n = compute_n // 4 + (1 if leaf < compute_n % 4 else 0)
+        roles.append(
+            {
+                "name": f"ComputeLeaf{leaf}",
+                "update_serial": 25,
+                "services": [s["name"] for s in compute],
+                "nodes": {"count": n, "name": f"compute-l{leaf}-{{index}}"},
+            }
+        )
+    roles.append(
+        {
+            "name": "Storage",
+            "update_serial": 10,
+            "services": [s["name"] for s in storage],
+            "nodes": {"count": storage_n, "name": "storage-{index}"},
+        }
+    )
+    specs = infra + ctl + compute + [net] + storage
+    return specs, {"name": f"chain{length}-{nodes}", "roles": roles}
+
+
+def chain_cloud(nodes: int = 10_000, length: int = 4) -> Deployment:
+    """`chain_cloud_specs` built in memory (no files)."""
+    specs, dep = chain_cloud_specs(nodes, length)
+    return build_deployment(DeploymentSpec.model_validate(dep), _catalog(specs))

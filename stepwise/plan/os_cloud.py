@@ -3,7 +3,9 @@ and the milestones reached), and the time of a step on a node's services."""
 
 from __future__ import annotations
 
-from stepwise.model.catalog import QUORUM_CLUSTERS, node_step_seconds
+from collections.abc import Callable
+
+from stepwise.model.catalog import QUORUM_CLUSTERS, Service, node_step_seconds
 from stepwise.model.deployment import Deployment, Role
 from stepwise.model.facts import Facts
 from stepwise.model.vocab import CatalogKey, Section, Stage, Step
@@ -29,6 +31,11 @@ class OsCloud:
         self.dep, self.facts, self.p = dep, facts, facts.progress
         self.roles = [r for r in dep.roles if not r.is_management and r.nodes]
         self.sensitive = [r for r in self.roles if is_sensitive(dep, r)]
+        # a node's services are its role's: 10,000 nodes share a few dozen of these answers
+        self._internal: dict[str, tuple[str, ...]] = {}
+        self._external: dict[str, tuple[str, ...]] = {}
+        self._leaving: dict[str, tuple[str, ...]] = {}
+        self._new_os: dict[str, bool] = {}
         self.first: dict[str, str] = {}
         for r in self.sensitive:
             self.first[r.name] = self._first(r, chosen)
@@ -44,18 +51,36 @@ class OsCloud:
         return picked[0] if picked else r.bootstrap_node.name  # type: ignore[union-attr]
 
     def new_os(self, n: str) -> bool:
-        f = self.facts.of(n)
-        return (self.facts.os_known and f.os_major >= f.os_target) or M.new_os(n) in self.p
+        if n not in self._new_os:  # asked several times per node; facts and progress are fixed
+            f = self.facts.of(n)
+            self._new_os[n] = (self.facts.os_known and f.os_major >= f.os_target) or M.new_os(
+                n
+            ) in self.p
+        return self._new_os[n]
 
     def internal(self, n: str) -> tuple[str, ...]:
-        return tuple(s for s in self.dep.services_on(n) if not self.dep.catalog[s].external)
+        role = self.dep.node_by_name[n].role
+        if role not in self._internal:
+            cat = self.dep.catalog
+            self._internal[role] = tuple(s for s in self.dep.services_on(n) if not cat[s].external)
+        return self._internal[role]
 
     def leaving(self, n: str) -> tuple[str, ...]:
         """The node's services that leave load balancers and clusters before they stop."""
-        return tuple(s for s in self.internal(n) if self.dep.catalog[s].has_step(WF, Step.LEAVE))
+        role = self.dep.node_by_name[n].role
+        if role not in self._leaving:
+            cat = self.dep.catalog
+            self._leaving[role] = tuple(
+                s for s in self.internal(n) if cat[s].has_step(WF, Step.LEAVE)
+            )
+        return self._leaving[role]
 
     def external(self, n: str) -> tuple[str, ...]:
-        return tuple(s for s in self.dep.services_on(n) if self.dep.catalog[s].external)
+        role = self.dep.node_by_name[n].role
+        if role not in self._external:
+            cat = self.dep.catalog
+            self._external[role] = tuple(s for s in self.dep.services_on(n) if cat[s].external)
+        return self._external[role]
 
     def prepared(self, n: str) -> bool:
         return M.prepared(n) in self.p or self.new_os(n)
@@ -84,6 +109,16 @@ class OsCloud:
                     out.append(M.started(n.name))
                 if self.external(n.name):
                     out.append(M.external_started(n.name))
+        return out
+
+    def per_node(self, keep: Callable[[Service], bool]) -> dict[str, tuple[str, ...]]:
+        """node -> its services for which `keep(service)` holds, every node of the procedure's
+        roles; computed once per role (a node's services are its role's)."""
+        cat = self.dep.catalog
+        out: dict[str, tuple[str, ...]] = {}
+        for r in self.roles:
+            kept = tuple(s for s in r.services if keep(cat[s]))
+            out.update(dict.fromkeys((n.name for n in r.nodes), kept))
         return out
 
     def old_nodes(self, r: Role) -> list[str]:

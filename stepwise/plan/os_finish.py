@@ -54,16 +54,8 @@ def _online_migrations(
 
 def _unpin(builder: PlanBuilder, c: OsCloud, after: str | None) -> str | None:
     """Step 11: the RPC pins lifted on every node that has them."""
-    dep, catalog = c.dep, c.dep.catalog
-    unpin = {
-        n.name: tuple(
-            s
-            for s in dep.services_on(n)
-            if catalog[s].rpc and catalog[s].has_step(WF, UpgradeKey.UNPIN)
-        )
-        for r in c.roles
-        for n in r.nodes
-    }
+    dep = c.dep
+    unpin = c.per_node(lambda s: bool(s.rpc) and s.has_step(WF, UpgradeKey.UNPIN))
     unpin = {k: v for k, v in unpin.items() if v}
     if not unpin:
         return after
@@ -75,7 +67,7 @@ def _unpin(builder: PlanBuilder, c: OsCloud, after: str | None) -> str | None:
         work=unpin,
         stage=Stage.CONVERGE,
         scope=Scope.DEPLOYMENT,
-        duration_s=max(secs(dep, ss, UpgradeKey.UNPIN) for ss in unpin.values()),
+        duration_s=max(secs(dep, ss, UpgradeKey.UNPIN) for ss in set(unpin.values())),
         why="step 11: converge: lift the RPC pins, every peer runs the new release",
         requires=[M.ONLINE_UPGRADED],
     )
@@ -108,11 +100,7 @@ def _contract(
 def _converge_verify(builder: PlanBuilder, c: OsCloud, after: str | None) -> str | None:
     """Step 11: every service's health re-asserted; converge is reached."""
     dep = c.dep
-    health = {
-        n.name: tuple(s for s in dep.services_on(n) if dep.catalog[s].health)
-        for r in c.roles
-        for n in r.nodes
-    }
+    health = c.per_node(lambda s: bool(s.health))
     return builder.add(
         Step.VERIFY,
         nodes=list(health),
@@ -131,15 +119,7 @@ def _converge_verify(builder: PlanBuilder, c: OsCloud, after: str | None) -> str
 def _cleanup(builder: PlanBuilder, c: OsCloud, after: str | None) -> None:
     """Step 12: what the OS upgrade persisted removed, on every node."""
     dep = c.dep
-    everyone = {
-        n.name: tuple(
-            s
-            for s in dep.services_on(n)
-            if dep.catalog[s].system_upgrade.get(SystemUpgradeKey.CLEANUP)
-        )
-        for r in c.roles
-        for n in r.nodes
-    }
+    everyone = c.per_node(lambda s: bool(s.system_upgrade.get(SystemUpgradeKey.CLEANUP)))
     builder.add(
         Step.SYSTEM_UPGRADE_CLEANUP,
         nodes=list(everyone),

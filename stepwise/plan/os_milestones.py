@@ -4,7 +4,7 @@ operator's commands) can be checked against what was done before."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from stepwise.model.deployment import Role
 from stepwise.model.vocab import Stage, Step, SystemUpgradeKey
@@ -23,6 +23,14 @@ class _Place:
     sensitive: bool
     gate: list[str]
     join: list[str]
+    #: what the node's `upgrade run` units need (the same for each of them), once known
+    upgrade: list[str] = field(default_factory=list)
+
+    def upgrade_requires(self, c: OsCloud, n: str) -> list[str]:
+        """`_upgrade_requires` of node `n`, computed once: a node has several such units."""
+        if not self.upgrade:
+            self.upgrade.extend(_upgrade_requires(c, n, self))
+        return self.upgrade
 
 
 def annotate(builder: PlanBuilder, c: OsCloud, start: int) -> None:
@@ -30,11 +38,22 @@ def annotate(builder: PlanBuilder, c: OsCloud, start: int) -> None:
     units = builder.units
     control_plane = c.all_started(c.sensitive)
     last_upgrade = _last_upgrade(units, start)
+    places: dict[str, _Place] = {}
     for i in range(start, len(units)):
         u = units[i]
+        if not u.nodes and not u.requires and not u.marks:
+            continue  # a gate: nothing to reach, nothing to need
         marks, requires = list(u.marks), list(u.requires)
+        upgrade = u.stage is Stage.UPGRADE and u.step is not Step.GATE
         for n in u.nodes:
-            place = _place(c, n, control_plane)
+            place = places.get(n)
+            if place is None:
+                place = places[n] = _place(c, n, control_plane)
+            if upgrade:  # most units of a big cloud: the same answer for each of a node's
+                requires += place.upgrade_requires(c, n)
+                if last_upgrade.get(n) == i:
+                    marks.append(M.started(n))
+                continue
             more_marks, more_requires = _milestones(c, u, n, place, last_upgrade.get(n) == i)
             requires += more_requires
             marks += more_marks
@@ -87,7 +106,7 @@ def _milestones(
             requires.append(M.external_prepared(n))
         marks.append(M.new_os(n))
     elif u.stage is Stage.UPGRADE and u.step is not Step.GATE:
-        requires += _upgrade_requires(c, n, place)
+        requires += place.upgrade_requires(c, n)
         if last_upgrade:
             marks.append(M.started(n))
     elif u.step is Step.EXTERNAL_SYSTEM_UPGRADE_RUN:

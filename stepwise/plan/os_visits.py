@@ -3,7 +3,7 @@ into the new OS, upgrade, external services back), rolled in batches."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from stepwise.model.vocab import Phase, Stage, Step, SystemUpgradeKey
 from stepwise.plan.batching import schedule_rolling
@@ -33,8 +33,23 @@ class Rules:
 def role_visits(c: OsCloud, nodes: list[str], *, evacuate: bool) -> dict[str, list[Visit]]:
     """role -> the visits of its nodes among `nodes`, in their order."""
     visits: dict[str, list[Visit]] = {}
+    # nodes of a role at the same point of the procedure get the same visit: build each
+    # shape once (10,000 nodes are a handful of shapes)
+    shapes: dict[tuple, Visit] = {}
     for n in nodes:
-        visits.setdefault(c.dep.role_of(n).name, []).append(visit(c, n, evacuate=evacuate))
+        role = c.dep.node_by_name[n].role
+        key = (
+            role,
+            c.prepared(n),
+            c.new_os(n),
+            c.ext_prepared(n),
+            c.ext_started(n),
+            c.started(n),
+        )
+        if key not in shapes:
+            shapes[key] = visit(c, n, evacuate=evacuate)
+        v = shapes[key]
+        visits.setdefault(role, []).append(v if v.node == n else replace(v, node=n))
     return visits
 
 

@@ -10,6 +10,7 @@ last visit, after all its services are upgraded.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from stepwise.model.deployment import Deployment
 from stepwise.model.vocab import Phase, Plane, Section, Stage, Step
@@ -17,6 +18,7 @@ from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.changes import NodeChange, dependency_levels
 from stepwise.plan.offline_group import offline_group
 from stepwise.plan.rollout_context import Cursor, RolloutContext, describe_rule
+from stepwise.plan.streams import Streams
 from stepwise.plan.visits import Visit, make_visit
 
 CONTROL, DATA = Phase.CONTROLPLANE, Phase.DATAPLANE
@@ -68,6 +70,7 @@ def rollout(
     last_visit = _reboot_visits(changes, layout)
     visited: dict[str, list[str]] = {}
     for i, pl in enumerate(layout):
+        streams = Streams(ctx, pl.part, cur)
         # extra (unowned) packages ride on the node's first visit in its home part
         extra_pending = {
             n: ch.extra_packages
@@ -78,7 +81,8 @@ def rollout(
             reboot_here = {
                 n: changes[n].extra_packages for n, at in last_visit.items() if at == (i, level)
             }
-            cur = _roll_level(ctx, pl, level, extra_pending, reboot_here, visited, cur)
+            _roll_level(ctx, pl, level, extra_pending, reboot_here, visited, streams)
+        cur = streams.join(f"{pl.part}: every level done on every node")
         last_part = i == len(layout) - 1
         tail = _tail_visits(ctx, changes, extra_pending, last_visit if last_part else None)
         if tail:
@@ -117,20 +121,26 @@ def _layout(
             return DATA
         return p
 
+    # a node's parts depend on its role and its changed services: worked out once per pair
+    memo: dict[tuple[str, tuple[str, ...]], tuple[Phase, ...]] = {}
+    rolling: dict[Phase, dict[str, list[str]]] = {part: {} for part in parts}
+    grouped: dict[Phase, dict[str, list[str]]] = {part: {} for part in parts}
+    for node, ch in changes.items():
+        key = (dep.node_by_name[node].role, ch.services)
+        if key not in memo:
+            memo[key] = tuple(part_of(node, s) for s in ch.services)
+        for s, p in zip(ch.services, memo[key], strict=True):
+            if p not in rolling:
+                continue
+            if not catalog[s].rolling:
+                grouped[p].setdefault(s, []).append(node)
+            else:
+                rolling[p].setdefault(node, []).append(s)
     layout = []
     for part in parts:
-        rolling: dict[str, list[str]] = {}
-        grouped: dict[str, list[str]] = {}
-        for node, ch in changes.items():
-            for s in ch.services:
-                if part_of(node, s) != part:
-                    continue
-                if not catalog[s].rolling:
-                    grouped.setdefault(s, []).append(node)
-                else:
-                    rolling.setdefault(node, []).append(s)
-        services = {s for ss in rolling.values() for s in ss} | set(grouped)
-        layout.append(_PartLayout(part, rolling, grouped, dependency_levels(dep, services)))
+        services = {s for ss in rolling[part].values() for s in ss} | set(grouped[part])
+        levels = dependency_levels(dep, services)
+        layout.append(_PartLayout(part, rolling[part], grouped[part], levels))
     return layout
 
 
@@ -156,20 +166,19 @@ def _roll_level(
     extra_pending: dict[str, tuple[str, ...]],
     reboot_here: dict[str, tuple[str, ...]],
     visited: dict[str, list[str]],
-    cur: Cursor,
-) -> Cursor:
-    """One dependency level of a part: its rolling visits in batches, then its grouped
-    (schema-sensitive) services together."""
+    streams: Streams,
+) -> None:
+    """One dependency level of a part: its rolling visits in batches (each independent
+    stream after what it needs), then its grouped (schema-sensitive) services together,
+    after everything before them."""
     visits = _level_visits(ctx, pl, level, extra_pending, reboot_here, visited)
     if visits:
         level_svcs = sorted({s for vs in visits.values() for v in vs for s in v.services})
-        cur = ctx.schedule(
-            visits, cur, pl.part, f"{pl.part} level {level}: {', '.join(level_svcs)}"
-        )
+        streams.schedule_level(visits, level, f"{pl.part} level {level}: {', '.join(level_svcs)}")
     group = sorted(s for s in pl.grouped if pl.levels.get(s) == level)
     if group:
-        cur = offline_group(ctx, {s: pl.grouped[s] for s in group}, pl.part, cur)
-    return cur
+        cur = streams.join(f"{pl.part} level {level}: done before {', '.join(group)} stop")
+        streams.base = offline_group(ctx, {s: pl.grouped[s] for s in group}, pl.part, cur)
 
 
 def _tail_visits(
@@ -261,14 +270,23 @@ def _take_leads(
     visit on its bootstrap node, or on the first node visited when its bootstrap node is not
     among `visiting`. Adds them to `led`."""
     leads = []
+    migrating = _migrating(dep, workflow)
     for s in services:
-        if s in led or not dep.catalog[s].has_step(workflow, Step.MIGRATE):
+        if s in led or s not in migrating:
             continue
         boot = dep.bootstrap_node(s)
         if boot is None or boot.name == node or boot.name not in visiting:
             leads.append(s)
             led.add(s)
     return tuple(leads)
+
+
+@lru_cache(maxsize=64)
+def _migrating(dep: Deployment, workflow: Section) -> frozenset[str]:
+    """The services with a migration in `workflow` (asked once per visited node)."""
+    return frozenset(
+        s for s in dep.catalog.services if dep.catalog[s].has_step(workflow, Step.MIGRATE)
+    )
 
 
 def _bootstrap_first(dep: Deployment, order: dict[str, int], node: str) -> tuple[int, int]:
@@ -294,6 +312,7 @@ def _level_visits(
     dep, rolling = ctx.dep, pl.rolling
     by_role: dict[str, list[Visit]] = {}
     led: set[str] = set()
+    needs: dict[tuple[str, ...], list[str]] = {}
     # the bootstrap node of a service goes first in its role: its once-only migration runs there
     nodes = sorted(rolling, key=lambda n: _bootstrap_first(dep, ctx.order, n))
     for node in nodes:
@@ -301,7 +320,7 @@ def _level_visits(
         if not svcs:
             continue
         leads = _take_leads(dep, node, svcs, ctx.workflow, led, rolling)
-        again = _visited_again(dep, node, svcs, pl.levels, level, visited)
+        again = _visited_again(dep, node, svcs, pl.levels, level, visited, needs)
         visited.setdefault(node, []).extend(svcs)
         extra = extra_pending.pop(node, ())
         ch_reboot = node in reboot
@@ -329,14 +348,17 @@ def _visited_again(
     levels: dict[str, int],
     level: int,
     visited: dict[str, list[str]],
+    memo: dict[tuple[str, ...], list[str]],
 ) -> str:
     """Why `node`, already visited in an earlier level, is visited again for `svcs` ("" on
-    its first visit)."""
+    its first visit). `memo`: what each `svcs` needs from earlier levels, kept per level."""
     if node not in visited:
         return ""
-    needs = sorted(
-        {d for s in svcs for d in _all_deps(dep, s) if d in levels and levels[d] < level}
-    )
+    if svcs not in memo:  # nodes of a role ask the same question
+        memo[svcs] = sorted(
+            {d for s in svcs for d in _all_deps(dep, s) if d in levels and levels[d] < level}
+        )
+    needs = memo[svcs]
     verb = "needs" if len(svcs) == 1 else "need"
     return (
         f"{node} is visited again: {', '.join(svcs)} {verb} {', '.join(needs)} "
@@ -348,7 +370,10 @@ def _visited_again(
     )
 
 
-def _all_deps(dep: Deployment, service: str) -> set[str]:
+@lru_cache(maxsize=4096)
+@lru_cache(maxsize=4096)
+def _all_deps(dep: Deployment, service: str) -> frozenset[str]:
+    """What `service` depends on, transitively (asked once per visit: cached)."""
     out: set[str] = set()
     todo = list(dep.catalog[service].depends_on)
     while todo:
@@ -356,7 +381,7 @@ def _all_deps(dep: Deployment, service: str) -> set[str]:
         if d not in out and d in dep.catalog:
             out.add(d)
             todo.extend(dep.catalog[d].depends_on)
-    return out
+    return frozenset(out)
 
 
 __all__ = ["Cursor", "describe_rule", "home_part", "service_part", "rollout", "rollout_merged"]

@@ -156,18 +156,10 @@ def _prerequisites(builder: PlanBuilder, c: OsCloud, cur: Cursor) -> Cursor:
         )
         t += 10.0
     if M.PINNED not in c.p:
-        pin = {
-            n.name: tuple(
-                s
-                for s in dep.services_on(n)
-                if dep.catalog[s].rpc and dep.catalog[s].has_step(WF, UpgradeKey.PIN)
-            )
-            for r in c.roles
-            for n in r.nodes
-        }
+        pin = c.per_node(lambda s: bool(s.rpc) and s.has_step(WF, UpgradeKey.PIN))
         pin = {n: ss for n, ss in pin.items() if ss}
         if pin:
-            pin_s = max(secs(dep, ss, UpgradeKey.PIN) for ss in pin.values())
+            pin_s = max(secs(dep, ss, UpgradeKey.PIN) for ss in set(pin.values()))
             after = builder.add(
                 Step.PIN_RPC,
                 nodes=list(pin),

@@ -83,6 +83,9 @@ class WorkflowEntry:
     shows_named_steps: bool = False
     #: `depends_on` orders services across nodes (else only inside a node's visit)
     dependency_order: bool = False
+    #: the workflow's rule: no node is stopped, drained or rebooted more than once (one merged
+    #: visit per node), so every changed instance on a node is down for that node's whole visit
+    visits_once: bool = False
     stored_facts: StoredFacts = StoredFacts.PACKAGES
     #: the packages step goes back to recorded versions: the services' own packages tasks
     #: (which update) are left out and stepwise downgrades each package (`run/node_work.py`)
@@ -136,6 +139,7 @@ _ENTRIES: Sequence[WorkflowEntry] = (
         (Command.UPDATE_RUN,),
         rolling=True,
         reversible=True,
+        visits_once=True,
     ),
     WorkflowEntry(
         Workflow.UPGRADE,
@@ -174,6 +178,7 @@ _ENTRIES: Sequence[WorkflowEntry] = (
         _rollback,
         (Command.ROLLBACK_RUN,),
         rolling=True,
+        visits_once=True,
         stored_facts=StoredFacts.ROLLBACK,
         downgrades=True,
     ),

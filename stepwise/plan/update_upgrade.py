@@ -102,17 +102,20 @@ def rpc_pins(
     """node -> services whose RPC pin is set (prepare) and lifted (converge): only RPC groups
     with a member that changes, on every node where the group runs."""
     catalog = dep.catalog
-    groups = {catalog[s].rpc for c in changes.values() for s in c.services if catalog[s].rpc}
-    pin: dict[str, list[str]] = {}
-    for s in sorted(
+    changing = {s for ss in {c.services for c in changes.values()} for s in ss}
+    groups = {catalog[s].rpc for s in changing if catalog[s].rpc}
+    pinned = {
         s
         for s in dep.instances
         if catalog[s].rpc in groups and catalog[s].has_step(wf, UpgradeKey.PIN)
-    ):
-        for node in dep.instances[s]:
-            pin.setdefault(node.name, []).append(s)
-    order = {n.name: i for i, n in enumerate(dep.nodes)}
-    return {n: tuple(pin[n]) for n in sorted(pin, key=order.__getitem__)}
+    }
+    # a node's services are its role's: one tuple per role, nodes in deployment order
+    pin: dict[str, tuple[str, ...]] = {}
+    for role in dep.roles:
+        here = tuple(sorted(s for s in set(role.services) if s in pinned))
+        if here:
+            pin.update(dict.fromkeys((n.name for n in role.nodes), here))
+    return pin
 
 
 def refuse_split_offline(
@@ -258,10 +261,12 @@ def _converge(
     """The upgrade's converge stage: unpin RPC, online data migrations, contract the schemas,
     re-assert every service's health."""
     wf, dep = Section.UPGRADE, seq.dep
-    unpin = {
-        n: tuple(s for s in ss if dep.catalog[s].has_step(wf, UpgradeKey.UNPIN))
-        for n, ss in pin.items()
+    # nodes of a role share their pins: filter each distinct tuple once
+    kept = {
+        ss: tuple(s for s in ss if dep.catalog[s].has_step(wf, UpgradeKey.UNPIN))
+        for ss in set(pin.values())
     }
+    unpin = {n: kept[ss] for n, ss in pin.items()}
     seq.node_wide(
         Step.UNPIN_RPC,
         Stage.CONVERGE,

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from stepwise.model.availability import service_allowances
 from stepwise.model.catalog import node_step_seconds
@@ -124,9 +125,11 @@ def _part_bound(
         _earliest_starts(dep, own) if entry(workflow).dependency_order else dict.fromkeys(own, 0.0)
     )
     bound = max((earliest[s] + own[s] for s in own), default=0.0)
+    merged = entry(workflow).visits_once
     for t in sorted(set(earliest.values()) | {0.0}):
         later = {s for s, e in earliest.items() if e >= t}
-        bound = max(bound, t + _rest_seconds(t, later, shapes, visit, serial, allow))
+        rates = _Rates(shapes, visit, serial, allow, merged)
+        bound = max(bound, t + _rest_seconds(t, later, rates))
     return bound
 
 
@@ -224,16 +227,27 @@ def _alone_seconds(
     return own
 
 
-def _rest_seconds(
-    t: float,
-    later: set[str],
-    shapes: dict[tuple, list],
-    visit: _Visits,
-    serial: dict[str, int],
-    allow: dict[str, int],
-) -> float:
+@dataclass(frozen=True)
+class _Rates:
+    """What the rate bounds read: the nodes' shapes of work, visit times, the roles' serials,
+    the services' allowances, and whether the workflow visits each node once (`merged`)."""
+
+    shapes: dict[tuple, list]
+    visit: _Visits
+    serial: dict[str, int]
+    allow: dict[str, int]
+    merged: bool
+
+
+def _rest_seconds(t: float, later: set[str], rates: _Rates) -> float:
     """The least time, within the rates, for the work that cannot start before `t`: the
-    services in `later` (and, from 0, the nodes' unowned packages and reboots)."""
+    services in `later` (and, from 0, the nodes' unowned packages and reboots).
+
+    An instance is down at least for a visit of its own (and the node's reboot); where the
+    workflow stops each node once (`merged`), for the node's whole visit: every changed
+    service of the node is cycled in it, so each is out of service from its first step to
+    its health checks at the end."""
+    shapes, visit, serial, allow = rates.shapes, rates.visit, rates.serial, rates.allow
     role_jobs: dict[str, list[tuple[float, int]]] = defaultdict(list)
     svc_jobs: dict[str, list[tuple[float, int]]] = defaultdict(list)
     for (role, all_work, extra_pkgs, reboots, _), (n, k) in shapes.items():
@@ -241,9 +255,10 @@ def _rest_seconds(
         if not work and not (t == 0.0 and (extra_pkgs or reboots)):
             continue
         role_jobs[role].append((visit(n, work, extra_pkgs if t == 0.0 else (), reboots), k))
+        whole = visit(n, work, (), reboots) if rates.merged else 0.0
         for s in work:
-            if s in allow:  # down at least for a visit of its own (and the node's reboot)
-                svc_jobs[s].append((visit(n, (s,), (), reboots), k))
+            if s in allow:
+                svc_jobs[s].append((whole or visit(n, (s,), (), reboots), k))
     return max(
         [max(sec for sec, _ in js) for js in role_jobs.values()]
         + [weighted_bound(js, serial[r]) for r, js in role_jobs.items()]
