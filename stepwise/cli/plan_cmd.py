@@ -18,6 +18,8 @@ from stepwise.cli.common import console, err_console, gc_paused, print_json, rep
 from stepwise.cli.safety import esc
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from stepwise.model import Deployment
     from stepwise.run.store.store import Store
 
@@ -134,6 +136,13 @@ PLAN_EXPAND = typer.Option(
     "--expand",
     help="Show every batch (a level with many batches is otherwise folded into one line per role).",
 )
+PLAN_START = typer.Option(
+    None,
+    "--start",
+    metavar="TIME",
+    help="With --html: when the plan starts (ISO 8601, UTC unless it names an offset, e.g. "
+    "2026-12-01T22:00): the report shows wall-clock times.",
+)
 PLAN_VERBOSE = typer.Option(False, "--verbose", "-v", help="Show every batch and unit.")
 PLAN_FORCE = typer.Option(
     False,
@@ -160,6 +169,7 @@ def plan(
     expand: bool = PLAN_EXPAND,
     verbose: bool = PLAN_VERBOSE,
     force: bool = PLAN_FORCE,
+    start: str | None = PLAN_START,
 ) -> None:
     """Show what a workflow will do, in what order, how long it takes and where the downtime is.
 
@@ -173,6 +183,15 @@ def plan(
     from stepwise.verify import plan_verified
 
     with reported(), gc_paused():
+        from stepwise.cli.report_cmd import parse_start
+
+        begins = parse_start(start)
+        if begins is not None and html is None:
+            from stepwise.errors import InputError, Problem
+
+            raise InputError(
+                Problem("--start goes with --html (the report's wall-clock times)", field="--start")
+            )
         dep = load_deployment(deployment)
         wf = parse_workflow(workflow)
         fx = facts_for(dep, facts, _existing_store(dep, store), wf)
@@ -189,7 +208,7 @@ def plan(
             # nothing, the same plan and the same refusal)
             p = plan_verified(wf, dep, fx, sel, variables=ev, runnable=False)
         if html is not None:
-            _write_html(p, dep, html, json_out, force)
+            _write_html(p, dep, html, json_out, force, begins)
         if json_out:
             write_stdout(p.write_json)
             return
@@ -198,12 +217,14 @@ def plan(
         render_plan(p, console, verbose=verbose, expand=expand)
 
 
-def _write_html(p, dep: Deployment, html: Path, json_out: bool, force: bool) -> None:
+def _write_html(
+    p, dep: Deployment, html: Path, json_out: bool, force: bool, start: datetime | None = None
+) -> None:
     """The plan's report beside what is printed; the note goes to stderr under --json (stdout
     is the plan there, and scripts parse it)."""
     from stepwise.cli.report_cmd import write_plan_html
 
-    size = write_plan_html(p, dep, html, "--html", force=force)
+    size = write_plan_html(p, dep, html, "--html", force=force, start=start)
     (err_console if json_out else console).print(
         f"wrote {html} ({size / 1024:.0f} KiB)", markup=False, soft_wrap=True
     )
