@@ -97,10 +97,13 @@ def assert_rendered(check: dict) -> None:
 
 def assert_readable(check: dict) -> None:
     """No two text labels of a chart overlap (bounding boxes as Chromium laid them out), every
-    colour a bar uses is in a legend, and no text is smaller than 11 px."""
+    colour a bar uses is in a legend, no text is smaller than 11 px, and the hover texts are
+    HTML tooltips."""
     assert check["overlaps"] == [], check["overlaps"]
     assert check["unlisted"] == [], check["unlisted"]
     assert check["smallest_px"] >= 11, check["smallest_px"]
+    # hover text became the page's HTML tooltips (every SVG <title> moved to data-tip)
+    assert check["tips"] > 0 and check["titles"] == 0, check
 
 
 def assert_self_contained(doc: str) -> None:

@@ -156,11 +156,13 @@ def availability_svg(sec: Section) -> str:
     parts += axis_svg(f, height)
     for i, s in enumerate(sec.series):
         y = AXIS_H + i * (ROW_H + GAP)
+        parts.append(f'<g data-f="{esc(s.service)}">')
         parts += _label(s, f, y) + _windows(s, f, y)
         if s.total:
             parts += _serving(s, f, y)
         if s.probe:
             parts += _probe(s, f, y)
+        parts.append("</g>")
     if not sec.series:
         parts.append(f'<text x="{f.label_w}" y="{AXIS_H + 16}">no service stops here</text>')
     parts.append("</svg>")

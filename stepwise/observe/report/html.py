@@ -49,6 +49,9 @@ td.nodes{max-width:260px}.why{max-width:420px}details summary{cursor:pointer;mar
 svg text{font-family:system-ui,sans-serif;font-size:11px;fill:#333}
 svg text.on{font-size:11px}svg text.mark{font-size:11px;fill:#4d6b26}
 svg text.level{fill:#678}
+#tip{position:fixed;display:none;max-width:520px;background:#243447;color:#fff;font-size:12px;\
+padding:6px 8px;border-radius:4px;white-space:pre-line;pointer-events:none;z-index:9}
+input.filter{font-size:13px;padding:3px 6px;margin:4px 0;width:300px}
 """
 
 #: after the page rendered: the size of each part and any error, as an attribute tests read
@@ -79,11 +82,28 @@ document.querySelectorAll('.legend i[data-colour]').forEach(function(i){\
 seen[i.getAttribute('data-colour')]=1});
 document.querySelectorAll('rect.bar').forEach(function(r){var c=r.getAttribute('fill');
 if(!seen[c]&&out.indexOf(c)<0)out.push(c)});return out}
-window.addEventListener('load',function(){var c={timeline:size('#timeline svg'),\
+function interact(){var tip=document.createElement('div');tip.id='tip';
+document.body.appendChild(tip);
+document.querySelectorAll('svg title').forEach(function(t){var p=t.parentNode;
+p.setAttribute('data-tip',t.textContent);p.removeChild(t)});
+document.addEventListener('mousemove',function(e){
+var el=e.target.closest?e.target.closest('[data-tip]'):null;
+if(!el){tip.style.display='none';return}
+tip.textContent=el.getAttribute('data-tip');tip.style.display='block';
+tip.style.left=Math.max(4,Math.min(e.clientX+14,window.innerWidth-tip.offsetWidth-8))+'px';
+tip.style.top=(e.clientY+16)+'px'});
+document.querySelectorAll('input.filter').forEach(function(inp){
+inp.addEventListener('input',function(){var q=inp.value.toLowerCase().trim();
+inp.closest('section').querySelectorAll('[data-f]').forEach(function(el){
+var hit=!q||el.getAttribute('data-f').toLowerCase().indexOf(q)>=0;
+el.style.opacity=hit?'':'0.12'})})})}
+window.addEventListener('load',function(){interact();var c={timeline:size('#timeline svg'),\
 availability:size('#availability svg'),
 summary:size('#summary'),bars:document.querySelectorAll('rect.bar').length,\
 errors:errors,blocked:blocked,overlaps:overlaps().slice(0,20),smallest_px:smallest(),
-unlisted:unlisted(),width:window.innerWidth};
+unlisted:unlisted(),width:window.innerWidth,\
+tips:document.querySelectorAll('svg [data-tip]').length,\
+titles:document.querySelectorAll('svg title').length};
 document.documentElement.setAttribute('data-selfcheck',JSON.stringify(c));});})();
 """
 
@@ -159,6 +179,13 @@ def _failures_html(sec: Section) -> str:
     )
 
 
+#: dims what does not match (lanes by node or role, availability rows and windows by service)
+_FILTER = (
+    '<input class="filter" type="search" aria-label="filter" '
+    'placeholder="filter: node, role or service">'
+)
+
+
 def _timeline_html(sec: Section, sid: Callable[[str], str]) -> str:
     lanes = "node" if any(g and lane != g for lane, g in sec.lanes) else "role (batches aggregated)"
     clock = " Times in UTC." if sec.t0 is not None else ""
@@ -166,6 +193,7 @@ def _timeline_html(sec: Section, sid: Callable[[str], str]) -> str:
         f'<h3>Timeline</h3><p class="muted">One lane per {lanes}; hover a bar for its nodes '
         f"and why; dashed lines: stages, dotted lines: dependency levels.{clock}</p>"
         + _legend(sec)
+        + _FILTER
         + f'<div class="chart timeline"{sid("timeline")}>{timeline_svg(sec)}</div>'
     )
 

@@ -135,7 +135,7 @@ def _unit_actuals(
 
 
 def _skipped_items(
-    plan: Plan, dep: Deployment, per_node: bool, rows: Mapping[str, Any], scale: float
+    plan: Plan, dep: Deployment, per_node: bool, rows: Mapping[str, Any]
 ) -> list[BarItem]:
     """Skipped units never started: shown at their planned place."""
     items: list[BarItem] = []

@@ -97,13 +97,14 @@ def _tip(b: Bar, f: Frame, planned: bool) -> str:
     )
 
 
-def _bar(b: Bar, f: Frame, y: float, h: float, planned: bool, texts: Rows) -> list[str]:
+def _bar(b: Bar, f: Frame, y: float, h: float, planned: bool, texts: Rows, tag: str) -> list[str]:
     x1, x2 = f.x(b.start), f.x(b.end)
     w = max(x2 - x1, 1.5)
     crit = f' stroke="{CRITICAL_STROKE}" stroke-width="2"' if b.critical else ""
     cls = "bar crit" if b.critical else "bar"
     out = [
-        f'<g><rect class="{cls}" data-kind="{esc(b.kind)}" x="{x1:.1f}" y="{y:.1f}" '
+        f'<g data-f="{esc(tag)}"><rect class="{cls}" data-kind="{esc(b.kind)}" '
+        f'x="{x1:.1f}" y="{y:.1f}" '
         f'width="{w:.1f}" height="{h}" rx="2" fill="{COLOURS.get(b.kind, "#999")}"{crit}/>'
     ]
     if len(b.segments) > 1:
@@ -139,14 +140,15 @@ def _windows_lane(sec: Section, f: Frame, y: float, row: float) -> list[str]:
     for a, b, items in blocks:
         x1, x2 = f.x(a), f.x(b)
         services = list(dict.fromkeys(s for s, *_ in items))
+        text = ", ".join(services)
         tip = "\n".join(
             f"{s} down {_when(f, wa)} to {_when(f, wb)}: {why}" for s, wa, wb, why in items
         )
         out.append(
-            f'<g><rect class="window" x="{x1:.1f}" y="{y + 3:.1f}" width="{max(x2 - x1, 1.5):.1f}" '
+            f'<g data-f="{esc(text)}"><rect class="window" x="{x1:.1f}" y="{y + 3:.1f}" '
+            f'width="{max(x2 - x1, 1.5):.1f}" '
             f'height="{row - 6}" fill="{WINDOW_FILL}"/>'
         )
-        text = ", ".join(services)
         if x2 - x1 >= text_w(services[0]) + 4:
             out.append(
                 f'<text class="on" x="{x1 + 3:.1f}" y="{y + row / 2 + 4:.1f}">'
@@ -172,25 +174,27 @@ def timeline_svg(sec: Section) -> str:
     parts += axis_svg(f, height, top)
     if sec.windows:
         parts += _windows_lane(sec, f, top + AXIS_H, row)
+    tags = [f"{lane} {g}" for lane, g in sec.lanes]
     for i, name in enumerate(_lane_names(sec)):
         y = lanes_top + i * row
         if i % 2 == 0:
             parts.append(f'<rect x="0" y="{y}" width="{WIDTH}" height="{row}" fill="#f5f7fb"/>')
         parts.append(
-            f'<text class="lane" x="4" y="{y + row / 2 + 4:.1f}">{esc(cut(name, f.label_w - 6))}'
+            f'<text class="lane" x="4" y="{y + row / 2 + 4:.1f}" data-f="{esc(tags[i])}">'
+            f"{esc(cut(name, f.label_w - 6))}"
             f"<title>{esc(sec.lanes[i][0])}</title></text>"
         )
     texts = {lane: Rows(1) for lane in index}
+    tag = {lane: f"{lane} {g}" for lane, g in sec.lanes}
     for b in sec.planned:
         if b.lane in index:
             y, h = lanes_top + index[b.lane] * row + 2, (15 if run else 18)
-            parts += _bar(b, f, y, h, True, texts[b.lane])
+            parts += _bar(b, f, y, h, True, texts[b.lane], tag[b.lane])
     actual_texts = {lane: Rows(1) for lane in index}
     for b in sec.actual:
         if b.lane in index:
-            parts += _bar(
-                b, f, lanes_top + index[b.lane] * row + 19, 15, False, actual_texts[b.lane]
-            )
+            y = lanes_top + index[b.lane] * row + 19
+            parts += _bar(b, f, y, 15, False, actual_texts[b.lane], tag[b.lane])
     parts += _markers(sec, f, height)
     parts.append("</svg>")
     return "".join(parts)
