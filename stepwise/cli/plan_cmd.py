@@ -183,15 +183,7 @@ def plan(
     from stepwise.verify import plan_verified
 
     with reported(), gc_paused():
-        from stepwise.cli.report_cmd import parse_start
-
-        begins = parse_start(start)
-        if begins is not None and html is None:
-            from stepwise.errors import InputError, Problem
-
-            raise InputError(
-                Problem("--start goes with --html (the report's wall-clock times)", field="--start")
-            )
+        begins = _html_start(start, html)
         dep = load_deployment(deployment)
         wf = parse_workflow(workflow)
         fx = facts_for(dep, facts, _existing_store(dep, store), wf)
@@ -215,6 +207,20 @@ def plan(
         from stepwise.cli.render import render_plan
 
         render_plan(p, console, verbose=verbose, expand=expand)
+
+
+def _html_start(start: str | None, html: Path | None) -> datetime | None:
+    """`--start`, which only the report uses: without `--html` it is bad input."""
+    from stepwise.cli.report_cmd import parse_start
+
+    begins = parse_start(start)
+    if begins is not None and html is None:
+        from stepwise.errors import InputError, Problem
+
+        raise InputError(
+            Problem("--start goes with --html (the report's wall-clock times)", field="--start")
+        )
+    return begins
 
 
 def _write_html(

@@ -47,7 +47,7 @@ vertical-align:middle;border-radius:2px}
 code{background:#f3f3f3;padding:1px 4px;border-radius:3px;word-break:break-all;font-size:12px}
 td.nodes{max-width:260px}.why{max-width:420px}details summary{cursor:pointer;margin:8px 0}
 svg text{font-family:system-ui,sans-serif;font-size:11px;fill:#333}
-svg text.on{font-size:11px}svg text.mark{font-size:11px;fill:#4d6b26}
+svg text.on{fill:#111}svg text.light{fill:#fff}svg text.mark{font-size:11px;fill:#4d6b26}
 svg text.level{fill:#678}
 #tip{position:fixed;display:none;max-width:520px;background:#243447;color:#fff;font-size:12px;\
 padding:6px 8px;border-radius:4px;white-space:pre-line;pointer-events:none;z-index:9}

@@ -87,6 +87,15 @@ def _run_clock(plan: Plan, run: Any, units: Sequence[Any]) -> RunClock:
     return RunClock(t0, actual_s, max(actual_s, plan.duration_s, 1.0))
 
 
+def _ends(rows: Mapping[str, Any], starts: Mapping[str, float], t0: float) -> dict[str, float]:
+    """When each unit that is done ended, on the run's clock."""
+    return {
+        u: _epoch(r.ended_at) - t0
+        for u, r in rows.items()
+        if r.state is UnitState.DONE and r.ended_at and u in starts
+    }
+
+
 def _batch_spans(plan: Plan, starts: Mapping[str, float], ends: Mapping[str, float]):
     """batch -> (start, end) as it ran, for the batches whose units all ran."""
     out: dict[str, tuple[float, float]] = {}
@@ -270,12 +279,7 @@ def run_section(
     planned = planned_bars(plan, dep, per_node)
     items, events, starts = _unit_actuals(plan, dep, per_node, rows, clock)
     items += _skipped_items(plan, dep, per_node, rows)
-    ends = {
-        u: _epoch(r.ended_at) - t0
-        for u, r in rows.items()
-        if r.state is UnitState.DONE and r.ended_at and u in starts
-    }
-    spans_of_batches = _batch_spans(plan, starts, ends)
+    spans_of_batches = _batch_spans(plan, starts, _ends(rows, starts, t0))
     actual = _aggregate(items)
     _with_deltas(actual, plan, spans_of_batches)
     events.sort(key=lambda e: (e[0], -e[1]))

@@ -115,12 +115,14 @@ def _bar(b: Bar, f: Frame, y: float, h: float, planned: bool, texts: Rows, tag: 
                     f'<rect class="bar seg" x="{sx1:.1f}" y="{y + 1:.1f}" '
                     f'width="{max(sx2 - sx1, 1.0):.1f}" height="{h - 2}" fill="{COLOURS[k]}"/>'
                 )
-    tw = text_w(b.short)
-    if b.short and h >= 13 and tw + 4 <= w and texts.place(x1, x1 + w, 0.0) is not None:
-        fill = "#fff" if b.kind in _LIGHT_TEXT else "#111"
+    # a batch's name, or only its number ("#7") on a narrow bar
+    short = b.short
+    if short and text_w(short) + 4 > w and "#" in short:
+        short = "#" + short.rsplit("#", 1)[1]
+    if short and h >= 13 and text_w(short) + 4 <= w and texts.place(x1, x1 + w, 0.0) is not None:
+        cls = "on light" if b.kind in _LIGHT_TEXT else "on"
         out.append(
-            f'<text class="on" x="{x1 + 3:.1f}" y="{y + h / 2 + 4:.1f}" fill="{fill}">'
-            f"{esc(b.short)}</text>"
+            f'<text class="{cls}" x="{x1 + 3:.1f}" y="{y + h / 2 + 4:.1f}">{esc(short)}</text>'
         )
     out.append(f"<title>{esc(_tip(b, f, planned))}</title></g>")
     return out
