@@ -305,6 +305,8 @@ def test_the_summary_shows_no_python_reprs(tmp_path: Path):
     from stepwise.verify import verify_plan
 
     assert plain({"a": 1, "b": ["x", "y"]}) == "a 1; b x, y"
+    # the OS upgrade's initial state with nothing in it says nothing
+    assert plain({"initial": {"new_os": [], "down": {}, "pinned": False}}) == ""
     dep = load_deployment(CLASSIC)
     sel = selection_for("update", "Compute")
     plan = verify_plan(make_plan("update", dep, selection=sel), dep)
@@ -359,3 +361,21 @@ def test_report_and_plan_take_a_start(tmp_path: Path):
         app, ["plan", "update", "-d", str(CLASSIC), "--start", "2026-12-01T22:00"]
     )
     assert r.exit_code == 2 and "--html" in r.output
+
+
+def test_the_os_upgrade_batches_carry_the_seed_commands_and_its_summary_no_repr():
+    from stepwise.model import load_deployment
+    from stepwise.observe.report import plan_section
+    from stepwise.plan import make_plan
+    from stepwise.verify import verify_plan
+
+    dep = load_deployment(ROOT / "examples" / "composed.yaml")
+    plan = verify_plan(make_plan("system-upgrade", dep), dep)
+    sec = plan_section(plan, dep)
+    commands = {b["command"] for b in sec.batches}
+    path = str(ROOT / "examples" / "composed.yaml")
+    assert f"stepwise upgrade prepare -d {path}" in commands
+    assert any("--tags system_upgrade_prepare --limit " in c for c in commands)
+    assert any("--tags system_upgrade_transfer_data --limit " in c for c in commands)
+    assert dict(sec.summary)["selection"] == "all"
+    assert all(b["nodes"] for b in sec.batches if b["roles"])

@@ -27,7 +27,7 @@ PROBE_FAILED = "#d33"
 LINES: tuple[tuple[str, str, str], ...] = (
     (SERVING, "solid", "instances serving, above the limit"),
     (AT_LIMIT, "thick", "serving exactly at the limit"),
-    (BELOW, "thick", "below the limit (a breach)"),
+    (BELOW, "thick", "below the limit"),
     (LIMIT, "dashed", "the least the rule allows"),
     (WINDOW_FILL, "block", "planned downtime window"),
 )

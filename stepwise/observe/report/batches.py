@@ -92,14 +92,16 @@ def delta_text(delta_s: float) -> str:
 
 
 def plain(value: Any) -> str:
-    """A parameter's value as text for people: lists joined, mappings as `key value`, never a
-    Python repr."""
+    """A parameter's value as text for people: lists joined, mappings as `key value`, empty
+    and false values left out (an empty string for nothing at all), never a Python repr."""
     if isinstance(value, Mapping):
-        return "; ".join(f"{k} {plain(v)}" for k, v in value.items() if v not in (None, "", []))
+        return "; ".join(f"{k} {t}" for k, v in value.items() if (t := plain(v)))
     if isinstance(value, (list, tuple, set, frozenset)):
-        return ", ".join(plain(v) for v in value)
-    if value is None:
-        return "none"
+        return ", ".join(t for v in value if (t := plain(v)))
+    if value is None or value is False:
+        return ""
+    if value is True:
+        return "yes"
     return str(value)
 
 

@@ -92,7 +92,6 @@ class Section:
     lanes: list[tuple[str, str]]  # (lane, group: its role)
     planned: list[Bar]
     actual: list[Bar]
-    plan_scale: float
     boundaries: list[tuple[float, str, bool]]
     windows: list[tuple[str, float, float, str]]
     series: list[Series]
@@ -367,7 +366,7 @@ def _plan_summary(plan: Plan, dep: Deployment) -> list[tuple[str, str]]:
     return [
         ("workflow", str(plan.workflow)),
         ("deployment", plan.deployment or dep.name),
-        ("selection", "; ".join(f"{k} {plain(v)}" for k, v in params.items()) or "all"),
+        ("selection", plain(params) or "all"),
         ("units", unit_count(plan)),
         ("nodes", str(len(nodes))),
         ("estimate", _fmt_s(plan.duration_s)),
@@ -409,7 +408,6 @@ def plan_section(
         lanes,
         planned,
         [],
-        1.0,
         _boundaries(plan),
         windows,
         series,

@@ -303,7 +303,6 @@ def run_section(
         lanes,
         planned,
         actual,
-        1.0,
         _boundaries(plan, starts),
         windows,
         series,
