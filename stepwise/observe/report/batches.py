@@ -10,17 +10,12 @@ from dataclasses import replace
 from typing import Any
 
 from stepwise.model.deployment import Deployment
-from stepwise.model.vocab import KIND_ORDER, STEP_KINDS, Scope, Stage, Step, StepKind, Workflow
+from stepwise.model.vocab import KIND_ORDER, STEP_KINDS, Scope, Stage, Step, StepKind
 from stepwise.plan.commands import Command
 from stepwise.plan.progress import command_for
+from stepwise.plan.table import entry
 from stepwise.plan.units import Plan, Unit
 
-#: the command that runs one batch of a workflow (the OS upgrade's are the seed's, per unit)
-_WORKFLOW_COMMAND: Mapping[Workflow, Command] = {
-    Workflow.UPDATE: Command.UPDATE_RUN,
-    Workflow.UPGRADE: Command.UPGRADE_RUN,
-    Workflow.UNDERCLOUD_UPGRADE: Command.MANAGEMENT_UPGRADE_RUN,
-}
 #: the upgrade's stages that are whole commands of their own (no --limit)
 _STAGE_COMMAND: Mapping[Stage, Command] = {
     Stage.PREPARE: Command.UPGRADE_PREPARE,
@@ -68,19 +63,14 @@ def batch_command(plan: Plan, units: list[Unit], nodes: list[str], dep_path: str
     it, `plan.progress.command_for`)."""
     path = shlex.quote(dep_path)
     first = units[0]
-    if plan.workflow is Workflow.SYSTEM_UPGRADE:
+    traits = entry(plan.workflow)
+    if traits.replaces_os:
         return command_for(replace(first, nodes=tuple(nodes)), path)
-    cmd = _STAGE_COMMAND.get(first.stage) if plan.workflow is Workflow.UPGRADE else None
+    cmd = _STAGE_COMMAND.get(first.stage) if first.stage in traits.stages else None
     if cmd is None:
-        cmd = _WORKFLOW_COMMAND.get(plan.workflow, Command.UPDATE_RUN)
+        cmd = next((c for c in traits.commands if c in _LIMITED), traits.commands[0])
     limit = f" --limit {shlex.quote(','.join(nodes))}" if nodes and cmd in _LIMITED else ""
     return f"stepwise {cmd} -d {path}{limit}"
-
-
-def fmt_minutes(s: float) -> str:
-    """A duration in minutes, the one unit of deltas (`+3 min`, `-1 min`, `0 min`)."""
-    m = round(s / 60.0)
-    return f"{'+' if m > 0 else ''}{m} min"
 
 
 def delta_text(delta_s: float) -> str:
