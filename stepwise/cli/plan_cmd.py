@@ -18,6 +18,8 @@ from stepwise.cli.common import console, err_console, gc_paused, print_json, rep
 from stepwise.cli.safety import esc
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from stepwise.model import Deployment
     from stepwise.run.store.store import Store
 
@@ -139,6 +141,13 @@ PLAN_EXPAND = typer.Option(
     "--expand",
     help="Show every batch (a level with many batches is otherwise folded into one line per role).",
 )
+PLAN_START = typer.Option(
+    None,
+    "--start",
+    metavar="TIME",
+    help="With --html: when the plan starts (ISO 8601, UTC unless it names an offset, e.g. "
+    "2026-12-01T22:00): the report shows wall-clock times.",
+)
 PLAN_VERBOSE = typer.Option(False, "--verbose", "-v", help="Show every batch and unit.")
 PLAN_FORCE = typer.Option(
     False,
@@ -166,6 +175,7 @@ def plan(
     verbose: bool = PLAN_VERBOSE,
     force: bool = PLAN_FORCE,
     of_run: int | None = PLAN_RUN,
+    start: str | None = PLAN_START,
 ) -> None:
     """Show what a workflow will do, in what order, how long it takes and where the downtime is.
 
@@ -173,12 +183,11 @@ def plan(
     a quorum, RPC pinning or the schema-migration order is refused (exit 3) with the reason.
     """
     from stepwise.cli.options import facts_for, parse_extra_vars
-    from stepwise.errors import UnsafePlanError
     from stepwise.model import load_deployment
     from stepwise.plan import parse_workflow, selection_for
-    from stepwise.verify import plan_verified
 
     with reported(), gc_paused():
+        begins = _html_start(start, html)
         dep = load_deployment(deployment)
         wf = parse_workflow(workflow)
         sel = selection_for(
@@ -193,15 +202,9 @@ def plan(
         fx = facts_for(dep, facts, _existing_store(dep, store), wf, of_run)
         ev = parse_extra_vars(extra_vars)
 
-        try:
-            p = plan_verified(wf, dep, fx, sel, variables=ev, runnable=False, preview=True)
-        except UnsafePlanError:
-            # a step cannot be proven safe on assumptions alone: the refusal a run would get,
-            # with the command of the earliest step still to run (when the preview assumed
-            # nothing, the same plan and the same refusal)
-            p = plan_verified(wf, dep, fx, sel, variables=ev, runnable=False)
+        p = _previewed(wf, dep, fx, sel, ev)
         if html is not None:
-            _write_html(p, dep, html, json_out, force)
+            _write_html(p, dep, html, json_out, force, begins)
         if json_out:
             write_stdout(p.write_json)
             return
@@ -209,6 +212,21 @@ def plan(
 
         render_plan(p, console, verbose=verbose, expand=expand)
         _say_accept_downtime(p, dep)
+
+
+def _previewed(wf, dep: Deployment, fx, sel, ev):
+    """The verified plan shown: a preview assuming the earlier seed steps done where that is
+    safe, else the plan a run would get (and its refusal)."""
+    from stepwise.errors import UnsafePlanError
+    from stepwise.verify import plan_verified
+
+    try:
+        return plan_verified(wf, dep, fx, sel, variables=ev, runnable=False, preview=True)
+    except UnsafePlanError:
+        # a step cannot be proven safe on assumptions alone: the refusal a run would get,
+        # with the command of the earliest step still to run (when the preview assumed
+        # nothing, the same plan and the same refusal)
+        return plan_verified(wf, dep, fx, sel, variables=ev, runnable=False)
 
 
 def _say_accept_downtime(p, dep: Deployment) -> None:
@@ -226,12 +244,28 @@ def _say_accept_downtime(p, dep: Deployment) -> None:
         )
 
 
-def _write_html(p, dep: Deployment, html: Path, json_out: bool, force: bool) -> None:
+def _html_start(start: str | None, html: Path | None) -> datetime | None:
+    """`--start`, which only the report uses: without `--html` it is bad input."""
+    from stepwise.cli.report_cmd import parse_start
+
+    begins = parse_start(start)
+    if begins is not None and html is None:
+        from stepwise.errors import InputError, Problem
+
+        raise InputError(
+            Problem("--start goes with --html (the report's wall-clock times)", field="--start")
+        )
+    return begins
+
+
+def _write_html(
+    p, dep: Deployment, html: Path, json_out: bool, force: bool, start: datetime | None = None
+) -> None:
     """The plan's report beside what is printed; the note goes to stderr under --json (stdout
     is the plan there, and scripts parse it)."""
     from stepwise.cli.report_cmd import write_plan_html
 
-    size = write_plan_html(p, dep, html, "--html", force=force)
+    size = write_plan_html(p, dep, html, "--html", force=force, start=start)
     (err_console if json_out else console).print(
         f"wrote {html} ({size / 1024:.0f} KiB)", markup=False, soft_wrap=True
     )

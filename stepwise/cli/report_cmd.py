@@ -13,15 +13,23 @@ from stepwise.cli.common import console, print_json, reported
 from stepwise.cli.options import DEP, EXTRA, FACTS, LIMIT, STORE
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from stepwise.model import Deployment
     from stepwise.plan.units import Plan
     from stepwise.run.store.store import Store
 
 
 def write_plan_html(
-    plan: Plan, dep: Deployment, out: Path, option: str = "--output", force: bool = False
+    plan: Plan,
+    dep: Deployment,
+    out: Path,
+    option: str = "--output",
+    force: bool = False,
+    start: datetime | None = None,
 ) -> int:
-    """`stepwise plan --html` and `report --plan`: the report of a plan that has not run."""
+    """`stepwise plan --html` and `report --plan`: the report of a plan that has not run (with
+    wall-clock times from `start`, if given)."""
     from stepwise.observe.report import plan_section, write_report
 
     return _write(
@@ -29,7 +37,7 @@ def write_plan_html(
         lambda: write_report(
             out,
             f"stepwise plan: {plan.workflow} of {dep.name}",
-            [plan_section(plan, dep)],
+            [plan_section(plan, dep, start=start)],
             field=option,
             force=force,
         ),
@@ -77,6 +85,35 @@ REPORT_FORCE = typer.Option(
     help="Replace an existing file stepwise did not write (a report it wrote is replaced anyway).",
 )
 REPORT_JSON_OUT = typer.Option(False, "--json", help="Print what was written as JSON.")
+START = typer.Option(
+    None,
+    "--start",
+    metavar="TIME",
+    help="With a plan: when it starts (ISO 8601, e.g. 2026-12-01T22:00; UTC unless it names "
+    "an offset), to show wall-clock times.",
+)
+
+
+def parse_start(value: str | None, option: str = "--start") -> datetime | None:
+    """The plan's start as an aware datetime (a time without offset is UTC); bad input is an
+    InputError naming the option and the form expected."""
+    from datetime import UTC, datetime
+
+    from stepwise.errors import InputError, Problem
+
+    if value is None:
+        return None
+    try:
+        t = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise InputError(
+            Problem(
+                f"'{value}' is not a date and time",
+                field=option,
+                hint="give it as YYYY-MM-DDTHH:MM (UTC), e.g. 2026-12-01T22:00",
+            )
+        ) from None
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
 @app.command()
@@ -93,6 +130,7 @@ def report(
     output: Path = REPORT_OUTPUT,
     force: bool = REPORT_FORCE,
     json_out: bool = REPORT_JSON_OUT,
+    start: str | None = START,
 ) -> None:
     """Write one self-contained HTML report (timeline, availability, summary) of runs or a plan.
 
@@ -102,7 +140,12 @@ def report(
     from stepwise.run.store.store import existing_store
 
     with reported():
+        begins = parse_start(start)
         dep = load_deployment(deployment)
+        if plan is None and begins is not None:
+            raise InputError(
+                Problem("--start is for a plan (a run has its own times)", field="--start")
+            )
         if plan is not None:
             if run:
                 raise InputError(Problem("give --run or --plan, not both", field="--plan"))
@@ -115,7 +158,7 @@ def report(
             sel = selection_for(wf, limit, stage=stage, plane=plane)
             ev = parse_extra_vars(extra_vars)
             p = plan_verified(wf, dep, fx, sel, variables=ev, runnable=False)
-            size = write_plan_html(p, dep, output, force=force)
+            size = write_plan_html(p, dep, output, force=force, start=begins)
         else:
             st, ids = _runs_to_report(dep, store, run)
             size = write_runs_html(st, dep, ids, output, force=force)

@@ -23,7 +23,6 @@ ARGS = [
     "--no-first-run",
     "--disable-extensions",
     "--disable-background-networking",
-    "--window-size=1400,900",
     "--virtual-time-budget=3000",
     "--run-all-compositor-stages-before-draw",
 ]
@@ -38,10 +37,20 @@ def chromium() -> str:
     return exe
 
 
-def open_report(path: Path, screenshot: Path | None = None, tmp: Path | None = None) -> dict:
-    """The report's self-check as Chromium rendered it (and a screenshot, when asked)."""
+def open_report(
+    path: Path,
+    screenshot: Path | None = None,
+    tmp: Path | None = None,
+    width: int = 1400,
+    height: int = 900,
+) -> dict:
+    """The report's self-check as Chromium rendered it in a window `width` px wide (and a
+    screenshot, when asked)."""
     exe = chromium()
-    profile = ["--user-data-dir=" + str((tmp or path.parent) / "chromium-profile")]
+    profile = [
+        "--user-data-dir=" + str((tmp or path.parent) / "chromium-profile"),
+        f"--window-size={width},{height}",
+    ]
     # --enable-logging: the page's console (errors, CSP refusals) goes to stderr as CONSOLE lines
     out = subprocess.run(
         [
@@ -84,6 +93,17 @@ def assert_rendered(check: dict) -> None:
     assert check["bars"] > 0, check
     assert check["errors"] == 0 and check["blocked"] == 0, check
     assert check["console"] == [], check["console"]
+
+
+def assert_readable(check: dict) -> None:
+    """No two text labels of a chart overlap (bounding boxes as Chromium laid them out), every
+    colour a bar uses is in a legend, no text is smaller than 11 px, and the hover texts are
+    HTML tooltips."""
+    assert check["overlaps"] == [], check["overlaps"]
+    assert check["unlisted"] == [], check["unlisted"]
+    assert check["smallest_px"] >= 11, check["smallest_px"]
+    # hover text became the page's HTML tooltips (every SVG <title> moved to data-tip)
+    assert check["tips"] > 0 and check["titles"] == 0, check
 
 
 def assert_self_contained(doc: str) -> None:

@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.observe.browser import assert_rendered, assert_self_contained, open_report
+from tests.observe.browser import (
+    assert_readable,
+    assert_rendered,
+    assert_self_contained,
+    open_report,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,9 +42,14 @@ def test_report_of_the_1000_node_plan_is_small_and_renders(reference, tmp_path: 
     assert_self_contained(doc)
     # aggregated: one lane per role, not per node; the why of every batch is in the table
     assert doc.count('class="lane"') < 200
-    assert "Batches and why" in doc
+    assert "Batches: nodes, the command that runs one alone" in doc
     check = open_report(out, tmp_path / "plan.png", tmp_path)
     assert_rendered(check)
+    assert_readable(check)
+    # a 900 px window: the charts keep their size and scroll; text stays at 11 px
+    narrow = open_report(out, None, tmp_path, width=900)
+    assert narrow["width"] <= 900 and narrow["smallest_px"] >= 11, narrow
+    assert_readable(narrow)
 
 
 def _stored_run(tmp_path: Path):
@@ -125,9 +135,11 @@ def test_report_of_a_stored_run_renders_with_probe_and_failures(tmp_path: Path):
     # the update announces no window: every failed API request is outside one
     assert f"{5 * len(samples)} requests" in doc
     assert "6 failed, 6 failed API requests outside the announced windows" in doc
-    assert 'class="bar failed"' in doc and 'class="bar resumed"' in doc
+    assert 'data-kind="failed"' in doc and 'data-kind="resumed"' in doc
     check = open_report(out, tmp_path / "run.png", tmp_path)
     assert_rendered(check)
+    assert_readable(check)
+    assert_readable(open_report(out, None, tmp_path, width=900))
 
 
 def test_report_command_and_plan_html(tmp_path: Path):
@@ -172,7 +184,7 @@ def test_report_of_a_real_run_through_the_cli(tmp_path: Path):
     doc = out.read_text()
     assert (
         f"run {rid}: update (done)" in doc
-        and 'class="bar done"' in doc
+        and 'data-kind="done"' in doc
         and "To continue" not in doc
     )
     r = CliRunner().invoke(app, ["report", "-d", str(dep), "--run", str(rid + 1), "-o", str(out)])
@@ -188,3 +200,183 @@ def test_the_demo_writes_the_report_of_its_runs(tmp_path: Path):
     _write_report(st, dep, tmp_path / "demo.html", report, json_out=True)
     assert report["report"] == str((tmp_path / "demo.html").resolve())
     assert f"run {rid}: update (failed)" in (tmp_path / "demo.html").read_text()
+
+
+# ------------------------------------------------------------------ read at a glance (issue 22)
+CLASSIC = ROOT / "examples" / "classic.yaml"
+
+
+@pytest.fixture(scope="module")
+def classic_upgrade():
+    from stepwise.model import load_deployment
+    from stepwise.plan import make_plan
+    from stepwise.verify import verify_plan
+
+    dep = load_deployment(CLASSIC)
+    return dep, verify_plan(make_plan("upgrade", dep), dep)
+
+
+def test_every_step_has_a_kind_of_work_and_bars_are_coloured_by_it(classic_upgrade):
+    from stepwise.model.step_kinds import STEP_KINDS, StepKind
+    from stepwise.model.vocab import Step
+    from stepwise.observe.report import plan_section
+    from stepwise.observe.report.batches import unit_kind
+    from stepwise.observe.report.svg import COLOURS
+
+    assert set(STEP_KINDS) == set(Step)
+    dep, plan = classic_upgrade
+    by_step = {u.step: unit_kind(u) for u in plan.units if u.batch}
+    assert by_step[Step.STOP] is StepKind.DISRUPTIVE and by_step[Step.LEAVE] is StepKind.DISRUPTIVE
+    assert by_step[Step.PACKAGES] is StepKind.SOFTWARE and by_step[Step.VERIFY] is StepKind.CHECKS
+    sec = plan_section(plan, dep)
+    kinds = {b.kind for b in sec.planned} | {k for b in sec.planned for *_, k in b.segments}
+    assert kinds == set(StepKind)  # the four kinds, four colours
+    assert len({COLOURS[k] for k in kinds}) == 4
+    # a batch of a node visit shows its steps' kinds in time order
+    batch = next(b for b in sec.planned if b.short.startswith("Controller#"))
+    assert [k for *_, k in batch.segments][:2] == [StepKind.DISRUPTIVE, StepKind.SOFTWARE]
+    assert batch.nodes and batch.nodes[0].startswith("controller-")
+
+
+def test_the_critical_path_is_the_longest_chain_by_estimated_time():
+    from stepwise.model.vocab import Step
+    from stepwise.observe.report.batches import critical_path
+    from stepwise.plan.schedule import asap
+    from stepwise.plan.units import Plan, Unit
+
+    units = [
+        Unit("a", Step.STOP, ("n1",), (), duration_s=10),
+        Unit("b", Step.STOP, ("n2",), (), duration_s=50),
+        Unit("c", Step.PACKAGES, ("n1",), (), after=("a", "b"), duration_s=5),
+        Unit("d", Step.VERIFY, ("n3",), (), duration_s=40),
+    ]
+    timed, makespan = asap(units)
+    plan = Plan("update", "x", timed, duration_s=makespan)
+    assert critical_path(plan) == {"b", "c"}
+
+
+def test_a_plan_report_with_a_start_shows_wall_clock_times_and_reads_at_a_glance(
+    classic_upgrade, tmp_path: Path
+):
+    from datetime import UTC, datetime
+
+    from stepwise.observe.report import plan_section, write_report
+
+    dep, plan = classic_upgrade
+    out = tmp_path / "plan.html"
+    start = datetime(2026, 12, 1, 22, 0, tzinfo=UTC)
+    write_report(out, "classic upgrade", [plan_section(plan, dep, start=start)])
+    doc = out.read_text()
+    assert "2026-12-01 22:00 UTC" in doc and ">22:00</text>" in doc
+    end = datetime.fromtimestamp(start.timestamp() + plan.duration_s, UTC)
+    assert f"end {end:%H:%M} UTC" in doc
+    # the critical path, the legend of kinds, the at-limit spans, the y-axis
+    assert 'class="bar crit"' in doc and "critical path (outlined)" in doc
+    assert "disruptive: leave, stop, reboot" in doc and "checks: validate, verify" in doc
+    assert 'class="at-limit"' in doc and 'class="tick y"' in doc
+    assert "serving exactly at the limit" in doc and "the least the rule allows" in doc
+    # the batch table: node names and the command that runs that batch alone
+    assert f"stepwise upgrade run -d {CLASSIC} --limit controller-0</code>" in doc
+    assert f"stepwise upgrade prepare -d {CLASSIC}</code>" in doc
+    # labelled markers: stages and dependency levels
+    assert 'class="mark part"' in doc and 'class="mark level"' in doc
+    check = open_report(out, tmp_path / "p.png", tmp_path)
+    assert_rendered(check)
+    assert_readable(check)
+    assert_readable(open_report(out, None, tmp_path, width=900))
+
+
+def test_the_axis_is_in_one_unit_and_says_its_end():
+    from stepwise.observe.report.svg import Frame, axis_svg
+
+    svg = "".join(axis_svg(Frame(5585.0, 150.0), 100))
+    labels = [t.split(">")[1] for t in svg.split("<text")[1:]]
+    labels = [x.removesuffix("</text") for x in labels]
+    assert labels[0] == "end 93.1 min"
+    assert all(x.endswith(" min") for x in labels), labels
+    svg = "".join(axis_svg(Frame(40.0, 150.0), 100))
+    assert "end 40 s" in svg and " min<" not in svg
+
+
+def test_the_summary_shows_no_python_reprs(tmp_path: Path):
+    from stepwise.model import load_deployment
+    from stepwise.observe.report import plan_section
+    from stepwise.observe.report.batches import plain
+    from stepwise.plan import make_plan, selection_for
+    from stepwise.verify import verify_plan
+
+    assert plain({"a": 1, "b": ["x", "y"]}) == "a 1; b x, y"
+    # the OS upgrade's initial state with nothing in it says nothing
+    assert plain({"initial": {"new_os": [], "down": {}, "pinned": False}}) == ""
+    dep = load_deployment(CLASSIC)
+    sel = selection_for("update", "Compute")
+    plan = verify_plan(make_plan("update", dep, selection=sel), dep)
+    for _, v in plan_section(plan, dep).summary:
+        assert not any(c in v for c in "{}[]'"), v
+
+
+def test_a_run_is_drawn_on_the_plan_clock_with_the_delta_of_each_batch(tmp_path: Path):
+    from stepwise.observe.report import run_section_from_store
+
+    dep, plan, st, rid = _stored_run(tmp_path)
+    sec = run_section_from_store(st, rid, dep)
+    # not rescaled: the planned bars keep the plan's estimated times, on the run's clock
+    assert sec.axis_s >= plan.duration_s
+    assert max(b.end for b in sec.planned) == pytest.approx(
+        max(u.end_s for u in plan.units if str(u.step) != "gate")
+    )
+    # the test run took seconds where the plan says minutes: its batches ended early
+    rows = [b for b in sec.batches if b["delta"]]
+    assert all(r["delta"] == "on time" or r["delta"].endswith("min early") for r in rows)
+    assert any(r["delta"].endswith("min early") for r in rows)
+    assert any(b.short.endswith("min early") for b in sec.actual)
+    assert sec.t0 is not None and "ended" in sec.batches[0]
+
+
+def test_report_and_plan_take_a_start(tmp_path: Path):
+    from typer.testing import CliRunner
+
+    from stepwise.cli.main import _register, app
+
+    _register()
+    out = tmp_path / "p.html"
+    r = CliRunner().invoke(
+        app,
+        ["plan", "upgrade", "-d", str(CLASSIC), "--html", str(out), "--start", "2026-12-01T22:00"],
+    )
+    assert r.exit_code == 0, r.output
+    assert "2026-12-01 22:00 UTC" in out.read_text()
+    r = CliRunner().invoke(
+        app,
+        ["report", "-d", str(CLASSIC), "--plan", "update", "-o", str(out)]
+        + ["--start", "2026-12-01T23:30+01:00"],
+    )
+    assert r.exit_code == 0, r.output
+    assert "2026-12-01 22:30 UTC" in out.read_text()
+    r = CliRunner().invoke(
+        app,
+        ["report", "-d", str(CLASSIC), "--plan", "update", "-o", str(out), "--start", "soon"],
+    )
+    assert r.exit_code == 2 and "--start" in r.output and "YYYY-MM-DDTHH:MM" in r.output
+    r = CliRunner().invoke(
+        app, ["plan", "update", "-d", str(CLASSIC), "--start", "2026-12-01T22:00"]
+    )
+    assert r.exit_code == 2 and "--html" in r.output
+
+
+def test_the_os_upgrade_batches_carry_the_seed_commands_and_its_summary_no_repr():
+    from stepwise.model import load_deployment
+    from stepwise.observe.report import plan_section
+    from stepwise.plan import make_plan
+    from stepwise.verify import verify_plan
+
+    dep = load_deployment(ROOT / "examples" / "composed.yaml")
+    plan = verify_plan(make_plan("system-upgrade", dep), dep)
+    sec = plan_section(plan, dep)
+    commands = {b["command"] for b in sec.batches}
+    path = str(ROOT / "examples" / "composed.yaml")
+    assert f"stepwise upgrade prepare -d {path}" in commands
+    assert any("--tags system_upgrade_prepare --limit " in c for c in commands)
+    assert any("--tags system_upgrade_transfer_data --limit " in c for c in commands)
+    assert dict(sec.summary)["selection"] == "all"
+    assert all(b["nodes"] for b in sec.batches if b["roles"])

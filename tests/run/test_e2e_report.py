@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.observe.browser import assert_rendered, assert_self_contained, chromium, open_report
+from tests.observe.browser import (
+    assert_readable,
+    assert_rendered,
+    assert_self_contained,
+    chromium,
+    open_report,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CLASSIC = ROOT / "examples" / "classic.yaml"
@@ -67,4 +73,6 @@ def test_report_of_a_lab_run(tmp_path: Path):
         if os.environ.get("STEPWISE_REPORT_SHOT")
         else tmp_path / "run.png"
     )
-    assert_rendered(open_report(html_path, shot, tmp_path))
+    check = open_report(html_path, shot, tmp_path, height=1400)
+    assert_rendered(check)
+    assert_readable(check)

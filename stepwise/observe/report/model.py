@@ -10,14 +10,25 @@ built in `run_view` from these same pieces."""
 from __future__ import annotations
 
 import calendar
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from stepwise.model.catalog import allowance, effective_rule
 from stepwise.model.deployment import Deployment
+from stepwise.model.step_kinds import KIND_ORDER, StepKind
 from stepwise.model.vocab import Scope, Step, UnitState
+from stepwise.observe.report.batches import (
+    batch_command,
+    batch_groups,
+    batch_nodes,
+    batch_roles,
+    critical_path,
+    delta_text,
+    plain,
+    unit_kind,
+)
 from stepwise.plan.sections import parts, unit_count
 from stepwise.plan.units import Plan, Unit
 
@@ -39,15 +50,23 @@ SEVERITY: dict[str, int] = {
 
 @dataclass
 class Bar:
+    """A batch (or a unit outside batches) on one lane: planned, coloured by the kind of its
+    work (`segments`: each step's span and kind), or as it ran, coloured by its state."""
+
     lane: str
     start: float
     end: float
-    kind: (
-        str  # planned | done | late | resumed | skipped | pending | running | interrupted | failed
-    )
+    kind: str  # planned: a StepKind; actual: a state (done | late | resumed | ... | failed)
     label: str
     detail: str = ""
     units: int = 1
+    segments: list[tuple[float, float, str]] = field(default_factory=list)
+    nodes: tuple[str, ...] = ()
+    critical: bool = False
+    #: the text drawn on the bar when it is wide enough (its batch, or its step)
+    short: str = ""
+    #: the batch (or unit, or stage:step) the bar stands for
+    key: str = ""
 
 
 @dataclass
@@ -74,7 +93,6 @@ class Section:
     lanes: list[tuple[str, str]]  # (lane, group: its role)
     planned: list[Bar]
     actual: list[Bar]
-    plan_scale: float
     boundaries: list[tuple[float, str, bool]]
     windows: list[tuple[str, float, float, str]]
     series: list[Series]
@@ -83,6 +101,12 @@ class Section:
     batches: list[dict[str, str]] = field(default_factory=list)
     probe_targets: list[dict[str, Any]] = field(default_factory=list)
     continue_command: str = ""
+    #: the wall-clock time (epoch, UTC) of the axis' 0, when known (a run, or `--start`)
+    t0: float | None = None
+
+    @property
+    def is_run(self) -> bool:
+        return self.kind != "plan"
 
 
 @dataclass
@@ -141,26 +165,75 @@ def _group_key(u: Unit, per_node: bool) -> str:
     return u.id if per_node else f"{u.stage}:{u.step}"
 
 
-def _aggregate(items: Iterable[tuple[str, str, float, float, str, Unit]]) -> list[Bar]:
-    """(lane, key, start, end, kind, unit) -> one bar per (lane, key): its span, its worst kind."""
-    acc: dict[tuple[str, str], list[Any]] = {}
+def _rank(kind: str) -> int:
+    """How much a kind must be noticed: a state's severity, or a kind of work's place."""
+    if kind in SEVERITY:
+        return SEVERITY[kind]
+    return len(KIND_ORDER) - KIND_ORDER.index(StepKind(kind))
+
+
+def _segments(spans: list[tuple[float, float, str]]) -> list[tuple[float, float, str]]:
+    """Each step's span and kind in time order, runs of one kind merged."""
+    out: list[tuple[float, float, str]] = []
+    for a, b, k in sorted(spans):
+        if out and out[-1][2] == k and a <= out[-1][1] + 1e-9:
+            out[-1] = (out[-1][0], max(out[-1][1], b), k)
+        else:
+            out.append((a, b, k))
+    return out
+
+
+def _aggregate(
+    items: Iterable[tuple[str, str, float, float, str, Unit]], critical: Set[str] = frozenset()
+) -> list[Bar]:
+    """(lane, key, start, end, kind, unit) -> one bar per (lane, key): its span, its worst kind,
+    its steps' segments, its nodes; on the critical path when one of its units is."""
+    acc: dict[tuple[str, str], dict[str, Any]] = {}
     for lane, key, a, b, kind, u in items:
-        cur = acc.get((lane, key))
-        if cur is None:
-            acc[(lane, key)] = [a, b, kind, {str(u.step): None}, 1, u.why]
-            continue
-        cur[0], cur[1] = min(cur[0], a), max(cur[1], b)
-        if SEVERITY.get(kind, 0) > SEVERITY.get(cur[2], 0):
-            cur[2] = kind
-        cur[3][str(u.step)] = None
-        cur[4] += 1
+        cur = acc.setdefault(
+            (lane, key),
+            {
+                "a": a,
+                "b": b,
+                "kind": kind,
+                "steps": {},
+                "n": 0,
+                "why": u.why,
+                "spans": [],
+                "batch": u.batch,
+            },
+        )
+        cur["a"], cur["b"] = min(cur["a"], a), max(cur["b"], b)
+        if _rank(kind) > _rank(cur["kind"]):
+            cur["kind"] = kind
+        cur["steps"][str(u.step)] = None
+        cur["n"] += 1
+        cur["spans"].append((a, b, kind))
+        cur.setdefault("nodes", {}).update(dict.fromkeys(u.nodes))
+        cur["critical"] = cur.get("critical", False) or u.id in critical
     out = []
-    for (lane, key), (a, b, kind, steps, n, why) in acc.items():
+    for (lane, key), c in acc.items():
+        steps, n = list(c["steps"]), c["n"]
         label = (
-            f"{key}: {', '.join(list(steps)[:6])}{' ...' if len(steps) > 6 else ''} "
+            f"{key}: {', '.join(steps[:6])}{' ...' if len(steps) > 6 else ''} "
             f"({n} unit{'s' * (n > 1)})"
         )
-        out.append(Bar(lane, a, b, kind, label, why, n))
+        out.append(
+            Bar(
+                lane,
+                c["a"],
+                c["b"],
+                c["kind"],
+                label,
+                c["why"],
+                n,
+                _segments(c["spans"]) if c["kind"] not in SEVERITY else [],
+                tuple(c["nodes"]),
+                c["critical"],
+                c["batch"] or ", ".join(steps[:2]),
+                key,
+            )
+        )
     return out
 
 
@@ -245,49 +318,47 @@ def _boundaries(plan: Plan, at: Mapping[str, float] | None = None) -> list[tuple
     for u in plan.units:
         t = at.get(u.id) if at is not None else u.start_s
         if u.step is Step.GATE and t is not None:
-            out.append((t, u.id, False))
+            out.append((t, u.why or u.id, False))
     return sorted(out)
 
 
-def _batches(plan: Plan, dep: Deployment) -> list[dict[str, str]]:
-    """One row per batch (or per unit outside batches, deployment-wide ones included)."""
-    rows: dict[str, dict[str, Any]] = {}
-    for u in plan.units:
-        if u.step is Step.GATE:
-            continue
-        key = u.batch or u.id
-        r = rows.setdefault(
-            key,
-            {
-                "batch": key,
-                "roles": {},
-                "nodes": {},
-                "steps": {},
-                "why": {},
-                "start": u.start_s,
-                "end": u.end_s,
-            },
-        )
-        for n in u.nodes:
-            r["nodes"][n] = None
-            if n in dep.node_by_name:
-                r["roles"][dep.role_of(n).name] = None
-        r["steps"][str(u.step)] = None
-        if u.why:
-            r["why"][u.why] = None
-        r["start"], r["end"] = min(r["start"], u.start_s), max(r["end"], u.end_s)
-    return [
-        {
-            "batch": r["batch"],
-            "roles": ", ".join(r["roles"]),
-            "nodes": str(len(r["nodes"])),
-            "steps": ", ".join(r["steps"]),
-            "start": _fmt_s(r["start"]),
-            "end": _fmt_s(r["end"]),
-            "why": " / ".join(list(r["why"])[:3]),
+def when(t: float, t0: float | None) -> str:
+    """A time of the axis: from the start (`1h05m`), and its wall-clock time (UTC) when the
+    start is known."""
+    if t0 is None:
+        return _fmt_s(t)
+    return f"{_fmt_s(t)} ({datetime.fromtimestamp(t0 + t, UTC).strftime('%H:%M')})"
+
+
+def _batches(
+    plan: Plan,
+    dep: Deployment,
+    t0: float | None = None,
+    actual: Mapping[str, tuple[float, float]] | None = None,
+) -> list[dict[str, str]]:
+    """One row per batch (or per unit outside batches, deployment-wide ones included): its
+    nodes, steps, planned span, the command that runs it alone and, for a run, when it ended
+    and how late or early (`actual`: batch -> (start, end) on the run's clock)."""
+    rows = []
+    for key, units in batch_groups(plan).items():
+        nodes = batch_nodes(units)
+        start, end = min(u.start_s for u in units), max(u.end_s for u in units)
+        row = {
+            "batch": key,
+            "roles": ", ".join(batch_roles(units, dep)),
+            "nodes": ", ".join(nodes),
+            "steps": ", ".join(dict.fromkeys(str(u.step) for u in units)),
+            "start": when(start, t0),
+            "end": when(end, t0),
         }
-        for r in rows.values()
-    ]
+        if actual is not None:
+            ran = actual.get(key)
+            row["ended"] = when(ran[1], t0) if ran else "not run"
+            row["delta"] = delta_text(ran[1] - end) if ran else ""
+        row["command"] = batch_command(plan, units, nodes, dep.path)
+        row["why"] = " / ".join(list(dict.fromkeys(u.why for u in units if u.why))[:3])
+        rows.append(row)
+    return rows
 
 
 def _plan_summary(plan: Plan, dep: Deployment) -> list[tuple[str, str]]:
@@ -296,7 +367,7 @@ def _plan_summary(plan: Plan, dep: Deployment) -> list[tuple[str, str]]:
     return [
         ("workflow", str(plan.workflow)),
         ("deployment", plan.deployment or dep.name),
-        ("selection", ", ".join(f"{k}={v}" for k, v in params.items()) or "all"),
+        ("selection", plain(params) or "all"),
         ("units", unit_count(plan)),
         ("nodes", str(len(nodes))),
         ("estimate", _fmt_s(plan.duration_s)),
@@ -314,21 +385,23 @@ def _plan_summary(plan: Plan, dep: Deployment) -> list[tuple[str, str]]:
     ]
 
 
-def plan_section(plan: Plan, dep: Deployment, title: str | None = None) -> Section:
-    """The view of a plan that has not run: planned bars, planned availability, the why of
-    batches."""
+def plan_section(
+    plan: Plan, dep: Deployment, title: str | None = None, start: datetime | None = None
+) -> Section:
+    """The view of a plan that has not run: planned bars coloured by kind of work, the critical
+    path, planned availability, the why of batches; wall-clock times from `start` if given."""
     per_node, lanes = _lanes_of(plan, dep)
     axis = max(plan.duration_s, max((u.end_s for u in plan.units), default=0.0), 1.0)
-    planned = _aggregate(
-        (lane, _group_key(u, per_node), u.start_s, u.end_s, "planned", u)
-        for u in plan.units
-        if u.step is not Step.GATE
-        for lane in _unit_lanes(u, dep, per_node)
-    )
+    planned = planned_bars(plan, dep, per_node)
     windows = [(w.service, w.start_s, min(w.end_s, axis), w.why) for w in plan.windows]
     series = _availability(dep, _plan_events(plan), axis, _stopped_services(plan))
     for s in series:
         s.windows = [(a, b, why) for svc, a, b, why in windows if svc == s.service]
+    t0 = None if start is None else _epoch(start.astimezone(UTC))
+    summary = _plan_summary(plan, dep)
+    if start is not None:
+        summary.insert(5, ("starts", f"{start.astimezone(UTC):%Y-%m-%d %H:%M} UTC"))
+        summary.insert(6, ("ends", f"{datetime.fromtimestamp(t0 + axis, UTC):%Y-%m-%d %H:%M} UTC"))
     return Section(
         title or f"plan: {plan.workflow} of {plan.deployment or dep.name}",
         "plan",
@@ -336,10 +409,23 @@ def plan_section(plan: Plan, dep: Deployment, title: str | None = None) -> Secti
         lanes,
         planned,
         [],
-        1.0,
         _boundaries(plan),
         windows,
         series,
-        _plan_summary(plan, dep),
-        batches=_batches(plan, dep),
+        summary,
+        batches=_batches(plan, dep, t0),
+        t0=t0,
+    )
+
+
+def planned_bars(plan: Plan, dep: Deployment, per_node: bool) -> list[Bar]:
+    """The plan's bars at their estimated times, coloured by kind, the critical path marked."""
+    return _aggregate(
+        (
+            (lane, _group_key(u, per_node), u.start_s, u.end_s, unit_kind(u), u)
+            for u in plan.units
+            if u.step is not Step.GATE
+            for lane in _unit_lanes(u, dep, per_node)
+        ),
+        critical_path(plan),
     )

@@ -11,6 +11,7 @@ from typing import Any
 
 from stepwise.model.deployment import Deployment
 from stepwise.model.vocab import RunState, Step, UnitState
+from stepwise.observe.report.batches import batch_groups, delta_text
 from stepwise.observe.report.model import (
     SEVERITY,
     Bar,
@@ -26,6 +27,7 @@ from stepwise.observe.report.model import (
     _lanes_of,
     _stopped_services,
     _unit_lanes,
+    planned_bars,
 )
 from stepwise.plan.units import Plan, Unit
 
@@ -39,12 +41,12 @@ ProbePoint = tuple[float, int, int, float]
 
 @dataclass(frozen=True)
 class RunClock:
-    """The run's time axis: its start (epoch), how long it ran, the factor planned times are
-    scaled by to fit it, and the axis drawn."""
+    """The run's time axis: its start (epoch) and how long it ran; the axis drawn is the longer
+    of the run and its plan's estimate, both on the same clock (never rescaled: a bar's length
+    is minutes)."""
 
     t0: float
     actual_s: float
-    scale: float
     axis: float
 
 
@@ -75,27 +77,43 @@ def _mask(command: str) -> str:
 
 
 def _run_clock(plan: Plan, run: Any, units: Sequence[Any]) -> RunClock:
-    """The run's clock; planned bars are scaled to it when the estimate is for other hardware."""
+    """The run's clock: planned bars keep their estimated times on it."""
     t0 = _epoch(run.started_at)
     # the run's end, or its last unit's if later (a run still going, or one read mid-write)
     ends = [_epoch(u.ended_at or u.started_at) for u in units if u.started_at]
     actual_s = max(
         max(ends, default=t0) - t0, (_epoch(run.ended_at) - t0) if run.ended_at else 0.0, 1.0
     )
-    scale = 1.0
-    if plan.duration_s > 0 and not 0.5 <= actual_s / plan.duration_s <= 2.0:
-        scale = actual_s / plan.duration_s  # the estimate is for real hardware: show its shape
-    axis = max(actual_s, plan.duration_s * scale, 1.0)
-    return RunClock(t0, actual_s, scale, axis)
+    return RunClock(t0, actual_s, max(actual_s, plan.duration_s, 1.0))
 
 
-def _scaled_planned_bars(plan: Plan, dep: Deployment, per_node: bool, scale: float) -> list[Bar]:
-    return _aggregate(
-        (lane, _group_key(u, per_node), u.start_s * scale, u.end_s * scale, "planned", u)
-        for u in plan.units
-        if u.step is not Step.GATE
-        for lane in _unit_lanes(u, dep, per_node)
-    )
+def _ends(rows: Mapping[str, Any], starts: Mapping[str, float], t0: float) -> dict[str, float]:
+    """When each unit that is done ended, on the run's clock."""
+    return {
+        u: _epoch(r.ended_at) - t0
+        for u, r in rows.items()
+        if r.state is UnitState.DONE and r.ended_at and u in starts
+    }
+
+
+def _batch_spans(plan: Plan, starts: Mapping[str, float], ends: Mapping[str, float]):
+    """batch -> (start, end) as it ran, for the batches whose units all ran."""
+    out: dict[str, tuple[float, float]] = {}
+    for key, group in batch_groups(plan).items():
+        if all(u.id in ends for u in group):
+            out[key] = (min(starts[u.id] for u in group), max(ends[u.id] for u in group))
+    return out
+
+
+def _with_deltas(bars: list[Bar], plan: Plan, spans: Mapping[str, tuple[float, float]]) -> None:
+    """Each actual bar of a batch says how late or early its batch ended against the plan."""
+    planned_end = {k: max(u.end_s for u in g) for k, g in batch_groups(plan).items()}
+    for b in bars:
+        key = b.key
+        if key in spans and key in planned_end:
+            d = spans[key][1] - planned_end[key]
+            b.short = delta_text(d)
+            b.detail = f"{delta_text(d)} against the plan" + (f"; {b.detail}" if b.detail else "")
 
 
 def _unit_actuals(
@@ -126,7 +144,7 @@ def _unit_actuals(
 
 
 def _skipped_items(
-    plan: Plan, dep: Deployment, per_node: bool, rows: Mapping[str, Any], scale: float
+    plan: Plan, dep: Deployment, per_node: bool, rows: Mapping[str, Any]
 ) -> list[BarItem]:
     """Skipped units never started: shown at their planned place."""
     items: list[BarItem] = []
@@ -137,8 +155,8 @@ def _skipped_items(
                 (
                     lane,
                     _group_key(u, per_node),
-                    u.start_s * scale,
-                    u.end_s * scale,
+                    u.start_s,
+                    u.end_s,
                     UnitState.SKIPPED,
                     u,
                 )
@@ -252,15 +270,18 @@ def run_section(
     samples: Sequence[Mapping[str, Any]] = (),
     window_spans: Mapping[str, list[tuple[float, float]]] | None = None,
 ) -> Section:
-    """The view of one stored run: actual bars beside the planned ones on the run's own clock
-    (planned bars scaled to it when the estimate is for other hardware, as in the lab)."""
+    """The view of one stored run: actual bars beside the planned ones on one clock (the
+    plan's estimate as it is: in the lab the run is much shorter), with each batch's delta."""
     clock = _run_clock(plan, run, units)
     t0, axis = clock.t0, clock.axis
     per_node, lanes = _lanes_of(plan, dep)
     rows = {r.unit_id: r for r in units}
-    planned = _scaled_planned_bars(plan, dep, per_node, clock.scale)
+    planned = planned_bars(plan, dep, per_node)
     items, events, starts = _unit_actuals(plan, dep, per_node, rows, clock)
-    items += _skipped_items(plan, dep, per_node, rows, clock.scale)
+    items += _skipped_items(plan, dep, per_node, rows)
+    spans_of_batches = _batch_spans(plan, starts, _ends(rows, starts, t0))
+    actual = _aggregate(items)
+    _with_deltas(actual, plan, spans_of_batches)
     events.sort(key=lambda e: (e[0], -e[1]))
     series = _availability(dep, events, axis, _stopped_services(plan))
     spans = {svc: [(a - t0, b - t0) for a, b in v] for svc, v in (window_spans or {}).items()}
@@ -281,8 +302,7 @@ def run_section(
         axis,
         lanes,
         planned,
-        _aggregate(items),
-        clock.scale,
+        actual,
         _boundaries(plan, starts),
         windows,
         series,
@@ -291,9 +311,10 @@ def run_section(
             {k: str(f.get(k) or "") for k in ("host", "unit", "task", "status", "message")}
             for f in failures
         ][:200],
-        batches=_batches(plan, dep),
+        batches=_batches(plan, dep, t0, spans_of_batches),
         probe_targets=probe_targets,
         continue_command=cont,
+        t0=t0,
     )
 
 
