@@ -125,15 +125,17 @@ def _replaceable(out: Path, force: bool) -> bool:
 
 
 def _play_title(unit: Unit) -> str:
-    """`Unit u12: stop of nova_api, nova_scheduler on ctl-0` (names are validated: no template
-    can hide in them)."""
+    """`Batch Controller#2, step stop: nova_api, nova_scheduler on ctl-0 (unit u12)`: named
+    after its batch and step, then what and where (names are validated: no template can
+    hide in them)."""
 
     def listed(names: tuple[str, ...] | list[str]) -> str:
         return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
     where = f" on {listed(list(unit.nodes))}" if unit.nodes else ""
-    what = f" of {listed(list(unit.services))}" if unit.services else ""
-    return f"Unit {unit.id}: {unit.step}{what}{where}"
+    what = f": {listed(list(unit.services))}" if unit.services else ""
+    head = f"Batch {unit.batch}, step {unit.step}" if unit.batch else f"Step {unit.step}"
+    return f"{head}{what}{where} (unit {unit.id})"
 
 
 def _write(plan: Plan, deployment: Deployment, out: Path, connector: Connector | None) -> list[str]:
