@@ -12,6 +12,7 @@ from typing import Any
 from stepwise.errors import InputError, Problem
 from stepwise.model.checks import validate
 from stepwise.model.specs import PERCENT_RE, ServiceSpec, WorkflowTasksSpec
+from stepwise.model.task_lint import lint_service_file
 from stepwise.model.vocab import (
     DEFAULT_STEP_SECONDS,
     SHARED_STEPS,
@@ -150,6 +151,8 @@ class Catalog:
     path: str
     #: alias -> canonical service name (a service's own name is not in here)
     aliases: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    #: what `task_lint` found in the files' tasks (warnings; `catalog lint --strict` errors)
+    lint: tuple[Problem, ...] = ()
 
     def resolve(self, name: str) -> str | None:
         """The canonical name of a service named by its name or one of its aliases, else None."""
@@ -285,6 +288,7 @@ def load_catalog(path: Path | str | None = None) -> Catalog:
             Problem("catalog directory has no service files (*.yaml)", file=str(directory))
         )
     problems: list[Problem] = []
+    findings: list[Problem] = []
     services: dict[str, Service] = {}
     for f in files:
         try:
@@ -310,13 +314,17 @@ def load_catalog(path: Path | str | None = None) -> Catalog:
         services[spec.name] = service_from_spec(
             spec, str(f), line_of(doc, ["name"]), _field_lines(doc, spec)
         )
+        findings.extend(lint_service_file(doc, str(f)))
     if problems:
         raise InputError(problems)
     aliases, alias_problems = _alias_table(services)
     if alias_problems:
         raise InputError(alias_problems)
     catalog = Catalog(
-        MappingProxyType(dict(sorted(services.items()))), str(directory), MappingProxyType(aliases)
+        MappingProxyType(dict(sorted(services.items()))),
+        str(directory),
+        MappingProxyType(aliases),
+        tuple(findings),
     )
     problems.extend(check_catalog(catalog))
     if problems:

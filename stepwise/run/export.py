@@ -15,6 +15,7 @@ from pathlib import Path
 
 from stepwise.errors import InputError, Problem
 from stepwise.model import Deployment
+from stepwise.model.task_lint import NO_MODULE_HERE
 from stepwise.paths import checked_path
 from stepwise.plan.units import Plan, Unit
 from stepwise.run import ansible_env
@@ -138,6 +139,22 @@ def _play_title(unit: Unit) -> str:
     return f"{head}{what}{where} (unit {unit.id})"
 
 
+_NO_MODULE_LINE = re.compile(
+    r"^(\s*)(?:- )?ansible\.builtin\.(?:command|shell): (?:"
+    + "|".join(map(re.escape, NO_MODULE_HERE))
+    + r")\b",
+    re.M,
+)
+
+
+def _playbook(plays: list[dict]) -> str:
+    """The plays as YAML, with ansible-lint's `# noqa` (on a line of its own: no value is ever
+    touched) before a command whose module cannot do its job (`NO_MODULE_HERE`)."""
+    return _NO_MODULE_LINE.sub(
+        lambda m: f"{m.group(1)}# noqa: command-instead-of-module\n{m.group(0)}", to_yaml(plays)
+    )
+
+
 def _write(plan: Plan, deployment: Deployment, out: Path, connector: Connector | None) -> list[str]:
     """Write the export into the fresh directory `out`; returns the paths written, relative
     to it."""
@@ -159,13 +176,13 @@ def _write(plan: Plan, deployment: Deployment, out: Path, connector: Connector |
         # the unit's step, nodes and why are in plan.json, written by the JSON library
         (out / name).write_text(
             f"# unit {i} of the plan: its step, nodes and why are plan.json's units[{i}]\n"
-            + to_yaml([play])
+            + _playbook([play])
         )
         written.append(name)
     (out / "site.yml").write_text(
         f"# stepwise {plan.workflow} plan: {len(plays)} plays in order (plan.json tells why).\n"
         "# Run: ansible-playbook -i inventory.yml site.yml [--limit ...] [--tags ...]\n"
-        + to_yaml(plays)
+        + _playbook(plays)
     )
     inv = inventory(deployment, connector, extra=plan_vars(plan, deployment))
     # the inventory carries what the operator's inventory and the deployment hold, secrets

@@ -257,8 +257,10 @@ def test_services_are_started_stopped_and_reloaded_by_the_systemd_module(catalog
         for where, task in _all_tasks(svc):
             cmd = task.get("ansible.builtin.command")
             modules += "ansible.builtin.systemd_service" in task
-            if isinstance(cmd, str) and cmd.startswith("systemctl ") and svc.name not in (
-                PENDING_REWRITE
+            if (
+                isinstance(cmd, str)
+                and cmd.startswith("systemctl ")
+                and svc.name not in (PENDING_REWRITE)
             ):
                 assert cmd.split()[1] == "status", (svc.name, where, cmd)
     assert modules > 400

@@ -1,0 +1,93 @@
+"""CI's ansible-lint gate (#24): every example exported in every workflow that applies to it
+passes `ansible-lint --profile production` with the project's `.ansible-lint` (offline: no
+galaxy), and a failure lists its findings per file and rule."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from stepwise.cli.main import _register, app
+from stepwise.plan.table import WORKFLOW_TABLE
+
+_register()
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+#: the workflows that do not apply to an example (no management node; only one)
+NOT_APPLYING = {
+    ("classic", "management-upgrade"),
+    ("composed", "management-upgrade"),
+    ("hci", "management-upgrade"),
+    ("openstack", "management-upgrade"),
+    ("undercloud", "system-upgrade"),
+}
+#: catalog services another branch rewrites lint-clean (#24 split: nova_compute.yaml and
+#: neutron_l3_agent.yaml); their findings are listed, not failed, until it is merged: then
+#: empty this (tests/model/test_model.py PENDING_REWRITE names the same two)
+PENDING_REWRITE = ("nova_compute", "neutron_l3_agent")
+_FINDING = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+)(?::\d+)?: (?P<rule>[\w\[\]-]+): ")
+
+
+def _export_all(out: Path) -> list[str]:
+    """Export every example in every workflow that applies; returns the export directories."""
+    runner = CliRunner()
+    made = []
+    for example in EXAMPLES:
+        for entry in WORKFLOW_TABLE.values():
+            wf = entry.name
+            name = f"{example.stem}-{wf}"
+            r = runner.invoke(app, ["export", wf, "-d", str(example), "-o", str(out / name)])
+            if (example.stem, wf) in NOT_APPLYING:
+                assert r.exit_code == 2, (name, r.output)  # refused with the reason, not a bug
+                continue
+            assert r.exit_code == 0, (name, r.output)
+            made.append(name)
+    return made
+
+
+def _attributed(out: Path, path: str, line: int) -> str | None:
+    """The pending service a finding is in (the task's name says its service), else None."""
+    lines = (out / path).read_text().splitlines()
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    return next((s for s in PENDING_REWRITE if re.search(rf"\b{s}\b", text)), None)
+
+
+def test_every_export_passes_ansible_lint_production(tmp_path: Path):
+    made = _export_all(tmp_path)
+    assert len(made) == len(EXAMPLES) * len(WORKFLOW_TABLE) - len(NOT_APPLYING)
+    # the plays: site.yml holds every play of units/*.yml (the same dicts through the same
+    # writer), so one file per export is linted, with its inventory
+    files = [f"{d}/{f}" for d in made for f in ("site.yml", "inventory.yml")]
+    env = {
+        **os.environ,
+        # the plays' stepwise_facts module (the export's ansible.cfg points its copy)
+        "ANSIBLE_LIBRARY": str(ROOT / "stepwise" / "run" / "ansible" / "library"),
+        "NO_COLOR": "1",
+    }
+    lint = Path(sys.executable).with_name("ansible-lint")
+    r = subprocess.run(
+        [str(lint), "-c", str(ROOT / ".ansible-lint"), "--offline", "-f", "pep8", *files],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    findings = [m for m in map(_FINDING.match, r.stdout.splitlines()) if m]
+    failing = Counter()
+    pending = Counter()
+    for m in findings:
+        service = _attributed(tmp_path, m["file"], int(m["line"]))
+        (pending if service else failing)[(m["file"], m["rule"], service or "")] += 1
+    report = "\n".join(f"{n:5} {f}: {rule}" for (f, rule, _), n in sorted(failing.items()))
+    assert not failing, f"ansible-lint --profile production findings:\n{report}"
+    # no finding unparsed: a crash or a syntax error fails too
+    assert r.returncode == 0 or findings, r.stdout[-3000:] + r.stderr[-3000:]
+    if pending:
+        print("pending the catalog rewrite of", PENDING_REWRITE, dict(pending))
