@@ -39,7 +39,7 @@ MODULE_FOR = {
     "yum": "ansible.builtin.dnf",
 }
 #: programs ansible-lint names a module for that cannot do the catalog's job, and why: the
-#: exported task carries ansible-lint's `# noqa` for them (docs/catalog.md, "Lint")
+#: exported task carries ansible-lint's noqa comment for them (docs/catalog.md, "Lint")
 NO_MODULE_HERE = {
     "rsync": "ansible.posix.synchronize copies between the controller and a node, not from "
     "one node to another, and its collection is not part of ansible-core",
