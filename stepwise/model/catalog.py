@@ -287,6 +287,27 @@ def load_catalog(path: Path | str | None = None) -> Catalog:
         raise InputError(
             Problem("catalog directory has no service files (*.yaml)", file=str(directory))
         )
+    services, problems, findings = _load_files(files)
+    if problems:
+        raise InputError(problems)
+    aliases, alias_problems = _alias_table(services)
+    if alias_problems:
+        raise InputError(alias_problems)
+    catalog = Catalog(
+        MappingProxyType(dict(sorted(services.items()))),
+        str(directory),
+        MappingProxyType(aliases),
+        tuple(findings),
+    )
+    problems.extend(check_catalog(catalog))
+    if problems:
+        raise InputError(problems)
+    return catalog
+
+
+def _load_files(files: list[Path]) -> tuple[dict[str, Service], list[Problem], list[Problem]]:
+    """The services of a catalog's files, the problems that refuse it and what the task checks
+    found (warnings)."""
     problems: list[Problem] = []
     findings: list[Problem] = []
     services: dict[str, Service] = {}
@@ -315,21 +336,7 @@ def load_catalog(path: Path | str | None = None) -> Catalog:
             spec, str(f), line_of(doc, ["name"]), _field_lines(doc, spec)
         )
         findings.extend(lint_service_file(doc, str(f)))
-    if problems:
-        raise InputError(problems)
-    aliases, alias_problems = _alias_table(services)
-    if alias_problems:
-        raise InputError(alias_problems)
-    catalog = Catalog(
-        MappingProxyType(dict(sorted(services.items()))),
-        str(directory),
-        MappingProxyType(aliases),
-        tuple(findings),
-    )
-    problems.extend(check_catalog(catalog))
-    if problems:
-        raise InputError(problems)
-    return catalog
+    return services, problems, findings
 
 
 def _alias_table(services: Mapping[str, Service]) -> tuple[dict[str, str], list[Problem]]:
