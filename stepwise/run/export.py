@@ -125,18 +125,28 @@ def _replaceable(out: Path, force: bool) -> bool:
     return True
 
 
+#: ansible-lint's yaml line length (160) less the indentation and quotes of a play's name
+TITLE_MAX = 150
+
+
 def _play_title(unit: Unit) -> str:
     """`Batch Controller#2, step stop: nova_api, nova_scheduler on ctl-0 (unit u12)`: named
-    after its batch and step, then what and where (names are validated: no template can
-    hide in them)."""
+    after its batch and step, then what and where, as many names as fit in a line (names are
+    validated: no template can hide in them)."""
 
-    def listed(names: tuple[str, ...] | list[str]) -> str:
-        return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    def listed(names: tuple[str, ...], keep: int) -> str:
+        more = len(names) - keep
+        return ", ".join(names[:keep]) + (f" and {more} more" if more > 0 else "")
 
-    where = f" on {listed(list(unit.nodes))}" if unit.nodes else ""
-    what = f": {listed(list(unit.services))}" if unit.services else ""
     head = f"Batch {unit.batch}, step {unit.step}" if unit.batch else f"Step {unit.step}"
-    return f"{head}{what}{where} (unit {unit.id})"
+    title = ""
+    for keep in (3, 2, 1):
+        where = f" on {listed(tuple(unit.nodes), keep)}" if unit.nodes else ""
+        what = f": {listed(tuple(unit.services), keep)}" if unit.services else ""
+        title = f"{head}{what}{where} (unit {unit.id})"
+        if len(title) <= TITLE_MAX:
+            break
+    return title
 
 
 _NO_MODULE_LINE = re.compile(
@@ -166,8 +176,9 @@ def _write(plan: Plan, deployment: Deployment, out: Path, connector: Connector |
         if play is None:
             continue
         # the engine matches events by the play's name (the unit id); a reader of the export
-        # gets a sentence saying what the play does where
-        play = {**play, "name": _play_title(u)}
+        # gets a sentence saying what the play does where, and the hosts as a list (a line
+        # of every host of a large play is too long to read)
+        play = {**play, "name": _play_title(u), "hosts": play["hosts"].split(",")}
         plays.append(play)
         # named after the unit, its step and its batch: `0012-u13-stop-Controller_2.yml`
         label = "-".join(x for x in (u.id, str(u.step), u.batch or "") if x)
