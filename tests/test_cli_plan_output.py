@@ -183,8 +183,9 @@ def test_exported_plays_and_files_say_what_they_do(tmp_path: Path):
     (play,) = yaml.safe_load(
         (out / "units" / "0003-u4-stop-Controller_1.yml").read_text().replace("!unsafe", "")
     )
-    assert play["name"].startswith("Unit u4: stop of ") and play["name"].endswith(
-        " on controller-0"
+    # named after its batch and step (#22), then what, where and the unit
+    assert play["name"].startswith("Batch Controller#1, step stop: ") and play["name"].endswith(
+        " on controller-0 (unit u4)"
     )
     tasks = [t for b in play["tasks"] for t in b.get("block", [b])]
     assert tasks and all(t["name"][0].isupper() for t in tasks)

@@ -65,3 +65,46 @@ def list_services(
                 ),
                 soft_wrap=True,
             )
+
+
+@catalog_app.command("lint")
+def lint(
+    catalog: Path | None = typer.Option(
+        None,
+        "--catalog",
+        "-c",
+        metavar="DIR",
+        help="A catalog directory (default: the built-in one).",
+    ),
+    strict: bool = typer.Option(
+        False, "--strict", help="Findings are errors (exit 2), as in CI; default: warnings."
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Check the catalog's tasks against ansible-lint's main rules (task names, modules instead
+    of commands, changed_when, shell and pipes): each finding with its file and line."""
+    import dataclasses
+
+    from stepwise.errors import InputError
+    from stepwise.model import load_catalog
+
+    with reported():
+        cat = load_catalog(catalog)
+        if strict and cat.lint:
+            raise InputError(list(cat.lint))
+        if json_out:
+            print_json({"catalog": cat.path, "warnings": [dataclasses.asdict(p) for p in cat.lint]})
+            return
+        from rich.text import Text
+
+        from stepwise.cli.common import err_console
+
+        for p in cat.lint:
+            # a finding quotes the catalog's text: printed as text, never as markup
+            err_console.print(
+                Text.assemble(("warning:", "bold yellow"), " ", str(p)), soft_wrap=True
+            )
+        console.print(
+            Text(f"{len(cat.lint)} finding(s) in {len(cat)} services of {cat.path}"),
+            soft_wrap=True,
+        )

@@ -114,7 +114,7 @@ def systemctl(lab: Lab, node: str, args: list[str]) -> int:
     words = [a for a in args if not a.startswith("-")]
     if len(words) < 2:
         return err(
-            "usage: systemctl start|stop|restart|reload|kill|status|"
+            "usage: systemctl start|stop|restart|reload|kill|status|show|"
             "is-active|is-enabled|enable|disable UNIT"
         )
     verb = words[0]
@@ -122,6 +122,10 @@ def systemctl(lab: Lab, node: str, args: list[str]) -> int:
     for name in words[1:]:
         unit = _unit(lab, node, name)
         shown = name.removesuffix(".service")  # messages name the unit as systemd would
+        if unit is None and verb == "show":
+            # systemd answers `show` for any name: a unit it does not know is `not-found`
+            _show(lab, node, None, shown)
+            continue
         if unit is None:
             err(f"Unit {shown}.service could not be found.")
             rc = 5 if verb not in ("is-active", "is-enabled") else 4
@@ -142,6 +146,8 @@ def systemctl(lab: Lab, node: str, args: list[str]) -> int:
             rc = rc or _is_enabled(lab, node, unit)
         elif verb in ("is-active", "status"):
             rc = rc or _show_state(lab, node, verb, unit, shown)
+        elif verb == "show":
+            _show(lab, node, unit, shown)
         else:
             return err(f"Unknown command verb {verb}.")
     return rc
@@ -167,6 +173,26 @@ def _enable(lab: Lab, node: str, verb: str, unit: str, now: bool) -> int:
         return 0
     res = lab.call("start" if verb == "enable" else "stop", node=node, unit=unit)
     return 0 if res.get("ok") else 1
+
+
+def _show(lab: Lab, node: str, unit: str | None, shown: str) -> None:
+    """`show`: the unit's properties as systemd prints them, which Ansible's systemd_service
+    module reads (`LoadState`, `ActiveState`, `SubState`, `UnitFileState`) to decide what to
+    do. The state is the supervisor's (no health check: stopping an unhealthy unit must still
+    stop it)."""
+    if unit is None:
+        out(f"Id={shown}.service\nLoadState=not-found\nActiveState=inactive\nSubState=dead")
+        return
+    state = unit_state(lab, node, unit)  # `active`, `activating (auto-restart)`, ...
+    active, _, sub = state.partition(" (")
+    sub = sub.split(",")[0].rstrip(")") or {"active": "running", "failed": "failed"}.get(
+        active, "dead"
+    )
+    enabled = "enabled" if unit in S.units_enabled(lab, node) else "disabled"
+    out(
+        f"Id={shown}.service\nLoadState=loaded\nActiveState={active}\nSubState={sub}\n"
+        f"UnitFileState={enabled}"
+    )
 
 
 def _is_enabled(lab: Lab, node: str, unit: str) -> int:

@@ -12,6 +12,7 @@ from typing import Any
 from stepwise.errors import InputError, Problem
 from stepwise.model.checks import validate
 from stepwise.model.specs import PERCENT_RE, ServiceSpec, WorkflowTasksSpec
+from stepwise.model.task_lint import lint_service_file
 from stepwise.model.vocab import (
     DEFAULT_STEP_SECONDS,
     SHARED_STEPS,
@@ -152,6 +153,8 @@ class Catalog:
     path: str
     #: alias -> canonical service name (a service's own name is not in here)
     aliases: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    #: what `task_lint` found in the files' tasks (warnings; `catalog lint --strict` errors)
+    lint: tuple[Problem, ...] = ()
 
     def resolve(self, name: str) -> str | None:
         """The canonical name of a service named by its name or one of its aliases, else None."""
@@ -287,7 +290,29 @@ def load_catalog(path: Path | str | None = None) -> Catalog:
         raise InputError(
             Problem("catalog directory has no service files (*.yaml)", file=str(directory))
         )
+    services, problems, findings = _load_files(files)
+    if problems:
+        raise InputError(problems)
+    aliases, alias_problems = _alias_table(services)
+    if alias_problems:
+        raise InputError(alias_problems)
+    catalog = Catalog(
+        MappingProxyType(dict(sorted(services.items()))),
+        str(directory),
+        MappingProxyType(aliases),
+        tuple(findings),
+    )
+    problems.extend(check_catalog(catalog))
+    if problems:
+        raise InputError(problems)
+    return catalog
+
+
+def _load_files(files: list[Path]) -> tuple[dict[str, Service], list[Problem], list[Problem]]:
+    """The services of a catalog's files, the problems that refuse it and what the task checks
+    found (warnings)."""
     problems: list[Problem] = []
+    findings: list[Problem] = []
     services: dict[str, Service] = {}
     for f in files:
         try:
@@ -313,18 +338,8 @@ def load_catalog(path: Path | str | None = None) -> Catalog:
         services[spec.name] = service_from_spec(
             spec, str(f), line_of(doc, ["name"]), _field_lines(doc, spec)
         )
-    if problems:
-        raise InputError(problems)
-    aliases, alias_problems = _alias_table(services)
-    if alias_problems:
-        raise InputError(alias_problems)
-    catalog = Catalog(
-        MappingProxyType(dict(sorted(services.items()))), str(directory), MappingProxyType(aliases)
-    )
-    problems.extend(check_catalog(catalog))
-    if problems:
-        raise InputError(problems)
-    return catalog
+        findings.extend(lint_service_file(doc, str(f)))
+    return services, problems, findings
 
 
 def _alias_table(services: Mapping[str, Service]) -> tuple[dict[str, str], list[Problem]]:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from stepwise.errors import InputError, Problem
 from stepwise.model import Deployment
+from stepwise.model.task_lint import NO_MODULE_HERE
 from stepwise.paths import checked_path
 from stepwise.plan.units import Plan, Unit
 from stepwise.run import ansible_env
@@ -124,16 +125,44 @@ def _replaceable(out: Path, force: bool) -> bool:
     return True
 
 
+#: ansible-lint's yaml line length (160) less the indentation and quotes of a play's name
+TITLE_MAX = 150
+
+
 def _play_title(unit: Unit) -> str:
-    """`Unit u12: stop of nova_api, nova_scheduler on ctl-0` (names are validated: no template
-    can hide in them)."""
+    """`Batch Controller#2, step stop: nova_api, nova_scheduler on ctl-0 (unit u12)`: named
+    after its batch and step, then what and where, as many names as fit in a line (names are
+    validated: no template can hide in them)."""
 
-    def listed(names: tuple[str, ...] | list[str]) -> str:
-        return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    def listed(names: tuple[str, ...], keep: int) -> str:
+        more = len(names) - keep
+        return ", ".join(names[:keep]) + (f" and {more} more" if more > 0 else "")
 
-    where = f" on {listed(list(unit.nodes))}" if unit.nodes else ""
-    what = f" of {listed(list(unit.services))}" if unit.services else ""
-    return f"Unit {unit.id}: {unit.step}{what}{where}"
+    head = f"Batch {unit.batch}, step {unit.step}" if unit.batch else f"Step {unit.step}"
+    title = ""
+    for keep in (3, 2, 1):
+        where = f" on {listed(tuple(unit.nodes), keep)}" if unit.nodes else ""
+        what = f": {listed(tuple(unit.services), keep)}" if unit.services else ""
+        title = f"{head}{what}{where} (unit {unit.id})"
+        if len(title) <= TITLE_MAX:
+            break
+    return title
+
+
+_NO_MODULE_LINE = re.compile(
+    r"^(\s*)(?:- )?ansible\.builtin\.(?:command|shell): (?:"
+    + "|".join(map(re.escape, NO_MODULE_HERE))
+    + r")\b",
+    re.M,
+)
+
+
+def _playbook(plays: list[dict]) -> str:
+    """The plays as YAML, with ansible-lint's `# noqa` (on a line of its own: no value is ever
+    touched) before a command whose module cannot do its job (`NO_MODULE_HERE`)."""
+    return _NO_MODULE_LINE.sub(
+        lambda m: f"{m.group(1)}# noqa: command-instead-of-module\n{m.group(0)}", to_yaml(plays)
+    )
 
 
 def _write(plan: Plan, deployment: Deployment, out: Path, connector: Connector | None) -> list[str]:
@@ -147,8 +176,9 @@ def _write(plan: Plan, deployment: Deployment, out: Path, connector: Connector |
         if play is None:
             continue
         # the engine matches events by the play's name (the unit id); a reader of the export
-        # gets a sentence saying what the play does where
-        play = {**play, "name": _play_title(u)}
+        # gets a sentence saying what the play does where, and the hosts as a list (a line
+        # of every host of a large play is too long to read)
+        play = {**play, "name": _play_title(u), "hosts": play["hosts"].split(",")}
         plays.append(play)
         # named after the unit, its step and its batch: `0012-u13-stop-Controller_2.yml`
         label = "-".join(x for x in (u.id, str(u.step), u.batch or "") if x)
@@ -157,13 +187,13 @@ def _write(plan: Plan, deployment: Deployment, out: Path, connector: Connector |
         # the unit's step, nodes and why are in plan.json, written by the JSON library
         (out / name).write_text(
             f"# unit {i} of the plan: its step, nodes and why are plan.json's units[{i}]\n"
-            + to_yaml([play])
+            + _playbook([play])
         )
         written.append(name)
     (out / "site.yml").write_text(
         f"# stepwise {plan.workflow} plan: {len(plays)} plays in order (plan.json tells why).\n"
         "# Run: ansible-playbook -i inventory.yml site.yml [--limit ...] [--tags ...]\n"
-        + to_yaml(plays)
+        + _playbook(plays)
     )
     inv = inventory(deployment, connector, extra=plan_vars(plan, deployment))
     # the inventory carries what the operator's inventory and the deployment hold, secrets

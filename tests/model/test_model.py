@@ -173,6 +173,23 @@ def _all_tasks(svc):
             yield f"system_upgrade.{step}", t
 
 
+#: what `ansible.builtin.systemd_service` runs for each state (`systemctl show` first)
+SYSTEMD_VERBS = {"started": "start", "stopped": "stop", "reloaded": "reload"}
+#: services still allowed `systemctl start/stop/reload` as commands (none: every one uses
+#: ansible.builtin.systemd_service; a catalog under rewrite would be listed here)
+PENDING_REWRITE: set[str] = set()
+
+
+def _unit_command(task) -> str | None:
+    """What a task asks of systemd as the `systemctl VERB UNIT` line it amounts to: the
+    systemd_service module's `name`/`state`, or the command itself (None for other tasks)."""
+    mod = task.get("ansible.builtin.systemd_service")
+    if mod is not None:
+        return f"systemctl {SYSTEMD_VERBS[mod['state']]} {mod['name']}"
+    cmd = task.get("ansible.builtin.command")
+    return cmd if isinstance(cmd, str) and cmd.startswith("systemctl ") else None
+
+
 def _commands(cmd: str | dict, shell: bool) -> list[str]:
     """The commands a task line runs (for shell: each pipeline part and $(...) of each line)."""
     if isinstance(cmd, dict):  # the module's parameters: {cmd: ..., executable: /bin/bash}
@@ -208,13 +225,19 @@ def test_every_task_is_a_named_command_calling_the_node_vocabulary(catalog):
             seen += 1
             known = JINJA_VARS | registered.setdefault(where, set())
             modules = [k for k in task if k.startswith("ansible.builtin.")]
-            assert modules in (["ansible.builtin.command"], ["ansible.builtin.shell"]), (
-                svc.name,
-                where,
-                task,
-            )
+            assert modules in (
+                ["ansible.builtin.command"],
+                ["ansible.builtin.shell"],
+                ["ansible.builtin.systemd_service"],
+            ), (svc.name, where, task)
             assert set(task) - set(modules) <= TASK_KEYWORDS, (svc.name, where, task)
             assert isinstance(task.get("name"), str) and task["name"], (svc.name, where)
+            if modules == ["ansible.builtin.systemd_service"]:
+                # the module runs `systemctl show` and the verb: only the unit and its state
+                args = task[modules[0]]
+                assert set(args) == {"name", "state"} and args["state"] in SYSTEMD_VERBS, task
+                assert args["name"] == svc.unit, (svc.name, where, args)
+                continue
             cmd = task[modules[0]]
             for word in _commands(cmd, shell=modules[0].endswith("shell")):
                 assert word in NODE_COMMANDS or word.endswith(("-manage", "-status")), (
@@ -247,6 +270,23 @@ def test_every_preflight_command_is_a_documented_node_command(catalog):
             assert word in NODE_COMMANDS | bash_syntax or word.endswith("-status"), (cmd, word)
 
 
+def test_services_are_started_stopped_and_reloaded_by_the_systemd_module(catalog):
+    """systemd has a module: the catalog uses it (ansible-lint's command-instead-of-module)
+    and keeps `systemctl` commands for queries only (`status`, which the rule allows)."""
+    modules = 0
+    for svc in catalog:
+        for where, task in _all_tasks(svc):
+            cmd = task.get("ansible.builtin.command")
+            modules += "ansible.builtin.systemd_service" in task
+            if (
+                isinstance(cmd, str)
+                and cmd.startswith("systemctl ")
+                and svc.name not in (PENDING_REWRITE)
+            ):
+                assert cmd.split()[1] == "status", (svc.name, where, cmd)
+    assert modules > 400
+
+
 def test_the_command_list_holds_only_real_commands():
     """The documented list is the real tools', with no lab-only command in it."""
     assert {"systemctl", "dnf", "crudini", "os-apply-config", "pcs", "socat"} <= NODE_COMMANDS
@@ -259,9 +299,10 @@ def test_every_service_stops_updates_configures_and_starts_itself(catalog):
             continue
         for wf in ("update", "upgrade"):
             steps = svc.steps(wf)
-            assert [
-                t["ansible.builtin.command"] for t in steps["stop"] if "systemctl" in str(t)
-            ] in ([f"systemctl stop {svc.unit}"], []), (svc.name, wf)
+            assert [_unit_command(t) for t in steps["stop"] if _unit_command(t)] in (
+                [f"systemctl stop {svc.unit}"],
+                [],
+            ), (svc.name, wf)
             for step in ("stop", "packages", "config", "start"):
                 assert steps.get(step), (svc.name, wf, step)
             cmds = " ".join(
@@ -275,7 +316,8 @@ def test_every_service_stops_updates_configures_and_starts_itself(catalog):
                 "os-apply-config"
             ], (svc.name, wf)
         assert svc.health, svc.name  # stepwise adds the health check to every verify step
-        assert svc.system_upgrade["prepare"][-1]["ansible.builtin.command"] in (
+        last = svc.system_upgrade["prepare"][-1]
+        assert (_unit_command(last) or last.get("ansible.builtin.command")) in (
             f"systemctl stop {svc.unit}",
             "pcs cluster stop",
         )
@@ -328,7 +370,7 @@ def test_rpc_services_pin_before_and_unpin_after(catalog):
         )
         assert f'crudini --set {conf} upgrade_levels {svc.rpc} "R$major"' in script, svc.name
         assert f"dnf list installed {svc.packages[0]}" in script
-        assert [t["ansible.builtin.command"] for t in steps["unpin"]] == [
+        assert [_unit_command(t) or t["ansible.builtin.command"] for t in steps["unpin"]] == [
             f"crudini --del {conf} upgrade_levels {svc.rpc}",
             f"systemctl reload {svc.unit}",
         ]
