@@ -167,7 +167,7 @@ def _transfer_data(chain: _Chain, c: OsCloud, n: str) -> None:
             max(secs(dep, ss, Step.STOP) for ss in stop_old.values()) if stop_old else 1.0,
             Stage.SYSTEM_UPGRADE_TRANSFER_DATA,
             stops=_each_on(stop_old),
-            vars={"roles": [r.name]},
+            vars={"stepwise_roles": [r.name]},
             marks=[M.stopped_old(r.name)],
         )
     movers = tuple(
@@ -186,7 +186,7 @@ def _transfer_data(chain: _Chain, c: OsCloud, n: str) -> None:
             idempotent=False,
             vars={
                 "system_upgrade_source": old[0],
-                "roles": [r.name],
+                "stepwise_roles": [r.name],
                 "stepwise_role_nodes": [m.name for m in r.nodes],
             },
             marks=[M.transferred(r.name)],

@@ -108,7 +108,7 @@ def command_for(unit: Unit, deployment_path: str) -> str:
     if unit.step is Step.SYSTEM_UPGRADE_RUN:
         return f"stepwise upgrade run {d} --tags system_upgrade_run --limit {nodes}"
     if unit.stage is Stage.SYSTEM_UPGRADE_TRANSFER_DATA:
-        roles = unit.vars.get("roles") or [nodes]
+        roles = unit.vars.get("stepwise_roles") or [nodes]
         return (
             f"stepwise external-upgrade run {d} --tags system_upgrade_transfer_data "
             f"--limit {','.join(roles)}"

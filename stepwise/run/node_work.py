@@ -38,7 +38,12 @@ REPROVISION_COMMAND = NodeAccess.var("reprovision_command")
 #: what a successful OS-upgrade prepare leaves on the node: the OS major it was prepared on
 PREPARED_FLAG = FLAG_DIR + "/system_upgrade_prepared"
 #: a shell snippet printing the node's OS major version
-_OS_MAJOR = "sed -n 's/^VERSION_ID=//p' \"" + OS_RELEASE + "\" | tr -d '\"' | cut -d. -f1"
+#: (one awk, no pipe: nothing to hide a failed read behind, and no `sed` where a module exists)
+_OS_MAJOR = (
+    """awk -F= '$1 == "VERSION_ID" {gsub(/"/, "", $2); split($2, v, "."); print v[1]}' \""""
+    + OS_RELEASE
+    + '"'
+)
 
 #: the task after each packages unit that records what the node runs (benchmarks tell it apart)
 RECORD_TASK = "Stepwise: record what the node runs now"
@@ -139,7 +144,7 @@ def transfer_check() -> dict[str, Any]:
     os_release = access_value("os_release", host="hostvars[item]")
     return {
         "name": "Stepwise: one new-OS node and at least one old-OS node in the role",
-        "ansible.builtin.shell": _OS_MAJOR.replace(OS_RELEASE, os_release),
+        "ansible.builtin.command": _OS_MAJOR.replace(OS_RELEASE, os_release),
         "delegate_to": "{{ item }}",
         "loop": "{{ stepwise_role_nodes }}",
         "register": "_stepwise_os",
@@ -149,20 +154,19 @@ def transfer_check() -> dict[str, Any]:
 
 def transfer_assert() -> dict[str, Any]:
     """Refuse the data transfer unless the role has exactly one new-OS node (and an old one)."""
+    majors = "_stepwise_os.results | map(attribute='stdout') | map('int') | list"
     return {
         "name": "Stepwise: refuse unless exactly one node runs the new OS",
         "ansible.builtin.assert": {
             "that": [
-                "(_stepwise_os.results | map(attribute='stdout') | map('int') | max) > "
-                "(_stepwise_os.results | map(attribute='stdout') | map('int') | min)",
-                "(_stepwise_os.results | map(attribute='stdout') | map('int') | select('equalto', "
-                "_stepwise_os.results | map(attribute='stdout') | map('int') | max) "
-                "| list | length) == 1",
+                "(_stepwise_majors | max) > (_stepwise_majors | min)",
+                "(_stepwise_majors | select('equalto', _stepwise_majors | max) | list | length)"
+                " == 1",
             ],
             "fail_msg": "refusing the data transfer: the role needs at least one old-OS node "
-            "and exactly one new-OS node "
-            "(found OS majors {{ _stepwise_os.results | map(attribute='stdout') | list }})",
+            "and exactly one new-OS node (found OS majors {{ _stepwise_majors }})",
         },
+        "vars": {"_stepwise_majors": "{{ " + majors + " }}"},
     }
 
 
@@ -240,10 +244,15 @@ def _prepare_os(_unit: Unit, _had: bool, mode: UpgradeMode) -> list[dict[str, An
         ]
     return tasks + [
         {
+            "name": "Stepwise: make the directory of stepwise's flags",
+            "ansible.builtin.file": {"path": FLAG_DIR, "state": "directory", "mode": "0755"},
+        },
+        {
             "name": "Stepwise: record that the OS upgrade is prepared",
-            "ansible.builtin.shell": f'mkdir -p "{FLAG_DIR}" '
-            f'&& echo "$({_OS_MAJOR}) {mode}" > "{PREPARED_FLAG}"',
-        }
+            "ansible.builtin.shell": f"major=$({_OS_MAJOR})\n"
+            f'echo "$major {mode}" > "{PREPARED_FLAG}"\n',
+            "changed_when": True,
+        },
     ]
 
 
@@ -251,15 +260,15 @@ def _prepared_here_check(mode: UpgradeMode) -> dict[str, Any]:
     """Refuse an OS upgrade not prepared on this node, already done, or prepared another way."""
     check = (
         f'f="{PREPARED_FLAG}"\n'
-        'if [ ! -s "$f" ]; then echo "refusing: the OS upgrade was not prepared successfully '
-        'on {{ inventory_hostname }} (run system_upgrade_prepare first)" >&2; exit 3; fi\n'
-        f'now=$({_OS_MAJOR}); set -- $(cat "$f"); was=$1; how=${{2:-{UpgradeMode.IN_PLACE}}}\n'
-        'if [ "$now" != "$was" ]; then '
-        'echo "refusing: {{ inventory_hostname }} already runs OS $now '
-        '(prepared on OS $was): it was upgraded already" >&2; exit 3; fi\n'
-        f'if [ "$how" != "{mode}" ]; then echo "refusing: '
-        "{{ inventory_hostname }} was prepared for "
-        f'$how, not {mode} (-e system_upgrade_mode)" >&2; exit 3; fi\n'
+        'msg="refusing: the OS upgrade was not prepared successfully on {{ inventory_hostname }}"\n'
+        'if [ ! -s "$f" ]; then echo "$msg (run system_upgrade_prepare first)" >&2; exit 3; fi\n'
+        f"now=$({_OS_MAJOR})\n"
+        f'set -- $(cat "$f"); was=$1; how=${{2:-{UpgradeMode.IN_PLACE}}}\n'
+        'msg="refusing: {{ inventory_hostname }} already runs OS $now (prepared on OS $was)"\n'
+        'if [ "$now" != "$was" ]; then echo "$msg: it was upgraded already" >&2; exit 3; fi\n'
+        'msg="refusing: {{ inventory_hostname }} was prepared for $how"\n'
+        f'if [ "$how" != "{mode}" ]; then echo "$msg, not {mode} (-e system_upgrade_mode)" >&2; '
+        "exit 3; fi\n"
     )
     return {
         "name": "Stepwise: the OS upgrade is prepared and not yet done here",
@@ -284,7 +293,7 @@ def _upgrade_os(_unit: Unit, _had: bool, mode: UpgradeMode) -> list[dict[str, An
         + [
             {
                 "name": "Stepwise: the OS upgrade is done",
-                "ansible.builtin.shell": f'rm -f "{PREPARED_FLAG}"',
+                "ansible.builtin.file": {"path": PREPARED_FLAG, "state": "absent"},
             },
             record_facts(packages=False),
         ]

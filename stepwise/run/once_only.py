@@ -40,9 +40,10 @@ def guard_tasks(unit: Unit, run_id: int | str) -> tuple[list[dict[str, Any]], li
         f'f="{path}"\n'
         f'if [ -e "$f" ] && grep -qxF {shlex.quote(token)} "$f"; '
         "then echo STEPWISE_ALREADY_DONE; exit 0; fi\n"
-        'if [ -e "$f" ]; then echo "refusing: $f exists on {{ inventory_hostname }}: '
-        f'{unit.step} already completed here ($(cat "$f")); it must never run twice. '
-        'Remove the flag file by hand only if you are sure." >&2; exit 3; fi\n'
+        'msg="refusing: $f exists on {{ inventory_hostname }}"\n'
+        f'msg="$msg: {unit.step} already completed here ($(cat "$f" 2>/dev/null))"\n'
+        'msg="$msg; it must never run twice. Remove the flag file by hand only if you are sure."\n'
+        'if [ -e "$f" ]; then echo "$msg" >&2; exit 3; fi\n'
         'mkdir -p "$(dirname "$f")"\n'
         'if [ -e "$f.attempt" ]; then echo "a previous attempt ($(cat "$f.attempt")) '
         'did not complete: running again"; fi\n'
@@ -64,8 +65,9 @@ def guard_tasks(unit: Unit, run_id: int | str) -> tuple[list[dict[str, Any]], li
     post = [
         {
             "name": f"Stepwise: mark {unit.step} completed (flag file)",
-            "ansible.builtin.shell": f'echo {shlex.quote(token)} > "{path}" '
-            f'&& rm -f "{path}.attempt"',
+            "ansible.builtin.shell": f'f="{path}"\necho {shlex.quote(token)} > "$f"\n'
+            'rm -f "$f.attempt"\n',
+            "changed_when": True,
         }
     ]
     return pre, post
