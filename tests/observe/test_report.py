@@ -380,3 +380,43 @@ def test_the_os_upgrade_batches_carry_the_seed_commands_and_its_summary_no_repr(
     assert any("--tags system_upgrade_transfer_data --limit " in c for c in commands)
     assert dict(sec.summary)["selection"] == "all"
     assert all(b["nodes"] for b in sec.batches if b["roles"])
+
+
+def test_zoom_on_a_time_range_stretches_the_charts_and_reset_restores_them(
+    classic_upgrade, tmp_path: Path
+):
+    """The page's self-check types a range (minutes) into the zoom inputs of the first section,
+    as an operator would, and records the charts before, zoomed and after reset."""
+    from stepwise.observe.report import plan_section, write_report
+
+    dep, plan = classic_upgrade
+    out = tmp_path / "plan.html"
+    write_report(out, "classic upgrade", [plan_section(plan, dep)])
+    minutes = plan.duration_s / 60
+    a, b = round(minutes * 0.4, 1), round(minutes * 0.6, 1)
+    check = open_report(out, None, tmp_path, fragment=f"#zoom={a}-{b}")
+    assert_rendered(check)
+    zoom = check["zoom"]
+    before, zoomed, reset = zoom["before"], zoom["zoomed"], zoom["reset"]
+    bars_before, bars_zoomed = before["timeline"]["bars"], zoomed["timeline"]["bars"]
+    assert len(bars_before) == len(bars_zoomed) > 0
+    # bars wholly outside the range are hidden, those inside are about 5x wider
+    assert -1 in bars_zoomed and -1 not in bars_before
+    assert any(z > 3 * w > 3 for w, z in zip(bars_before, bars_zoomed, strict=True))
+    # the availability lines are redrawn on the range
+    lines = before["availability"]["lines"]
+    zlines = zoomed["availability"]["lines"]
+    assert lines and all(z != w for w, z in zip(lines, zlines, strict=True))
+    for chart in ("timeline", "availability"):
+        # the axis says the range: its first label is the range's start, its last the end
+        ticks = zoomed[chart]["ticks"]
+        assert ticks != before[chart]["ticks"], chart
+        assert f"{a:g} min" in ticks and f"{b:g} min" in ticks, ticks
+        assert not any(t.startswith("end ") for t in ticks), ticks
+        # reset: the page as rendered again
+        assert reset[chart] == before[chart], chart
+    assert before["timeline"]["ticks"][0].startswith("end ")
+    for state in (before, zoomed, reset):
+        assert state["smallest_px"] >= 11 and state["overlaps"] == [], state
+    # the page ends zoomed (the range set again after reset): still readable
+    assert_readable(check)
