@@ -108,9 +108,17 @@ return r.style.display==='none'?-1:parseFloat(r.getAttribute('width'))}),
 lines:[].map.call(s.querySelectorAll('path[data-steps]'),function(e){
 return e.getAttribute('d')})}});
 out.smallest_px=smallest();out.overlaps=overlaps().slice(0,20);return out}
+function zdrag(){var s=document.querySelector('#timeline svg'),r=s.getBoundingClientRect(),
+lw=parseFloat(s.getAttribute('data-lw')),w=parseFloat(s.getAttribute('data-right'))-lw,
+y=r.top+parseFloat(s.getAttribute('data-axis-y'))-4,z=document.querySelector('.zoom');
+function ev(type,at,el){el.dispatchEvent(new MouseEvent(type,{bubbles:true,clientX:r.left+lw+w*at,
+clientY:y}))}
+ev('mousedown',0.25,s);ev('mousemove',0.5,s);ev('mouseup',0.5,document);
+return {from:z.querySelector('.zfrom').value,to:z.querySelector('.zto').value,after:zprobe()}}
 function ztest(){var m=/zoom=([0-9.]+)-([0-9.]+)/.exec(location.hash),
 z=document.querySelector('.zoom');
-if(!m||!z)return null;var f=z.querySelector('.zfrom'),t=z.querySelector('.zto'),
+if(/zoomdrag/.test(location.hash)&&z)return zdrag();if(!m||!z)return null;
+var f=z.querySelector('.zfrom'),t=z.querySelector('.zto'),
 out={before:zprobe()};
 function set(){f.value=m[1];f.dispatchEvent(new Event('change'));t.value=m[2];
 t.dispatchEvent(new Event('change'))}
@@ -128,7 +136,8 @@ document.documentElement.setAttribute('data-selfcheck',JSON.stringify(c));});})(
 
 
 #: the page's one script: the zoom, then the self-check (which drives the zoom when the
-#: address ends in #zoom=FROM-TO, minutes, and records the charts before, zoomed and reset)
+#: address ends in #zoom=FROM-TO, minutes, and records the charts before, zoomed and reset;
+#: #zoomdrag drags across the timeline's axis from a quarter to half of it)
 SELF_CHECK = ZOOM + _CHECK
 
 #: the script allowed by its hash, not any inline script: a string from data that somehow

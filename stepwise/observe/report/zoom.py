@@ -1,5 +1,6 @@
 """Zoom on a time range: the page's script that redraws the charts of a section on the range
-the operator types (from/to in minutes; reset restores the page as rendered).
+the operator types (from/to in minutes) or drags across a chart's axis (which fills in the same
+inputs); reset restores the page as rendered.
 
 Why redraw x from data attributes rather than scale the SVG: the charts are drawn at a fixed
 pixel width so that text keeps its 11 px; scaling a group would stretch the text with it. Every
@@ -16,7 +17,7 @@ CONTROLS = (
     '<span class="zoom">zoom on minutes '
     '<input class="zfrom" type="number" min="0" step="any" aria-label="zoom from (minutes)">'
     ' to <input class="zto" type="number" min="0" step="any" aria-label="zoom to (minutes)">'
-    ' <button type="button" class="zreset">reset</button></span>'
+    ' <button type="button" class="zreset">reset</button> (or drag across an axis)</span>'
 )
 
 ZOOM = """
@@ -70,11 +71,23 @@ var p=s.split(',').map(parseFloat);if(p[1]<a||p[0]>b)return;var x=X(p[0]).toFixe
 d+=steps?(d?'H'+x+'V'+p[2]:'M'+x+','+p[2]):'M'+x+','+p[2]+'H'+Math.max(X(p[1]),
 X(p[0])+1).toFixed(1)});
 e.setAttribute('d',steps&&d?d+'H'+r:d)});
-axis(svg,a,b,X);apart(texts)}
+axis(svg,a,b,X);apart(texts);svg._range=[a,b]}
 function reset(svg){svg.querySelectorAll('*').forEach(function(e){if(!e._o)return;
 for(var k in e._o){if(e._o[k]===null)e.removeAttribute(k);else e.setAttribute(k,e._o[k])}
-e.style.display='';delete e._o});
+e.style.display='';delete e._o});delete svg._range;
 if(svg._axis!==undefined){svg.querySelector('g.axis').innerHTML=svg._axis;delete svg._axis}}
+function drag(s,done){var x0=null,sel=null;
+function at(e){var r=s.getBoundingClientRect(),v=s.viewBox.baseVal;
+return [(e.clientX-r.left)*v.width/r.width,(e.clientY-r.top)*v.height/r.height]}
+function sec(x){var lw=num(s,'data-lw'),r=num(s,'data-right'),g=s._range||[0,num(s,'data-zoom')];
+return g[0]+(g[1]-g[0])*Math.max(0,Math.min(1,(x-lw)/(r-lw)))}
+s.addEventListener('mousedown',function(e){var p=at(e),ay=num(s,'data-axis-y');
+if(p[1]<ay-20||p[1]>ay+8||p[0]<num(s,'data-lw'))return;x0=p[0];e.preventDefault();
+sel=mk(s,'rect',{'class':'zsel',x:x0,y:ay-20,width:0,height:28,fill:'#4aa3df',opacity:'0.3'})});
+s.addEventListener('mousemove',function(e){if(x0===null)return;var x=at(e)[0];
+sel.setAttribute('x',Math.min(x,x0));sel.setAttribute('width',Math.abs(x-x0))});
+document.addEventListener('mouseup',function(e){if(x0===null)return;var x=at(e)[0],
+a=sec(Math.min(x,x0)),b=sec(Math.max(x,x0));s.removeChild(sel);x0=null;if(b-a>=1)done(a,b)})}
 document.addEventListener('DOMContentLoaded',function(){
 document.querySelectorAll('.zoom').forEach(function(z){var sec=z.closest('section'),
 f=z.querySelector('.zfrom'),t=z.querySelector('.zto');
@@ -84,6 +97,8 @@ b=parseFloat(t.value)*60,
 ok=a>=0&&b>a;z.classList.toggle('bad',!ok);if(!ok)return;
 charts().forEach(function(s){var n=num(s,'data-zoom');reset(s);if(a<n)apply(s,a,Math.min(b,n))})}
 f.addEventListener('change',go);t.addEventListener('change',go);
+charts().forEach(function(s){drag(s,function(a,b){f.value=+(a/60).toFixed(2);
+t.value=+(b/60).toFixed(2);go()})});
 z.querySelector('.zreset').addEventListener('click',function(){f.value='';t.value='';
 z.classList.remove('bad');charts().forEach(reset)})})})})();
 """
