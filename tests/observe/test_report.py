@@ -436,6 +436,22 @@ def test_zoom_on_a_time_range_stretches_the_charts_and_reset_restores_them(
     assert_readable(check)
 
 
+def test_a_range_that_is_empty_or_past_the_end_is_flagged_and_changes_nothing(
+    classic_upgrade, tmp_path: Path
+):
+    from stepwise.observe.report import plan_section, write_report
+
+    dep, plan = classic_upgrade
+    out = tmp_path / "plan.html"
+    write_report(out, "classic upgrade", [plan_section(plan, dep)])
+    past = plan.duration_s / 60 + 5
+    for fragment in ("#zoom=30-20", f"#zoom={past:.0f}-{past + 10:.0f}"):
+        zoom = open_report(out, None, tmp_path, fragment=fragment)["zoom"]
+        assert zoom["zoomed"]["bad"] and not zoom["before"]["bad"], fragment
+        assert zoom["zoomed"]["timeline"] == zoom["before"]["timeline"], fragment
+        assert not zoom["reset"]["bad"], fragment
+
+
 def test_dragging_across_the_axis_zooms_on_that_range(classic_upgrade, tmp_path: Path):
     """A drag across the timeline's axis from a quarter to half of it fills in the zoom inputs
     with that range and zooms on it."""

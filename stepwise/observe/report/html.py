@@ -107,6 +107,7 @@ bars:[].map.call(s.querySelectorAll('rect[data-t0]'),function(r){
 return r.style.display==='none'?-1:parseFloat(r.getAttribute('width'))}),
 lines:[].map.call(s.querySelectorAll('path[data-steps]'),function(e){
 return e.getAttribute('d')})}});
+out.bad=!!document.querySelector('.zoom.bad');
 out.smallest_px=smallest();out.overlaps=overlaps().slice(0,20);return out}
 function zdrag(){var s=document.querySelector('#timeline svg'),r=s.getBoundingClientRect(),
 lw=parseFloat(s.getAttribute('data-lw')),w=parseFloat(s.getAttribute('data-right'))-lw,

@@ -94,7 +94,8 @@ f=z.querySelector('.zfrom'),t=z.querySelector('.zto');
 function charts(){return sec.querySelectorAll('svg[data-zoom]')}
 function go(){if(f.value===''||t.value==='')return;var a=parseFloat(f.value)*60,
 b=parseFloat(t.value)*60,
-ok=a>=0&&b>a;z.classList.toggle('bad',!ok);if(!ok)return;
+ok=a>=0&&b>a&&[].some.call(charts(),function(s){return a<num(s,'data-zoom')});
+z.classList.toggle('bad',!ok);if(!ok)return;
 charts().forEach(function(s){var n=num(s,'data-zoom');reset(s);if(a<n)apply(s,a,Math.min(b,n))})}
 f.addEventListener('change',go);t.addEventListener('change',go);
 charts().forEach(function(s){drag(s,function(a,b){f.value=+(a/60).toFixed(2);
