@@ -43,9 +43,10 @@ def open_report(
     tmp: Path | None = None,
     width: int = 1400,
     height: int = 900,
+    fragment: str = "",
 ) -> dict:
     """The report's self-check as Chromium rendered it in a window `width` px wide (and a
-    screenshot, when asked)."""
+    screenshot, when asked); `fragment` ends the address (e.g. "#zoom=2-5")."""
     exe = chromium()
     profile = [
         "--user-data-dir=" + str((tmp or path.parent) / "chromium-profile"),
@@ -60,7 +61,7 @@ def open_report(
             "--enable-logging=stderr",
             "--v=0",
             "--dump-dom",
-            path.resolve().as_uri(),
+            path.resolve().as_uri() + fragment,
         ],
         capture_output=True,
         text=True,
@@ -73,7 +74,13 @@ def open_report(
     ]
     if screenshot is not None:
         shot = subprocess.run(
-            [exe, *ARGS, *profile, f"--screenshot={screenshot}", path.resolve().as_uri()],
+            [
+                exe,
+                *ARGS,
+                *profile,
+                f"--screenshot={screenshot}",
+                path.resolve().as_uri() + fragment,
+            ],
             capture_output=True,
             text=True,
             timeout=120,

@@ -140,6 +140,12 @@ def test_report_of_a_stored_run_renders_with_probe_and_failures(tmp_path: Path):
     assert_rendered(check)
     assert_readable(check)
     assert_readable(open_report(out, None, tmp_path, width=900))
+    # zoom on a run: planned and actual bars outside the range hidden, reset restores
+    zoom = open_report(out, None, tmp_path, fragment="#zoom=0.5-1")
+    assert_readable(zoom)
+    before, zoomed = zoom["zoom"]["before"]["timeline"], zoom["zoom"]["zoomed"]["timeline"]
+    assert -1 in zoomed["bars"] and -1 not in before["bars"]
+    assert zoom["zoom"]["reset"]["timeline"] == before
 
 
 def test_report_command_and_plan_html(tmp_path: Path):
@@ -380,3 +386,87 @@ def test_the_os_upgrade_batches_carry_the_seed_commands_and_its_summary_no_repr(
     assert any("--tags system_upgrade_transfer_data --limit " in c for c in commands)
     assert dict(sec.summary)["selection"] == "all"
     assert all(b["nodes"] for b in sec.batches if b["roles"])
+
+
+@pytest.mark.parametrize("wall_clock", [False, True])
+def test_zoom_on_a_time_range_stretches_the_charts_and_reset_restores_them(
+    classic_upgrade, tmp_path: Path, wall_clock: bool
+):
+    """The page's self-check types a range (minutes) into the zoom inputs of the first section,
+    as an operator would, and records the charts before, zoomed and after reset."""
+    from datetime import UTC, datetime
+
+    from stepwise.observe.report import plan_section, write_report
+
+    dep, plan = classic_upgrade
+    out = tmp_path / "plan.html"
+    start = datetime(2026, 12, 1, 22, 0, tzinfo=UTC) if wall_clock else None
+    write_report(out, "classic upgrade", [plan_section(plan, dep, start=start)])
+    minutes = plan.duration_s / 60
+    a, b = round(minutes * 0.4, 1), round(minutes * 0.6, 1)
+    first, last = f"{a:g} min", f"{b:g} min"
+    if start is not None:
+        first = f"{start + timedelta(minutes=a):%H:%M}"
+        last = f"{start + timedelta(minutes=b):%H:%M} UTC"
+    check = open_report(out, None, tmp_path, fragment=f"#zoom={a}-{b}")
+    assert_rendered(check)
+    zoom = check["zoom"]
+    before, zoomed, reset = zoom["before"], zoom["zoomed"], zoom["reset"]
+    bars_before, bars_zoomed = before["timeline"]["bars"], zoomed["timeline"]["bars"]
+    assert len(bars_before) == len(bars_zoomed) > 0
+    # bars wholly outside the range are hidden, those inside are about 5x wider
+    assert -1 in bars_zoomed and -1 not in bars_before
+    assert any(z > 3 * w > 3 for w, z in zip(bars_before, bars_zoomed, strict=True))
+    # the availability lines are redrawn on the range
+    lines = before["availability"]["lines"]
+    zlines = zoomed["availability"]["lines"]
+    assert lines and all(z != w for w, z in zip(lines, zlines, strict=True))
+    for chart in ("timeline", "availability"):
+        # the axis says the range: its first label is the range's start, its last the end
+        ticks = zoomed[chart]["ticks"]
+        assert ticks != before[chart]["ticks"], chart
+        assert first in ticks and last in ticks, (first, last, ticks)
+        assert not any(t.startswith("end ") for t in ticks), ticks
+        # reset: the page as rendered again
+        assert reset[chart] == before[chart], chart
+    assert before["timeline"]["ticks"][0].startswith("end ")
+    for state in (before, zoomed, reset):
+        assert state["smallest_px"] >= 11 and state["overlaps"] == [], state
+    # the page ends zoomed (the range set again after reset): still readable
+    assert_readable(check)
+
+
+def test_a_range_that_is_empty_or_past_the_end_is_flagged_and_changes_nothing(
+    classic_upgrade, tmp_path: Path
+):
+    from stepwise.observe.report import plan_section, write_report
+
+    dep, plan = classic_upgrade
+    out = tmp_path / "plan.html"
+    write_report(out, "classic upgrade", [plan_section(plan, dep)])
+    past = plan.duration_s / 60 + 5
+    for fragment in ("#zoom=30-20", f"#zoom={past:.0f}-{past + 10:.0f}"):
+        zoom = open_report(out, None, tmp_path, fragment=fragment)["zoom"]
+        assert zoom["zoomed"]["bad"] and not zoom["before"]["bad"], fragment
+        assert zoom["zoomed"]["timeline"] == zoom["before"]["timeline"], fragment
+        assert not zoom["reset"]["bad"], fragment
+
+
+def test_dragging_across_the_axis_zooms_on_that_range(classic_upgrade, tmp_path: Path):
+    """A drag across the timeline's axis from a quarter to half of it fills in the zoom inputs
+    with that range and zooms on it."""
+    from stepwise.observe.report import plan_section, write_report
+
+    dep, plan = classic_upgrade
+    out = tmp_path / "plan.html"
+    write_report(out, "classic upgrade", [plan_section(plan, dep)])
+    check = open_report(out, None, tmp_path, fragment="#zoomdrag")
+    assert_rendered(check)
+    drag = check["zoom"]
+    minutes = plan.duration_s / 60
+    assert float(drag["from"]) == pytest.approx(minutes / 4, rel=0.02), drag["from"]
+    assert float(drag["to"]) == pytest.approx(minutes / 2, rel=0.02), drag["to"]
+    ticks = drag["after"]["timeline"]["ticks"]
+    assert f"{float(drag['from']):g} min" in ticks and not any(t.startswith("end") for t in ticks)
+    assert drag["after"]["availability"]["ticks"] == ticks
+    assert_readable(check)

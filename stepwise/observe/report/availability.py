@@ -14,6 +14,8 @@ from stepwise.observe.report.svg import (
     cut,
     esc,
     frame_for,
+    span,
+    zoom_attrs,
 )
 
 ROW_H, GAP = 46, 10
@@ -74,7 +76,7 @@ def _label(s: Series, f: Frame, y: float) -> list[str]:
 
 def _windows(s: Series, f: Frame, y: float) -> list[str]:
     return [
-        f'<rect x="{f.x(a):.1f}" y="{y}" width="{max(f.x(b) - f.x(a), 1.5):.1f}" '
+        f'<rect {span(a, b)} x="{f.x(a):.1f}" y="{y}" width="{max(f.x(b) - f.x(a), 1.5):.1f}" '
         f'height="{ROW_H}" fill="{WINDOW_FILL}" opacity="0.6"><title>'
         f"{esc(f'planned downtime window {_fmt_s(a)} to {_fmt_s(b)}: {why}')}</title></rect>"
         for a, b, why in s.windows
@@ -87,17 +89,24 @@ def _serving(s: Series, f: Frame, y: float) -> list[str]:
     d: list[str] = []
     at: list[str] = []
     below: list[str] = []
+    # the same lines in seconds (start, end, y), which the page's zoom redraws them from
+    steps: list[str] = []
+    spans: dict[bool, list[str]] = {True: [], False: []}
     pts = s.points
     for i, (t, v) in enumerate(pts):
         x, yy = f.x(t), _yv(s, y, v)
         d.append(f"M{x:.1f},{yy:.1f}" if i == 0 else f"H{x:.1f}V{yy:.1f}")
+        t_end = pts[i + 1][0] if i + 1 < len(pts) else f.axis_s
+        steps.append(f"{t:.2f},{t_end:.2f},{yy:.1f}")
         end = f.x(pts[i + 1][0]) if i + 1 < len(pts) else f.right
         if s.min_serving is not None and v <= s.min_serving:
             (at if v == s.min_serving else below).append(f"M{x:.1f},{yy:.1f}H{max(end, x + 1):.1f}")
+            spans[v == s.min_serving].append(f"{t:.2f},{t_end:.2f},{yy:.1f}")
     d.append(f"H{f.right:.1f}")
     low = min(v for _, v in pts)
     out = [
-        f'<path class="serving" d="{"".join(d)}" fill="none" stroke="{SERVING}" '
+        f'<path class="serving" data-steps="{";".join(steps)}" d="{"".join(d)}" '
+        f'fill="none" stroke="{SERVING}" '
         f'stroke-width="1.5"><title>{esc(f"{s.service}: lowest {low} of {s.total} serving")}'
         "</title></path>"
     ]
@@ -108,13 +117,14 @@ def _serving(s: Series, f: Frame, y: float) -> list[str]:
             f'stroke="{LIMIT}" stroke-dasharray="4,3">'
             f"<title>{esc(f'rule {s.rule}: at least {s.min_serving} serving')}</title></line>"
         )
-    for cls, colour, segs, what in (
-        ("at-limit", AT_LIMIT, at, "exactly at the limit"),
-        ("below-limit", BELOW, below, "below the limit"),
+    for cls, colour, segs, ts, what in (
+        ("at-limit", AT_LIMIT, at, spans[True], "exactly at the limit"),
+        ("below-limit", BELOW, below, spans[False], "below the limit"),
     ):
         if segs:
             out.append(
-                f'<path class="{cls}" d="{"".join(segs)}" fill="none" stroke="{colour}" '
+                f'<path class="{cls}" data-segs="{";".join(ts)}" d="{"".join(segs)}" '
+                f'fill="none" stroke="{colour}" '
                 f'stroke-width="4" opacity="0.85"><title>{esc(f"{s.service}: {what}")}'
                 "</title></path>"
             )
@@ -125,7 +135,8 @@ def _probe(s: Series, f: Frame, y: float) -> list[str]:
     """The strip of the probed span and a red bar per second with failed requests."""
     a, b = s.probe[0][0], s.probe[-1][0] + 1
     out = [
-        f'<rect x="{f.x(a):.1f}" y="{y + ROW_H - 3}" width="{max(f.x(b) - f.x(a), 1):.1f}" '
+        f'<rect {span(a, b)} x="{f.x(a):.1f}" y="{y + ROW_H - 3}" '
+        f'width="{max(f.x(b) - f.x(a), 1):.1f}" '
         f'height="3" fill="{PROBED}"><title>probed</title></rect>'
     ]
     for t, req, failed, ms in s.probe:
@@ -136,7 +147,8 @@ def _probe(s: Series, f: Frame, y: float) -> list[str]:
                 f"(max {ms:.0f} ms)"
             )
             out.append(
-                f'<rect class="probe-failed" x="{f.x(t):.1f}" y="{y + ROW_H - fh:.1f}" '
+                f'<rect class="probe-failed" {span(t, t + 1)} x="{f.x(t):.1f}" '
+                f'y="{y + ROW_H - fh:.1f}" '
                 f'width="{max(f.x(t + 1) - f.x(t), 1.5):.1f}" height="{fh:.1f}" '
                 f'fill="{PROBE_FAILED}"><title>{esc(tip)}</title></rect>'
             )
@@ -151,9 +163,9 @@ def availability_svg(sec: Section) -> str:
     height = AXIS_H + (ROW_H + GAP) * max(len(sec.series), 1)
     parts = [
         f'<svg width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" '
-        'role="img" aria-label="availability">'
+        f'role="img" aria-label="availability" {zoom_attrs(f, height, 0.0)}>'
     ]
-    parts += axis_svg(f, height)
+    parts += ['<g class="axis">', *axis_svg(f, height), "</g>"]
     for i, s in enumerate(sec.series):
         y = AXIS_H + i * (ROW_H + GAP)
         parts.append(f'<g data-f="{esc(s.service)}">')

@@ -19,6 +19,7 @@ from stepwise.observe.report.availability import LINES, PROBE_LINES, availabilit
 from stepwise.observe.report.model import Report, Section
 from stepwise.observe.report.svg import COLOURS, MEANING, WINDOW_FILL, esc
 from stepwise.observe.report.timeline import timeline_svg
+from stepwise.observe.report.zoom import CONTROLS, ZOOM
 
 __all__ = ["CSP", "HEAD", "SELF_CHECK", "availability_svg", "esc", "render", "timeline_svg"]
 
@@ -52,12 +53,14 @@ svg text.level{fill:#678}
 #tip{position:fixed;display:none;max-width:520px;background:#243447;color:#fff;font-size:12px;\
 padding:6px 8px;border-radius:4px;white-space:pre-line;pointer-events:none;z-index:9}
 input.filter{font-size:13px;padding:3px 6px;margin:4px 0;width:300px}
+.zoom{margin-left:16px;font-size:13px}.zoom input{width:70px;font-size:13px}
+.zoom button{font-size:13px}.zoom.bad input{outline:2px solid #d33}
 """
 
 #: after the page rendered: the size of each part and any error, as an attribute tests read
 #: (headless Chromium --dump-dom); it also counts Content-Security-Policy violations, i.e.
 #: anything that tried to load from outside the file
-SELF_CHECK = """
+_CHECK = """
 (function(){var errors=0,blocked=0;
 window.addEventListener('error',function(){errors++});
 document.addEventListener('securitypolicyviolation',function(){blocked++});
@@ -97,7 +100,32 @@ inp.addEventListener('input',function(){var q=inp.value.toLowerCase().trim();
 inp.closest('section').querySelectorAll('[data-f]').forEach(function(el){
 var hit=!q||el.getAttribute('data-f').toLowerCase().indexOf(q)>=0;
 el.style.opacity=hit?'':'0.12'})})})}
-window.addEventListener('load',function(){interact();var c={timeline:size('#timeline svg'),\
+function zprobe(){var out={};[['timeline','#timeline svg'],['availability',
+'#availability svg']].forEach(function(p){var s=document.querySelector(p[1]);if(!s)return;
+out[p[0]]={ticks:[].map.call(s.querySelectorAll('g.axis text'),function(t){return t.textContent}),
+bars:[].map.call(s.querySelectorAll('rect[data-t0]'),function(r){
+return r.style.display==='none'?-1:parseFloat(r.getAttribute('width'))}),
+lines:[].map.call(s.querySelectorAll('path[data-steps]'),function(e){
+return e.getAttribute('d')})}});
+out.bad=!!document.querySelector('.zoom.bad');
+out.smallest_px=smallest();out.overlaps=overlaps().slice(0,20);return out}
+function zdrag(){var s=document.querySelector('#timeline svg'),r=s.getBoundingClientRect(),
+lw=parseFloat(s.getAttribute('data-lw')),w=parseFloat(s.getAttribute('data-right'))-lw,
+y=r.top+parseFloat(s.getAttribute('data-axis-y'))-4,z=document.querySelector('.zoom');
+function ev(type,at,el){el.dispatchEvent(new MouseEvent(type,{bubbles:true,clientX:r.left+lw+w*at,
+clientY:y}))}
+ev('mousedown',0.25,s);ev('mousemove',0.5,s);ev('mouseup',0.5,document);
+return {from:z.querySelector('.zfrom').value,to:z.querySelector('.zto').value,after:zprobe()}}
+function ztest(){var m=/zoom=([0-9.]+)-([0-9.]+)/.exec(location.hash),
+z=document.querySelector('.zoom');
+if(/zoomdrag/.test(location.hash)&&z)return zdrag();if(!m||!z)return null;
+var f=z.querySelector('.zfrom'),t=z.querySelector('.zto'),
+out={before:zprobe()};
+function set(){f.value=m[1];f.dispatchEvent(new Event('change'));t.value=m[2];
+t.dispatchEvent(new Event('change'))}
+set();out.zoomed=zprobe();z.querySelector('.zreset').click();out.reset=zprobe();set();return out}
+window.addEventListener('load',function(){interact();var c={zoom:ztest(),
+timeline:size('#timeline svg'),\
 availability:size('#availability svg'),
 summary:size('#summary'),bars:document.querySelectorAll('rect.bar').length,\
 errors:errors,blocked:blocked,overlaps:overlaps().slice(0,20),smallest_px:smallest(),
@@ -107,6 +135,11 @@ titles:document.querySelectorAll('svg title').length};
 document.documentElement.setAttribute('data-selfcheck',JSON.stringify(c));});})();
 """
 
+
+#: the page's one script: the zoom, then the self-check (which drives the zoom when the
+#: address ends in #zoom=FROM-TO, minutes, and records the charts before, zoomed and reset;
+#: #zoomdrag drags across the timeline's axis from a quarter to half of it)
+SELF_CHECK = ZOOM + _CHECK
 
 #: the script allowed by its hash, not any inline script: a string from data that somehow
 #: became a <script> would not run; base-uri and form-action are not covered by default-src
@@ -194,6 +227,7 @@ def _timeline_html(sec: Section, sid: Callable[[str], str]) -> str:
         f"and why; dashed lines: stages, dotted lines: dependency levels.{clock}</p>"
         + _legend(sec)
         + _FILTER
+        + CONTROLS
         + f'<div class="chart timeline"{sid("timeline")}>{timeline_svg(sec)}</div>'
     )
 

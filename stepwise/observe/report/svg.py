@@ -77,6 +77,21 @@ class Frame:
         return self.label_w + self.chart_w * max(0.0, min(t, self.axis_s)) / self.axis_s
 
 
+def span(start: float, end: float) -> str:
+    """The data attributes of an element drawn from `start` to `end` seconds: the page's zoom
+    redraws its x from them."""
+    return f'data-t0="{start:.2f}" data-t1="{end:.2f}"'
+
+
+def zoom_attrs(f: Frame, height: float, top: float) -> str:
+    """What the page's zoom needs to map seconds to x and redraw the axis of a chart."""
+    t0 = "" if f.t0 is None else f' data-clock="{f.t0:.2f}"'
+    return (
+        f'data-zoom="{f.axis_s:.2f}" data-lw="{f.label_w:.2f}" data-right="{f.right:.2f}" '
+        f'data-axis-y="{top + AXIS_H - 8:.2f}" data-h="{height:.2f}"{t0}'
+    )
+
+
 def frame_for(axis_s: float, names: list[str], t0: float | None) -> Frame:
     """A frame whose label column holds the longest lane name in full (within reason: a name
     longer than ~45 characters is cut, with its full text on hover)."""

@@ -24,7 +24,9 @@ from stepwise.observe.report.svg import (
     cut,
     esc,
     frame_for,
+    span,
     text_w,
+    zoom_attrs,
 )
 
 MARK_ROW = 15
@@ -62,7 +64,8 @@ def _markers(sec: Section, f: Frame, height: float) -> list[str]:
         short = label if starts_part else label.split(":", 1)[0][:40]
         dash = "5,3" if starts_part else "1,3"
         lines.append(
-            f'<line x1="{x:.1f}" y1="{MARK_ROW * MARK_ROWS}" x2="{x:.1f}" y2="{height}" '
+            f'<line data-t="{t:.2f}" x1="{x:.1f}" y1="{MARK_ROW * MARK_ROWS}" x2="{x:.1f}" '
+            f'y2="{height}" '
             f'stroke="{"#6a8f3a" if starts_part else "#9aa"}" stroke-dasharray="{dash}">'
             f"<title>{esc(label)} at {esc(_when(f, t))}</title></line>"
         )
@@ -75,7 +78,7 @@ def _markers(sec: Section, f: Frame, height: float) -> list[str]:
         anchor = ' text-anchor="end"' if right_edge else ""
         cls = "mark part" if starts_part else "mark level"
         texts.append(
-            f'<text class="{cls}" x="{x + (-2 if right_edge else 2):.1f}" '
+            f'<text class="{cls}" data-t="{t:.2f}" x="{x + (-2 if right_edge else 2):.1f}" '
             f'y="{row * MARK_ROW + 11}"{anchor}>{esc(short)}<title>{esc(label)}</title></text>'
         )
     return lines + texts
@@ -104,7 +107,7 @@ def _bar(b: Bar, f: Frame, y: float, h: float, planned: bool, texts: Rows, tag: 
     cls = "bar crit" if b.critical else "bar"
     out = [
         f'<g data-f="{esc(tag)}"><rect class="{cls}" data-kind="{esc(b.kind)}" '
-        f'x="{x1:.1f}" y="{y:.1f}" '
+        f'{span(b.start, b.end)} x="{x1:.1f}" y="{y:.1f}" '
         f'width="{w:.1f}" height="{h}" rx="2" fill="{COLOURS.get(b.kind, "#999")}"{crit}/>'
     ]
     if len(b.segments) > 1:
@@ -112,7 +115,7 @@ def _bar(b: Bar, f: Frame, y: float, h: float, planned: bool, texts: Rows, tag: 
             if k != b.kind:
                 sx1, sx2 = f.x(a), f.x(c)
                 out.append(
-                    f'<rect class="bar seg" x="{sx1:.1f}" y="{y + 1:.1f}" '
+                    f'<rect class="bar seg" {span(a, c)} x="{sx1:.1f}" y="{y + 1:.1f}" '
                     f'width="{max(sx2 - sx1, 1.0):.1f}" height="{h - 2}" fill="{COLOURS[k]}"/>'
                 )
     # a batch's name, or only its number ("#7") on a narrow bar
@@ -122,7 +125,8 @@ def _bar(b: Bar, f: Frame, y: float, h: float, planned: bool, texts: Rows, tag: 
     if short and h >= 13 and text_w(short) + 4 <= w and texts.place(x1, x1 + w, 0.0) is not None:
         cls = "on light" if b.kind in _LIGHT_TEXT else "on"
         out.append(
-            f'<text class="{cls}" x="{x1 + 3:.1f}" y="{y + h / 2 + 4:.1f}">{esc(short)}</text>'
+            f'<text class="{cls}" {span(b.start, b.end)} x="{x1 + 3:.1f}" '
+            f'y="{y + h / 2 + 4:.1f}">{esc(short)}</text>'
         )
     out.append(f"<title>{esc(_tip(b, f, planned))}</title></g>")
     return out
@@ -147,13 +151,14 @@ def _windows_lane(sec: Section, f: Frame, y: float, row: float) -> list[str]:
             f"{s} down {_when(f, wa)} to {_when(f, wb)}: {why}" for s, wa, wb, why in items
         )
         out.append(
-            f'<g data-f="{esc(text)}"><rect class="window" x="{x1:.1f}" y="{y + 3:.1f}" '
+            f'<g data-f="{esc(text)}"><rect class="window" {span(a, b)} x="{x1:.1f}" '
+            f'y="{y + 3:.1f}" '
             f'width="{max(x2 - x1, 1.5):.1f}" '
             f'height="{row - 6}" fill="{WINDOW_FILL}"/>'
         )
         if x2 - x1 >= text_w(services[0]) + 4:
             out.append(
-                f'<text class="on" x="{x1 + 3:.1f}" y="{y + row / 2 + 4:.1f}">'
+                f'<text class="on" {span(a, b)} x="{x1 + 3:.1f}" y="{y + row / 2 + 4:.1f}">'
                 f"{esc(cut(text, x2 - x1 - 2))}</text>"
             )
         out.append(f"<title>{esc(tip)}</title></g>")
@@ -171,9 +176,9 @@ def timeline_svg(sec: Section) -> str:
     index = {lane: i for i, (lane, _) in enumerate(sec.lanes)}
     parts = [
         f'<svg width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" '
-        'role="img" aria-label="timeline">'
+        f'role="img" aria-label="timeline" {zoom_attrs(f, height, top)}>'
     ]
-    parts += axis_svg(f, height, top)
+    parts += ['<g class="axis">', *axis_svg(f, height, top), "</g>"]
     if sec.windows:
         parts += _windows_lane(sec, f, top + AXIS_H, row)
     tags = [f"{lane} {g}" for lane, g in sec.lanes]
