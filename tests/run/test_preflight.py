@@ -184,6 +184,23 @@ def test_pacemaker_ceph_and_service_checks():
     assert (
         bad.verdict is Verdict.FAIL and "Failure" in bad.detail and bad.check == "keystone_status"
     )
+    # a service stopped on purpose (an OS upgrade's node between two seed steps) is not asked
+    assert judge(None, "n", Answer(0, "STEPWISE_NOT_RUNNING\n")).verdict is Verdict.SKIP
+
+
+def test_a_service_check_asks_only_where_the_service_runs():
+    from stepwise.run.preflight import Context, checks_for
+
+    dep = load_deployment(ROOT / "examples" / "openstack.yaml")
+    node = next(n.name for n in dep.nodes if "keystone" in dep.services_on(n.name))
+    from types import SimpleNamespace
+
+    plan = SimpleNamespace(workflow=Workflow.UPDATE, params={}, units=[])  # what checks read
+    ctx = Context(dep, plan)
+    (ks,) = [c for c in checks_for(ctx, node) if c.name == "keystone_status"]
+    unit = dep.catalog["keystone"].unit
+    assert ks.command.startswith(f"if ! systemctl is-active {unit} ")
+    assert ks.command.endswith("keystone-status upgrade check")
 
 
 # -- the catalog's checks --------------------------------------------------------------------
