@@ -406,7 +406,8 @@ def _feeders(dep: Deployment, pl: _PartLayout, level: int) -> frozenset[str]:
     upgraded first in a visit of its own, and those needing it start as soon as that is done.
     Empty (one visit per node and level, as before) in every other case."""
     here = [s for s in pl.levels if pl.levels[s] == level and s not in pl.grouped]
-    roles_of = {s: {n.role for n in dep.instances.get(s, ())} for s in here}
+    # from the roles' service lists, not the instances: 60 services run ~80,000 instances
+    roles_of = {s: {r.name for r in dep.roles if r.nodes and s in r.services} for s in here}
     later = [s for s in pl.levels if pl.levels[s] > level]
     out: set[str] = set()
     for s in here:
