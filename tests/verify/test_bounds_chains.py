@@ -49,3 +49,32 @@ def test_independent_chains_do_not_wait_for_each_other():
     storage_first = min(u.start_s for u in plan.units if u.batch and "agentB0" in u.services)
     assert storage_first < compute_first
     assert storage_second >= max(u.end_s for u in plan.units if u.batch and "agentB0" in u.services)
+
+
+def test_chains_of_two_at_1000_nodes_upgrade_within_1_10():
+    # the networkers run the storage chain's first need (netagent) and the compute chain's
+    # first link (agentA0): one visit for both made the storage chain wait for agentA0's
+    # drain on every networker (1.102x); netagent now goes first in a visit of its own
+    dep = chain_cloud(1000, 2)
+    plan = verify_plan(make_plan("upgrade", dep), dep)
+    assert plan.lower_bound_s <= plan.duration_s
+    assert plan.duration_s / plan.lower_bound_s <= 1.10
+
+
+def test_a_service_only_a_separate_chain_needs_gets_its_own_visit_first():
+    dep = chain_cloud(300, 2)
+    plan = verify_plan(make_plan("upgrade", dep), dep)
+    networker = [u for u in plan.units if u.batch and u.batch.startswith("Networker#")]
+    alone = [u for u in networker if "netagent" in u.services]
+    shared = [u for u in networker if "agentA0" in u.services]
+    assert alone and shared
+    # no networker unit works on both agents: two visits, netagent's first
+    assert not any("agentA0" in u.services for u in alone)
+    assert max(u.end_s for u in alone) <= min(u.start_s for u in shared)
+    # the storage chain starts once netagent is done, not after the networkers' agentA0
+    storage_first = min(u.start_s for u in plan.units if u.batch and "agentB0" in u.services)
+    assert storage_first < max(u.end_s for u in shared)
+    assert storage_first >= max(u.end_s for u in alone)
+    # every networker batch of the second visit says why the node is visited again
+    firsts = {u.batch: u for u in reversed(shared)}
+    assert all("netagent went first in a visit of their own" in u.why for u in firsts.values())
