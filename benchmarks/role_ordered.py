@@ -31,7 +31,6 @@ def role_ordered_duration(
                 workflow,
                 extra_packages=changes[n.name].extra_packages,
                 reboot=changes[n.name].reboot,
-                stop_all=dep.services_on(n) if changes[n.name].reboot else None,
             )
             for n in role.nodes
             if changes[n.name].touched
