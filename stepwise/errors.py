@@ -45,6 +45,13 @@ class InputError(StepwiseError):
     """The deployment, catalog, facts or command-line input is invalid; nothing was changed."""
 
 
+class InterruptedBeforeStart(StepwiseError):
+    """Ctrl-C (or SIGTERM) while a run was still being prepared (its preflight): the run did
+    not start, nothing was recorded or changed."""
+
+    exit_code = 130
+
+
 class UnsafePlanError(StepwiseError):
     """The plan breaks an invariant (availability, quorum, RPC pinning, ...) and is refused."""
 

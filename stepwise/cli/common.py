@@ -59,6 +59,8 @@ def reported() -> Iterator[None]:
         kind = "error"
         if exc.exit_code == 3:
             kind = "refused"
+        elif exc.exit_code == 130:
+            kind = "interrupted"
         if _json_asked():
             # a script asked for JSON: it gets the error as JSON too (stdout, where it reads)
             print_json(

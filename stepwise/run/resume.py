@@ -20,7 +20,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from stepwise.errors import InputError, Problem, StepwiseError, UnsafePlanError
+from stepwise.errors import (
+    InputError,
+    InterruptedBeforeStart,
+    Problem,
+    StepwiseError,
+    UnsafePlanError,
+)
 from stepwise.model import Deployment
 from stepwise.model.facts import NO_FACTS, Facts, facts_from_dict, facts_to_dict
 from stepwise.model.vocab import MarkerState, RunState, UnitState, Workflow
@@ -31,6 +37,7 @@ from stepwise.run.engine import EngineOptions, RunContext, execute
 from stepwise.run.events import Observer, RunResult
 from stepwise.run.lock import DbLock, RunLock
 from stepwise.run.render import DEFAULT_FLAG_DIR, FLAG_VAR, flag_hosts, flag_name, marker_keys
+from stepwise.run.scheduler import interrupts_held
 from stepwise.run.store.store import RunInfo, RunOrigin, Store
 from stepwise.verify import VerifiedPlan, plan_verified, verify_plan
 from stepwise.verify.downtime import refuse_unaccepted_downtime
@@ -325,15 +332,24 @@ def _refuse_failed_preflight(
 
     opts = req.options
     nodes = tuple(sorted({n for u in todo for n in u.nodes}))
-    report = preflight(
-        Context(req.deployment, plan, dict(opts.extra_vars), nodes),
-        req.store,
-        cloud,
-        connector=opts.connector,
-        extra_vars={**dict(opts.extra_vars), **dict(opts.secrets)},
-        facts=req.facts,
-        run_key=key,
-    )
+    with interrupts_held() as held:
+        report = preflight(
+            Context(req.deployment, plan, dict(opts.extra_vars), nodes),
+            req.store,
+            cloud,
+            connector=opts.connector,
+            extra_vars={**dict(opts.extra_vars), **dict(opts.secrets)},
+            facts=req.facts,
+            run_key=key,
+        )
+    if held:
+        raise InterruptedBeforeStart(
+            Problem(
+                f"interrupted ({held[0]}) during the preflight: the run did not start, nothing "
+                "was recorded or changed",
+                hint="run the same command again to start it",
+            )
+        )
     if report.ok:
         return
     problems = [

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -234,3 +235,25 @@ def catch_interrupts(sched: Scheduler) -> Callable[[], None]:
             signal.signal(s, h)
 
     return restore
+
+
+@contextmanager
+def interrupts_held() -> Iterator[list[str]]:
+    """Ctrl-C or SIGTERM while the run is being prepared (the preflight asks the nodes for a
+    few seconds) is held until that step ends, then reported: a KeyboardInterrupt unwinding
+    half-built state could be hit again by a second Ctrl-C and end the process by the signal.
+    Yields the names of the signals that came."""
+    held: list[str] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+
+    def hold(signum: int, _frame: Any) -> None:
+        held.append(signal.Signals(signum).name)
+
+    old = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield held
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)

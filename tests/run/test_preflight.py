@@ -397,3 +397,21 @@ def test_lab_leapp_inhibitor_is_named_before_the_os_upgrade(mini_lab):
     assert "preflight: ctrl-0: leapp:" in r.output.replace("\n", " ")
     assert lab.read_state("ctrl-0", "leapp.json") is None
     assert len(open_store(store).runs("mini")) == 1  # the prepare only
+
+
+def test_ctrl_c_during_the_preflight_is_held_until_it_ends():
+    """Two Ctrl-C while the nodes are asked: the step finishes, then the run is reported
+    interrupted before it started (a KeyboardInterrupt there could be hit by the second
+    press while unwinding and end the process by the signal)."""
+    import os
+    import signal
+
+    from stepwise.run.scheduler import interrupts_held
+
+    before = signal.getsignal(signal.SIGINT)
+    with interrupts_held() as held:
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGINT)
+        finished = True
+    assert finished and held == ["SIGINT", "SIGINT"]
+    assert signal.getsignal(signal.SIGINT) is before
