@@ -94,7 +94,9 @@ def test_abort_finishes_the_batch_begun_starts_nothing_else_and_continue_finishe
 def test_an_abort_before_a_batch_begins_starts_no_batch(tmp_path):
     dep = load_deployment(write_cloud(tmp_path))
     st = open_store(f"sqlite:///{tmp_path / 'store.sqlite'}")
-    opts = EngineOptions(extra_vars={"step_sleep": "0.4"})
+    # each step longer than the engine's poll of the store (POLL_S), so the request made while
+    # the validation runs is read before it ends
+    opts = EngineOptions(extra_vars={"step_sleep": "2"})
     t, out = _run_in_thread(RunRequest(st, dep, "update", options=opts))
     _wait(lambda: bool(st.runs(dep.name)))
     run_id = st.runs(dep.name)[0].id
