@@ -2,11 +2,11 @@
 
 Two ways to ask, one effect. `stepwise abort` records the request in the store (the run's status
 becomes `aborting`), so it reaches a run started on another machine that shares a PostgreSQL
-store; the engine polls its run's status four times a second (one small query). A first Ctrl-C in the run's
-terminal asks the same in-process (the signal handler only sets a flag, the engine's loop turns
-it into the abort and records it). The scheduler then lets every batch begun finish, and
-nothing else start (`Scheduler.request_abort`); the run is recorded `aborted`, and the same
-command continues it.
+store; the engine polls its run's status four times a second (one small query). A first
+Ctrl-C in the run's terminal asks the same in-process (the signal handler only sets a flag,
+the engine's loop turns it into the abort and records it). The scheduler then lets every
+batch begun finish, and nothing else start (`Scheduler.request_abort`); the run is recorded
+`aborted`, and the same command continues it.
 """
 
 from __future__ import annotations
