@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -155,7 +155,6 @@ def _ask_nodes(
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Run the discover play: what each node answered, and why the others did not."""
     inv = _inventory(deployment, connector)
-    pdd = Path(tempfile.mkdtemp(prefix="stepwise-discover-"))
     found: dict[str, Any] = {}
     errors: dict[str, str] = {}
 
@@ -169,26 +168,7 @@ def _ask_nodes(
             errors[host] = str(res.get("msg") or res.get("stderr") or "failed").strip()
         return False
 
-    try:
-        (pdd / "project").mkdir(parents=True)
-        pb = pdd / "project" / "discover.yml"
-        pb.write_text(json.dumps([_play(names)]))
-        inv_path = write_private(pdd / "inventory" / "hosts.yml", to_yaml(inv))
-        ev_path = write_private(pdd / "vars" / "extra.yml", to_yaml(unsafe(dict(extra_vars or {}))))
-        wrapper, _pid = ansible_env.write_wrapper(pdd / "bin")
-        book = ansible_env.Playbook(
-            directory=pdd,
-            playbook=pb,
-            inventory=inv_path,
-            wrapper=wrapper,
-            var_files=(ev_path,),
-            env=ansible_env.ansible_env(plugin_dirs=connector.plugin_dirs if connector else ()),
-            forks=forks,
-            poll_s=0.2,
-        )
-        ansible_env.run_playbook(book, on_event)
-    finally:
-        shutil.rmtree(pdd, ignore_errors=True)
+    run_read_only_play("discover", _play(names), inv, extra_vars, connector, forks, on_event)
     return found, errors
 
 
@@ -247,3 +227,37 @@ def _no_answer(
         )
     )
     return problems
+
+
+def run_read_only_play(
+    name: str,
+    play: Mapping[str, Any],
+    inv: Mapping[str, Any],
+    extra_vars: Mapping[str, Any] | None,
+    connector: Connector | None,
+    forks: int,
+    on_event: Callable[[Mapping[str, Any]], bool],
+) -> None:
+    """Run one play that only asks the nodes (discover, preflight) in a private directory
+    removed afterwards: the inventory and the -e values in 0600 files, data values unsafe."""
+    pdd = Path(tempfile.mkdtemp(prefix=f"stepwise-{name}-"))
+    try:
+        (pdd / "project").mkdir(parents=True)
+        pb = pdd / "project" / f"{name}.yml"
+        pb.write_text(json.dumps([play]))
+        inv_path = write_private(pdd / "inventory" / "hosts.yml", to_yaml(inv))
+        ev_path = write_private(pdd / "vars" / "extra.yml", to_yaml(unsafe(dict(extra_vars or {}))))
+        wrapper, _pid = ansible_env.write_wrapper(pdd / "bin")
+        book = ansible_env.Playbook(
+            directory=pdd,
+            playbook=pb,
+            inventory=inv_path,
+            wrapper=wrapper,
+            var_files=(ev_path,),
+            env=ansible_env.ansible_env(plugin_dirs=connector.plugin_dirs if connector else ()),
+            forks=forks,
+            poll_s=0.2,
+        )
+        ansible_env.run_playbook(book, on_event)
+    finally:
+        shutil.rmtree(pdd, ignore_errors=True)

@@ -5,19 +5,15 @@ stopped half-way) is added."""
 
 from __future__ import annotations
 
-import json
-import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from stepwise.model.facts import Facts
 from stepwise.model.vocab import RunState, UnitState, Verdict
 from stepwise.plan.progress import prepared_not_upgraded
-from stepwise.run import ansible_env
-from stepwise.run.ansible_files import to_yaml, unsafe, write_private
+from stepwise.run.ansible_files import unsafe
+from stepwise.run.discover import run_read_only_play
 from stepwise.run.inventory import Connector, inventory
 from stepwise.run.node_work import NODE_ROOT
 from stepwise.run.preflight import Answer, Context, Finding, NodeCheck, checks_for
@@ -160,27 +156,9 @@ def ask_nodes(
 
 
 def _run(nodes, inv, extra_vars, connector, on_event) -> None:
-    pdd = Path(tempfile.mkdtemp(prefix="stepwise-preflight-"))
-    try:
-        (pdd / "project").mkdir(parents=True)
-        pb = pdd / "project" / "preflight.yml"
-        pb.write_text(json.dumps([play(nodes)]))
-        inv_path = write_private(pdd / "inventory" / "hosts.yml", to_yaml(inv))
-        ev_path = write_private(pdd / "vars" / "extra.yml", to_yaml(unsafe(dict(extra_vars or {}))))
-        wrapper, _pid = ansible_env.write_wrapper(pdd / "bin")
-        book = ansible_env.Playbook(
-            directory=pdd,
-            playbook=pb,
-            inventory=inv_path,
-            wrapper=wrapper,
-            var_files=(ev_path,),
-            env=ansible_env.ansible_env(plugin_dirs=connector.plugin_dirs if connector else ()),
-            forks=max(1, len(nodes)),
-            poll_s=0.2,
-        )
-        ansible_env.run_playbook(book, on_event)
-    finally:
-        shutil.rmtree(pdd, ignore_errors=True)
+    run_read_only_play(
+        "preflight", play(nodes), inv, extra_vars, connector, max(1, len(nodes)), on_event
+    )
 
 
 def store_findings(
