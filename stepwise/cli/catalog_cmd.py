@@ -15,16 +15,18 @@ catalog_app = typer.Typer(
 )
 app.add_typer(catalog_app, name="catalog")
 
+CATALOG_OPT = typer.Option(
+    None,
+    "--catalog",
+    "-c",
+    metavar="DIR",
+    help="A catalog directory (default: the built-in one).",
+)
+
 
 @catalog_app.command("list")
 def list_services(
-    catalog: Path | None = typer.Option(
-        None,
-        "--catalog",
-        "-c",
-        metavar="DIR",
-        help="A catalog directory (default: the built-in one).",
-    ),
+    catalog: Path | None = CATALOG_OPT,
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """List every service: name, plane, whether it has a runtime, and its aliases."""
@@ -69,13 +71,7 @@ def list_services(
 
 @catalog_app.command("lint")
 def lint(
-    catalog: Path | None = typer.Option(
-        None,
-        "--catalog",
-        "-c",
-        metavar="DIR",
-        help="A catalog directory (default: the built-in one).",
-    ),
+    catalog: Path | None = CATALOG_OPT,
     strict: bool = typer.Option(
         False, "--strict", help="Findings are errors (exit 2), as in CI; default: warnings."
     ),
