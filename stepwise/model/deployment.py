@@ -13,7 +13,7 @@ from stepwise.errors import InputError, Problem
 from stepwise.model.catalog import Catalog, Service, _did_you_mean, load_catalog
 from stepwise.model.checks import validate
 from stepwise.model.specs import DeploymentSpec, NodeCountSpec, RoleSpec
-from stepwise.model.vocab import DrainPolicy
+from stepwise.model.vocab import DeployStyle, DrainPolicy
 from stepwise.model.yamlsrc import line_of, load_yaml, to_plain
 from stepwise.paths import checked_path, is_directory
 
@@ -49,6 +49,8 @@ class Role:
     #: every service the role lists (canonical names), configuration-only ones included;
     #: `services` keeps only those with a runtime, so the planner never sees the others
     declared: tuple[str, ...] = ()
+    #: how the role's services are deployed (its own `style:` or the deployment's)
+    style: DeployStyle = DeployStyle.PACKAGES
 
     @property
     def is_controlplane(self) -> bool:
@@ -83,6 +85,8 @@ class Deployment:
     lab: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     #: `drain_policy:` (the instances a compute's leave cannot live-migrate); `drain_policy_now`
     drain_policy: DrainPolicy = DrainPolicy.REFUSE
+    #: the deployment's `style:` (each role's own is `Role.style`)
+    style: DeployStyle = DeployStyle.PACKAGES
 
     @cached_property
     def nodes(self) -> tuple[Node, ...]:
@@ -250,6 +254,7 @@ def build_deployment(
                 MappingProxyType(dict(rs.vars)),
                 tuple(rs.tool_packages),
                 tuple(declared),
+                rs.style or spec.style,
             )
         )
     if problems:
@@ -263,6 +268,7 @@ def build_deployment(
         tuple(spec.reboot_packages),
         MappingProxyType(spec.lab.model_dump(exclude_none=True)),
         spec.drain_policy,
+        spec.style,
     )
     return dep
 

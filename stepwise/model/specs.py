@@ -33,6 +33,7 @@ from stepwise.model.vocab import (
     NODE_STEPS,
     SYSTEM_UPGRADE_KEYS,
     UPGRADE_EXTRA_KEYS,
+    DeployStyle,
     DrainPolicy,
 )
 
@@ -364,6 +365,8 @@ class RoleSpec(Strict):
     bootstrap: str | None = None
     vars: dict[str, Any] = Field(default_factory=dict)
     tool_packages: list[PackageName] = Field(default_factory=list)
+    #: how this role's services are deployed; the deployment's `style:` when not given
+    style: DeployStyle | None = None
 
 
 class LabSpec(Strict):
@@ -384,6 +387,8 @@ class DeploymentSpec(Strict):
     reboot_packages: list[PackageName] = Field(default_factory=lambda: ["kernel", "kernel-core"])
     #: what a compute's leave does with instances that cannot live-migrate (README "Drain policy")
     drain_policy: DrainPolicy = DrainPolicy.REFUSE
+    #: how the services are deployed (packages, tripleo or kolla containers); a role may differ
+    style: DeployStyle = DeployStyle.PACKAGES
     roles: list[RoleSpec] = Field(min_length=1)
     lab: LabSpec = Field(default_factory=LabSpec)
 

@@ -94,6 +94,16 @@ class DrainPolicy(StrEnum):
     STOP_IN_PLACE = "stop-in-place"  # stopped until the compute rejoins: announced downtime
 
 
+class DeployStyle(StrEnum):
+    """`style:` of a deployment or a role: how its services are deployed on a node."""
+
+    PACKAGES = "packages"  # RPM packages behind the catalog's systemd unit
+    #: podman containers run by `tripleo_<service>` units, images named as TripleO's
+    #: ContainerImagePrepare names them
+    TRIPLEO = "tripleo"
+    KOLLA = "kolla"  # containers named after the service, kolla's image naming and tags
+
+
 class Plane(StrEnum):
     """`--plane`: the control plane (infra + control services) or the data plane."""
 
