@@ -60,13 +60,12 @@ def state(lab: Lab) -> dict[str, Any]:
     return data
 
 
-def start_all(lab: Lab) -> None:
-    """Each router's unit on its master (at `lab up`)."""
+def masters(lab: Lab) -> list[tuple[str, str]]:
+    """(node, router unit) of each router's master, its state written (at `lab up`, which
+    starts them)."""
     st = state(lab)
     lab.write_state("_lab", STATE, st)
-    for r, s in st.items():
-        if s["master"]:
-            lab.call("start", node=s["master"], unit=r, wait=False)
+    return [(s["master"], r) for r, s in st.items() if s["master"]]
 
 
 def forwarding(lab: Lab, node: str) -> tuple[bool, str]:

@@ -39,11 +39,8 @@ REPROVISION_COMMAND = NodeAccess.var("reprovision_command")
 PREPARED_FLAG = FLAG_DIR + "/system_upgrade_prepared"
 #: a shell snippet printing the node's OS major version
 #: (one awk, no pipe: nothing to hide a failed read behind, and no `sed` where a module exists)
-_OS_MAJOR = (
-    """awk -F= '$1 == "VERSION_ID" {gsub(/"/, "", $2); split($2, v, "."); print v[1]}' \""""
-    + OS_RELEASE
-    + '"'
-)
+_OS_MAJOR_AWK = '$1 == "VERSION_ID" {gsub(/"/, "", $2); split($2, v, "."); print v[1]}'
+_OS_MAJOR = f"awk -F= '{_OS_MAJOR_AWK}' \"{OS_RELEASE}\""
 
 #: the task after each packages unit that records what the node runs (benchmarks tell it apart)
 RECORD_TASK = "Stepwise: record what the node runs now"
@@ -144,7 +141,8 @@ def transfer_check() -> dict[str, Any]:
     os_release = access_value("os_release", host="hostvars[item]")
     return {
         "name": "Stepwise: one new-OS node and at least one old-OS node in the role",
-        "ansible.builtin.command": _OS_MAJOR.replace(OS_RELEASE, os_release),
+        # argv: the other node's templated path makes the one-line form too long to read
+        "ansible.builtin.command": {"argv": ["awk", "-F=", _OS_MAJOR_AWK, os_release]},
         "delegate_to": "{{ item }}",
         "loop": "{{ stepwise_role_nodes }}",
         "register": "_stepwise_os",
@@ -304,8 +302,12 @@ def _cleanup_os(_unit: Unit, _had: bool, _mode: UpgradeMode) -> list[dict[str, A
     return [
         {
             "name": "Node: remove what the OS upgrade left on the node",
-            "ansible.builtin.shell": f'rm -rf "{FLAG_DIR}/system_upgrade_prepared" '
-            f'"{FLAG_DIR}"/*.attempt "{NODE_ROOT}/tmp/{PERSIST_FILE}"',
+            # one line per path: the templated paths make one line too long to review
+            "ansible.builtin.shell": {
+                "cmd": f'rm -rf "{PREPARED_FLAG}" \\\n'
+                f'  "{FLAG_DIR}"/*.attempt \\\n'
+                f'  "{NODE_ROOT}/tmp/{PERSIST_FILE}"\n'
+            },
         },
         {
             "name": "Stepwise: remove what the OS upgrade persisted for this node "

@@ -175,9 +175,6 @@ def _all_tasks(svc):
 
 #: what `ansible.builtin.systemd_service` runs for each state (`systemctl show` first)
 SYSTEMD_VERBS = {"started": "start", "stopped": "stop", "reloaded": "reload"}
-#: services still allowed `systemctl start/stop/reload` as commands (none: every one uses
-#: ansible.builtin.systemd_service; a catalog under rewrite would be listed here)
-PENDING_REWRITE: set[str] = set()
 
 
 def _unit_command(task) -> str | None:
@@ -278,11 +275,8 @@ def test_services_are_started_stopped_and_reloaded_by_the_systemd_module(catalog
         for where, task in _all_tasks(svc):
             cmd = task.get("ansible.builtin.command")
             modules += "ansible.builtin.systemd_service" in task
-            if (
-                isinstance(cmd, str)
-                and cmd.startswith("systemctl ")
-                and svc.name not in (PENDING_REWRITE)
-            ):
+            # every start/stop/reload goes through ansible.builtin.systemd_service
+            if isinstance(cmd, str) and cmd.startswith("systemctl "):
                 assert cmd.split()[1] == "status", (svc.name, where, cmd)
     assert modules > 400
 

@@ -137,10 +137,6 @@ def test_catalog_lint_warns_and_with_strict_fails(tmp_path: Path):
     assert "Traceback" not in r.output
 
 
-def test_the_builtin_catalog_is_clean_but_for_what_is_pending():
-    """Every built-in task passes the checks; the two services another branch rewrites (see
-    tests/model/test_model.py PENDING_REWRITE) and galera's node-to-node rsync aside."""
-    from tests.model.test_model import PENDING_REWRITE
-
-    left = [p for p in load_catalog().lint if Path(p.file or "").stem not in PENDING_REWRITE]
-    assert [str(p) for p in left] == []
+def test_the_builtin_catalog_is_clean():
+    """Every built-in task passes the checks."""
+    assert [str(p) for p in load_catalog().lint] == []
