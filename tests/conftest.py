@@ -21,7 +21,7 @@ E2E_SECONDS = {
     "test_real_openstack_through_the_os_upgrade": 477,
     "test_minor_update_of_an_imported_composed_cloud_fails_no_request": 434,
     "test_a_node_crashed_mid_batch_stops_the_run_before_the_next_batch": 283,
-    "test_rollback_of_a_limited_update_keeps_the_apis_up_and_restores_every_version": 175,
+    "test_rollback_of_a_limited_update_keeps_the_apis_up_and_restores_every_version": 260,
     "test_drain_waits_for_live_migration_and_applies_each_policy": 110,
     "test_management_node_os_and_release_upgrade_across_a_database_major": 79,
     "test_sigkill_and_sigint_during_a_lab_update_then_run_again": 72,

@@ -427,7 +427,6 @@ def _feeders(dep: Deployment, pl: _PartLayout, level: int) -> frozenset[str]:
 
 
 @lru_cache(maxsize=4096)
-@lru_cache(maxsize=4096)
 def _all_deps(dep: Deployment, service: str) -> frozenset[str]:
     """What `service` depends on, transitively (asked once per visit: cached)."""
     out: set[str] = set()
