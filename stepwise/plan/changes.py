@@ -100,11 +100,14 @@ def dependency_levels(deployment: Deployment, services: set[str]) -> dict[str, i
     return levels
 
 
-def image_params(deployment: Deployment, facts: Facts, upgrade: bool) -> dict[str, dict]:
+def image_params(
+    deployment: Deployment, facts: Facts, namespace: str | None = None
+) -> dict[str, dict]:
     """node -> service -> {ref, target} for the container nodes: what their switch and prestage
-    tasks read (`stepwise_images`). The reference is the facts' (discover's) else the model's
-    (`upgrade`: in the upgrade namespace); a target digest not known is left empty, which the
-    prestage's digest check refuses."""
+    tasks read (`stepwise_images`). The reference is the model's, in `namespace` when given (a
+    major upgrade's target release); the target digest is the facts' when discover asked about
+    that same reference, else empty, which the prestage's digest check refuses (a digest of
+    another reference must never be switched to)."""
     containers = deployment.containers
     out: dict[str, dict] = {}
     if containers is None:
@@ -112,18 +115,18 @@ def image_params(deployment: Deployment, facts: Facts, upgrade: bool) -> dict[st
     for role in deployment.roles:
         if role.style is DeployStyle.PACKAGES:
             continue
-        namespace = containers.upgrade_namespace if upgrade else None
         for node in role.nodes:
             entry = {}
             for s in role.services:
-                fact = facts.image(node.name, s)
-                ref = (fact.ref if fact is not None else None) or image_ref(
+                ref = image_ref(
                     s,
                     role.style,
                     containers,
                     image=deployment.catalog[s].image,
                     namespace=namespace,
                 )
-                entry[s] = {"ref": ref, "target": (fact.target if fact is not None else None) or ""}
+                fact = facts.image(node.name, s)
+                same = fact is not None and fact.ref in (None, ref)
+                entry[s] = {"ref": ref, "target": (fact.target if same else None) or ""}
             out[node.name] = entry
     return out

@@ -48,15 +48,14 @@ def tripleo_cloud(style: str = "tripleo"):
     return build_deployment(spec, cat)
 
 
-def image_facts(dep, moving: set[str]) -> Facts:
-    """Every container on OLD; the services in `moving` have NEW as their target."""
+def image_facts(dep, moving: set[str], ref=None) -> Facts:
+    """Every container on OLD; the services in `moving` have NEW as their target (`ref`:
+    service -> the reference discover asked about)."""
+    ref = ref or (lambda s: f"127.0.0.1:8787/tripleo/openstack-{s}:current")
     nodes = {}
     for n in dep.nodes:
         images = {
-            s: ImageFact(
-                OLD, NEW if s in moving else OLD, f"127.0.0.1:8787/tripleo/openstack-{s}:current"
-            )
-            for s in dep.services_on(n)
+            s: ImageFact(OLD, NEW if s in moving else OLD, ref(s)) for s in dep.services_on(n)
         }
         nodes[n.name] = NodeFacts(images=MappingProxyType(images))
     return Facts(MappingProxyType(nodes), True, "<test>")
@@ -114,17 +113,10 @@ def test_the_units_of_a_container_node_run_its_unit_and_no_dnf():
     assert argv[1][:4] == ["podman", "create", "--name", "agent"]
 
 
-def test_a_kolla_upgrade_targets_the_upgrade_namespace_without_facts_of_refs():
+def test_a_kolla_upgrade_targets_the_upgrade_namespace():
     dep = tripleo_cloud("kolla")
-    plan = make_plan(
-        Workflow.UPGRADE, dep, image_facts(dep, {"api"}), variables={"target_release": "R2"}
-    )
-    images = plan.params["images"]
-    # the upgrade's facts name the target of each container: only api's moves
-    assert {s for u in plan.units if u.step is Step.STOP for s in u.services} == {"api"}
-    assert images["ctl-0"]["api"]["ref"] == "127.0.0.1:8787/tripleo/openstack-api:current"
     bare = make_plan(Workflow.UPGRADE, dep, variables={"target_release": "R2"})
-    # without facts every container switches
+    # without facts every container switches, to the next release's namespace
     assert {s for u in bare.units if u.step is Step.STOP for s in u.services} == {
         "db",
         "api",
@@ -135,8 +127,24 @@ def test_a_kolla_upgrade_targets_the_upgrade_namespace_without_facts_of_refs():
         "target": "",
     }
     stop = next(u for u in bare.units if u.step is Step.STOP and "cmp-0" in u.nodes)
-    play = render_unit(bare, stop, dep)
-    assert "kolla-agent-container" in json.dumps(play)
+    assert "kolla-agent-container" in json.dumps(render_unit(bare, stop, dep))
+    # discover asked about the upgrade's reference: its digest is the target
+    ref = "127.0.0.1:8787/tripleo-next/api:current"
+    facts = image_facts(dep, {"api"}, ref=lambda s: ref if s == "api" else "x/y/z:current")
+    plan = make_plan(Workflow.UPGRADE, dep, facts, variables={"target_release": "R2"})
+    assert plan.params["images"]["ctl-0"]["api"] == {"ref": ref, "target": NEW}
+    # a digest discover got for another reference (the update's) is never a target
+    assert plan.params["images"]["ctl-0"]["db"]["target"] == ""
+    other = make_plan(
+        Workflow.UPGRADE,
+        dep,
+        facts,
+        variables={"target_release": "R2", "target_namespace": "elsewhere"},
+    )
+    assert other.params["images"]["ctl-0"]["api"] == {
+        "ref": "127.0.0.1:8787/elsewhere/api:current",
+        "target": "",
+    }
 
 
 def test_a_packages_cloud_has_no_images_param():
