@@ -14,8 +14,10 @@ from types import MappingProxyType
 
 from stepwise.errors import InputError, Problem
 from stepwise.model.checks import validate
+from stepwise.model.containers import image_ref
 from stepwise.model.deployment import Deployment
 from stepwise.model.specs import FactsSpec
+from stepwise.model.vocab import DeployStyle
 from stepwise.model.yamlsrc import line_of, load_yaml, to_plain
 
 DEFAULT_OS_MAJOR = 8
@@ -382,10 +384,28 @@ def facts_from_dict(data: dict, deployment: Deployment, source: str = "<recorded
     return facts if known else facts.without_packages()
 
 
+def _image_template(deployment: Deployment, node: str) -> dict:
+    """A container node's image facts to fill in: each service's reference, digests empty."""
+    role = deployment.role_of(node)
+    if role.style is DeployStyle.PACKAGES or deployment.containers is None:
+        return {}
+    return {
+        s: {
+            "running": None,
+            "target": None,
+            "ref": image_ref(
+                s, role.style, deployment.containers, image=deployment.catalog[s].image
+            ),
+        }
+        for s in role.services
+    }
+
+
 def facts_template(deployment: Deployment) -> dict:
     """A facts document to fill in for `deployment`: the OS shared by all nodes, and per node the
-    packages of the services it runs, their versions left empty, and the configuration hashes
-    of those services, left empty too (docs/facts.md)."""
+    packages of the services it runs, their versions left empty, the configuration hashes
+    of those services, left empty too, and on a container node each service's image reference
+    with its digests to fill in (docs/facts.md)."""
     nodes: dict[str, dict] = {}
     for node in deployment.nodes:
         packages = sorted(
@@ -397,6 +417,9 @@ def facts_template(deployment: Deployment) -> dict:
                 s: {"current": None, "rendered": None} for s in deployment.services_on(node)
             },
         }
+        images = _image_template(deployment, node.name)
+        if images:
+            nodes[node.name]["images"] = images
     return {
         "defaults": {"os": {"major": DEFAULT_OS_MAJOR, "target": DEFAULT_OS_MAJOR + 1}},
         "nodes": nodes,

@@ -285,3 +285,30 @@ def test_image_facts_load_and_say_what_changes(tmp_path):
     p = only(load_facts, bad, dep)
     assert (p.line, p.field) == (4, "nodes.c0.images.agent")
     assert "not a service that runs on c0" in p.message
+
+
+def test_the_facts_template_of_a_container_node_names_its_images(tmp_path):
+    import yaml
+
+    from stepwise.model.facts import facts_template
+
+    f = cloud(
+        tmp_path,
+        "style: tripleo\n"
+        + CONTAINERS
+        + "roles:\n  - {name: C, services: [db], nodes: [{name: c0}]}\n"
+        "  - {name: P, style: packages, services: [api], nodes: [{name: p0}]}\n",
+    )
+    dep = load_deployment(f)
+    doc = facts_template(dep)
+    assert doc["nodes"]["c0"]["images"] == {
+        "db": {
+            "running": None,
+            "target": None,
+            "ref": "127.0.0.1:8787/tripleo/openstack-db:current",
+        }
+    }
+    assert "images" not in doc["nodes"]["p0"]
+    # the template loads as it is: digests not filled in are taken to change
+    back = load_facts(write(tmp_path / "t.yaml", yaml.safe_dump(doc)), dep)
+    assert back.image_changes("c0", "db")
