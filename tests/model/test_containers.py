@@ -312,3 +312,41 @@ def test_the_facts_template_of_a_container_node_names_its_images(tmp_path):
     # the template loads as it is: digests not filled in are taken to change
     back = load_facts(write(tmp_path / "t.yaml", yaml.safe_dump(doc)), dep)
     assert back.image_changes("c0", "db")
+
+
+def test_every_styled_task_calls_only_documented_node_commands(builtin):
+    """What a container style derives runs only commands of docs/node-commands.md, and its
+    systemd tasks act on the style's unit (as the packages style's act on `unit:`)."""
+    from tests.model.test_model import NODE_COMMANDS, _all_tasks
+    from tests.model.test_model import _commands as run_by
+
+    seen = set()
+    for style in (TRIPLEO, KOLLA):
+        for svc in builtin:
+            styled = svc.styled(style)
+            for where, task in [*_all_tasks(styled), *(("prestage", t) for t in styled.prestage)]:
+                systemd = task.get("ansible.builtin.systemd_service")
+                if systemd is not None:
+                    assert systemd["name"] == styled.unit, (svc.name, where)
+                words = [
+                    word
+                    for key, shell in (
+                        ("ansible.builtin.command", False),
+                        ("ansible.builtin.shell", True),
+                    )
+                    if key in task
+                    for word in (
+                        [task[key]["argv"][0]]
+                        if isinstance(task[key], dict) and "argv" in task[key]
+                        else run_by(task[key], shell)
+                    )
+                ]
+                for word in words:
+                    assert word in NODE_COMMANDS or word.endswith(("-manage", "-status")), (
+                        svc.name,
+                        where,
+                        word,
+                    )
+                    seen.add(word)
+    # (the kept steps may still ask dnf: the RPC pins read the installed release with it)
+    assert {"podman", "crudini"} <= seen
