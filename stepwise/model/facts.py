@@ -49,6 +49,10 @@ class ConfigFact:
         )
 
 
+#: the fields of an image fact, in the facts file's order
+IMAGE_FACT_KEYS = ("running", "target", "ref")
+
+
 @dataclass(frozen=True, slots=True)
 class ImageFact:
     """A container service's image on a node: the digest its container runs, the registry's

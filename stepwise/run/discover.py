@@ -16,7 +16,7 @@ from stepwise.errors import Problem, StepwiseError
 from stepwise.model import NO_FACTS, Deployment, Facts
 from stepwise.model.checks import validate
 from stepwise.model.containers import container_name, image_ref
-from stepwise.model.facts import build_facts
+from stepwise.model.facts import IMAGE_FACT_KEYS, build_facts
 from stepwise.model.specs import FactsSpec, NodeFactsSpec
 from stepwise.model.vocab import DeployStyle
 from stepwise.run import ansible_env
@@ -240,7 +240,7 @@ def _facts_entry(nf: Mapping[str, Any], os_target: int | None) -> dict[str, Any]
     if config:
         entry["config"] = config
     images = {
-        s: {k: v for k, v in (f or {}).items() if k in ("running", "target", "ref") and v}
+        s: {k: v for k, v in (f or {}).items() if k in IMAGE_FACT_KEYS and v}
         for s, f in (nf.get("images") or {}).items()
     }
     if images:
