@@ -109,13 +109,22 @@ def _derived(service: str, style: DeployStyle, unit: str) -> dict[TaskKey, Tasks
     }
 
 
+def _image_vars(service: str) -> dict[str, str]:
+    """Task variables naming the service's target image: short lines in the tasks (and no
+    reference or digest ever in their text)."""
+    img = images_var(service)
+    return {
+        "stepwise_image_ref": f"{{{{ {img}.ref }}}}",
+        "stepwise_image_digest": f"{{{{ {img}.target }}}}",
+    }
+
+
 def switch_tasks(service: str, style: DeployStyle) -> Tasks:
     """Write the container startup config with the target image by digest, then recreate the
     container from that image (as tripleo_container_manage does)."""
-    img = images_var(service)
     root = NodeAccess.var("node_root")
     default = NodeAccess.real_default("node_root")
-    pinned = f"{img}.ref + '@' + {img}.target"
+    pinned = "stepwise_image_ref + '@' + stepwise_image_digest"
     return (
         {
             "name": f"Write the {service} container's startup config: its target image by digest",
@@ -124,6 +133,7 @@ def switch_tasks(service: str, style: DeployStyle) -> Tasks:
                 "content": f"{{{{ {{'image': {pinned}}} | to_json }}}}",
                 "mode": "0644",
             },
+            "vars": _image_vars(service),
         },
         {
             "name": f"Remove the {service} container (it is recreated from the target image)",
@@ -141,6 +151,7 @@ def switch_tasks(service: str, style: DeployStyle) -> Tasks:
                     f"{{{{ {pinned} }}}}",
                 ]
             },
+            "vars": _image_vars(service),
             "changed_when": True,
         },
     )
@@ -149,34 +160,31 @@ def switch_tasks(service: str, style: DeployStyle) -> Tasks:
 def prestage_tasks(service: str) -> Tasks:
     """Fetch the service's target image while it keeps serving, and check that what arrived is
     the digest the facts name (a tag moved since discover is refused, not run)."""
-    img = images_var(service)
     return (
         {
             "name": f"Pull the target image of {service}",
             "ansible.builtin.command": {
-                "argv": [
-                    "podman",
-                    "pull",
-                    _TLS_VERIFY,
-                    f"{{{{ {img}.ref }}}}",
-                ]
+                "argv": ["podman", "pull", _TLS_VERIFY, "{{ stepwise_image_ref }}"]
             },
+            "vars": _image_vars(service),
             "changed_when": True,
         },
         {
             "name": f"Inspect the pulled image of {service}",
             "ansible.builtin.command": {
-                "argv": ["podman", "image", "inspect", f"{{{{ {img}.ref }}}}"]
+                "argv": ["podman", "image", "inspect", "{{ stepwise_image_ref }}"]
             },
+            "vars": _image_vars(service),
             "register": "_stepwise_image",
             "changed_when": False,
         },
         {
             "name": f"Check that the pulled image of {service} has the target digest",
             "ansible.builtin.assert": {
-                "that": [f"(_stepwise_image.stdout | from_json)[0].Digest == {img}.target"],
+                "that": ["(_stepwise_image.stdout | from_json)[0].Digest == stepwise_image_digest"],
                 "fail_msg": f"the image pulled for {service} is not the target digest of the "
                 "facts: run `stepwise discover` again",
             },
+            "vars": _image_vars(service),
         },
     )

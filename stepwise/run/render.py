@@ -282,7 +282,12 @@ def _play_vars(
         pvars["stepwise_node_packages"] = node_packages(unit)
     if health:
         pvars["stepwise_health"] = health
-    on_hosts = {n: images[n] for n in hosts if n in images}
+    # only the images of the services the unit works on there (a node runs dozens)
+    on_hosts = {
+        n: {s: images[n][s] for s in work.get(n, ()) if s in images[n]}
+        for n in hosts
+        if n in images and any(s in images[n] for s in work.get(n, ()))
+    }
     if on_hosts:
         pvars["stepwise_images"] = on_hosts
     record = _packages_to_record(unit, deployment, work)

@@ -189,21 +189,31 @@ def test_a_container_style_derives_stop_switch_start(builtin, name):
             f"/var/lib/tripleo-config/container-startup-config/{name}.json"
         )
         assert _commands(config)[0] == f"podman rm -f {name}"
-        assert _commands(config)[1].startswith(f"podman create --name {name} {{{{ ")
+        assert _commands(config)[1] == (
+            f"podman create --name {name} "
+            "{{ stepwise_image_ref + '@' + stepwise_image_digest }}"
+        )
         # the service's own work (load balancer drain, live migration) is kept as written
         if svc.has_step(section, Step.LEAVE):
             assert steps[Step.LEAVE] == svc.steps(section)[Step.LEAVE]
         # nothing of the packages style is left: no dnf, no os-apply-config
         every = [c for tasks in steps.values() for c in _commands(tasks)]
         assert not any(c.startswith(("dnf", "os-apply-config")) for c in every)
-    assert [_commands([t]) for t in tri.prestage][:2] == [
-        [
-            f"podman pull {tri.prestage[0]['ansible.builtin.command']['argv'][2]} "
-            f"{{{{ stepwise_images[inventory_hostname][{name!r}].ref }}}}"
-        ],
-        [f"podman image inspect {{{{ stepwise_images[inventory_hostname][{name!r}].ref }}}}"],
+    pull, inspect, check = tri.prestage
+    assert pull["ansible.builtin.command"]["argv"][:2] == ["podman", "pull"]
+    assert _commands([inspect]) == ["podman image inspect {{ stepwise_image_ref }}"]
+    # each task names the service's image through its variables: the reference and digest
+    # of this node's facts, never in the task text
+    for task in (pull, inspect, check, config[0], config[2]):
+        assert task["vars"] == {
+            "stepwise_image_ref": f"{{{{ stepwise_images[inventory_hostname][{name!r}].ref }}}}",
+            "stepwise_image_digest": (
+                f"{{{{ stepwise_images[inventory_hostname][{name!r}].target }}}}"
+            ),
+        }
+    assert check["ansible.builtin.assert"]["that"] == [
+        "(_stepwise_image.stdout | from_json)[0].Digest == stepwise_image_digest"
     ]
-    assert "Digest ==" in tri.prestage[2]["ansible.builtin.assert"]["that"][0]
 
 
 def test_health_and_system_upgrade_follow_the_style_unit(builtin):
