@@ -123,8 +123,11 @@ class Service:
         """This service as it runs on a node of `style`: the one place that answers which
         tasks, unit and health checks it has there (docs/catalog.md "Deployment styles").
         The packages style is the entry as written."""
-        if style is DeployStyle.PACKAGES or style is self.style:
+        if style is self.style:
             return self
+        if self.style is not DeployStyle.PACKAGES:
+            # a styled service's tasks are no entry as written: style the entry itself
+            raise ValueError(f"{self.name} is already styled {self.style}")
         from stepwise.model.styles import styled_service  # styles builds on this class
 
         return styled_service(self, style)

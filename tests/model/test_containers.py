@@ -360,3 +360,10 @@ def test_every_styled_task_calls_only_documented_node_commands(builtin):
                     seen.add(word)
     # (the kept steps may still ask dnf: the RPC pins read the installed release with it)
     assert {"podman", "crudini"} <= seen
+
+
+def test_a_styled_service_is_not_styled_again(builtin):
+    tri = builtin["keystone"].styled(TRIPLEO)
+    assert tri.styled(TRIPLEO) is tri
+    with pytest.raises(ValueError):
+        tri.styled(KOLLA)
