@@ -273,6 +273,14 @@ def _play_vars(
     }
     if len(on) > 1 or any(sorted(ns) != sorted(hosts) for ns in on.values()):
         pvars["stepwise_on"] = on
+    # only the images of the services the unit works on there (a node runs dozens)
+    on_hosts = {
+        n: {s: images[n][s] for s in work.get(n, ()) if s in images[n]}
+        for n in hosts
+        if n in images and any(s in images[n] for s in work.get(n, ()))
+    }
+    if on_hosts:
+        pvars["stepwise_images"] = on_hosts
     packages = {
         s: list(deployment.catalog[s].packages) for s in on if deployment.catalog[s].packages
     }
@@ -282,14 +290,6 @@ def _play_vars(
         pvars["stepwise_node_packages"] = node_packages(unit)
     if health:
         pvars["stepwise_health"] = health
-    # only the images of the services the unit works on there (a node runs dozens)
-    on_hosts = {
-        n: {s: images[n][s] for s in work.get(n, ()) if s in images[n]}
-        for n in hosts
-        if n in images and any(s in images[n] for s in work.get(n, ()))
-    }
-    if on_hosts:
-        pvars["stepwise_images"] = on_hosts
     record = _packages_to_record(unit, deployment, work)
     if record:
         pvars["stepwise_record_packages"] = record
