@@ -251,6 +251,8 @@ def rollout_merged(
             reboot=ch.reboot,
             reconfigured=ch.reconfigured,
         )
+        if ch.images:
+            visit = replace(visit, images=ch.images)
         by_part[home_part(dep, node)].setdefault(dep.role_of(node).name, []).append(visit)
     for part, visits in by_part.items():
         if visits:

@@ -10,7 +10,7 @@ from typing import Any
 
 from stepwise.errors import InputError, Problem
 from stepwise.model import Deployment
-from stepwise.model.vocab import Section, Step, Workflow, task_source
+from stepwise.model.vocab import DeployStyle, Section, Step, Workflow, task_source
 from stepwise.plan.table import entry
 
 _MODULE_SKIP = {
@@ -42,11 +42,16 @@ _MODULE_SKIP = {
 
 
 def service_tasks(
-    deployment: Deployment, workflow: Workflow, service: str, step: Step
+    deployment: Deployment,
+    workflow: Workflow,
+    service: str,
+    step: Step,
+    style: DeployStyle = DeployStyle.PACKAGES,
 ) -> list[dict[str, Any]]:
-    """The tasks a service contributes to a step (with the documented defaults)."""
+    """The tasks a service contributes to a step on nodes of `style` (with the documented
+    defaults); the model's `Service.styled` says what the style's tasks are."""
     try:
-        svc = deployment.catalog[service]
+        svc = deployment.catalog[service].styled(style)
     except KeyError:
         raise InputError(
             Problem(
