@@ -20,6 +20,9 @@ command -v mariabackup >/dev/null 2>&1 || need+=(mariadb-backup)
 command -v socat >/dev/null 2>&1 || need+=(socat)
 command -v mariadb >/dev/null 2>&1 || command -v mysql >/dev/null 2>&1 || need+=(mariadb-client)
 command -v ss >/dev/null 2>&1 || need+=(iproute2)
+# containers in the lab: a real registry (distribution) and the real client nodes pull with
+[ -x /usr/bin/docker-registry ] || need+=(docker-registry)
+command -v skopeo >/dev/null 2>&1 || need+=(skopeo)
 # real OpenStack in the lab: uWSGI serves keystone/placement/glance from venvs of Debian's python3
 # (the client probe and tempest run from venvs of it too)
 command -v uwsgi >/dev/null 2>&1 || need+=(uwsgi-core)

@@ -102,6 +102,8 @@ def status_cmd(
                 )
                 + (" [red]DOWN[/]" if n["down"] else "")
             )
+            if n.get("container_runtime"):
+                console.print(f"    container runtime: {n['container_runtime']}", markup=False)
             for s in n["services"]:
                 color = "green" if s["healthy"] else "red"
                 console.print(
@@ -184,9 +186,11 @@ def fault_cmd(
     kind: str = typer.Argument(
         ...,
         help="crash | recover | hang-stop | slow | disk-full | leapp-inhibitor | "
-        "repos-unreachable | no-live-migrate | clear",
+        "repos-unreachable | no-live-migrate | registry-down | clear",
     ),
-    node: str = typer.Argument(..., help="Node name."),
+    node: str = typer.Argument(
+        "", help="Node name ('registry', or none, for registry-down and its clear)."
+    ),
     target: str | None = typer.Argument(
         None,
         help="Service (hang-stop), command (slow), the inhibitor's title (leapp-inhibitor) "

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from stepwise.errors import InputError, Problem, StepwiseError
+from stepwise.lab import containers as C
 from stepwise.lab import haproxy, mariadb
 from stepwise.lab import services as S
 from stepwise.lab.nodes import ENV_LAB, Lab, write_json
@@ -51,6 +52,8 @@ NODE_COMMANDS = (
     "mysqldump",
     "mariadb-upgrade",
     "mysql_upgrade",
+    "podman",
+    "skopeo",
 )
 
 
@@ -157,6 +160,13 @@ def up(
                     "mariadb-backup socat haproxy",
                 )
             ) from None
+    if any(r.style in C.CONTAINER_STYLES for r in dep.roles):
+        from stepwise.lab import registry
+
+        try:
+            registry.check_installed()
+        except RuntimeError as exc:
+            raise StepwiseError(Problem(str(exc), hint=registry.HINT)) from None
     directory = Path(lab_dir or labs_home() / dep.name).resolve()
     lab = Lab(directory)
     if lab.exists() and lab.supervisor_alive():
@@ -180,6 +190,8 @@ def up(
             prepare_openstack(lab, progress, build)
         prepare_nodes(lab)
         start_supervisor(lab)
+        if spec.get("containers"):
+            start_registry(lab, progress)
         boot_all(lab, progress)
         wait_healthy(lab, timeout)
     except BaseException:
@@ -187,6 +199,38 @@ def up(
         raise
     progress(f"lab up in {time.monotonic() - t0:.1f}s")
     return lab
+
+
+def start_registry(lab: Lab, progress: Progress) -> None:
+    """The real registry under the supervisor, the stand-ins' images pushed into it, and each
+    container-style node's deployed images pulled and containers created (the deployment)."""
+    from stepwise.lab import podman, registry
+
+    registry.write_config(lab)
+    t0 = time.monotonic()
+    lab.call("start", node="_lab", unit=registry.UNIT)
+    try:
+        registry.wait_ready(lab)
+        times = registry.publish(lab)
+    except RuntimeError as exc:
+        raise StepwiseError(Problem(str(exc), hint=registry.HINT)) from None
+    progress(
+        f"registry {lab.spec['containers']['lab_registry']} up: "
+        f"{len(lab.spec['containers']['services'])} image(s) "
+        f"(built {times['built']} layout(s) in {times['build_s']:.1f}s, "
+        f"pushed in {times['push_s']:.1f}s)"
+    )
+    nodes = [n for n in lab.nodes() if C.node_style(lab.spec, n)]
+    t1 = time.monotonic()
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, min(4, len(nodes)))) as ex:
+            list(ex.map(lambda n: podman.deploy(lab, n), nodes))
+    except podman.PodmanError as exc:
+        raise StepwiseError(Problem(str(exc), hint=registry.HINT)) from None
+    progress(
+        f"containers created on {len(nodes)} node(s) in {time.monotonic() - t1:.1f}s "
+        f"(registry and images: {time.monotonic() - t0:.1f}s)"
+    )
 
 
 def prepare_openstack(lab: Lab, progress: Progress, build: Any = None) -> None:

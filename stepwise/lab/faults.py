@@ -18,8 +18,12 @@ KINDS = (
     "leapp-inhibitor",
     "repos-unreachable",
     "no-live-migrate",
+    "registry-down",
     "clear",
 )
+#: the lab-wide target of the registry faults (`lab fault registry-down`, `lab fault clear
+#: registry`)
+REGISTRY = "registry"
 
 
 def _check_node(lab: Lab, node: str) -> None:
@@ -29,6 +33,8 @@ def _check_node(lab: Lab, node: str) -> None:
 
 def inject(lab: Lab, kind: str, node: str, target: str | None = None, seconds: float = 5.0) -> str:
     """Apply one fault to `node`; returns what was done."""
+    if kind == "registry-down" or (kind == "clear" and node in (REGISTRY, "")):
+        return _registry(lab, down=kind == "registry-down")
     _check_node(lab, node)
     if kind == "crash":
         # Power loss: every process dies, the node stays unreachable until `recover`.
@@ -101,3 +107,21 @@ def _no_live_migrate(lab: Lab, node: str, vm: str | None) -> str:
         wl[vm]["no_live_migrate"] = True
         S.save_workloads(lab, wl)
     return f"{vm} on {node} cannot live-migrate"
+
+
+def _registry(lab: Lab, down: bool) -> str:
+    """Stop the lab's registry (pulls fail as against an unreachable registry) or start it
+    again (its storage is kept: the same tags and digests)."""
+    from stepwise.lab import registry
+
+    if not lab.spec.get("containers"):
+        raise InputError(Problem("this lab has no container registry (no container-style role)"))
+    if down:
+        lab.call("stop", node="_lab", unit=registry.UNIT)
+        return f"registry {lab.spec['containers']['lab_registry']} stopped"
+    lab.call("start", node="_lab", unit=registry.UNIT)
+    try:
+        registry.wait_ready(lab)
+    except RuntimeError as exc:
+        raise InputError(Problem(str(exc))) from None
+    return f"registry {lab.spec['containers']['lab_registry']} serving again"

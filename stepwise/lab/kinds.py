@@ -52,6 +52,7 @@ def components(lab: Any) -> list[dict[str, str]]:
                 "detail": f"a Galera cluster ({versions()}, Debian's packages)",
             }
         )
+    out += _container_components(lab)
     real = lab.spec.get("openstack") or {}
     for s in real.get("services", []):
         out.append(
@@ -86,3 +87,28 @@ def components(lab: Any) -> list[dict[str, str]]:
             }
         )
     return out
+
+
+def _container_components(lab: Any) -> list[dict[str, str]]:
+    """The registry (real, and whether it answers) and the runtime (a stand-in)."""
+    c = lab.spec.get("containers")
+    if not c:
+        return []
+    from stepwise.lab import registry
+
+    up = "serving" if registry.ping(lab) else "NOT answering"
+    return [
+        {
+            "name": "registry",
+            "kind": REAL,
+            "detail": f"Debian's docker-registry on {c['lab_registry']} ({up}), standing for "
+            f"{c['registry']}; images pushed and pulled with skopeo",
+        },
+        {
+            "name": "container runtime",
+            "kind": STAND_IN,
+            "detail": "no container engine runs here: a unit starts the service's stand-in from "
+            "its container's image (the image's version file); images, digests, tags, registry "
+            "are real",
+        },
+    ]

@@ -14,6 +14,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 
+from stepwise.lab import containers as C
 from stepwise.lab import repos as R
 from stepwise.lab import services as S
 from stepwise.lab.nodes import Lab, SupervisorDown, current
@@ -81,6 +82,12 @@ def _unit(lab: Lab, node: str, name: str) -> str | None:
     service's package names it; a catalog without `unit` uses the service's own name)."""
     name = name.removesuffix(".service")
     services = lab.node(node)["services"]
+    style = C.node_style(lab.spec, node)
+    if style is not None:
+        # a container-style node: tripleo_<service> / kolla-<service>-container
+        for s in services:
+            if C.containerized(lab.spec, node, s) and C.unit_name(style, s) == name:
+                return s
     for s in services:
         if lab.service(s).get("unit", s) == name:
             return s
@@ -442,7 +449,7 @@ def main() -> None:
     if delay:
         time.sleep(float(delay))
     # registers the package and cluster commands
-    from stepwise.lab import nodecmd_cluster, nodecmd_packages, nova  # noqa: F401
+    from stepwise.lab import nodecmd_cluster, nodecmd_containers, nodecmd_packages, nova  # noqa: F401
 
     fn = COMMANDS.get(name)
     real = _real_tool(lab, node, name)

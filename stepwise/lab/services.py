@@ -50,6 +50,12 @@ def write_os_release(lab: Lab, node: str, major: int) -> None:
 
 
 def service_version(lab: Lab, node: str, service: str) -> str | None:
+    """The version a service runs at its next start: its container image's on a
+    container-style node, else its installed package's (None: it cannot start)."""
+    from stepwise.lab import containers, podman
+
+    if containers.containerized(lab.spec, node, service):
+        return podman.container_version(lab, node, service)
     pk = lab.service(service)["packages"]
     if not pk:
         return "1.0.0"

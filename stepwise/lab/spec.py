@@ -13,8 +13,8 @@ import sys
 from typing import Any
 
 from stepwise.errors import InputError, Problem
+from stepwise.lab import containers, routers
 from stepwise.lab import repos as R
-from stepwise.lab import routers
 from stepwise.lab.nodes import node_address, vip_address, workload_address
 from stepwise.model import Deployment
 
@@ -132,6 +132,8 @@ def build_spec(
         "repos": R.build_repos(all_packages),
         "projects": sorted({s["project"] for s in services.values() if s["schema"]}),
         "openstack": real,
+        # container-style roles: the registry, each service's image and unit (lab/containers.py)
+        "containers": containers.build(dep, index, services),
         "stop_timeout": 3.0,
         "start_delay": 0.8,
     }

@@ -7,6 +7,7 @@ import json
 import threading
 from typing import Any
 
+from stepwise.lab import containers as C
 from stepwise.lab import health as H
 from stepwise.lab import mariadb
 from stepwise.lab import services as S
@@ -14,6 +15,7 @@ from stepwise.lab.kinds import components, service_kind
 from stepwise.lab.nodecmd import http_health
 from stepwise.lab.nodes import Lab
 
+RUNTIME_NOTE = "stand-in (no container engine runs here); images, digests, registry: real"
 #: The supervisor's units by (node, unit).
 Units = dict[tuple[str, str], dict[str, Any]]
 #: A health check's answer by (node, service): healthy, and the body or why not.
@@ -84,6 +86,7 @@ def _node_row(lab: Lab, n: str, down: list[str], states: Units, checks: Checks) 
         "release": S.release(lab, n),
         "kernel": (lab.read_state(n, "kernel.json", {}) or {}).get("running"),
         "down": n in down,
+        "container_runtime": RUNTIME_NOTE if C.node_style(lab.spec, n) else None,
         "services": [_service_row(lab, n, s, states, checks) for s in lab.node(n)["services"]],
     }
 

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from stepwise.lab import registry
 from stepwise.lab.nodes import ENV_LAB, ENV_NODE, Lab, write_json
 
 RESTART_SEC = 1.0
@@ -66,6 +67,8 @@ class Supervisor:
             return self.procs.setdefault((node, unit), Proc(node, unit))
 
     def command(self, node: str, unit: str) -> list[str]:
+        if node == LAB_NODE and unit == registry.UNIT:
+            return registry.command(self.lab)
         if node == LAB_NODE:
             return ["haproxy", "-db", "-f", str(self.lab.dir / "haproxy" / "haproxy.cfg")]
         return [

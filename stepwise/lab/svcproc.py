@@ -25,7 +25,9 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, NoReturn
 
+from stepwise.lab import containers as C
 from stepwise.lab import health as H
+from stepwise.lab import podman as P
 from stepwise.lab import repos as R
 from stepwise.lab.nodes import Lab, write_json
 
@@ -184,9 +186,16 @@ def start_service(unit: Unit) -> tuple[str, int, bool]:
     svc = lab.service(name)
     pkgs = lab.read_state(node, "packages.json", {}) or {}
     main = svc["packages"][0] if svc["packages"] else None
-    if main and main not in pkgs:
+    if C.containerized(lab.spec, node, name):
+        # the runtime stand-in: the service runs the version its container's image holds
+        unit.version = P.container_version(lab, node, name) or ""
+        if not unit.version:
+            fail(f"{name}: no such container, or its image is not in the node's store")
+        main = None
+    elif main and main not in pkgs:
         fail(f"{name}: package {main} is not installed")
-    unit.version = pkgs[main]["version"] if main else "1.0.0"
+    else:
+        unit.version = pkgs[main]["version"] if main else "1.0.0"
     # An OS-shipped package (e.g. mariadb) has no OpenStack release: it never needs new config.
     unit.major = 1 if main in R.SYSTEM_PACKAGES else R.major(unit.version)
     time.sleep(float(lab.spec.get("start_delay", 0.4)))

@@ -1,0 +1,172 @@
+"""A lab node's container image store and containers (what podman keeps in
+/var/lib/containers): images pulled with the real skopeo into `dir:` copies in the node's
+root, their registry digests, and the containers created from them.
+
+No container engine runs here (one machine, no nested namespaces for several nodes): a unit
+starts the service's stand-in from its container's image (the version file of its layer), so
+`lab status` says the runtime is a stand-in while images, digests, tags and the registry are
+real.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from stepwise.lab import containers as C
+from stepwise.lab import images
+from stepwise.lab.nodes import Lab
+
+STORE = "/var/lib/containers/storage/stepwise-dir"
+IMAGES = "podman-images.json"
+CONTAINERS = "podman-containers.json"
+
+
+class PodmanError(Exception):
+    """What podman prints with exit 125."""
+
+
+def store(lab: Lab, node: str) -> Path:
+    return lab.node_path(node, STORE)
+
+
+def images_of(lab: Lab, node: str) -> dict[str, Any]:
+    return lab.read_state(node, IMAGES, {}) or {}
+
+
+def containers_of(lab: Lab, node: str) -> dict[str, Any]:
+    return lab.read_state(node, CONTAINERS, {}) or {}
+
+
+def _repo(reference: str) -> str:
+    """A reference without its tag or digest."""
+    name = reference.split("@", 1)[0]
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    return name[:colon] if colon > slash else name
+
+
+def pull(lab: Lab, node: str, reference: str) -> str:
+    """Copy an image from the registry into the node's store (the real skopeo); returns its
+    id. Raises PodmanError as podman fails (registry down, unknown tag)."""
+    source = C.to_lab_registry(lab.spec, reference)
+    tmp = store(lab, node) / f"tmp-{secrets.token_hex(6)}"
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    res = subprocess.run(
+        ["/usr/bin/skopeo", "copy", "--quiet", "--src-tls-verify=false",
+         f"docker://{source}", f"dir:{tmp}"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    if res.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        detail = res.stderr.strip().removeprefix("time=").splitlines()[-1:] or ["failed"]
+        raise PodmanError(f"Error: initializing source docker://{reference}: {detail[0]}")
+    manifest_bytes = (tmp / "manifest.json").read_bytes()
+    digest = "sha256:" + hashlib.sha256(manifest_bytes).hexdigest()
+    manifest = json.loads(manifest_bytes)
+    image_id = manifest["config"]["digest"].removeprefix("sha256:")
+    layer = manifest["layers"][0]["digest"].removeprefix("sha256:")
+    final = store(lab, node) / image_id
+    with lab.node_lock(node):
+        if final.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.rename(final)
+        known = images_of(lab, node)
+        entry = known.setdefault(image_id, {"repo_tags": [], "repo_digests": []})
+        entry.update(digest=digest, layer=layer)
+        repo = _repo(reference)
+        tags = [reference] if "@" not in reference else []
+        for tag in tags:
+            for other in known.values():  # a tag names one image
+                if tag in other["repo_tags"]:
+                    other["repo_tags"].remove(tag)
+        entry["repo_tags"] = sorted(set(entry["repo_tags"]) | set(tags))
+        entry["repo_digests"] = sorted(set(entry["repo_digests"]) | {f"{repo}@{digest}"})
+        lab.write_state(node, IMAGES, known)
+    return image_id
+
+
+def find_image(lab: Lab, node: str, reference: str) -> tuple[str, dict[str, Any]] | None:
+    """The image a reference names on this node: a tag, a name@digest, or an id (prefix)."""
+    known = images_of(lab, node)
+    ref = reference.removeprefix("sha256:")
+    for image_id, entry in known.items():
+        if reference in entry["repo_tags"] or reference in entry["repo_digests"]:
+            return image_id, entry
+        if len(ref) >= 12 and image_id.startswith(ref):
+            return image_id, entry
+    if "@" in reference:  # REF:TAG@DIGEST names the digest
+        repo, _, digest = reference.partition("@")
+        for image_id, entry in known.items():
+            if f"{_repo(repo)}@{digest}" in entry["repo_digests"]:
+                return image_id, entry
+    return None
+
+
+def inspect_image(image_id: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """podman image inspect's fields the contract names."""
+    return {
+        "Id": image_id,
+        "Digest": entry["digest"],
+        "RepoTags": entry["repo_tags"],
+        "RepoDigests": entry["repo_digests"],
+    }
+
+
+def create(lab: Lab, node: str, name: str, image: str) -> str:
+    found = find_image(lab, node, image)
+    if found is None:
+        raise PodmanError(f"Error: {image}: image not known")
+    with lab.node_lock(node):
+        known = containers_of(lab, node)
+        if name in known:
+            raise PodmanError(
+                f'Error: creating container storage: the container name "{name}" is already '
+                "in use. You have to remove that container to be able to reuse that name"
+            )
+        cid = secrets.token_hex(32)
+        known[name] = {
+            "id": cid, "image": found[0], "image_name": image, "digest": found[1]["digest"],
+        }  # fmt: skip
+        lab.write_state(node, CONTAINERS, known)
+    return cid
+
+
+def remove(lab: Lab, node: str, name: str) -> bool:
+    with lab.node_lock(node):
+        known = containers_of(lab, node)
+        gone = known.pop(name, None)
+        lab.write_state(node, CONTAINERS, known)
+    return gone is not None
+
+
+def container_version(lab: Lab, node: str, service: str) -> str | None:
+    """The version the service's container would run: its image's version file. None when
+    the container or its image is absent (its unit cannot start)."""
+    c = containers_of(lab, node).get(service)
+    if c is None:
+        return None
+    entry = images_of(lab, node).get(c["image"])
+    if entry is None:
+        return None
+    return images.version_in_layer(store(lab, node) / c["image"] / entry["layer"])
+
+
+def deploy(lab: Lab, node: str) -> None:
+    """What the deployment does on a container-style node at lab up: pull each service's
+    deployed image (1.0.0) and create its container (the unit starts it at boot)."""
+    for s in lab.node(node)["services"]:
+        if C.containerized(lab.spec, node, s):
+            reference = C.ref(lab.spec, s, C.DEPLOYED_TAG)
+            pull(lab, node, reference)
+            create(lab, node, s, reference)
+            # the deployment's config step renders for the version the container runs
+            from stepwise.lab import services
+
+            services.render_config(lab, node, s)
