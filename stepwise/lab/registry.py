@@ -116,6 +116,11 @@ def publish(lab: Lab) -> dict[str, Any]:
         if res.returncode != 0:
             raise RuntimeError(f"skopeo copy {src} {dest}: {res.stderr.strip()}")
 
+    # one repository's tags one after another: two uploads of the same blob into one
+    # repository at once fail in distribution ("blob unknown to registry")
+    by_repo: dict[str, list[tuple[str, str, str]]] = {}
+    for p in publications(lab):
+        by_repo.setdefault(p[2].rpartition(":")[0], []).append(p)
     with ThreadPoolExecutor(max_workers=4) as ex:
-        list(ex.map(push, publications(lab)))
+        list(ex.map(lambda ps: [push(p) for p in ps], by_repo.values()))
     return {"built": built, "build_s": t1 - t0, "push_s": time.monotonic() - t1}
