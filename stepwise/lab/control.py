@@ -133,22 +133,8 @@ def start_supervisor(lab: Lab) -> int:
     )
 
 
-def up(
-    deployment: str | Path,
-    lab_dir: str | Path | None = None,
-    workloads_per_compute: int = 1,
-    progress: Progress = lambda _m: None,
-    timeout: float = 60.0,
-    build: Any = None,
-) -> Lab:
-    """Bring up every node of a deployment on this machine; returns when all is healthy.
-
-    `build(done, total, what)` follows the one-time build of real OpenStack venvs (none when
-    they are cached, or when the deployment asks for no real OpenStack)."""
-    from stepwise.model import load_deployment
-
-    t0 = time.monotonic()
-    dep = load_deployment(deployment)
+def check_tools(dep: Any) -> None:
+    """The real components a lab of `dep` runs are installed (else what to install)."""
     for tool in (mariadb.check_installed, haproxy.binary):
         try:
             tool()
@@ -167,6 +153,25 @@ def up(
             registry.check_installed()
         except RuntimeError as exc:
             raise StepwiseError(Problem(str(exc), hint=registry.HINT)) from None
+
+
+def up(
+    deployment: str | Path,
+    lab_dir: str | Path | None = None,
+    workloads_per_compute: int = 1,
+    progress: Progress = lambda _m: None,
+    timeout: float = 60.0,
+    build: Any = None,
+) -> Lab:
+    """Bring up every node of a deployment on this machine; returns when all is healthy.
+
+    `build(done, total, what)` follows the one-time build of real OpenStack venvs (none when
+    they are cached, or when the deployment asks for no real OpenStack)."""
+    from stepwise.model import load_deployment
+
+    t0 = time.monotonic()
+    dep = load_deployment(deployment)
+    check_tools(dep)
     directory = Path(lab_dir or labs_home() / dep.name).resolve()
     lab = Lab(directory)
     if lab.exists() and lab.supervisor_alive():
