@@ -12,14 +12,15 @@ deployment's `vars.containers` (or defaults): the one function to switch to
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stepwise.lab.nodes import lab_address
-from stepwise.model import Deployment
-from stepwise.model.vocab import DeployStyle
 
-#: the container-style deployment styles
-CONTAINER_STYLES = (DeployStyle.TRIPLEO, DeployStyle.KOLLA)
+if TYPE_CHECKING:
+    from stepwise.model import Deployment
+
+# The model is imported only where a lab is built (`settings`, `build`, `unit_name`): node
+# commands and service processes import this module and must start without it (~0.4 s each).
 DEFAULT_REGISTRY = "127.0.0.1:8787"
 #: the lab's registry sits on this address of the lab's own 127.L.0.0/16 (the VIP is .0.1)
 REGISTRY_FOURTH = 2
@@ -30,8 +31,10 @@ DEPLOYED_TAG = "1.0.0"
 def settings(dep: Deployment) -> dict[str, Any]:
     """The deployment's `containers:` settings with the contract's defaults (the deployment's
     first container style decides the name prefix's default)."""
+    from stepwise.model.vocab import DeployStyle
+
     given = dict(getattr(dep, "containers", None) or dep.vars.get("containers") or {})
-    style = next((r.style for r in dep.roles if r.style in CONTAINER_STYLES), dep.style)
+    style = next((r.style for r in dep.roles if r.style in container_styles()), dep.style)
     namespace = str(given.get("namespace", "tripleo" if style == DeployStyle.TRIPLEO else "kolla"))
     return {
         "registry": str(given.get("registry", DEFAULT_REGISTRY)),
@@ -53,8 +56,17 @@ def image_name(service: str, catalog_image: str | None = None) -> str:
     return service.replace("_", "-")
 
 
+def container_styles() -> tuple[str, ...]:
+    """The container-style deployment styles."""
+    from stepwise.model.vocab import DeployStyle
+
+    return (DeployStyle.TRIPLEO, DeployStyle.KOLLA)
+
+
 def unit_name(style: str, service: str) -> str:
     """The systemd unit that runs a service's container."""
+    from stepwise.model.vocab import DeployStyle
+
     if style == DeployStyle.KOLLA:
         return f"kolla-{service}-container"
     return f"tripleo_{service}"
@@ -64,7 +76,7 @@ def build(dep: Deployment, index: int, services: dict[str, Any]) -> dict[str, An
     """The `containers` part of lab.json: None when no role is container-style. The database
     service stays the real Galera (its container holds no MariaDB), real OpenStack code stays
     in its venvs: both keep their package version source."""
-    styled = {r.name: str(r.style) for r in dep.roles if r.style in CONTAINER_STYLES}
+    styled = {r.name: str(r.style) for r in dep.roles if r.style in container_styles()}
     if not styled:
         return None
     cfg = settings(dep)
@@ -78,7 +90,11 @@ def build(dep: Deployment, index: int, services: dict[str, Any]) -> dict[str, An
                 continue
             entry = dep.catalog[s]
             name = cfg["name_prefix"] + image_name(s, getattr(entry, "image", None))
-            images[s] = {"image": name + cfg["name_suffix"], "style": styled[role.name]}
+            images[s] = {
+                "image": name + cfg["name_suffix"],
+                "style": styled[role.name],
+                "unit": unit_name(styled[role.name], s),
+            }
     return {
         **cfg,
         "lab_registry": f"{lab_address(index, 0, REGISTRY_FOURTH)}:{_port(cfg['registry'])}",

@@ -146,7 +146,7 @@ def check_tools(dep: Any) -> None:
                     "mariadb-backup socat haproxy",
                 )
             ) from None
-    if any(r.style in C.CONTAINER_STYLES for r in dep.roles):
+    if any(r.style in C.container_styles() for r in dep.roles):
         from stepwise.lab import registry
 
         try:

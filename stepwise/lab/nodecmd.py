@@ -82,12 +82,12 @@ def _unit(lab: Lab, node: str, name: str) -> str | None:
     service's package names it; a catalog without `unit` uses the service's own name)."""
     name = name.removesuffix(".service")
     services = lab.node(node)["services"]
-    style = C.node_style(lab.spec, node)
-    if style is not None:
+    if C.node_style(lab.spec, node) is not None:
         # a container-style node: tripleo_<service> / kolla-<service>-container
         for s in services:
-            if C.containerized(lab.spec, node, s) and C.unit_name(style, s) == name:
-                return s
+            if C.containerized(lab.spec, node, s):
+                if lab.spec["containers"]["services"][s]["unit"] == name:
+                    return s
     for s in services:
         if lab.service(s).get("unit", s) == name:
             return s

@@ -154,3 +154,27 @@ def test_images_are_built_once_and_deterministic(tmp_path, monkeypatch):
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert json.loads(res.stdout)["Digest"] == manifest_digest
+
+
+def test_names_of_the_contract():
+    from stepwise.lab import containers as C
+    from stepwise.lab.spec import build_spec
+    from stepwise.model import load_deployment
+    from stepwise.model.vocab import DeployStyle
+
+    assert C.unit_name(DeployStyle.TRIPLEO, "nova_api") == "tripleo_nova_api"
+    assert C.unit_name(DeployStyle.KOLLA, "nova_api") == "kolla-nova_api-container"
+    assert C.image_name("nova_api") == "nova-api"
+    spec = build_spec(load_deployment(EXAMPLE), "/nonexistent", 7)
+    c = spec["containers"]
+    assert c["services"]["nova_api"] == {
+        "image": "openstack-nova-api", "style": "tripleo", "unit": "tripleo_nova_api",
+    }  # fmt: skip
+    # the database stays the real Galera on a packages-style role: no image, no container
+    assert "galera" not in c["services"] and C.node_style(spec, "database-0") is None
+    assert C.ref(spec, "keystone", "current") == f"{KEYSTONE}:current"
+    # the registry of lab 7 is in lab 7's own addresses; refs are rewritten both ways
+    assert c["lab_registry"] == "127.107.0.2:8787"
+    moved = C.to_lab_registry(spec, f"{KEYSTONE}:current")
+    assert moved == "127.107.0.2:8787/tripleo/openstack-keystone:current"
+    assert C.from_lab_registry(spec, moved) == f"{KEYSTONE}:current"
