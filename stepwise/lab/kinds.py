@@ -94,10 +94,19 @@ def _container_components(lab: Any) -> list[dict[str, str]]:
     c = lab.spec.get("containers")
     if not c:
         return []
+    from stepwise.lab import containers as C
     from stepwise.lab import registry
 
     up = "serving" if registry.ping(lab) else "NOT answering"
-    return [
+    db = lab.spec.get("db_service")
+    held = db and any(C.node_style(lab.spec, n) for n in lab.spec["services"][db]["instances"])
+    note = (
+        [{"name": db, "kind": REAL, "detail": "on a container-style role: its container holds "
+          "no MariaDB, the node runs the real Galera member from the packages"}]
+        if held
+        else []
+    )  # fmt: skip
+    return note + [
         {
             "name": "registry",
             "kind": REAL,

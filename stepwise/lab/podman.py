@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import secrets
 import shutil
 import subprocess
@@ -64,8 +65,11 @@ def pull(lab: Lab, node: str, reference: str) -> str:
     )  # fmt: skip
     if res.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
-        detail = res.stderr.strip().removeprefix("time=").splitlines()[-1:] or ["failed"]
-        raise PodmanError(f"Error: initializing source docker://{reference}: {detail[0]}")
+        why = _why(res.stderr).replace(source, reference)
+        why = C.from_lab_registry(lab.spec, why).replace(
+            lab.spec["containers"]["lab_registry"], lab.spec["containers"]["registry"]
+        )
+        raise PodmanError(f"Error: {why}")
     manifest_bytes = (tmp / "manifest.json").read_bytes()
     digest = "sha256:" + hashlib.sha256(manifest_bytes).hexdigest()
     manifest = json.loads(manifest_bytes)
@@ -90,6 +94,13 @@ def pull(lab: Lab, node: str, reference: str) -> str:
         entry["repo_digests"] = sorted(set(entry["repo_digests"]) | {f"{repo}@{digest}"})
         lab.write_state(node, IMAGES, known)
     return image_id
+
+
+def _why(stderr: str) -> str:
+    """skopeo's reason (its log line's `msg`)."""
+    lines = stderr.strip().splitlines() or ["failed"]
+    m = re.search(r'msg="(.*)"', lines[-1])
+    return m.group(1).replace('\\"', '"') if m else lines[-1]
 
 
 def find_image(lab: Lab, node: str, reference: str) -> tuple[str, dict[str, Any]] | None:
