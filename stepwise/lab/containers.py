@@ -1,13 +1,8 @@
 """What a lab knows of a containerized deployment: the registry, each service's image and unit.
 
-Names follow docs/containers contract (issue #23): the image of a service is the catalog's
-`image:` or, tripleo, `openstack-` + the service with `_` -> `-`, kolla the service with `_` ->
-`-`; the container is named after the service; its unit is `tripleo_<service>` or
-`kolla-<service>-container`.
-
-Until the model's `containers:` block (model/containers.py) lands, `settings` reads it from the
-deployment's `vars.containers` (or defaults): the one function to switch to
-`dep.containers`.
+The names are the model's (stepwise/model/containers.py: image reference, container, unit), so
+a rehearsal and a real node agree on them; they are written into `lab.json` when the lab is
+built, so node commands and service processes read them without importing the model.
 """
 
 from __future__ import annotations
@@ -19,9 +14,8 @@ from stepwise.lab.nodes import lab_address
 if TYPE_CHECKING:
     from stepwise.model import Deployment
 
-# The model is imported only where a lab is built (`settings`, `build`, `unit_name`): node
-# commands and service processes import this module and must start without it (~0.4 s each).
-DEFAULT_REGISTRY = "127.0.0.1:8787"
+# The model is imported only where a lab is built (`settings`, `build`): node commands and
+# service processes import this module and must start without it (~0.4 s each).
 #: the lab's registry sits on this address of the lab's own 127.L.0.0/16 (the VIP is .0.1)
 REGISTRY_FOURTH = 2
 #: tag -> which lab release version it carries (lab/repos.py: R1, R1-updates, R2)
@@ -29,47 +23,25 @@ DEPLOYED_TAG = "1.0.0"
 
 
 def settings(dep: Deployment) -> dict[str, Any]:
-    """The deployment's `containers:` settings with the contract's defaults (the deployment's
-    first container style decides the name prefix's default)."""
-    from stepwise.model.vocab import DeployStyle
-
-    given = dict(getattr(dep, "containers", None) or dep.vars.get("containers") or {})
-    style = next((r.style for r in dep.roles if r.style in container_styles()), dep.style)
-    namespace = str(given.get("namespace", "tripleo" if style == DeployStyle.TRIPLEO else "kolla"))
+    """The deployment's `containers:` (model/containers.py), with the lab's defaults where the
+    model leaves one open: the upgrade namespace (`{namespace}-next`)."""
+    c = dep.containers
+    if c is None:  # the model requires it for a container-style role; kept for safety
+        raise ValueError("a container-style deployment without containers:")
     return {
-        "registry": str(given.get("registry", DEFAULT_REGISTRY)),
-        "namespace": namespace,
-        "name_prefix": str(
-            given.get("name_prefix", "openstack-" if style == DeployStyle.TRIPLEO else "")
-        ),
-        "name_suffix": str(given.get("name_suffix", "")),
-        "tag": str(given.get("tag", "current")),
-        "upgrade_namespace": str(given.get("upgrade_namespace", f"{namespace}-next")),
+        "registry": c.registry,
+        "namespace": c.namespace,
+        "name_suffix": c.name_suffix,
+        "tag": c.tag,
+        "upgrade_namespace": c.upgrade_namespace or f"{c.namespace}-next",
     }
 
 
-def image_name(service: str, catalog_image: str | None = None) -> str:
-    """The image's base name (before prefix and suffix) of a service: the same rule in
-    both styles (`_` -> `-`); the styles differ by their default prefix."""
-    if catalog_image:
-        return catalog_image
-    return service.replace("_", "-")
-
-
-def container_styles() -> tuple[str, ...]:
+def container_styles() -> frozenset[str]:
     """The container-style deployment styles."""
-    from stepwise.model.vocab import DeployStyle
+    from stepwise.model.containers import CONTAINER_STYLES
 
-    return (DeployStyle.TRIPLEO, DeployStyle.KOLLA)
-
-
-def unit_name(style: str, service: str) -> str:
-    """The systemd unit that runs a service's container."""
-    from stepwise.model.vocab import DeployStyle
-
-    if style == DeployStyle.KOLLA:
-        return f"kolla-{service}-container"
-    return f"tripleo_{service}"
+    return CONTAINER_STYLES
 
 
 def build(dep: Deployment, index: int, services: dict[str, Any]) -> dict[str, Any] | None:
@@ -79,6 +51,8 @@ def build(dep: Deployment, index: int, services: dict[str, Any]) -> dict[str, An
     styled = {r.name: str(r.style) for r in dep.roles if r.style in container_styles()}
     if not styled:
         return None
+    from stepwise.model import containers as M
+
     cfg = settings(dep)
     images: dict[str, Any] = {}
     for role in dep.roles:
@@ -88,12 +62,12 @@ def build(dep: Deployment, index: int, services: dict[str, Any]) -> dict[str, An
             lab_svc = services.get(s)
             if lab_svc is None or lab_svc["db"] or lab_svc.get("real") or s in images:
                 continue
-            entry = dep.catalog[s]
-            name = cfg["name_prefix"] + image_name(s, getattr(entry, "image", None))
+            ref = M.image_ref(s, role.style, dep.containers, image=dep.catalog[s].image)
             images[s] = {
-                "image": name + cfg["name_suffix"],
+                # the reference's name part: {prefix}{image}{suffix}
+                "image": ref.rsplit("/", 1)[1].rsplit(":", 1)[0],
                 "style": styled[role.name],
-                "unit": unit_name(styled[role.name], s),
+                "unit": M.unit_name(s, role.style),
             }
     return {
         **cfg,
