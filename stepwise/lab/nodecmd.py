@@ -138,6 +138,14 @@ def systemctl(lab: Lab, node: str, args: list[str]) -> int:
             rc = 5 if verb not in ("is-active", "is-enabled") else 4
             continue
         if verb in ("start", "restart") and not S.service_version(lab, node, unit):
+            if C.containerized(lab.spec, node, unit):
+                # the unit's `podman start` fails: what systemd reports is a failed job
+                err(
+                    f"Job for {shown}.service failed: Error: no container with name or ID "
+                    f'"{unit}" found (or its image is not in the store)'
+                )
+                rc = 1
+                continue
             err(
                 f"Failed to {verb} {shown}.service: "
                 f"Unit {shown}.service not found (package not installed)."

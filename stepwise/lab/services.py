@@ -22,10 +22,15 @@ def enabled_repos(lab: Lab, node: str) -> list[str]:
 
 
 def node_packages(lab: Lab, node: str) -> list[str]:
-    """Packages a node has at first boot: its services', its tools' and the OS base."""
+    """Packages a node has at first boot: its services' (those not in containers), its tools'
+    and the OS base."""
+    from stepwise.lab import containers
+
     pk = set(R.BASE_PACKAGES) | set(lab.node(node).get("tool_packages", ()))
     for s in lab.node(node)["services"]:
-        pk.update(lab.service(s)["packages"])
+        # a container-style node has its services in images, not in host packages
+        if not containers.containerized(lab.spec, node, s):
+            pk.update(lab.service(s)["packages"])
     return sorted(pk)
 
 
