@@ -79,3 +79,21 @@ def test_export_report_and_import_print_what_they_wrote_as_json(tmp_path):
     # --json with the deployment on stdout cannot be: refused before anything is printed
     r = cli("import", "tripleo", "-r", fixtures / "roles_data_classic.yaml", "-o", "-", "--json")
     assert r.code == 2 and "-o FILE" in r.err and "error" in json.loads(r.out)
+
+
+def test_ctrl_c_while_a_run_plans_under_json_is_a_json_error(monkeypatch):
+    """A Ctrl-C before the nodes are asked (planning) ends the command with 130; a script that
+    asked for JSON reads that as JSON, as it reads a Ctrl-C held during the preflight."""
+    import stepwise.cli.run_cmd as run_cmd
+
+    def pressed(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_cmd, "load_deployment", pressed)
+    r = cli("update", "run", "-d", EXAMPLES / "classic.yaml", "--json")
+    assert r.code == 130, r.text
+    error = json.loads(r.out)["error"]
+    assert error["kind"] == "interrupted" and error["exit_code"] == 130
+    assert "interrupted" in r.err
+    r = cli("update", "run", "-d", EXAMPLES / "classic.yaml")
+    assert r.code == 130 and r.out == "" and "interrupted" in r.err

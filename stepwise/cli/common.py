@@ -7,7 +7,7 @@ import gc
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, BinaryIO
 
@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from stepwise.errors import StepwiseError
+from stepwise.errors import Problem, StepwiseError
 
 
 def _width(stream: Any) -> int | None:
@@ -61,24 +61,30 @@ def reported() -> Iterator[None]:
             kind = "refused"
         elif exc.exit_code == 130:
             kind = "interrupted"
-        if _json_asked():
-            # a script asked for JSON: it gets the error as JSON too (stdout, where it reads)
-            print_json(
-                {
-                    "error": {
-                        "kind": kind,
-                        "exit_code": exc.exit_code,
-                        "problems": [dataclasses.asdict(p) for p in exc.problems],
-                    }
-                }
-            )
+        _json_error(kind, exc.exit_code, exc.problems)
         for p in exc.problems:
             # the problem quotes data (a --limit, a key, a task's stderr): printed as text
             err_console.print(Text.assemble((f"{kind}:", "bold red"), " ", str(p)), soft_wrap=True)
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:
+        # Ctrl-C while a command plans or asks (a run holds it once the nodes are asked)
+        _json_error("interrupted", 130, [Problem("interrupted (SIGINT)")])
         err_console.print("[yellow]interrupted[/]")
         raise typer.Exit(130) from None
+
+
+def _json_error(kind: str, exit_code: int, problems: Sequence[Problem]) -> None:
+    """A script that asked for JSON gets the error as JSON too (stdout, where it reads)."""
+    if _json_asked():
+        print_json(
+            {
+                "error": {
+                    "kind": kind,
+                    "exit_code": exit_code,
+                    "problems": [dataclasses.asdict(p) for p in problems],
+                }
+            }
+        )
 
 
 def _json_asked() -> bool:

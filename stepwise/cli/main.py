@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 
 from stepwise.cli.app import app
@@ -51,7 +52,14 @@ def run(argv: list[str] | None = None) -> int:
 
 def main() -> None:
     """The installed `stepwise` entry point: run the command and exit with its code."""
-    sys.exit(run())
+    code = run()
+    # The command has ended, its outcome is recorded and printed: a Ctrl-C now has nothing left
+    # to stop. Without this, the second of two quick presses could end the process by the
+    # signal (exit -2 to its parent, not the code above): while the interpreter shuts down
+    # (0.1-0.7 s here: thousands of modules, the run's objects) CPython puts SIGINT back to
+    # SIG_DFL, as it does every handler written in Python; an ignored signal stays ignored.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -82,6 +82,9 @@ class RunContext:
     options: EngineOptions
     observer: Observer
     lock: RunLock | None = None
+    #: Ctrl-C / SIGTERM that came after the run was recorded and before the engine's handlers
+    #: were in place (`scheduler.interrupts_held`): the engine acts on them as they came
+    held_signals: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -116,6 +119,7 @@ class Engine:
         self.store, self.dep, self.plan, self.run_id = store, deployment, plan, run_id
         self.cloud, self.options = context.cloud, context.options
         self.observer, self.lock = context.observer, context.lock
+        self.held_signals = context.held_signals
         options = context.options
         self.todo = todo
         self.plays = {
@@ -161,7 +165,7 @@ class Engine:
                     )
                 ) from None
             raise
-        restore = catch_interrupts(self.sched)
+        restore = catch_interrupts(self.sched, self.held_signals)
         try:
             with self.cond:
                 self._pass(self.sched.pass_barriers())

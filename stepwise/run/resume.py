@@ -154,27 +154,31 @@ def _run_locked(req: RunRequest, cloud: str, lock: RunLock, observer: Observer) 
         req.confirm(
             _what(plan, todo, req, resumed, redo=prev if req.fresh and prev is not None else None)
         )
-    run_id = _record_start(req, cloud, key, plan, lock, resumed, rerun)
-    observer.run_started(run_id, list(plan.units), todo, resume)
-    try:
-        result = execute(
-            store,
-            req.deployment,
-            plan,
-            run_id,
-            todo,
-            context=RunContext(cloud, req.options, observer, lock),
-        )
-    except StepwiseError:
-        _forget_refused(store, run_id, states, resumed)
-        raise
-    except BaseException:
-        store.finish_run(run_id, RunState.INTERRUPTED, "stepwise stopped unexpectedly")
-        raise
-    result.resumed = resume
-    result.stale_lock = lock.stale
-    _record_finish(store, run_id, result)
-    observer.run_finished(result)
+    # from its record to its end, a Ctrl-C is never a KeyboardInterrupt that could leave it
+    # half recorded: before the engine's handlers are in place it is held and then acted on
+    # (abort, interrupt), after them the run has ended and is recorded as it ended
+    with interrupts_held() as held:
+        run_id = _record_start(req, cloud, key, plan, lock, resumed, rerun)
+        observer.run_started(run_id, list(plan.units), todo, resume)
+        try:
+            result = execute(
+                store,
+                req.deployment,
+                plan,
+                run_id,
+                todo,
+                context=RunContext(cloud, req.options, observer, lock, held),
+            )
+        except StepwiseError:
+            _forget_refused(store, run_id, states, resumed)
+            raise
+        except BaseException:
+            store.finish_run(run_id, RunState.INTERRUPTED, "stepwise stopped unexpectedly")
+            raise
+        result.resumed = resume
+        result.stale_lock = lock.stale
+        _record_finish(store, run_id, result)
+        observer.run_finished(result)
     return result
 
 

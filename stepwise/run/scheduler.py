@@ -213,10 +213,11 @@ def _interrupt(current: Stop | None, reason: str) -> Stop:
     return Stop(reason, interrupted=True)
 
 
-def catch_interrupts(sched: Scheduler) -> Callable[[], None]:
+def catch_interrupts(sched: Scheduler, held: Sequence[str] = ()) -> Callable[[], None]:
     """While a run runs in the main thread, a first SIGINT (Ctrl-C) asks for an abort at the
     next safe point; a second one, or SIGTERM, stops the run and cuts the running units.
-    Returns what puts the previous handlers back."""
+    `held`: the names of signals that came before (`interrupts_held`), acted on first, in
+    order. Returns what puts the previous handlers back."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
 
@@ -229,6 +230,8 @@ def catch_interrupts(sched: Scheduler) -> Callable[[], None]:
         sched.stop = _interrupt(sched.stop, f"interrupted ({name})")
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    for name in list(held):
+        on_signal(signal.Signals[name], None)
 
     def restore() -> None:
         for s, h in old.items():
@@ -240,8 +243,9 @@ def catch_interrupts(sched: Scheduler) -> Callable[[], None]:
 @contextmanager
 def interrupts_held() -> Iterator[list[str]]:
     """Ctrl-C or SIGTERM while the run is being prepared (the preflight asks the nodes for a
-    few seconds) is held until that step ends, then reported: a KeyboardInterrupt unwinding
-    half-built state could be hit again by a second Ctrl-C and end the process by the signal.
+    few seconds), or while it is recorded before and after the engine, is held until that
+    step ends, then reported or handed to the engine (`catch_interrupts`): a
+    KeyboardInterrupt unwinding half-built state could be hit again by a second Ctrl-C.
     Yields the names of the signals that came."""
     held: list[str] = []
     if threading.current_thread() is not threading.main_thread():

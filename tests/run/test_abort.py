@@ -21,6 +21,7 @@ from stepwise.model import load_deployment
 from stepwise.model.vocab import Step, UnitState
 from stepwise.plan.units import Unit
 from stepwise.run.engine import EngineOptions
+from stepwise.run.events import Observer
 from stepwise.run.resume import RunRequest, run_plan
 from stepwise.run.scheduler import Scheduler
 from stepwise.run.store import open_store
@@ -109,6 +110,37 @@ def test_an_abort_before_a_batch_begins_starts_no_batch(tmp_path):
     assert states["u1"] == UnitState.DONE
     assert [u for u, s in states.items() if s != UnitState.PENDING] == ["u1"]
     assert not any(trace_lines(tmp_path, h) for h in ("ctl-0", "cmp-0", "cmp-1"))
+
+
+class _PressesAtStart(Observer):
+    """Ctrl-C pressed `presses` times as the run is recorded, before the engine has begun."""
+
+    def __init__(self, presses: int):
+        self.presses = presses
+
+    def run_started(self, run_id, units, todo, resumed) -> None:
+        for _ in range(self.presses):
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+@pytest.mark.parametrize("presses", [1, 2])
+def test_ctrl_c_before_the_engine_begins_is_held_then_aborts_or_interrupts(tmp_path, presses):
+    """A press between the run's record and the engine's handlers is no KeyboardInterrupt
+    (which a second press could hit while it unwinds): the engine acts on it when it begins."""
+    dep = load_deployment(write_cloud(tmp_path))
+    st = open_store(f"sqlite:///{tmp_path / 'store.sqlite'}")
+    before = signal.getsignal(signal.SIGINT)
+    res = run_plan(RunRequest(st, dep, "update", observer=_PressesAtStart(presses)))
+    assert signal.getsignal(signal.SIGINT) is before
+    expected = "aborted" if presses == 1 else "interrupted"
+    assert res.status == expected, res.message
+    run = st.runs(dep.name)[0]
+    assert run.status == expected and run.ended_at is not None
+    # nothing had begun: nothing ran, and the same command runs it all
+    assert set(st.unit_states(run.id).values()) == {UnitState.PENDING}
+    assert not any(trace_lines(tmp_path, h) for h in ("ctl-0", "cmp-0", "cmp-1"))
+    again = run_plan(RunRequest(st, dep, "update"))
+    assert again.status == "done" and again.run_id == run.id, again.message
 
 
 def _unit(uid: str, batch: str | None, *after: str) -> Unit:
