@@ -1,0 +1,177 @@
+"""End to end on a containerized lab (slow: minutes; `pytest -m e2e`), issue #23.
+
+examples/tripleo-containers.yaml (controllers in TripleO's podman containers, images in the
+lab's real registry, the database role in packages style) through a minor update and a
+major upgrade, each with its prestage: the images are pulled and checked by digest on every
+node before any service stops, then the units only switch containers. The probe calls every
+VIP all along: no failed request. A registry stopped during the upgrade's prestage fails the
+prestage and disrupts nothing; the same command continues once it is back. After each,
+every container runs the digest the registry holds for its target.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.run.test_e2e_lab import _lab_or_skip, lab_dir  # noqa: F401 - the fixture
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "tripleo-containers.yaml"
+STEPWISE = str(Path(sys.executable).parent / "stepwise")
+UPGRADE_NS = "tripleo-next"  # the example's containers.upgrade_namespace
+
+pytestmark = [pytest.mark.e2e, pytest.mark.lab]
+
+
+class _Cli:
+    """stepwise commands against one deployment, store and lab."""
+
+    def __init__(self, dep: Path, store: str, lab: Path):
+        self.common = ["-d", str(dep), "--store", store, "--lab", str(lab)]
+
+    def __call__(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        yes = [] if args[0] == "discover" else ["--yes"]
+        p = subprocess.run(
+            [STEPWISE, *args, *self.common, *yes],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert not ok or p.returncode == 0, f"stepwise {' '.join(args)}: {p.stdout}{p.stderr}"
+        return p
+
+
+def _node(the_lab, node: str, *argv: str) -> subprocess.CompletedProcess:
+    """A node command as a task runs it (the node's PATH and root)."""
+    r = subprocess.run(
+        list(argv),
+        env=the_lab.node_env(node),
+        cwd=the_lab.node_root(node),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, f"{node}: {argv} -> {r.returncode}: {r.stdout}{r.stderr}"
+    return r
+
+
+def _containerized(the_lab, node: str) -> list[str]:
+    from stepwise.lab import containers
+
+    return [
+        s for s in the_lab.node(node)["services"] if containers.containerized(the_lab.spec, node, s)
+    ]
+
+
+def _running_digests(the_lab, nodes: list[str]) -> dict[tuple[str, str], str]:
+    """(node, container) -> the digest of the image the node's container runs, as the node's
+    own `podman inspect` says."""
+    return {
+        (n, s): json.loads(_node(the_lab, n, "podman", "inspect", s).stdout)[0]["ImageDigest"]
+        for n in nodes
+        for s in _containerized(the_lab, n)
+    }
+
+
+def _registry_digests(the_lab, node: str, namespace: str | None) -> dict[str, str]:
+    """container -> the digest the registry holds for the image the target names (the node's
+    skopeo asking the registry)."""
+    from stepwise.lab import containers
+
+    tag = the_lab.spec["containers"]["tag"]
+    out = {}
+    for s in _containerized(the_lab, node):
+        ref = containers.ref(the_lab.spec, s, tag, namespace)
+        r = _node(the_lab, node, "skopeo", "inspect", "--tls-verify=false", f"docker://{ref}")
+        out[s] = json.loads(r.stdout)["Digest"]
+    return out
+
+
+def _units(store_url: str, result: subprocess.CompletedProcess) -> list:
+    """The units the run printed by `result` recorded."""
+    from stepwise.run.store import open_store
+
+    return list(open_store(store_url).units(json.loads(result.stdout)["run_id"]))
+
+
+def test_containerized_update_and_upgrade_with_prestage(
+    tmp_path: Path,
+    lab_dir: Path,  # noqa: F811 - the fixture
+):
+    _lab_or_skip()
+    import stepwise.lab as lab
+    from stepwise.lab.faults import inject
+    from stepwise.lab.nodes import Lab
+    from stepwise.lab.probe import Probe, failed, summarize
+
+    dep = tmp_path / EXAMPLE.name
+    dep.write_text(EXAMPLE.read_text())
+    url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    cli = _Cli(dep, url, lab_dir)
+    lab.up(dep, lab_dir)
+    the_lab = Lab(lab_dir)
+    try:
+        cnodes = [n for n in the_lab.spec["nodes"] if _containerized(the_lab, n)]
+        assert cnodes, "the example has container-style nodes"
+        before = _running_digests(the_lab, cnodes)
+
+        # the minor update: the deployment's tag now names newer images
+        cli("discover")
+        with Probe(the_lab, rate=4.0, max_seconds=900) as probe:
+            upd = cli("update", "run", "--json")
+        probe.stop()
+        assert json.loads(upd.stdout)["status"] == "done", upd.stdout
+        assert failed(summarize(probe.records), "vip:") == {}, summarize(probe.records)
+        units = _units(url, upd)
+        prestaged = [u for u in units if u.step == "prestage"]
+        assert {n for u in prestaged for n in u.nodes} >= set(cnodes)
+        first_stop = min(u.started_at for u in units if u.step == "stop")
+        assert all(u.ended_at <= first_stop for u in prestaged), "pulled before any stop"
+        assert not [u for u in units if u.step == "packages" and set(u.nodes) & set(cnodes)]
+        updated = _running_digests(the_lab, cnodes)
+        for n in cnodes:
+            want = _registry_digests(the_lab, n, None)
+            assert {s: updated[(n, s)] for s in want} == want
+            assert all(updated[(n, s)] != before[(n, s)] for s in want)
+
+        # the major upgrade: a registry down during the prestage disrupts nothing
+        cli("discover", "-e", f"target_namespace={UPGRADE_NS}")
+        prepare = ("upgrade", "prepare", "-e", "target_release=R2", "--json")
+        inject(the_lab, "registry-down", "registry")
+        with Probe(the_lab, rate=4.0, max_seconds=600) as probe:
+            refused = cli(*prepare, ok=False)
+        probe.stop()
+        assert refused.returncode != 0, refused.stdout
+        assert json.loads(refused.stdout)["status"] == "failed", refused.stdout
+        units = _units(url, refused)
+        failed_units = [u for u in units if u.state == "failed"]
+        assert failed_units and all(u.step == "prestage" for u in failed_units), failed_units
+        assert not [u for u in units if u.step in ("stop", "leave") and u.state != "pending"]
+        assert _running_digests(the_lab, cnodes) == updated
+        assert failed(summarize(probe.records), "vip:") == {}
+
+        inject(the_lab, "clear", "registry")
+        with Probe(the_lab, rate=4.0, max_seconds=1500) as probe:
+            cli(*prepare)
+            cli("upgrade", "run", "-e", "target_release=R2", "--json")
+            cli("upgrade", "converge", "-e", "target_release=R2", "--json")
+        probe.stop()
+        summary = summarize(probe.records)
+        print(
+            "containers upgrade probe:",
+            {k: (v["requests"], v["failed"]) for k, v in summary["targets"].items()},
+        )
+        upgraded = _running_digests(the_lab, cnodes)
+        for n in cnodes:
+            want = _registry_digests(the_lab, n, UPGRADE_NS)
+            assert {s: upgraded[(n, s)] for s in want} == want
+    finally:
+        lab.down(lab_dir)
