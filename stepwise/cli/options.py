@@ -77,6 +77,26 @@ PARALLEL = typer.Option(
     min=1,
     max=256,
 )
+PRESTAGE_PARALLEL = typer.Option(
+    4,
+    "--prestage-parallel",
+    help="Nodes fetching at once in the prestage stage (the bound on repository or registry "
+    "bandwidth).",
+    min=1,
+    max=1000,
+)
+NO_PRESTAGE = typer.Option(
+    False,
+    "--no-prestage",
+    help="No prestage stage: each node fetches while it is visited (the plan as before).",
+)
+
+
+def prestage_bound(parallel: int, no_prestage: bool) -> int:
+    """The Selection's `prestage` from the two options: 0 is no prestage stage."""
+    return 0 if no_prestage else parallel
+
+
 MAXFAIL = typer.Option(
     0,
     "--max-fail-percentage",

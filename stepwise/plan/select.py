@@ -16,7 +16,7 @@ from types import MappingProxyType
 
 from stepwise.errors import InputError, Problem, UnsafePlanError
 from stepwise.model.deployment import Deployment
-from stepwise.model.vocab import Phase, Plane, Stage, Step, Workflow
+from stepwise.model.vocab import UPGRADE_STAGES, Phase, Plane, Stage, Step, Workflow
 from stepwise.plan.limits import resolve_limit
 from stepwise.plan.schedule import asap
 from stepwise.plan.units import Plan, Unit
@@ -50,6 +50,8 @@ class Selection:
     external: bool | None = None
     #: a rollback: the run whose changes it takes back (`--run N`)
     of_run: int | None = None
+    #: the prestage stage, at most this many nodes fetching at once; 0: no prestage stage
+    prestage: int = 0
 
     def params(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -62,6 +64,8 @@ class Selection:
         }
         if self.of_run is not None:  # only a rollback has it: other plans keep their params
             out["of_run"] = self.of_run
+        if self.prestage:  # only a plan with a prestage stage: --no-prestage keeps today's
+            out["prestage"] = self.prestage
         return out
 
 
@@ -120,8 +124,14 @@ def select(
     return plan.with_units(units, duration_s=makespan, params=MappingProxyType(params))
 
 
+def _prestage_of(u: Unit, stage: Stage) -> bool:
+    """The prestage stage runs with the first stage (`upgrade prepare`): it must come before
+    anything the stages disrupt, and no command of its own is typed for it."""
+    return u.stage is Stage.PRESTAGE and stage is UPGRADE_STAGES[0]
+
+
 def _wanted(u: Unit, sel: Selection, asked: set[str], skip: set[str], by_name: bool) -> bool:
-    if sel.stage is not None and u.stage != sel.stage:
+    if sel.stage is not None and u.stage != sel.stage and not _prestage_of(u, sel.stage):
         return False
     if sel.external is not None and u.external != sel.external:
         return False

@@ -32,6 +32,7 @@ from stepwise.run.node_work import (
     OS_RELEASE,
     PERSIST_FILE,
     PREPARED_FLAG,
+    PRESTAGE_VAR,
     RECORD_TASK,
     node_downgrades,
     node_packages,
@@ -234,6 +235,22 @@ def _packages_to_record(
     }
 
 
+def prestage_packages(
+    unit: Unit, deployment: Deployment, work: dict[str, tuple[str, ...]]
+) -> dict[str, list[str]]:
+    """node -> the packages a prestage unit fetches there: those of its changing services and
+    those no service owns (the node's one `dnf --downloadonly` transaction)."""
+    catalog = deployment.catalog
+    extra = node_packages(unit)
+    fetch = {
+        n: sorted(
+            {p for s in ss if s in catalog for p in catalog[s].packages} | set(extra.get(n, ()))
+        )
+        for n, ss in work.items()
+    }
+    return {n: ps for n, ps in fetch.items() if ps}
+
+
 def _play_vars(
     unit: Unit,
     deployment: Deployment,
@@ -260,6 +277,8 @@ def _play_vars(
         pvars["stepwise_node_packages"] = node_packages(unit)
     if health:
         pvars["stepwise_health"] = health
+    if unit.step is Step.PRESTAGE and (fetch := prestage_packages(unit, deployment, work)):
+        pvars[PRESTAGE_VAR] = fetch
     record = _packages_to_record(unit, deployment, work)
     if record:
         pvars["stepwise_record_packages"] = record
