@@ -114,6 +114,7 @@ COMMANDS: Mapping[Command, CommandInfo] = MappingProxyType(
             "it runs, stop every service, all packages, restore, re-run install, every DB sync. "
             "With --tags system_upgrade_prepare|system_upgrade_run --limit NODE its own OS "
             "upgrade first.",
+            prestage=True,
         ),
         Command.ROLLBACK_RUN: CommandInfo(
             "rollback",

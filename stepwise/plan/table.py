@@ -127,6 +127,7 @@ def _management_upgrade(builder, dep, facts, nodes, selection, variables) -> Non
         nodes,
         os_mode=variables.get("system_upgrade_mode"),
         target_release=variables.get("target_release"),
+        prestage=selection.prestage,
     )
 
 
@@ -176,6 +177,7 @@ _ENTRIES: Sequence[WorkflowEntry] = (
         label="management-upgrade",
         whole_outage=True,
         shows_named_steps=True,
+        prestages=True,
     ),
     WorkflowEntry(
         Workflow.ROLLBACK,

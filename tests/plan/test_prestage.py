@@ -158,3 +158,27 @@ def test_estimate_and_lower_bound_count_the_prestage_apart(dep):
     assert lower_bound(on, dep) == pytest.approx(lower_bound(off, dep) + prestage_bound(on))
     assert on.lower_bound_s <= on.duration_s
     assert prestage_seconds(off) == 0.0
+
+
+def test_the_management_upgrade_switches_then_fetches_before_it_stops_anything():
+    from stepwise.model import load_deployment
+    from tests.plan.test_config_change import EXAMPLES
+
+    uc = load_deployment(EXAMPLES / "undercloud.yaml")
+    variables = {"target_release": "R2"}
+    wf = Workflow.UNDERCLOUD_UPGRADE
+
+    def plan(n, **more):
+        sel = selection_for(wf, prestage=n)
+        return make_plan(wf, uc, selection=sel, variables={**variables, **more})
+
+    before, on = plan(0), plan(2)
+    assert [u.step for u in on.units[:3]] == [Step.REPOS, Step.PRESTAGE, Step.GATE]
+    assert all(u.stage is Stage.PRESTAGE for u in on.units[:3])
+    assert not on.units[1].stops
+    # after the stage, the upgrade as before without its own repository switch
+    rest = [(u.step, u.nodes) for u in on.units[3:]]
+    assert rest == [(u.step, u.nodes) for u in before.units if u.step is not Step.REPOS]
+    assert verify_plan(on, uc).windows
+    # the OS upgrade's leapp prepare fetches the new OS itself: no prestage there
+    assert not _prestages(plan(2, system_upgrade_mode="in-place"))
