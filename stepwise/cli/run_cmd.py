@@ -25,9 +25,11 @@ from stepwise.cli.options import (
     LAB,
     LIMIT,
     MAXFAIL,
-    NO_PRESTAGE,
+    NO_PRESTAGE_ARGS,
+    NO_PRESTAGE_KW,
     PARALLEL,
-    PRESTAGE_PARALLEL,
+    PRESTAGE_PARALLEL_ARGS,
+    PRESTAGE_PARALLEL_KW,
     RERUN,
     SECRET,
     SKIP,
@@ -106,9 +108,8 @@ def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
         hidden = parse_secrets(opts.secrets)
         # every secret value is masked in whatever is recorded or shown (the command line too)
         redact = Redactor(secret_values(ev, hidden))
-        limit = opts.limit
-        if limit is None and ev.get("system_upgrade_nodes"):
-            limit = str(ev["system_upgrade_nodes"])  # the seed's external-upgrade --limit
+        nodes = ev.get("system_upgrade_nodes")  # the seed's external-upgrade --limit
+        limit = opts.limit if opts.limit is not None or not nodes else str(nodes)
         store = existing_store(dep, opts.store_url)
         progress = store.progress(dep.name) if store is not None else frozenset()
         workflow, selection = command_selection(
@@ -270,8 +271,12 @@ def _workflow_command(group: typer.Typer, command: Command, info: CommandInfo) -
         accept_downtime: bool = ACCEPT_DOWNTIME_OPT,
         skip_preflight: bool = SKIP_PREFLIGHT,
         of_run: int | None = typer.Option(None, "--run", help=_RUN_HELP, hidden=not with_run),
-        prestage_parallel: int = _shown(PRESTAGE_PARALLEL, with_prestage),
-        no_prestage: bool = _shown(NO_PRESTAGE, with_prestage),
+        prestage_parallel: int = typer.Option(
+            *PRESTAGE_PARALLEL_ARGS, **PRESTAGE_PARALLEL_KW, hidden=not with_prestage
+        ),
+        no_prestage: bool = typer.Option(
+            *NO_PRESTAGE_ARGS, **NO_PRESTAGE_KW, hidden=not with_prestage
+        ),
     ) -> None:
         # the options in signature order are RunOptions's fields in order
         given = locals()
@@ -280,15 +285,6 @@ def _workflow_command(group: typer.Typer, command: Command, info: CommandInfo) -
 
     cmd.__doc__ = doc
     group.command(name)(cmd)
-
-
-def _shown(option, shown: bool):
-    """A copy of a shared option, hidden from the help of the commands it does not apply to."""
-    import copy
-
-    option = copy.copy(option)
-    option.hidden = not shown
-    return option
 
 
 def _register_commands() -> None:

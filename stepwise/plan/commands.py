@@ -158,8 +158,7 @@ def command_selection(
     prestage: int = 0,
 ) -> tuple[Workflow, Selection]:
     """The workflow and selection a command runs (`of_run`: the run a rollback takes back;
-    `prestage`: the prestage stage's bound, 0 for none).
-    Raises InputError for a command that names nothing it can run."""
+    `prestage`: the prestage's bound, 0 for none); InputError when it names nothing to run."""
     from stepwise.plan import selection_for
 
     cmd = Command(command)
@@ -201,21 +200,21 @@ def command_selection(
         return Workflow.SYSTEM_UPGRADE, Selection(
             limit=limit, tags=tag_list, skip_tags=skip, stage=Stage.CONVERGE, external=False
         )
-    stage = {
+    stage = _UPGRADE_STAGE[cmd]  # the prestage runs with prepare: run and converge as always
+    return Workflow.UPGRADE, selection_for(
+        Workflow.UPGRADE, limit, stage=stage, plane=plane, tags=tag_list, skip_tags=skip,
+        prestage=prestage if stage is Stage.PREPARE else 0,
+    )  # fmt: skip
+
+
+#: the stage each of the upgrade's commands runs
+_UPGRADE_STAGE: Mapping[Command, Stage] = MappingProxyType(
+    {
         Command.UPGRADE_PREPARE: Stage.PREPARE,
         Command.UPGRADE_RUN: Stage.RUN,
         Command.UPGRADE_CONVERGE: Stage.CONVERGE,
-    }[cmd]
-    return Workflow.UPGRADE, selection_for(
-        Workflow.UPGRADE,
-        limit,
-        stage=stage,
-        plane=plane,
-        tags=tag_list,
-        skip_tags=skip,
-        # the prestage stage runs with prepare: run and converge plan as they always did
-        prestage=prestage if stage is Stage.PREPARE else 0,
-    )
+    }
+)
 
 
 def seed_commands(dep: Deployment, target_release: str) -> list[tuple[str, ...]]:
