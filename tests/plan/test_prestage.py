@@ -182,3 +182,29 @@ def test_the_management_upgrade_switches_then_fetches_before_it_stops_anything()
     assert verify_plan(on, uc).windows
     # the OS upgrade's leapp prepare fetches the new OS itself: no prestage there
     assert not _prestages(plan(2, system_upgrade_mode="in-place"))
+
+
+def test_the_cli_plans_the_prestage_by_default_and_shows_it_apart(tmp_path):
+    from typer.testing import CliRunner
+
+    from stepwise.cli.main import _register, app
+    from tests.plan.test_config_change import EXAMPLES
+
+    _register()
+    example = str(EXAMPLES / "classic.yaml")
+    store = ("--store", f"sqlite:///{tmp_path / 'none.sqlite'}")
+
+    def plan(*args):
+        r = CliRunner().invoke(app, ["plan", "update", "-d", example, *store, *args])
+        assert r.exit_code == 0, r.output
+        return r.stdout
+
+    doc = json.loads(plan("--json", "--prestage-parallel", "3"))
+    assert doc["params"]["prestage"] == 3
+    assert doc["units"][0]["step"] == "prestage" and doc["units"][0]["stage"] == "prestage"
+    assert [p["name"] for p in doc["parts"]][0] == "prestage"
+    assert "prestage" not in {
+        u["stage"] for u in json.loads(plan("--json", "--no-prestage"))["units"]
+    }
+    title = plan().splitlines()[0]
+    assert "(prestage ~0:01:00, disruptive part ~" in title  # 8 nodes, 4 at once: 2 x 30 s
