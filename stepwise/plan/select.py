@@ -106,10 +106,9 @@ def select(
         if kept is not None:
             out.append(kept)
     ids = {u.id for u in out}
+    gates = [u.id for u in out if u.is_barrier and u.stage is Stage.PRESTAGE]
     out = [
-        replace(u, after=tuple(a for a in u.after if a in ids))
-        if any(a not in ids for a in u.after)
-        else u
+        replace(u, after=_kept_after(u, ids, gates)) if any(a not in ids for a in u.after) else u
         for u in out
     ]
     if not any(u.nodes or u.services for u in out):
@@ -124,6 +123,17 @@ def select(
     return plan.with_units(units, duration_s=makespan, params=MappingProxyType(params))
 
 
+def _kept_after(u: Unit, ids: set[str], gates: Sequence[str]) -> tuple[str, ...]:
+    """What a kept unit still waits for: its kept predecessors and, for a unit after the
+    prestage stage (every one of them waits for its gate) that lost one, the stage's gate:
+    `--plane` drops the rollout's barriers, and a node's disruption must still follow its
+    prestage. Without a prestage stage, only the kept predecessors (the plan as before)."""
+    kept = [a for a in u.after if a in ids]
+    if u.stage is not Stage.PRESTAGE:
+        kept += gates
+    return tuple(dict.fromkeys(kept))
+
+
 def _prestage_of(u: Unit, stage: Stage) -> bool:
     """The prestage stage runs with the first stage (`upgrade prepare`): it must come before
     anything the stages disrupt, and no command of its own is typed for it."""
@@ -135,7 +145,8 @@ def _wanted(u: Unit, sel: Selection, asked: set[str], skip: set[str], by_name: b
         return False
     if sel.external is not None and u.external != sel.external:
         return False
-    if sel.plane is not None:
+    # every node of the plan fetches before either plane is disrupted (its gate included)
+    if sel.plane is not None and u.stage is not Stage.PRESTAGE:
         if u.phase and u.phase != sel.plane.phase:
             return False
         if not u.phase and u.is_barrier:

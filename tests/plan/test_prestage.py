@@ -206,5 +206,21 @@ def test_the_cli_plans_the_prestage_by_default_and_shows_it_apart(tmp_path):
     assert "prestage" not in {
         u["stage"] for u in json.loads(plan("--json", "--no-prestage"))["units"]
     }
-    title = plan().splitlines()[0]
-    assert "(prestage ~0:01:00, disruptive part ~" in title  # 8 nodes, 4 at once: 2 x 30 s
+    shown = " ".join(plan().split())  # a narrow terminal wraps the title
+    assert "(prestage ~0:01:00, disruptive part ~" in shown  # 8 nodes, 4 at once: 2 x 30 s
+
+
+@pytest.mark.parametrize(
+    ("workflow", "plane"), [(Workflow.UPDATE, "data"), (Workflow.UPGRADE, "control")]
+)
+def test_a_plane_keeps_the_prestage_before_its_disruption(dep, workflow, plane):
+    """--plane drops the rollout's barriers, through which the visits waited for the
+    prestage's gate: they wait for it directly, and the verifier accepts the plan."""
+    plan = _plan(dep, workflow, plane=plane)
+    anc = _ancestors(plan)
+    pre = {u.nodes[0]: u.id for u in _prestages(plan)}
+    disruptive = [u for u in plan.units if u.step in DISRUPTIVE]
+    assert disruptive and all(pre[n] in anc[u.id] for u in disruptive for n in u.nodes)
+    verify_plan(plan, dep)
+    off = make_plan(workflow, dep, selection=selection_for(workflow, plane=plane))
+    assert not _prestages(off)
