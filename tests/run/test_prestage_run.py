@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import trace_lines
 
+from stepwise.errors import InputError
 from stepwise.model import load_deployment
 from stepwise.model.vocab import Stage, Step, UnitState, Workflow
 from stepwise.plan import selection_for
@@ -72,6 +73,10 @@ def test_a_failed_prestage_disrupts_nothing_and_the_same_command_continues(cloud
     ]
     assert sorted(states.values()).count(UnitState.FAILED) == 1
     assert sum(1 for s in states.values() if s == UnitState.DONE) == 2  # the other prestages
+    # the same command with another bound is a different plan: refused, saying which it was
+    with pytest.raises(InputError) as info:
+        run_plan(RunRequest(st, dep, Workflow.UPDATE, facts=fx))  # --no-prestage
+    assert "planned with --prestage-parallel 2" in info.value.problems[0].hint
     # the repository is back: the same command continues and runs the update
     down.unlink()
     again = run_plan(RunRequest(st, dep, Workflow.UPDATE, selection=sel, facts=fx))
