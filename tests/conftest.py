@@ -29,6 +29,7 @@ E2E_SECONDS = {
     "test_rollback_of_a_limited_update_keeps_the_apis_up_and_restores_every_version": 200,
     "test_lab_abort_leaves_every_service_serving_and_the_same_command_finishes": 120,
     "test_config_change_restarts_only_that_service_where_it_changed": 100,
+    "test_update_with_prestage_fetches_first_and_fails_no_request": 55,
 }
 DEFAULT_SECONDS = 120
 LANES = 2
