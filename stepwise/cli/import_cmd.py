@@ -34,6 +34,23 @@ CATALOG_OPT = typer.Option(
 )
 
 
+ENV_OPT = typer.Option(
+    None,
+    "--environment",
+    "-e",
+    metavar="PATH",
+    help="THT environment file(s), as given to `overcloud deploy -e`: "
+    "services their resource_registry maps to OS::Heat::None are left out.",
+)
+PREPARE_OPT = typer.Option(
+    None,
+    "--containers-prepare",
+    metavar="PATH",
+    help="containers-prepare-parameter.yaml: a containerized cloud (style tripleo), "
+    "its images' registry, namespace, name prefix/suffix and tag.",
+)
+
+
 def _pairs(values: list[str] | None, option: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for v in values or ():
@@ -138,21 +155,16 @@ def import_tripleo_cmd(
         metavar="ROLE=N",
         help="Nodes of a role without inventory (default: its CountDefault).",
     ),
-    environment: list[Path] | None = typer.Option(
-        None,
-        "--environment",
-        "-e",
-        metavar="PATH",
-        help="THT environment file(s), as given to `overcloud deploy -e`: "
-        "services their resource_registry maps to OS::Heat::None are left out.",
-    ),
+    environment: list[Path] | None = ENV_OPT,
+    containers_prepare: Path | None = PREPARE_OPT,
     catalog: Path | None = CATALOG_OPT,
     output: str = OUT_OPT,
     force: bool = FORCE_OPT,
     json_out: bool = JSON_OPT,
 ) -> None:
     """Import a TripleO cloud: roles, services (by their OS::TripleO::Services names), counts,
-    host name formats, update_serial and tags; hosts and addresses from the inventory."""
+    host name formats, update_serial and tags; hosts and addresses from the inventory; with
+    --containers-prepare, its containers (style tripleo)."""
     from stepwise.model import load_catalog
     from stepwise.model.importing import import_tripleo
 
@@ -172,6 +184,7 @@ def import_tripleo_cmd(
             counts=counts,
             catalog_ref=_catalog_ref(catalog, output),
             environments=list(environment or ()),
+            containers_prepare=containers_prepare,
         )
         _write(result, output, force, json_out)
 

@@ -10,8 +10,14 @@ from types import MappingProxyType
 from typing import Any
 
 from stepwise.errors import InputError, Problem
+
+# re-exported: the checks moved to catalog_checks.py, their users import them from here
+from stepwise.model.catalog_checks import _did_you_mean as _did_you_mean
+from stepwise.model.catalog_checks import check_catalog as check_catalog
+from stepwise.model.catalog_checks import find_cycle as find_cycle
 from stepwise.model.checks import validate
-from stepwise.model.specs import PERCENT_RE, ServiceSpec, WorkflowTasksSpec
+from stepwise.model.containers import StyleTasks
+from stepwise.model.specs import PERCENT_RE, ServiceSpec, StyleTasksSpec, WorkflowTasksSpec
 from stepwise.model.task_lint import lint_service_file
 from stepwise.model.vocab import (
     DEFAULT_STEP_SECONDS,
@@ -19,6 +25,7 @@ from stepwise.model.vocab import (
     STEP_ALIASES,
     WORKFLOW_SECTIONS,
     CatalogKey,
+    DeployStyle,
     Section,
     Step,
     SystemUpgradeKey,
@@ -100,6 +107,30 @@ class Service:
     line: int | None = None
     #: line of each top-level field in `source` (and "depends_on[i]" per entry), for errors
     lines: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    #: the catalog's `image:` (container styles; "": named after the service)
+    image: str = ""
+    #: the entry's own tasks per container style (`styles:`), where they differ
+    style_tasks: Mapping[DeployStyle, StyleTasks] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    #: the style these tasks are for (`styled`)
+    style: DeployStyle = DeployStyle.PACKAGES
+    #: what a node fetches before the disruptive part (container styles: pull and verify the
+    #: target image); the prestage step's tasks
+    prestage: tuple[dict[str, Any], ...] = ()
+
+    def styled(self, style: DeployStyle) -> Service:
+        """This service as it runs on a node of `style`: the one place that answers which
+        tasks, unit and health checks it has there (docs/catalog.md "Deployment styles").
+        The packages style is the entry as written."""
+        if style is self.style:
+            return self
+        if self.style is not DeployStyle.PACKAGES:
+            # a styled service's tasks are no entry as written: style the entry itself
+            raise ValueError(f"{self.name} is already styled {self.style}")
+        from stepwise.model.styles import styled_service  # styles builds on this class
+
+        return styled_service(self, style)
 
     def steps(self, section: Section) -> Mapping[TaskKey, tuple[dict[str, Any], ...]]:
         """The tasks of one of the service file's step-keyed sections (`update:`, `upgrade:`)."""
@@ -267,7 +298,23 @@ def service_from_spec(
         source=source,
         line=line,
         lines=MappingProxyType(dict(lines or {})),
+        image=spec.image or "",
+        style_tasks=MappingProxyType(
+            {DeployStyle(k): _style_tasks(v) for k, v in spec.styles.items()}
+        ),
     )
+
+
+def _style_tasks(spec: StyleTasksSpec) -> StyleTasks:
+    """The frozen value of an entry's tasks for one container style."""
+    tasks = {
+        section: steps
+        for section in WORKFLOW_SECTIONS
+        if (steps := _workflow_tasks(getattr(spec, section)))
+    }
+    health = spec.health.model_dump(exclude_none=True) if spec.health else None
+    shown = MappingProxyType(health) if health is not None else None
+    return StyleTasks(spec.unit, shown, MappingProxyType(tasks))
 
 
 def load_catalog(path: Path | str | None = None) -> Catalog:
@@ -388,112 +435,3 @@ def _field_lines(doc: Any, spec: ServiceSpec) -> dict[str, int]:
         if ln is not None:
             lines[f"depends_on[{i}]"] = ln
     return lines
-
-
-def check_catalog(catalog: Catalog) -> list[Problem]:
-    """Whole-catalog checks: references to unknown services and dependency cycles."""
-    problems = [
-        p
-        for svc in catalog
-        for i, dep in enumerate(svc.depends_on)
-        if (p := _dependency_problem(catalog, svc, i, dep)) is not None
-    ]
-    if problems:
-        return problems
-    cycle = find_cycle({s.name: s.depends_on for s in catalog})
-    if cycle:
-        problems.append(_cycle_problem(catalog, cycle))
-    return problems
-
-
-def _dependency_problem(catalog: Catalog, svc: Service, i: int, dep: str) -> Problem | None:
-    """What is wrong with the service's i-th depends_on entry, if anything."""
-    where = f"depends_on[{i}]"
-    line = svc.lines.get(where, svc.lines.get("depends_on", svc.line))
-    if dep not in catalog:
-        return Problem(
-            f"depends_on names unknown service '{dep}'",
-            file=svc.source,
-            line=line,
-            field=where,
-            hint=_did_you_mean(dep, catalog.services),
-        )
-    if dep == svc.name:
-        return Problem(
-            "a service cannot depend on itself",
-            file=svc.source,
-            line=line,
-            field=where,
-            hint=f"remove '{dep}' from depends_on",
-        )
-    if not catalog[dep].has_runtime:
-        return Problem(
-            f"depends_on names '{dep}', which has 'runtime: none' (nothing to wait for)",
-            file=svc.source,
-            line=line,
-            field=where,
-            hint=f"remove '{dep}' from depends_on",
-        )
-    if catalog[dep].plane == "data" and svc.plane != "data":
-        return Problem(
-            f"{svc.plane}-plane service '{svc.name}' depends_on data-plane service "
-            f"'{dep}', but the control plane is upgraded first",
-            file=svc.source,
-            line=line,
-            field=where,
-            hint=f"remove '{dep}' from depends_on, or make '{svc.name}' a data-plane service",
-        )
-    return None
-
-
-def _cycle_problem(catalog: Catalog, cycle: list[str]) -> Problem:
-    first = catalog[cycle[0]]
-    i = first.depends_on.index(cycle[1])
-    where = f"depends_on[{i}]"
-    return Problem(
-        "dependency cycle: " + " -> ".join(cycle),
-        file=first.source,
-        line=first.lines.get(where, first.lines.get("depends_on", first.line)),
-        field=where,
-        hint="remove one of these depends_on entries; upgrade order must be a chain, not a loop",
-    )
-
-
-def find_cycle(graph: Mapping[str, tuple[str, ...] | list[str]]) -> list[str] | None:
-    """Return one cycle as [a, b, ..., a] if the dependency graph has one (deterministic)."""
-    WHITE, GREY, BLACK = 0, 1, 2
-    color = {n: WHITE for n in graph}
-    for root in sorted(graph):
-        if color[root] != WHITE:
-            continue
-        stack: list[tuple[str, int]] = [(root, 0)]
-        path: list[str] = [root]
-        color[root] = GREY
-        while stack:
-            node, i = stack[-1]
-            deps = sorted(graph.get(node, ()))
-            if i < len(deps):
-                stack[-1] = (node, i + 1)
-                nxt = deps[i]
-                if nxt not in color:
-                    continue
-                if color[nxt] == GREY:
-                    return path[path.index(nxt) :] + [nxt]
-                if color[nxt] == WHITE:
-                    color[nxt] = GREY
-                    stack.append((nxt, 0))
-                    path.append(nxt)
-            else:
-                color[node] = BLACK
-                stack.pop()
-                path.pop()
-    return None
-
-
-def _did_you_mean(name: str, known: Mapping[str, Any] | list[str]) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(name, list(known), n=3)
-    if close:
-        return f"did you mean {', '.join(close)}?"
-    return "add a service file for it to the catalog, or fix the name"

@@ -12,6 +12,7 @@ from typing import Any
 from stepwise.errors import InputError, Problem
 from stepwise.model.catalog import Catalog, Service, _did_you_mean, load_catalog
 from stepwise.model.checks import validate
+from stepwise.model.containers import Containers
 from stepwise.model.specs import DeploymentSpec, NodeCountSpec, RoleSpec
 from stepwise.model.vocab import DeployStyle, DrainPolicy
 from stepwise.model.yamlsrc import line_of, load_yaml, to_plain
@@ -87,6 +88,8 @@ class Deployment:
     drain_policy: DrainPolicy = DrainPolicy.REFUSE
     #: the deployment's `style:` (each role's own is `Role.style`)
     style: DeployStyle = DeployStyle.PACKAGES
+    #: `containers:`: where the container styles' images come from (None: no such role)
+    containers: Containers | None = None
 
     @cached_property
     def nodes(self) -> tuple[Node, ...]:
@@ -132,6 +135,11 @@ class Deployment:
 
     def service(self, name: str) -> Service:
         return self.catalog[name]
+
+    def service_on(self, name: str, node: Node | str) -> Service:
+        """Service `name` as it runs on `node`: with the tasks, unit and health checks of the
+        node's role's style (`Service.styled`); what the planner and the run layer ask."""
+        return self.catalog[name].styled(self.role_of(node).style)
 
     def drain_policy_now(self) -> DrainPolicy:
         """The policy a compute's leave applies: the deployment's, except that with one
@@ -257,6 +265,7 @@ def build_deployment(
                 rs.style or spec.style,
             )
         )
+    problems.extend(_containers_problems(spec, doc, fname))
     if problems:
         raise InputError(problems)
     dep = Deployment(
@@ -269,8 +278,40 @@ def build_deployment(
         MappingProxyType(spec.lab.model_dump(exclude_none=True)),
         spec.drain_policy,
         spec.style,
+        Containers.from_spec(spec.containers) if spec.containers is not None else None,
     )
     return dep
+
+
+def _containers_problems(spec: DeploymentSpec, doc: Any, fname: str) -> list[Problem]:
+    """A containerized role needs the deployment's `containers:` (where its images come from)."""
+    if spec.containers is not None:
+        return []
+    hint = (
+        "add containers: {registry: HOST:PORT, namespace: NAME, tag: TAG} (TripleO's "
+        "ContainerImagePrepare set:, or `stepwise import tripleo --containers-prepare FILE`)"
+    )
+    if spec.style is not DeployStyle.PACKAGES:
+        return [
+            Problem(
+                f"style {spec.style} needs a 'containers:' block",
+                file=fname,
+                line=line_of(doc, ["style"]),
+                field="style",
+                hint=hint,
+            )
+        ]
+    return [
+        Problem(
+            f"role {rs.name} has style {rs.style}, which needs a 'containers:' block",
+            file=fname,
+            line=line_of(doc, ["roles", ri, "style"]),
+            field=f"roles[{ri}].style",
+            hint=hint,
+        )
+        for ri, rs in enumerate(spec.roles)
+        if rs.style is not None and rs.style is not DeployStyle.PACKAGES
+    ]
 
 
 @dataclass(frozen=True)

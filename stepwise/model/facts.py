@@ -14,8 +14,10 @@ from types import MappingProxyType
 
 from stepwise.errors import InputError, Problem
 from stepwise.model.checks import validate
+from stepwise.model.containers import image_ref
 from stepwise.model.deployment import Deployment
 from stepwise.model.specs import FactsSpec
+from stepwise.model.vocab import DeployStyle
 from stepwise.model.yamlsrc import line_of, load_yaml, to_plain
 
 DEFAULT_OS_MAJOR = 8
@@ -47,6 +49,34 @@ class ConfigFact:
         )
 
 
+#: the fields of an image fact, in the facts file's order
+IMAGE_FACT_KEYS = ("running", "target", "ref")
+
+
+@dataclass(frozen=True, slots=True)
+class ImageFact:
+    """A container service's image on a node: the digest its container runs, the registry's
+    digest of the reference this workflow goes to, and that reference."""
+
+    running: str | None
+    target: str | None
+    ref: str | None = None
+
+    @property
+    def changes(self) -> bool:
+        # an unknown digest on either side is taken to change (the safe side: the switch
+        # recreates the container from the verified target)
+        return self.running is None or self.target is None or self.running != self.target
+
+    def describe(self) -> str:
+        """`image REF RUNNING -> TARGET` with the digests shortened as podman shows them."""
+        return f"image {self.ref or '?'} {_short(self.running)} -> {_short(self.target)}"
+
+
+def _short(digest: str | None) -> str:
+    return digest.removeprefix("sha256:")[:12] if digest else "?"
+
+
 @dataclass(frozen=True, slots=True)
 class NodeFacts:
     packages: Mapping[str, PackageFact] = field(default_factory=lambda: MappingProxyType({}))
@@ -54,6 +84,8 @@ class NodeFacts:
     os_target: int = DEFAULT_OS_MAJOR + 1
     #: service -> its configuration hashes on this node
     config: Mapping[str, ConfigFact] = field(default_factory=lambda: MappingProxyType({}))
+    #: container service -> its image digests on this node (container styles)
+    images: Mapping[str, ImageFact] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,6 +127,19 @@ class Facts:
         fact = self.nodes[node].config.get(service)
         return fact is not None and fact.changes
 
+    def image(self, node: str, service: str) -> ImageFact | None:
+        """The image facts of a container service on `node`, if known."""
+        facts = self.nodes.get(node)
+        return facts.images.get(service) if facts is not None else None
+
+    def image_changes(self, node: str, service: str) -> bool:
+        """True when the container of `service` on `node` must switch to another image (no
+        facts, or no image facts for it: taken to change, as packages are)."""
+        if not self.known:
+            return True
+        fact = self.image(node, service)
+        return fact is None or fact.changes
+
     def changed_packages(self, node: str) -> tuple[str, ...]:
         if not self.known or node not in self.nodes:
             return ()
@@ -115,6 +160,9 @@ SHAPES = {
     "config": "a mapping of service name to {current: HASH, rendered: HASH}",
     "service_config": "{current: HASH, rendered: HASH} (the hash of the configuration the "
     "service runs with, and of the one the deployment rendered for it)",
+    "images": "a mapping of service name to {running: DIGEST, target: DIGEST, ref: REF}",
+    "image": "{running: sha256:..., target: sha256:..., ref: REGISTRY/NAMESPACE/NAME:TAG} (the "
+    "digest the container runs, the registry's digest of the reference this workflow goes to)",
     "os": "{major: 8, target: 9} (the OS major version installed, "
     "and the one an OS upgrade goes to)",
     "progress": "a list of milestones stepwise recorded (leave it out in a hand-written file)",
@@ -127,6 +175,8 @@ def _shape_of(field: str | None) -> str | None:
         return SHAPES["package"]
     if len(parts) >= 2 and parts[-2] == "config":
         return SHAPES["service_config"]
+    if len(parts) >= 2 and parts[-2] == "images":
+        return SHAPES["image"]
     return SHAPES.get(parts[-1]) or (
         SHAPES["defaults"] if len(parts) == 2 and parts[0] == "nodes" else None
     )
@@ -195,6 +245,7 @@ def build_facts(
         pk = dict(default_pk)
         os_spec = default_os
         config = _config_of(spec, deployment, node.name)
+        images = _images_of(spec, node.name)
         if nf is not None:
             pk.update({k: PackageFact(v.installed, v.available) for k, v in nf.packages.items()})
             if nf.os is not None:
@@ -205,7 +256,7 @@ def build_facts(
             if os_spec and os_spec.target is not None
             else (default_os.target if default_os and default_os.target else major + 1)
         )
-        out[node.name] = NodeFacts(MappingProxyType(pk), major, target, config)
+        out[node.name] = NodeFacts(MappingProxyType(pk), major, target, config, images)
     os_known = bool(default_os and default_os.major is not None) or any(
         nf.os is not None and nf.os.major is not None for nf in spec.nodes.values()
     )
@@ -226,19 +277,35 @@ def _config_problems(spec: FactsSpec, deployment: Deployment, doc, fname: str) -
             where.append((["nodes", name], f"a service that runs on {name}", on))
     for path, what, allowed in where:
         nf = spec.defaults if path == ["defaults"] else spec.nodes[path[1]]
-        for service in nf.config if nf is not None else ():
-            if service not in allowed:
-                problems.append(
-                    Problem(
-                        f"config names '{service}', which is not {what}",
-                        file=fname,
-                        line=line_of(doc, [*path, "config", service]),
-                        field=".".join([*path, "config", service]),
-                        hint="config is keyed by the service (catalog) name, e.g. "
-                        "config: {nova_api: {current: HASH, rendered: HASH}}",
+        for key, example in (
+            ("config", "{nova_api: {current: HASH, rendered: HASH}}"),
+            ("images", "{nova_api: {running: DIGEST, target: DIGEST, ref: REF}}"),
+        ):
+            for service in getattr(nf, key) if nf is not None else ():
+                if service not in allowed:
+                    problems.append(
+                        Problem(
+                            f"{key} names '{service}', which is not {what}",
+                            file=fname,
+                            line=line_of(doc, [*path, key, service]),
+                            field=".".join([*path, key, service]),
+                            hint=f"{key} is keyed by the service (catalog) name, e.g. "
+                            f"{key}: {example}",
+                        )
                     )
-                )
     return problems
+
+
+def _images_of(spec: FactsSpec, node: str) -> Mapping[str, ImageFact]:
+    """The image facts of `node`: the defaults', then its own."""
+    merged = {
+        s: ImageFact(i.running, i.target, i.ref)
+        for s, i in (spec.defaults.images.items() if spec.defaults else ())
+    }
+    nf = spec.nodes.get(node)
+    if nf is not None:
+        merged.update({s: ImageFact(i.running, i.target, i.ref) for s, i in nf.images.items()})
+    return MappingProxyType(merged)
 
 
 def _config_of(spec: FactsSpec, deployment: Deployment, node: str) -> Mapping[str, ConfigFact]:
@@ -281,6 +348,15 @@ def facts_to_dict(facts: Facts) -> dict | None:
                 s: {k: v for k, v in (("current", c.current), ("rendered", c.rendered)) if v}
                 for s, c in nf.config.items()
             }
+        if nf.images:
+            entry["images"] = {
+                s: {
+                    k: v
+                    for k, v in (("running", i.running), ("target", i.target), ("ref", i.ref))
+                    if v
+                }
+                for s, i in nf.images.items()
+            }
         if facts.os_known:
             entry["os"] = {"major": nf.os_major, "target": nf.os_target}
         nodes[name] = entry
@@ -312,10 +388,28 @@ def facts_from_dict(data: dict, deployment: Deployment, source: str = "<recorded
     return facts if known else facts.without_packages()
 
 
+def _image_template(deployment: Deployment, node: str) -> dict:
+    """A container node's image facts to fill in: each service's reference, digests empty."""
+    role = deployment.role_of(node)
+    if role.style is DeployStyle.PACKAGES or deployment.containers is None:
+        return {}
+    return {
+        s: {
+            "running": None,
+            "target": None,
+            "ref": image_ref(
+                s, role.style, deployment.containers, image=deployment.catalog[s].image
+            ),
+        }
+        for s in role.services
+    }
+
+
 def facts_template(deployment: Deployment) -> dict:
     """A facts document to fill in for `deployment`: the OS shared by all nodes, and per node the
-    packages of the services it runs, their versions left empty, and the configuration hashes
-    of those services, left empty too (docs/facts.md)."""
+    packages of the services it runs, their versions left empty, the configuration hashes
+    of those services, left empty too, and on a container node each service's image reference
+    with its digests to fill in (docs/facts.md)."""
     nodes: dict[str, dict] = {}
     for node in deployment.nodes:
         packages = sorted(
@@ -327,6 +421,9 @@ def facts_template(deployment: Deployment) -> dict:
                 s: {"current": None, "rendered": None} for s in deployment.services_on(node)
             },
         }
+        images = _image_template(deployment, node.name)
+        if images:
+            nodes[node.name]["images"] = images
     return {
         "defaults": {"os": {"major": DEFAULT_OS_MAJOR, "target": DEFAULT_OS_MAJOR + 1}},
         "nodes": nodes,

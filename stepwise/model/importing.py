@@ -30,6 +30,7 @@ from stepwise.model.tripleo import (
     disabled_services,
     load_roles_file,
 )
+from stepwise.model.tripleo_containers import load_containers_prepare
 from stepwise.model.values import check_address
 from stepwise.model.yamlsrc import line_of
 
@@ -202,10 +203,13 @@ def import_tripleo(
     counts: dict[str, int] | None = None,
     catalog_ref: str | None = None,
     environments: list[Path | str] | None = None,
+    containers_prepare: Path | str | None = None,
 ) -> Imported:
     """Import a THT roles file (and the stack's inventory) as a deployment document; services
     the environment files map to OS::Heat::None are left out (a roles file lists what a role
-    may run, the resource registry decides what is deployed)."""
+    may run, the resource registry decides what is deployed). With `containers_prepare`
+    (containers-prepare-parameter.yaml) the cloud is containerized: `style: tripleo` and the
+    `containers:` block its ContainerImagePrepare describes."""
     disabled = disabled_services(list(environments or ()))
     roles_file = load_roles_file(roles_data, stack)
     fname = roles_file.fname
@@ -233,7 +237,13 @@ def import_tripleo(
     # the source names are data: they go into the document (serialised by the YAML library),
     # never into a comment of the written file
     names = Path(fname).name + (f" and {Path(inv_path).name}" if inv_path is not None else "")
-    result = {"name": stack, "description": f"imported from {names} (TripleO stack {stack})"}
+    result: dict[str, Any] = {
+        "name": stack,
+        "description": f"imported from {names} (TripleO stack {stack})",
+    }
+    if containers_prepare is not None:
+        result["style"] = "tripleo"
+        result["containers"] = load_containers_prepare(containers_prepare)
     return _checked(result, roles, catalog, catalog_ref, fname, found.notes)
 
 

@@ -20,6 +20,11 @@ from pydantic import (
     model_validator,
 )
 
+from stepwise.model.container_specs import (
+    IMAGE_PART_RE,
+    ContainersSpec,
+    ImageFactSpec,
+)
 from stepwise.model.limits import MAX_INDEX, MAX_NODES, MAX_STEP_SECONDS
 from stepwise.model.values import (
     Address,
@@ -182,6 +187,16 @@ class SchemaSpec(Strict):
         return self
 
 
+class StyleTasksSpec(Strict):
+    """A catalog entry's tasks for one container style, where they differ from the ones
+    stepwise derives from the style (docs/catalog.md "Deployment styles")."""
+
+    unit: str | None = Field(default=None, pattern=UNIT_RE, max_length=256)
+    health: HealthSpec | None = None
+    update: WorkflowTasksSpec | None = None
+    upgrade: WorkflowTasksSpec | None = None
+
+
 class ServiceSpec(Strict):
     name: str = Field(pattern=NAME_RE)
     description: str | None = None
@@ -216,6 +231,10 @@ class ServiceSpec(Strict):
     schema_: SchemaSpec | None = Field(default=None, alias="schema")
     system_upgrade: SystemUpgradeSpec | None = None
     durations: dict[str, float] = Field(default_factory=dict)
+    #: the image's name in the container styles (default: from the service name and style)
+    image: str | None = Field(default=None, pattern=IMAGE_PART_RE, min_length=1, max_length=200)
+    #: per container style, the tasks that differ from the ones derived from the style
+    styles: dict[Literal["tripleo", "kolla"], StyleTasksSpec] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _nothing_to_run(self) -> ServiceSpec:
@@ -237,6 +256,8 @@ class ServiceSpec(Strict):
                     "converge",
                     "schema_",
                     "system_upgrade",
+                    "image",
+                    "styles",
                 )
                 if getattr(self, k) not in (None, [], {})
             ]
@@ -389,6 +410,8 @@ class DeploymentSpec(Strict):
     drain_policy: DrainPolicy = DrainPolicy.REFUSE
     #: how the services are deployed (packages, tripleo or kolla containers); a role may differ
     style: DeployStyle = DeployStyle.PACKAGES
+    #: where the container styles' images come from (required when a role is containerized)
+    containers: ContainersSpec | None = None
     roles: list[RoleSpec] = Field(min_length=1)
     lab: LabSpec = Field(default_factory=LabSpec)
 
@@ -429,6 +452,9 @@ class NodeFactsSpec(Strict):
     packages: dict[PackageName, PackageFactSpec] = Field(default_factory=dict)
     config: dict[
         Annotated[str, StringConstraints(pattern=NAME_RE, max_length=200)], ConfigFactSpec
+    ] = Field(default_factory=dict)
+    images: dict[
+        Annotated[str, StringConstraints(pattern=NAME_RE, max_length=200)], ImageFactSpec
     ] = Field(default_factory=dict)
 
 

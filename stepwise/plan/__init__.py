@@ -13,6 +13,7 @@ from stepwise.model.deployment import Deployment
 from stepwise.model.facts import NO_FACTS, Facts
 from stepwise.model.vocab import Plane, Stage, Step, UpgradeMode, Workflow
 from stepwise.plan.builder import PlanBuilder
+from stepwise.plan.changes import image_params
 from stepwise.plan.limits import resolve_limit
 from stepwise.plan.progress import refuse_prepared_nodes
 from stepwise.plan.schedule import asap
@@ -165,6 +166,10 @@ def make_plan(
     units, makespan = asap(builder.units)
     _check_total(makespan, deployment)
     params = {"facts": facts.source if facts.known else None, **builder.params}
+    images = image_params(deployment, facts, _image_namespace(wf, deployment, variables or {}))
+    if images:
+        # what the container nodes' switch and prestage read (packages clouds have none)
+        params["images"] = images
     plan = Plan(
         wf, deployment.name, tuple(units), duration_s=makespan, params=MappingProxyType(params)
     )
@@ -174,6 +179,17 @@ def make_plan(
     if table_entry.rolling:
         refuse_prepared_nodes(selected, facts, deployment.path)
     return selected
+
+
+def _image_namespace(
+    wf: Workflow, deployment: Deployment, variables: Mapping[str, Any]
+) -> str | None:
+    """The namespace of a workflow's target images: a major upgrade goes to the next
+    release's (`-e target_namespace=NS`, default the deployment's `upgrade_namespace`)."""
+    if wf is not Workflow.UPGRADE or deployment.containers is None:
+        return None
+    given = variables.get("target_namespace")
+    return str(given) if given else deployment.containers.upgrade_namespace
 
 
 def check_variables(plan: Plan) -> None:

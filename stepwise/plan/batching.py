@@ -281,6 +281,9 @@ class _Rolling:
         if reconfigured:
             shown = ", ".join(reconfigured[:4]) + (", ..." if len(reconfigured) > 4 else "")
             why += f"; configuration changed: {shown} restart(s) to read it (no package change)"
+        images = sorted({i for v in batch for i in v.images})
+        if images:
+            why += "; " + ", ".join(images[:4]) + (", ..." if len(images) > 4 else "")
         return why
 
     def limit_reason(

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stepwise.model.containers import image_ref
 from stepwise.model.deployment import Deployment
 from stepwise.model.facts import Facts
+from stepwise.model.vocab import DeployStyle
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +21,8 @@ class NodeChange:
     #: services whose packages do not change but whose rendered configuration does: they
     #: restart (config, stop, start) without a package step
     reconfigured: tuple[str, ...] = ()
+    #: container styles: what moves, one `image REF RUNNING -> TARGET` per changing service
+    images: tuple[str, ...] = ()
 
     @property
     def touched(self) -> bool:
@@ -48,7 +52,16 @@ def node_changes(
                 continue
             changed_pkgs = set(facts.changed_packages(node.name))
             reboot = bool(changed_pkgs & reboot_pkgs)
-            changing = tuple(s for s in services if facts.changes(node.name, catalog[s].packages))
+            if role.style is DeployStyle.PACKAGES:
+                changing = tuple(
+                    s for s in services if facts.changes(node.name, catalog[s].packages)
+                )
+                images: tuple[str, ...] = ()
+            else:
+                # the image is the package: a service changes when its container's digest
+                # is not the target's
+                changing = tuple(s for s in services if facts.image_changes(node.name, s))
+                images = tuple(_image_note(facts, node.name, s) for s in changing)
             extra = tuple(sorted(p for p in changed_pkgs if p not in owned))
             reconfigured = (
                 tuple(
@@ -57,8 +70,14 @@ def node_changes(
                 if config
                 else ()
             )
-            out[node.name] = NodeChange(node.name, changing, extra, reboot, reconfigured)
+            out[node.name] = NodeChange(node.name, changing, extra, reboot, reconfigured, images)
     return out
+
+
+def _image_note(facts: Facts, node: str, service: str) -> str:
+    """What a batch's why says of a changing container service."""
+    fact = facts.image(node, service)
+    return fact.describe() if fact is not None else f"image of {service}: no facts"
 
 
 def dependency_levels(deployment: Deployment, services: set[str]) -> dict[str, int]:
@@ -79,3 +98,35 @@ def dependency_levels(deployment: Deployment, services: set[str]) -> dict[str, i
     for s in sorted(services):
         level(s)
     return levels
+
+
+def image_params(
+    deployment: Deployment, facts: Facts, namespace: str | None = None
+) -> dict[str, dict]:
+    """node -> service -> {ref, target} for the container nodes: what their switch and prestage
+    tasks read (`stepwise_images`). The reference is the model's, in `namespace` when given (a
+    major upgrade's target release); the target digest is the facts' when discover asked about
+    that same reference, else empty, which the prestage's digest check refuses (a digest of
+    another reference must never be switched to)."""
+    containers = deployment.containers
+    out: dict[str, dict] = {}
+    if containers is None:
+        return out
+    for role in deployment.roles:
+        if role.style is DeployStyle.PACKAGES:
+            continue
+        for node in role.nodes:
+            entry = {}
+            for s in role.services:
+                ref = image_ref(
+                    s,
+                    role.style,
+                    containers,
+                    image=deployment.catalog[s].image,
+                    namespace=namespace,
+                )
+                fact = facts.image(node.name, s)
+                same = fact is not None and fact.ref in (None, ref)
+                entry[s] = {"ref": ref, "target": (fact.target if same else None) or ""}
+            out[node.name] = entry
+    return out

@@ -50,7 +50,7 @@ def offline_group(
     ctx: RolloutContext, group: dict[str, list[str]], part: Phase, cur: Cursor
 ) -> Cursor:
     """Schema-sensitive services stop on all their nodes, update, migrate once, start together."""
-    catalog, workflow = ctx.dep.catalog, ctx.workflow
+    workflow = ctx.workflow
     names = sorted(group)
     nodes = sorted({n for ns in group.values() for n in ns}, key=ctx.order.__getitem__)
     on_node = {n: tuple(s for s in names if n in group[s]) for n in nodes}
@@ -66,7 +66,7 @@ def offline_group(
     )
     units.unit(Step.PACKAGES, on_node, f"{label}: new packages on all their nodes while stopped")
     cfg = {
-        n: tuple(s for s in ss if catalog[s].has_step(workflow, Step.CONFIG))
+        n: tuple(s for s in ss if ctx.dep.service_on(s, n).has_step(workflow, Step.CONFIG))
         for n, ss in on_node.items()
     }
     cfg = {n: ss for n, ss in cfg.items() if ss}
@@ -86,7 +86,12 @@ def offline_group(
         starts=instances,
     )
     ver = {
-        n: tuple(s for s in ss if catalog[s].has_step(workflow, Step.VERIFY) or catalog[s].health)
+        n: tuple(
+            s
+            for s in ss
+            if ctx.dep.service_on(s, n).has_step(workflow, Step.VERIFY)
+            or ctx.dep.service_on(s, n).health
+        )
         for n, ss in on_node.items()
     }
     units.unit(

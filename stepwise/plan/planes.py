@@ -251,6 +251,8 @@ def rollout_merged(
             reboot=ch.reboot,
             reconfigured=ch.reconfigured,
         )
+        if ch.images:
+            visit = replace(visit, images=ch.images)
         by_part[home_part(dep, node)].setdefault(dep.role_of(node).name, []).append(visit)
     for part, visits in by_part.items():
         if visits:
@@ -426,7 +428,6 @@ def _feeders(dep: Deployment, pl: _PartLayout, level: int) -> frozenset[str]:
     return frozenset(out)
 
 
-@lru_cache(maxsize=4096)
 @lru_cache(maxsize=4096)
 def _all_deps(dep: Deployment, service: str) -> frozenset[str]:
     """What `service` depends on, transitively (asked once per visit: cached)."""

@@ -8,7 +8,7 @@ from functools import lru_cache
 
 from stepwise.model.catalog import node_step_seconds
 from stepwise.model.deployment import Deployment
-from stepwise.model.vocab import VISIT_STEPS, Section, Step
+from stepwise.model.vocab import VISIT_STEPS, DeployStyle, Section, Step
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +34,8 @@ class Visit:
     again: str = ""  # why the node is visited a second time, if it is
     #: services restarted only because their configuration changed (no package change)
     reconfigured: tuple[str, ...] = ()
+    #: container styles: `image REF RUNNING -> TARGET` of each service that switches image
+    images: tuple[str, ...] = ()
 
     @property
     def seconds(self) -> float:
@@ -67,7 +69,8 @@ def make_visit(
     services = in_dependency_order(dep, services)
     cycled = in_dependency_order(dep, services + reconfigured) if reconfigured else services
     down = in_dependency_order(dep, dep.services_on(node)) if reboot else cycled
-    steps = _steps(dep, services, workflow, leads, extra_packages, reboot, down)
+    style = dep.role_of(node).style
+    steps = _steps(dep, services, workflow, leads, extra_packages, reboot, down, style)
     return Visit(
         node=node,
         role=dep.node_by_name[node].role,
@@ -107,15 +110,19 @@ def _steps(
     extra_packages: tuple[str, ...],
     reboot: bool,
     down: tuple[str, ...],
+    style: DeployStyle = DeployStyle.PACKAGES,
 ) -> tuple[VisitStep, ...]:
     # Nodes of a role share a handful of visit shapes: computing each shape once keeps
     # planning 10,000 nodes fast.
     catalog = dep.catalog
-    svc = {s: catalog[s] for s in down}
+    # the services as the node's style runs them (one place answers: Service.styled)
+    svc = {s: catalog[s].styled(style) for s in down}
     steps: list[VisitStep] = []
     for step in VISIT_STEPS:
         if step is Step.PACKAGES:
-            with_work = tuple(s for s in services)
+            # a container style has no package step for its services: the image is the
+            # package (its switch is the config step)
+            with_work = services if style is DeployStyle.PACKAGES else ()
             extra = extra_packages
         elif step is Step.REBOOT:
             if not reboot:
@@ -144,8 +151,7 @@ def _steps(
         seconds = node_step_seconds([svc[s] for s in with_work], step)
         if step is Step.REBOOT:
             seconds = max(
-                [catalog[s].seconds(Step.REBOOT) for s in down]
-                or [node_step_seconds([], Step.REBOOT)]
+                [svc[s].seconds(Step.REBOOT) for s in down] or [node_step_seconds([], Step.REBOOT)]
             )
         if step is Step.VERIFY and not with_work:
             seconds = node_step_seconds([], Step.VALIDATE)

@@ -15,8 +15,10 @@ from pydantic import ValidationError
 from stepwise.errors import Problem, StepwiseError
 from stepwise.model import NO_FACTS, Deployment, Facts
 from stepwise.model.checks import validate
-from stepwise.model.facts import build_facts
+from stepwise.model.containers import container_name, image_ref
+from stepwise.model.facts import IMAGE_FACT_KEYS, build_facts
 from stepwise.model.specs import FactsSpec, NodeFactsSpec
+from stepwise.model.vocab import DeployStyle
 from stepwise.run import ansible_env
 from stepwise.run.ansible_files import to_yaml, unsafe, write_private
 from stepwise.run.inventory import Connector, inventory
@@ -45,7 +47,15 @@ def stored_facts(deployment: Deployment, store: Store, packages: bool = True) ->
     if not data or not any(f.get("packages") or f.get("os") for f in data["nodes"].values()):
         return NO_FACTS.with_progress(progress)
     if not packages:
-        data = {"nodes": {n: {"os": f["os"]} for n, f in data["nodes"].items() if f.get("os")}}
+        # the images stay: their targets are the ones discover asked for (a major upgrade's
+        # with -e target_namespace), which the plan checks against its own references
+        data = {
+            "nodes": {
+                n: {k: f[k] for k in ("os", "images") if f.get(k)}
+                for n, f in data["nodes"].items()
+                if f.get("os") or f.get("images")
+            }
+        }
         if not data["nodes"]:
             return NO_FACTS.with_progress(progress)
     data = {"nodes": {n: f for n, f in data["nodes"].items() if n in deployment.node_by_name}}
@@ -68,7 +78,7 @@ def valid_node_facts(raw: Mapping[str, Any]) -> dict[str, Any] | None:
     a node's answer is data like a facts file, never trusted as it is."""
     try:
         return NodeFactsSpec.model_validate(
-            {k: raw[k] for k in ("os", "packages", "config") if k in raw}
+            {k: raw[k] for k in ("os", "packages", "config", "images") if k in raw}
         ).model_dump()
     except ValidationError:
         return None
@@ -86,7 +96,9 @@ def discover(
     cloud: str | None = None,
 ) -> dict[str, Any]:
     """Gather facts from `nodes` (default: all) and store them; returns them in the FactsSpec
-    shape. Unreachable or failing nodes are reported and nothing is stored for them."""
+    shape. Unreachable or failing nodes are reported and nothing is stored for them.
+    Container nodes also report their images: the target reference is in the deployment's
+    namespace, or in `-e target_namespace=NS` (a major upgrade's)."""
     names = list(nodes) if nodes else [n.name for n in deployment.nodes]
     found, errors = _ask_nodes(deployment, names, extra_vars, connector, forks)
     out_nodes: dict[str, Any] = {}
@@ -108,13 +120,39 @@ def discover(
     return facts
 
 
-def _inventory(deployment: Deployment, connector: Connector | None) -> dict[str, Any]:
+def image_targets(deployment: Deployment, host: str, namespace: str | None) -> dict[str, Any]:
+    """service -> {container, ref} of a container node: what discover asks its podman and the
+    registry about (`namespace`: the target release's, else the deployment's)."""
+    role = deployment.role_of(host)
+    if role.style is DeployStyle.PACKAGES or deployment.containers is None:
+        return {}
+    return {
+        s: {
+            "container": container_name(s),
+            "ref": image_ref(
+                s,
+                role.style,
+                deployment.containers,
+                image=deployment.catalog[s].image,
+                namespace=namespace,
+            ),
+        }
+        for s in role.services
+    }
+
+
+def _inventory(
+    deployment: Deployment, connector: Connector | None, namespace: str | None = None
+) -> dict[str, Any]:
     """The run's inventory, each host with the packages to ask about: its services' and the
     ones that need a reboot (the kernel: a minor update that brings a new kernel installs it
     and reboots into it), and its services' configuration files to hash."""
     inv = inventory(deployment, connector)
     for role in inv["all"]["children"].values():
         for host, hv in role["hosts"].items():
+            images = image_targets(deployment, host, namespace)
+            if images:
+                hv["stepwise_images_to_inspect"] = unsafe(images)
             pkgs = sorted(
                 {p for s in deployment.services_on(host) for p in deployment.catalog[s].packages}
                 | set(deployment.reboot_packages)
@@ -140,6 +178,8 @@ def _play(names: Sequence[str]) -> dict[str, Any]:
                     "os_release": OS_RELEASE,
                     "config": "{{ stepwise_config }}",
                     "root": NODE_ROOT,
+                    "images": "{{ stepwise_images_to_inspect | default({}) }}",
+                    "tls_verify": "{{ stepwise_registry_tls_verify | default(true) }}",
                 },
             }
         ],
@@ -154,7 +194,8 @@ def _ask_nodes(
     forks: int,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Run the discover play: what each node answered, and why the others did not."""
-    inv = _inventory(deployment, connector)
+    namespace = (extra_vars or {}).get("target_namespace")
+    inv = _inventory(deployment, connector, str(namespace) if namespace else None)
     found: dict[str, Any] = {}
     errors: dict[str, str] = {}
 
@@ -198,6 +239,12 @@ def _facts_entry(nf: Mapping[str, Any], os_target: int | None) -> dict[str, Any]
     }
     if config:
         entry["config"] = config
+    images = {
+        s: {k: v for k, v in (f or {}).items() if k in IMAGE_FACT_KEYS and v}
+        for s, f in (nf.get("images") or {}).items()
+    }
+    if images:
+        entry["images"] = images
     return entry
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from stepwise.errors import InputError, Problem
 from stepwise.model import Deployment
-from stepwise.model.vocab import Step, UpgradeMode
+from stepwise.model.vocab import DeployStyle, Step, UpgradeMode
 from stepwise.plan.units import Plan, Unit
 from stepwise.run.ansible_files import unsafe
 
@@ -131,7 +131,10 @@ def render_unit(
     on = _nodes_of_services(work)
     hosts = unit_hosts(unit, deployment)
     tasks, health = _services_blocks(plan, unit, deployment, on, hosts)
+    images = plan.params.get("images") or {}
     node_work = unit.step.info.node_work
+    if unit.step is Step.PRESTAGE and not prestage_packages(unit, deployment, work):
+        node_work = None  # container nodes only fetch their images: no dnf transaction
     if node_work is not None:
         mode = UpgradeMode(plan.params.get("system_upgrade_mode") or UpgradeMode.IN_PLACE)
         tasks.extend(node_work_tasks(unit, node_work, bool(tasks), mode))
@@ -158,7 +161,7 @@ def render_unit(
         "name": unit.id,
         "hosts": ",".join(hosts),
         "gather_facts": False,
-        "vars": unsafe(_play_vars(unit, deployment, work, on, hosts, health)),
+        "vars": unsafe(_play_vars(unit, deployment, work, on, hosts, health, images)),
         "tasks": tasks,
     }
     if max_fail_percentage <= 0:
@@ -191,21 +194,40 @@ def _services_blocks(
     tasks: list[dict[str, Any]] = []
     health: dict[str, Any] = {}
     for service, nodes in on.items():
-        body = []
-        for t in service_tasks(deployment, plan.workflow, service, unit.step):
-            t = copy.deepcopy(t)
-            t["name"] = service_task_name(service, task_label(t))
-            body.append(t)
-        if not body:
-            continue
-        if unit.step is Step.VERIFY and deployment.catalog[service].health:
-            health[service] = dict(deployment.catalog[service].health)
-        block: dict[str, Any] = {"name": f"Tasks of {service}"}
-        if sorted(nodes) != sorted(hosts):
-            block["when"] = f"inventory_hostname in stepwise_on[{service!r}]"
-        block["block"] = body  # last: Ansible's (and ansible-lint's) order name, when, block
-        tasks.append(block)
+        by_style = _by_style(deployment, nodes)
+        for style, styled_nodes in by_style.items():
+            svc = deployment.catalog[service].styled(style)
+            body = []
+            for t in service_tasks(deployment, plan.workflow, service, unit.step, style):
+                t = copy.deepcopy(t)
+                t["name"] = service_task_name(service, task_label(t))
+                body.append(t)
+            if not body:
+                continue
+            if unit.step is Step.VERIFY and svc.health:
+                # a unit's nodes of two styles would need two checks of one service: the
+                # planner makes a batch of one role, so one style per service and unit
+                health[service] = dict(svc.health)
+            block: dict[str, Any] = {"name": f"Tasks of {service}"}
+            if len(by_style) > 1:
+                block["name"] = f"Tasks of {service} ({style} style)"
+                # node names are data: a variable the condition reads, never its text
+                block["when"] = "inventory_hostname in _stepwise_style_nodes"
+                block["vars"] = {"_stepwise_style_nodes": sorted(styled_nodes)}
+            elif sorted(nodes) != sorted(hosts):
+                block["when"] = f"inventory_hostname in stepwise_on[{service!r}]"
+            block["block"] = body  # last: Ansible's (and ansible-lint's) order name, when, block
+            tasks.append(block)
     return tasks, health
+
+
+def _by_style(deployment: Deployment, nodes: list[str]) -> dict[DeployStyle, list[str]]:
+    """The nodes by the style of their role (one group on any cloud of one style)."""
+    out: dict[DeployStyle, list[str]] = {}
+    for n in nodes:
+        style = deployment.role_of(n).style if n in deployment.node_by_name else None
+        out.setdefault(style or DeployStyle.PACKAGES, []).append(n)
+    return out
 
 
 def _skip_failed_hosts() -> dict[str, Any]:
@@ -238,17 +260,18 @@ def _packages_to_record(
 def prestage_packages(
     unit: Unit, deployment: Deployment, work: dict[str, tuple[str, ...]]
 ) -> dict[str, list[str]]:
-    """node -> the packages a prestage unit fetches there: those of its changing services and
-    those no service owns (the node's one `dnf --downloadonly` transaction)."""
+    """node -> the packages a prestage unit fetches there: those of its changing services in
+    the node's style (a container style's image is its package: none) and those no service
+    owns (the node's one `dnf --downloadonly` transaction)."""
     catalog = deployment.catalog
     extra = node_packages(unit)
-    fetch = {
-        n: sorted(
-            {p for s in ss if s in catalog for p in catalog[s].packages} | set(extra.get(n, ()))
-        )
-        for n, ss in work.items()
-    }
-    return {n: ps for n, ps in fetch.items() if ps}
+    fetch: dict[str, list[str]] = {}
+    for style, nodes in _by_style(deployment, list(work)).items():
+        for n in nodes:
+            owned = {p for s in work[n] if s in catalog for p in catalog[s].styled(style).packages}
+            if owned or extra.get(n):
+                fetch[n] = sorted(owned | set(extra.get(n, ())))
+    return fetch
 
 
 def _play_vars(
@@ -258,9 +281,11 @@ def _play_vars(
     on: dict[str, list[str]],
     hosts: list[str],
     health: dict[str, Any],
+    images: dict[str, Any],
 ) -> dict[str, Any]:
     """The play's variables: the unit, where each service's tasks run (when not everywhere),
-    the packages it updates, the health checks and what the nodes report afterwards."""
+    the packages it updates, the health checks, the container nodes' images (node -> service
+    -> {ref, target}) and what the nodes report afterwards."""
     pvars: dict[str, Any] = {
         "stepwise_unit": unit.id,
         "stepwise_step": str(unit.step),
@@ -268,6 +293,14 @@ def _play_vars(
     }
     if len(on) > 1 or any(sorted(ns) != sorted(hosts) for ns in on.values()):
         pvars["stepwise_on"] = on
+    # only the images of the services the unit works on there (a node runs dozens)
+    on_hosts = {
+        n: {s: images[n][s] for s in work.get(n, ()) if s in images[n]}
+        for n in hosts
+        if n in images and any(s in images[n] for s in work.get(n, ()))
+    }
+    if on_hosts:
+        pvars["stepwise_images"] = on_hosts
     packages = {
         s: list(deployment.catalog[s].packages) for s in on if deployment.catalog[s].packages
     }

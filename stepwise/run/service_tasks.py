@@ -10,7 +10,7 @@ from typing import Any
 
 from stepwise.errors import InputError, Problem
 from stepwise.model import Deployment
-from stepwise.model.vocab import Section, Step, Workflow, task_source
+from stepwise.model.vocab import DeployStyle, Section, Step, Workflow, task_source
 from stepwise.plan.table import entry
 
 _MODULE_SKIP = {
@@ -42,11 +42,16 @@ _MODULE_SKIP = {
 
 
 def service_tasks(
-    deployment: Deployment, workflow: Workflow, service: str, step: Step
+    deployment: Deployment,
+    workflow: Workflow,
+    service: str,
+    step: Step,
+    style: DeployStyle = DeployStyle.PACKAGES,
 ) -> list[dict[str, Any]]:
-    """The tasks a service contributes to a step (with the documented defaults)."""
+    """The tasks a service contributes to a step on nodes of `style` (with the documented
+    defaults); the model's `Service.styled` says what the style's tasks are."""
     try:
-        svc = deployment.catalog[service]
+        svc = deployment.catalog[service].styled(style)
     except KeyError:
         raise InputError(
             Problem(
@@ -57,6 +62,10 @@ def service_tasks(
         ) from None
     src = task_source(step, workflow)
     tasks: list[dict[str, Any]] = []
+    if step is Step.PRESTAGE:
+        # a container style pulls and checks its image; the packages style has none: the
+        # node work downloads the node's packages in one transaction (`--downloadonly`)
+        return [dict(t) for t in svc.prestage]
     if step is Step.PACKAGES and entry(workflow).downgrades:
         # the services' packages tasks update: stepwise's own node work goes back instead
         return []

@@ -92,7 +92,8 @@ def test_unknown_service_without_close_match_says_how_to_fix(tmp_path):
             "rolez: []\nroles:\n  - {name: R}\n",
             3,
             "rolez",
-            "name, description, catalog, vars, reboot_packages, drain_policy, roles",
+            "name, description, catalog, vars, reboot_packages, drain_policy, style, "
+            "containers, roles",
         ),
         (
             "roles:\n  - name: R\n    update_serail: 2\n",

@@ -224,3 +224,26 @@ def test_a_plane_keeps_the_prestage_before_its_disruption(dep, workflow, plane):
     verify_plan(plan, dep)
     off = make_plan(workflow, dep, selection=selection_for(workflow, plane=plane))
     assert not _prestages(off)
+
+
+def test_a_container_nodes_prestage_pulls_and_checks_its_image_and_runs_no_dnf():
+    """The style's prestage tasks come through the same lookup as every step's (`styled`):
+    the planner and the renderer know nothing of containers."""
+    from stepwise.run.render import render_unit
+    from tests.plan.test_styles import NEW, image_facts, tripleo_cloud
+
+    dep = tripleo_cloud()
+    fx = image_facts(dep, {"api", "agent"})
+    plan = verify_plan(
+        make_plan(Workflow.UPDATE, dep, fx, selection=selection_for(Workflow.UPDATE, prestage=2)),
+        dep,
+    )
+    pre = _prestages(plan)
+    assert {u.nodes[0] for u in pre} == {n.name for n in dep.nodes}
+    play = render_unit(plan, next(u for u in pre if u.nodes == ("cmp-0",)), dep)
+    assert play is not None
+    text = json.dumps(play)
+    assert "dnf" not in text and "podman" in text and "pull" in text
+    assert play["vars"]["stepwise_images"]["cmp-0"]["agent"]["target"] == NEW
+    modules = {k for b in play["tasks"] for t in b["block"] for k in t if "." in k}
+    assert "ansible.builtin.assert" in modules  # the digest check

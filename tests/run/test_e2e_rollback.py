@@ -1,7 +1,7 @@
-"""Rollback of a minor update on the lab (slow: minutes; `pytest -m e2e`): an update of one
-controller and one compute (`update run --limit`), then `rollback run --run N` while the
-probe calls every API through its VIP: no failed request, and every node runs exactly the
-versions it ran before the update."""
+"""Rollback of a minor update on the lab (slow: minutes; `pytest -m e2e`): an update of two
+of the three controllers and one of the two computes (`update run --limit`), then `rollback
+run --run N` while the probe calls every API through its VIP: no failed request, and every
+node runs exactly the versions it ran before the update."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from test_e2e_lab import _lab_or_skip, lab_dir  # noqa: F401 - the fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPWISE = str(Path(sys.executable).parent / "stepwise")
-UPDATED = ("controller-0", "compute-0")
+#: half the cloud or more: two of three controllers (a quorum's majority ran the new code), one
+#: of two computes
+UPDATED = ("controller-0", "controller-1", "compute-0")
 
 pytestmark = [pytest.mark.e2e, pytest.mark.lab]
 

@@ -20,6 +20,12 @@ options:
     default: {}
     description: "service -> [the file it runs with, the file the deployment rendered for it]"
   root: {type: str, default: "", description: "the node's root ('' is /)"}
+  images:
+    type: dict
+    default: {}
+    description: "service -> {container: NAME, ref: REF}: the digest NAME runs (podman inspect)
+      and the registry's digest of REF (skopeo inspect docker://REF)"
+  tls_verify: {type: bool, default: true, description: "skopeo's --tls-verify"}
 """
 
 import json
@@ -130,6 +136,36 @@ def _config(module, config, root):
     return out
 
 
+def _json(module, argv):
+    """What a command printed as JSON, or None when it failed or printed something else."""
+    rc, out, _err = module.run_command(argv)
+    if rc != 0:
+        return None
+    try:
+        return json.loads(out)
+    except ValueError:
+        return None
+
+
+def _images(module, images, tls_verify):
+    """service -> {running, target, ref}: the digest of the image its container runs and the
+    registry's digest of the reference it goes to (an unknown one is left out: it changes)."""
+    out = {}
+    for service, want in images.items():
+        fact = {"ref": want["ref"]}
+        running = _json(module, ["podman", "inspect", want["container"]])
+        if isinstance(running, list) and running and isinstance(running[0], dict):
+            digest = running[0].get("ImageDigest")
+            if digest:
+                fact["running"] = digest
+        verify = "--tls-verify=" + ("true" if tls_verify else "false")
+        target = _json(module, ["skopeo", "inspect", verify, "docker://" + want["ref"]])
+        if isinstance(target, dict) and target.get("Digest"):
+            fact["target"] = target["Digest"]
+        out[service] = fact
+    return out
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -139,6 +175,8 @@ def main():
             "required": {"type": "bool", "default": True},
             "config": {"type": "dict", "default": {}},
             "root": {"type": "str", "default": ""},
+            "images": {"type": "dict", "default": {}},
+            "tls_verify": {"type": "bool", "default": True},
         },
         supports_check_mode=True,
     )
@@ -174,6 +212,9 @@ def main():
     config = _config(module, module.params["config"] or {}, module.params["root"] or "")
     if config:
         facts["config"] = config
+    images = _images(module, module.params["images"] or {}, module.params["tls_verify"])
+    if images:
+        facts["images"] = images
     module.exit_json(changed=False, stepwise_facts=facts)
 
 

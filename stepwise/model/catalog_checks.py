@@ -1,0 +1,121 @@
+"""Whole-catalog checks (references to unknown services, dependency cycles) and the "did you
+mean" of a mistyped name; `catalog.py` re-exports them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from stepwise.errors import Problem
+
+if TYPE_CHECKING:
+    from stepwise.model.catalog import Catalog, Service
+
+
+def check_catalog(catalog: Catalog) -> list[Problem]:
+    """Whole-catalog checks: references to unknown services and dependency cycles."""
+    problems = [
+        p
+        for svc in catalog
+        for i, dep in enumerate(svc.depends_on)
+        if (p := _dependency_problem(catalog, svc, i, dep)) is not None
+    ]
+    if problems:
+        return problems
+    cycle = find_cycle({s.name: s.depends_on for s in catalog})
+    if cycle:
+        problems.append(_cycle_problem(catalog, cycle))
+    return problems
+
+
+def _dependency_problem(catalog: Catalog, svc: Service, i: int, dep: str) -> Problem | None:
+    """What is wrong with the service's i-th depends_on entry, if anything."""
+    where = f"depends_on[{i}]"
+    line = svc.lines.get(where, svc.lines.get("depends_on", svc.line))
+    if dep not in catalog:
+        return Problem(
+            f"depends_on names unknown service '{dep}'",
+            file=svc.source,
+            line=line,
+            field=where,
+            hint=_did_you_mean(dep, catalog.services),
+        )
+    if dep == svc.name:
+        return Problem(
+            "a service cannot depend on itself",
+            file=svc.source,
+            line=line,
+            field=where,
+            hint=f"remove '{dep}' from depends_on",
+        )
+    if not catalog[dep].has_runtime:
+        return Problem(
+            f"depends_on names '{dep}', which has 'runtime: none' (nothing to wait for)",
+            file=svc.source,
+            line=line,
+            field=where,
+            hint=f"remove '{dep}' from depends_on",
+        )
+    if catalog[dep].plane == "data" and svc.plane != "data":
+        return Problem(
+            f"{svc.plane}-plane service '{svc.name}' depends_on data-plane service "
+            f"'{dep}', but the control plane is upgraded first",
+            file=svc.source,
+            line=line,
+            field=where,
+            hint=f"remove '{dep}' from depends_on, or make '{svc.name}' a data-plane service",
+        )
+    return None
+
+
+def _cycle_problem(catalog: Catalog, cycle: list[str]) -> Problem:
+    first = catalog[cycle[0]]
+    i = first.depends_on.index(cycle[1])
+    where = f"depends_on[{i}]"
+    return Problem(
+        "dependency cycle: " + " -> ".join(cycle),
+        file=first.source,
+        line=first.lines.get(where, first.lines.get("depends_on", first.line)),
+        field=where,
+        hint="remove one of these depends_on entries; upgrade order must be a chain, not a loop",
+    )
+
+
+def find_cycle(graph: Mapping[str, tuple[str, ...] | list[str]]) -> list[str] | None:
+    """Return one cycle as [a, b, ..., a] if the dependency graph has one (deterministic)."""
+    WHITE, GREY, BLACK = 0, 1, 2
+    color = {n: WHITE for n in graph}
+    for root in sorted(graph):
+        if color[root] != WHITE:
+            continue
+        stack: list[tuple[str, int]] = [(root, 0)]
+        path: list[str] = [root]
+        color[root] = GREY
+        while stack:
+            node, i = stack[-1]
+            deps = sorted(graph.get(node, ()))
+            if i < len(deps):
+                stack[-1] = (node, i + 1)
+                nxt = deps[i]
+                if nxt not in color:
+                    continue
+                if color[nxt] == GREY:
+                    return path[path.index(nxt) :] + [nxt]
+                if color[nxt] == WHITE:
+                    color[nxt] = GREY
+                    stack.append((nxt, 0))
+                    path.append(nxt)
+            else:
+                color[node] = BLACK
+                stack.pop()
+                path.pop()
+    return None
+
+
+def _did_you_mean(name: str, known: Mapping[str, Any] | list[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=3)
+    if close:
+        return f"did you mean {', '.join(close)}?"
+    return "add a service file for it to the catalog, or fix the name"

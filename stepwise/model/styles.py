@@ -1,0 +1,190 @@
+"""A catalog entry as it runs in a container style (`Service.styled`): the tasks stepwise
+derives from the style where the entry gives none (docs/catalog.md "Deployment styles").
+
+In a container style the image is the package: the `packages` step has nothing to do, `stop`
+and `start` are the style's systemd unit (`tripleo_<service>`, `kolla-<service>-container`),
+`config` writes the container's startup config with the target image by digest and recreates
+the container from it, and the prestage step pulls the image and checks its digest. The
+service's own work (leave and rejoin its load balancers and clusters, migrate its schema,
+its health checks) is kept, with a systemd task on its packaged unit moved to the style's.
+
+The image's reference and digests reach the tasks as the variable `stepwise_images`
+(node -> service -> {ref, target}), which the run layer marks unsafe: no reference or digest
+is ever template code.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from functools import lru_cache
+from types import MappingProxyType
+from typing import Any
+
+from stepwise.model.catalog import Service
+from stepwise.model.connection import NodeAccess
+from stepwise.model.containers import container_name, startup_config, unit_name
+from stepwise.model.vocab import WORKFLOW_SECTIONS, DeployStyle, Step, TaskKey
+
+Tasks = tuple[dict[str, Any], ...]
+#: a loopback or lab registry without TLS sets the host variable to false
+_TLS_VERIFY = "--tls-verify={{ stepwise_registry_tls_verify | default(true) | bool | lower }}"
+_SYSTEMD = ("ansible.builtin.systemd_service", "ansible.builtin.systemd", "systemd_service")
+
+
+def images_var(service: str) -> str:
+    """The Jinja expression of one service's image facts on the current node."""
+    return f"stepwise_images[inventory_hostname][{service!r}]"
+
+
+@lru_cache(maxsize=4096)
+def styled_service(svc: Service, style: DeployStyle) -> Service:
+    """`svc` on a node of container style `style` (cached per service and style)."""
+    own = svc.style_tasks.get(style)
+    unit = (own.unit if own is not None else None) or unit_name(svc.name, style)
+    tasks = {}
+    for section in WORKFLOW_SECTIONS:
+        steps: dict[TaskKey, Tasks] = {
+            k: _moved(v, svc.unit, unit) for k, v in svc.steps(section).items()
+        }
+        if svc.has_runtime:
+            steps.update(_derived(svc.name, style, unit))
+            steps.pop(Step.PACKAGES, None)
+        if own is not None:
+            steps.update(own.tasks.get(section, {}))
+        tasks[section] = MappingProxyType({k: v for k, v in steps.items() if v})
+    health = own.health if own is not None and own.health is not None else None
+    return replace(
+        svc,
+        unit=unit,
+        packages=(),
+        tasks=MappingProxyType(tasks),
+        health=health if health is not None else _health(svc.health, svc.unit, unit),
+        system_upgrade=MappingProxyType(
+            {k: _moved(v, svc.unit, unit) for k, v in svc.system_upgrade.items()}
+        ),
+        style=style,
+        prestage=prestage_tasks(svc.name) if svc.has_runtime else (),
+    )
+
+
+def _moved(tasks: Tasks, old: str, new: str) -> Tasks:
+    """The tasks with a systemd task on the packaged unit `old` acting on `new` instead."""
+    out = []
+    for task in tasks:
+        for key in _SYSTEMD:
+            args = task.get(key)
+            if isinstance(args, dict) and args.get("name") == old:
+                task = {**task, key: {**args, "name": new}}
+        out.append(task)
+    return tuple(out)
+
+
+def _health(health: Any, old: str, new: str) -> Any:
+    """The health checks, a `systemctl` command on the packaged unit asking the style's."""
+    command = health.get("command")
+    if not command or not command.startswith("systemctl "):
+        return health
+    moved = re.sub(rf"(?<![\w.@-]){re.escape(old)}(?![\w.@-])", new, command)
+    return MappingProxyType({**health, "command": moved})
+
+
+def _derived(service: str, style: DeployStyle, unit: str) -> dict[TaskKey, Tasks]:
+    """The steps a container style gives every service: stop and start its unit, and the
+    switch to the target image (config)."""
+    return {
+        Step.STOP: (
+            {
+                "name": f"Stop the {service} container ({unit})",
+                "ansible.builtin.systemd_service": {"name": unit, "state": "stopped"},
+            },
+        ),
+        Step.CONFIG: switch_tasks(service, style),
+        Step.START: (
+            {
+                "name": f"Start the {service} container ({unit})",
+                "ansible.builtin.systemd_service": {"name": unit, "state": "started"},
+            },
+        ),
+    }
+
+
+def _image_vars(service: str) -> dict[str, str]:
+    """Task variables naming the service's target image: short lines in the tasks (and no
+    reference or digest ever in their text)."""
+    img = images_var(service)
+    return {
+        "stepwise_image_ref": f"{{{{ {img}.ref }}}}",
+        "stepwise_image_digest": f"{{{{ {img}.target }}}}",
+    }
+
+
+def switch_tasks(service: str, style: DeployStyle) -> Tasks:
+    """Write the container startup config with the target image by digest, then recreate the
+    container from that image (as tripleo_container_manage does)."""
+    root = NodeAccess.var("node_root")
+    default = NodeAccess.real_default("node_root")
+    pinned = "stepwise_image_ref + '@' + stepwise_image_digest"
+    return (
+        {
+            "name": f"Write the {service} container's startup config: its target image by digest",
+            "ansible.builtin.copy": {
+                "dest": f"{{{{ {root} | default({default!r}) }}}}{startup_config(service, style)}",
+                "content": f"{{{{ {{'image': {pinned}}} | to_json }}}}",
+                "mode": "0644",
+            },
+            "vars": _image_vars(service),
+        },
+        {
+            "name": f"Remove the {service} container (it is recreated from the target image)",
+            "ansible.builtin.command": {"argv": ["podman", "rm", "-f", container_name(service)]},
+            "changed_when": True,
+        },
+        {
+            "name": f"Create the {service} container from its target image",
+            "ansible.builtin.command": {
+                "argv": [
+                    "podman",
+                    "create",
+                    "--name",
+                    container_name(service),
+                    f"{{{{ {pinned} }}}}",
+                ]
+            },
+            "vars": _image_vars(service),
+            "changed_when": True,
+        },
+    )
+
+
+def prestage_tasks(service: str) -> Tasks:
+    """Fetch the service's target image while it keeps serving, and check that what arrived is
+    the digest the facts name (a tag moved since discover is refused, not run)."""
+    return (
+        {
+            "name": f"Pull the target image of {service}",
+            "ansible.builtin.command": {
+                "argv": ["podman", "pull", _TLS_VERIFY, "{{ stepwise_image_ref }}"]
+            },
+            "vars": _image_vars(service),
+            "changed_when": True,
+        },
+        {
+            "name": f"Inspect the pulled image of {service}",
+            "ansible.builtin.command": {
+                "argv": ["podman", "image", "inspect", "{{ stepwise_image_ref }}"]
+            },
+            "vars": _image_vars(service),
+            "register": "_stepwise_image",
+            "changed_when": False,
+        },
+        {
+            "name": f"Check that the pulled image of {service} has the target digest",
+            "ansible.builtin.assert": {
+                "that": ["(_stepwise_image.stdout | from_json)[0].Digest == stepwise_image_digest"],
+                "fail_msg": f"the image pulled for {service} is not the target digest of the "
+                "facts: run `stepwise discover` again",
+            },
+            "vars": _image_vars(service),
+        },
+    )

@@ -1,0 +1,106 @@
+"""TripleO's containers-prepare-parameter.yaml -> a deployment's `containers:` block.
+
+`parameter_defaults.ContainerImagePrepare` is a list of strategies; the first one's `set:`
+names the OpenStack images (`namespace`, `name_prefix`, `name_suffix`, `tag`) and its
+`push_destination` the registry the nodes pull from: a `host:port` (the images are pushed
+there under the namespace's path), `true` (the undercloud's registry, which the file names in
+`DockerInsecureRegistryAddress`) or absent/false (the nodes pull from the namespace's own
+registry). Nothing else of the file is read: its registry credentials are never looked at.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from stepwise.errors import InputError, Problem
+from stepwise.model.yamlsrc import line_of, load_yaml, to_plain
+
+HINT = (
+    "give TripleO's containers-prepare-parameter.yaml: parameter_defaults: "
+    "{ContainerImagePrepare: [{push_destination: HOST:PORT, set: {namespace: ..., tag: ...}}]}"
+)
+
+
+def _registry_part(first: str) -> bool:
+    """Whether a namespace's first path component is a registry (as container tools decide:
+    it has a '.' or a ':' or is localhost)."""
+    return "." in first or ":" in first or first == "localhost"
+
+
+def load_containers_prepare(path: Path | str) -> dict[str, Any]:
+    """The `containers:` block the file describes (checked again by the deployment's schema).
+    Raises InputError naming the file, line and field of what is missing or wrong."""
+    fname = str(path)
+    doc = load_yaml(Path(path))
+    data = to_plain(doc)
+
+    def problem(message: str, trail: list[Any], field: str) -> InputError:
+        return InputError(
+            Problem(message, file=fname, line=line_of(doc, trail) or 1, field=field, hint=HINT)
+        )
+
+    defaults = data.get("parameter_defaults") if isinstance(data, dict) else None
+    prepare = defaults.get("ContainerImagePrepare") if isinstance(defaults, dict) else None
+    trail: list[Any] = ["parameter_defaults", "ContainerImagePrepare"]
+    if not isinstance(prepare, list) or not prepare or not isinstance(prepare[0], dict):
+        raise problem(
+            "no ContainerImagePrepare strategy (a list of mappings)",
+            trail if isinstance(defaults, dict) else [],
+            "parameter_defaults.ContainerImagePrepare",
+        )
+    strategy = prepare[0]
+    at = "parameter_defaults.ContainerImagePrepare[0]"
+    settings = strategy.get("set")
+    if not isinstance(settings, dict):
+        raise problem("the strategy has no 'set:' mapping", [*trail, 0], f"{at}.set")
+    for key in ("namespace", "tag"):
+        if not isinstance(settings.get(key), str) or not settings[key].strip():
+            where = [*trail, 0, "set", key] if key in settings else [*trail, 0, "set"]
+            raise problem(f"set.{key} is missing or not a string", where, f"{at}.set.{key}")
+    first, _, rest = settings["namespace"].strip().partition("/")
+    source, namespace = (
+        (first, rest)
+        if rest and _registry_part(first)
+        else ("", first + "/" + rest if rest else first)
+    )
+    registry = _registry(data, strategy, source, problem, at)
+    block: dict[str, Any] = {"registry": registry, "namespace": namespace, "tag": settings["tag"]}
+    for key in ("name_prefix", "name_suffix"):
+        if key in settings:
+            value = settings[key]
+            if value is not None and not isinstance(value, str):
+                raise problem(
+                    f"set.{key} is not a string", [*trail, 0, "set", key], f"{at}.set.{key}"
+                )
+            block[key] = value or ""
+    return block
+
+
+def _registry(data: dict, strategy: dict, source: str, problem: Any, at: str) -> str:
+    """The registry the nodes pull from: the push destination, else the namespace's own."""
+    trail = ["parameter_defaults", "ContainerImagePrepare", 0, "push_destination"]
+    push = strategy.get("push_destination")
+    if isinstance(push, str) and push.strip():
+        return push.strip()
+    if push is True:
+        insecure = data["parameter_defaults"].get("DockerInsecureRegistryAddress")
+        if isinstance(insecure, list) and insecure and isinstance(insecure[0], str):
+            return insecure[0]
+        raise problem(
+            "push_destination: true pushes to the undercloud's registry, which this file does "
+            "not name (no DockerInsecureRegistryAddress)",
+            trail,
+            f"{at}.push_destination",
+        )
+    if push not in (None, False):
+        raise problem(
+            "push_destination is not HOST:PORT, true or false", trail, f"{at}.push_destination"
+        )
+    if not source:
+        raise problem(
+            "the nodes pull from the namespace's registry, and set.namespace names none",
+            ["parameter_defaults", "ContainerImagePrepare", 0, "set", "namespace"],
+            f"{at}.set.namespace",
+        )
+    return source

@@ -1,0 +1,157 @@
+"""A containerized (tripleo-style) cloud through the planner, the verifier and the renderer:
+only services whose image digest moves are planned, their units run the style's tasks."""
+
+from __future__ import annotations
+
+import json
+from types import MappingProxyType
+
+from stepwise.model.deployment import build_deployment
+from stepwise.model.facts import Facts, ImageFact, NodeFacts
+from stepwise.model.specs import DeploymentSpec
+from stepwise.model.vocab import Step, Workflow
+from stepwise.plan import make_plan, selection_for
+from stepwise.run.render import render_unit
+from stepwise.verify import plan_verified
+from tests.plan.cloud import catalog, service
+
+OLD, NEW = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+CONTAINERS = {"registry": "127.0.0.1:8787", "namespace": "tripleo", "tag": "current"}
+
+
+def tripleo_cloud(style: str = "tripleo"):
+    cat = catalog(
+        service("db", "infra", rule={"quorum": "majority"}, cluster="galera", leave=True),
+        service("api", "control", deps=("db",), rule={"min_available": 1}),
+        service("agent", "data", rule={"max_unavailable": 1}),
+    )
+    spec = DeploymentSpec.model_validate(
+        {
+            "name": "tc",
+            "style": style,
+            "containers": {**CONTAINERS, "upgrade_namespace": "tripleo-next"},
+            "roles": [
+                {
+                    "name": "Controller",
+                    "tags": ["controlplane"],
+                    "services": ["db", "api"],
+                    "nodes": {"count": 3, "name": "ctl-{index}"},
+                },
+                {
+                    "name": "Compute",
+                    "services": ["agent"],
+                    "nodes": {"count": 2, "name": "cmp-{index}"},
+                },
+            ],
+        }
+    )
+    return build_deployment(spec, cat)
+
+
+def image_facts(dep, moving: set[str], ref=None) -> Facts:
+    """Every container on OLD; the services in `moving` have NEW as their target (`ref`:
+    service -> the reference discover asked about)."""
+    ref = ref or (lambda s: f"127.0.0.1:8787/tripleo/openstack-{s}:current")
+    nodes = {}
+    for n in dep.nodes:
+        images = {
+            s: ImageFact(OLD, NEW if s in moving else OLD, ref(s)) for s in dep.services_on(n)
+        }
+        nodes[n.name] = NodeFacts(images=MappingProxyType(images))
+    return Facts(MappingProxyType(nodes), True, "<test>")
+
+
+def test_an_update_plans_only_the_services_whose_digest_moves():
+    dep = tripleo_cloud()
+    plan = plan_verified(
+        Workflow.UPDATE, dep, image_facts(dep, {"api"}), selection_for(Workflow.UPDATE)
+    )
+    touched = {s for u in plan.units for s in u.services}
+    assert touched == {"api"}
+    assert {n for u in plan.units for n in u.nodes} == {"ctl-0", "ctl-1", "ctl-2"}
+    # no package step: the image is the package; the switch is the config step
+    assert Step.PACKAGES not in {u.step for u in plan.units}
+    assert Step.CONFIG in {u.step for u in plan.units}
+    first = next(u for u in plan.units if u.batch)
+    assert (
+        "image 127.0.0.1:8787/tripleo/openstack-api:current 111111111111 -> 222222222222"
+        in first.why
+    )
+    # nothing moves: nothing to do
+    idle = make_plan(Workflow.UPDATE, dep, image_facts(dep, set()))
+    assert not [u for u in idle.units if u.step is not Step.GATE]
+
+
+def test_the_units_of_a_container_node_run_its_unit_and_no_dnf():
+    dep = tripleo_cloud()
+    facts = image_facts(dep, {"api", "agent"})
+    plan = plan_verified(Workflow.UPDATE, dep, facts, selection_for(Workflow.UPDATE))
+    plays = [p for u in plan.units if (p := render_unit(plan, u, dep)) is not None]
+    text = json.dumps(plays)
+    assert "dnf" not in text and "os-apply-config" not in text
+    by_unit = {p["name"]: p for p in plays}
+    stop = next(by_unit[u.id] for u in plan.units if u.step is Step.STOP and "ctl-0" in u.nodes)
+    units = [
+        t["ansible.builtin.systemd_service"]["name"]
+        for b in stop["tasks"]
+        for t in b.get("block", [])
+    ]
+    assert units == ["tripleo_api"]
+    config = next(by_unit[u.id] for u in plan.units if u.step is Step.CONFIG and "cmp-0" in u.nodes)
+    # the play carries the images of its nodes: the reference and the target digest
+    assert config["vars"]["stepwise_images"]["cmp-0"]["agent"] == {
+        "ref": "127.0.0.1:8787/tripleo/openstack-agent:current",
+        "target": NEW,
+    }
+    argv = [
+        t["ansible.builtin.command"]["argv"]
+        for b in config["tasks"]
+        for t in b["block"]
+        if "ansible.builtin.command" in t
+    ]
+    assert argv[0] == ["podman", "rm", "-f", "agent"]
+    assert argv[1][:4] == ["podman", "create", "--name", "agent"]
+
+
+def test_a_kolla_upgrade_targets_the_upgrade_namespace():
+    dep = tripleo_cloud("kolla")
+    bare = make_plan(Workflow.UPGRADE, dep, variables={"target_release": "R2"})
+    # without facts every container switches, to the next release's namespace
+    assert {s for u in bare.units if u.step is Step.STOP for s in u.services} == {
+        "db",
+        "api",
+        "agent",
+    }
+    assert bare.params["images"]["ctl-0"]["api"] == {
+        "ref": "127.0.0.1:8787/tripleo-next/api:current",
+        "target": "",
+    }
+    stop = next(u for u in bare.units if u.step is Step.STOP and "cmp-0" in u.nodes)
+    assert "kolla-agent-container" in json.dumps(render_unit(bare, stop, dep))
+    # discover asked about the upgrade's reference: its digest is the target
+    ref = "127.0.0.1:8787/tripleo-next/api:current"
+    facts = image_facts(dep, {"api"}, ref=lambda s: ref if s == "api" else "x/y/z:current")
+    plan = make_plan(Workflow.UPGRADE, dep, facts, variables={"target_release": "R2"})
+    assert plan.params["images"]["ctl-0"]["api"] == {"ref": ref, "target": NEW}
+    # a digest discover got for another reference (the update's) is never a target
+    assert plan.params["images"]["ctl-0"]["db"]["target"] == ""
+    other = make_plan(
+        Workflow.UPGRADE,
+        dep,
+        facts,
+        variables={"target_release": "R2", "target_namespace": "elsewhere"},
+    )
+    assert other.params["images"]["ctl-0"]["api"] == {
+        "ref": "127.0.0.1:8787/elsewhere/api:current",
+        "target": "",
+    }
+
+
+def test_a_packages_cloud_has_no_images_param():
+    cat = catalog(service("api", "control"))
+    spec = DeploymentSpec.model_validate(
+        {"name": "p", "roles": [{"name": "C", "services": ["api"], "nodes": [{"name": "c0"}]}]}
+    )
+    plan = make_plan(Workflow.UPDATE, build_deployment(spec, cat))
+    assert "images" not in plan.params
+    assert any(u.step is Step.PACKAGES for u in plan.units)

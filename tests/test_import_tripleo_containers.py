@@ -1,0 +1,164 @@
+"""`stepwise import tripleo --containers-prepare`: TripleO's ContainerImagePrepare read into
+`style: tripleo` and `containers:`, the result planned as containers; bad files located."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from stepwise.cli.main import _register, app
+from stepwise.errors import InputError
+from stepwise.model import load_catalog, load_deployment
+from stepwise.model.containers import image_ref
+from stepwise.model.importing import import_tripleo
+from stepwise.model.tripleo_containers import load_containers_prepare
+from stepwise.model.vocab import DeployStyle, Step, Workflow
+from stepwise.plan import make_plan
+
+FIX = Path(__file__).resolve().parent / "fixtures" / "tripleo"
+PREPARE = FIX / "containers-prepare-parameter.yaml"
+CLASSIC = FIX / "roles_data_classic.yaml"
+INVENTORY = FIX / "tripleo-ansible-inventory.yaml"
+
+_register()
+runner = CliRunner()
+
+
+def test_the_fixture_gives_the_undercloud_registry_and_the_namespace_path():
+    assert load_containers_prepare(PREPARE) == {
+        "registry": "192.168.24.1:8787",
+        "namespace": "tripleowallaby",
+        "tag": "current-tripleo",
+        "name_prefix": "openstack-",
+        "name_suffix": "",
+    }
+
+
+def test_an_imported_containerized_cloud_plans_container_units():
+    result = import_tripleo(
+        CLASSIC, load_catalog(), inventory=INVENTORY, containers_prepare=PREPARE
+    )
+    dep = result.deployment
+    assert result.doc["style"] == "tripleo"
+    assert {r.style for r in dep.roles} == {DeployStyle.TRIPLEO}
+    assert image_ref("nova_api", DeployStyle.TRIPLEO, dep.containers) == (
+        "192.168.24.1:8787/tripleowallaby/openstack-nova-api:current-tripleo"
+    )
+    plan = make_plan(Workflow.UPDATE, dep)
+    steps = {u.step for u in plan.units}
+    assert Step.CONFIG in steps and Step.STOP in steps
+    # no package step for the services (only the nodes' own packages, none without facts)
+    assert all(not u.services for u in plan.units if u.step is Step.PACKAGES)
+
+
+def test_the_import_command_writes_a_containerized_deployment(tmp_path):
+    out = tmp_path / "cloud.yaml"
+    res = runner.invoke(
+        app,
+        [
+            "import",
+            "tripleo",
+            "-r",
+            str(CLASSIC),
+            "-i",
+            str(INVENTORY),
+            "--containers-prepare",
+            str(PREPARE),
+            "-o",
+            str(out),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    doc = yaml.safe_load(out.read_text())
+    assert doc["containers"]["registry"] == "192.168.24.1:8787"
+    # the registry credentials of the file are never read, so never written
+    assert "placeholder-not-a-secret" not in out.read_text()
+    assert load_deployment(out).style is DeployStyle.TRIPLEO
+
+
+def _prepare(tmp_path: Path, text: str) -> Path:
+    f = tmp_path / "prepare.yaml"
+    f.write_text(text)
+    return f
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "field", "message"),
+    [
+        (
+            "parameter_defaults: {}\n",
+            1,
+            "parameter_defaults.ContainerImagePrepare",
+            "no ContainerImagePrepare",
+        ),
+        (
+            "parameter_defaults:\n  ContainerImagePrepare:\n  - push_destination: r:1\n",
+            3,
+            "parameter_defaults.ContainerImagePrepare[0].set",
+            "no 'set:'",
+        ),
+        (
+            "parameter_defaults:\n  ContainerImagePrepare:\n  - set:\n      namespace: q.io/ns\n",
+            3,
+            "parameter_defaults.ContainerImagePrepare[0].set.tag",
+            "set.tag is missing",
+        ),
+        (
+            "parameter_defaults:\n  ContainerImagePrepare:\n  - set:\n      namespace: ns\n"
+            "      tag: t\n",
+            4,
+            "parameter_defaults.ContainerImagePrepare[0].set.namespace",
+            "names none",
+        ),
+        (
+            "parameter_defaults:\n  ContainerImagePrepare:\n  - push_destination: true\n"
+            "    set: {namespace: q.io/ns, tag: t}\n",
+            3,
+            "parameter_defaults.ContainerImagePrepare[0].push_destination",
+            "does not name",
+        ),
+    ],
+)
+def test_bad_prepare_files_are_located(tmp_path, text, line, field, message):
+    f = _prepare(tmp_path, text)
+    with pytest.raises(InputError) as info:
+        load_containers_prepare(f)
+    (p,) = info.value.problems
+    assert (p.file, p.line, p.field) == (str(f), line, field)
+    assert message in p.message
+
+
+def test_a_value_the_schema_refuses_is_refused_as_imported(tmp_path):
+    f = _prepare(
+        tmp_path,
+        "parameter_defaults:\n  ContainerImagePrepare:\n  - push_destination: r:1\n"
+        "    set: {namespace: q.io/ns, tag: 'a b'}\n",
+    )
+    with pytest.raises(InputError) as info:
+        import_tripleo(CLASSIC, load_catalog(), containers_prepare=f)
+    assert [p.field for p in info.value.problems] == ["containers.tag"]
+
+
+def test_push_destination_true_takes_the_undercloud_registry_the_file_names(tmp_path):
+    f = _prepare(
+        tmp_path,
+        "parameter_defaults:\n  ContainerImagePrepare:\n  - push_destination: true\n"
+        "    set: {namespace: registry.redhat.io/rhosp-rhel9, tag: '17.1',\n"
+        "          name_prefix: openstack-}\n"
+        "  DockerInsecureRegistryAddress: [undercloud.ctlplane.localdomain:8787]\n",
+    )
+    block = load_containers_prepare(f)
+    assert (block["registry"], block["namespace"]) == (
+        "undercloud.ctlplane.localdomain:8787",
+        "rhosp-rhel9",
+    )
+    f = _prepare(
+        tmp_path,
+        "parameter_defaults:\n  ContainerImagePrepare:\n"
+        "  - set: {namespace: quay.io/tripleo/x, tag: t}\n",
+    )
+    assert load_containers_prepare(f)["registry"] == "quay.io"
+    assert load_containers_prepare(f)["namespace"] == "tripleo/x"
