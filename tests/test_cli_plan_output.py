@@ -56,7 +56,16 @@ def stdlib_document(plan) -> object:
     "example", [p for p in EXAMPLES if p.stem != "undercloud"], ids=lambda p: p.stem
 )
 def test_plan_json_is_the_same_document_as_before(example: Path, workflow: str, tmp_path: Path):
-    r = run("plan", workflow, "-d", str(example), "--json", "--store", no_store(tmp_path))
+    r = run(
+        "plan",
+        workflow,
+        "-d",
+        str(example),
+        "--json",
+        "--no-prestage",
+        "--store",
+        no_store(tmp_path),
+    )
     assert r.exit_code == 0, r.output
     dep = load_deployment(example)
     assert json.loads(r.stdout_bytes) == stdlib_document(verify_plan(make_plan(workflow, dep), dep))
@@ -65,7 +74,14 @@ def test_plan_json_is_the_same_document_as_before(example: Path, workflow: str, 
 def test_undercloud_plan_json_is_the_same_document_as_before(tmp_path: Path):
     example = ROOT / "examples" / "undercloud.yaml"
     r = run(
-        "plan", "undercloud-upgrade", "-d", str(example), "--json", "--store", no_store(tmp_path)
+        "plan",
+        "undercloud-upgrade",
+        "-d",
+        str(example),
+        "--json",
+        "--no-prestage",
+        "--store",
+        no_store(tmp_path),
     )
     assert r.exit_code == 0, r.output
     dep = load_deployment(example)

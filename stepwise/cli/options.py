@@ -77,6 +77,27 @@ PARALLEL = typer.Option(
     min=1,
     max=256,
 )
+#: the prestage options' arguments (a run command hides them where they do not apply)
+PRESTAGE_PARALLEL_ARGS: tuple[Any, ...] = (4, "--prestage-parallel")
+PRESTAGE_PARALLEL_KW: dict[str, Any] = {
+    "help": "Nodes fetching at once in the prestage stage (the bound on repository or "
+    "registry bandwidth).",
+    "min": 1,
+    "max": 1000,
+}
+NO_PRESTAGE_ARGS: tuple[Any, ...] = (False, "--no-prestage")
+NO_PRESTAGE_KW: dict[str, Any] = {
+    "help": "No prestage stage: each node fetches while it is visited (the plan as before)."
+}
+PRESTAGE_PARALLEL = typer.Option(*PRESTAGE_PARALLEL_ARGS, **PRESTAGE_PARALLEL_KW)
+NO_PRESTAGE = typer.Option(*NO_PRESTAGE_ARGS, **NO_PRESTAGE_KW)
+
+
+def prestage_bound(parallel: int, no_prestage: bool) -> int:
+    """The Selection's `prestage` from the two options: 0 is no prestage stage."""
+    return 0 if no_prestage else parallel
+
+
 MAXFAIL = typer.Option(
     0,
     "--max-fail-percentage",

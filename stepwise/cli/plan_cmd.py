@@ -15,6 +15,7 @@ import typer
 
 from stepwise.cli.app import app
 from stepwise.cli.common import console, err_console, gc_paused, print_json, reported, write_stdout
+from stepwise.cli.options import NO_PRESTAGE, PRESTAGE_PARALLEL
 from stepwise.cli.safety import esc
 
 if TYPE_CHECKING:
@@ -176,13 +177,15 @@ def plan(
     force: bool = PLAN_FORCE,
     of_run: int | None = PLAN_RUN,
     start: str | None = PLAN_START,
+    prestage_parallel: int = PRESTAGE_PARALLEL,
+    no_prestage: bool = NO_PRESTAGE,
 ) -> None:
     """Show what a workflow will do, in what order, how long it takes and where the downtime is.
 
     The plan is verified before it is shown: a plan that would break an availability rule,
     a quorum, RPC pinning or the schema-migration order is refused (exit 3) with the reason.
     """
-    from stepwise.cli.options import facts_for, parse_extra_vars
+    from stepwise.cli.options import facts_for, parse_extra_vars, prestage_bound
     from stepwise.model import load_deployment
     from stepwise.plan import parse_workflow, selection_for
 
@@ -198,6 +201,7 @@ def plan(
             tags=tags or (),
             skip_tags=skip_tags or (),
             of_run=of_run,
+            prestage=prestage_bound(prestage_parallel, no_prestage),
         )
         fx = facts_for(dep, facts, _existing_store(dep, store), wf, of_run)
         ev = parse_extra_vars(extra_vars)

@@ -84,8 +84,18 @@ def _title(plan: Plan) -> str:
     return (
         f"[bold]{escape(workflow_label(plan.workflow))}[/] of "
         f"[bold]{escape(plan.deployment)}[/]: {unit_count(plan)} on {n_nodes} node(s), "
-        f"estimated [bold]{hms(plan.duration_s)}[/]{ratio}"
+        f"estimated [bold]{hms(plan.duration_s)}[/]{_split(plan)}{ratio}"
     )
+
+
+def _split(plan: Plan) -> str:
+    """A plan with a prestage stage: its time apart from the disruptive part's."""
+    from stepwise.plan.prestage import prestage_seconds
+
+    fetch = prestage_seconds(plan)
+    if not fetch:
+        return ""
+    return f" (prestage ~{hms(fetch)}, disruptive part ~{hms(plan.duration_s - fetch)})"
 
 
 def _say_assumed(plan: Plan, console: Console) -> None:

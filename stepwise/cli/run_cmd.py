@@ -25,7 +25,11 @@ from stepwise.cli.options import (
     LAB,
     LIMIT,
     MAXFAIL,
+    NO_PRESTAGE_ARGS,
+    NO_PRESTAGE_KW,
     PARALLEL,
+    PRESTAGE_PARALLEL_ARGS,
+    PRESTAGE_PARALLEL_KW,
     RERUN,
     SECRET,
     SKIP,
@@ -39,11 +43,12 @@ from stepwise.cli.options import (
     open_cloud_store,
     parse_extra_vars,
     parse_secrets,
+    prestage_bound,
 )
 from stepwise.errors import InputError, Problem
 from stepwise.model import load_deployment
 from stepwise.model.vocab import RunState
-from stepwise.plan.commands import COMMANDS, FAMILIES, Command
+from stepwise.plan.commands import COMMANDS, FAMILIES, Command, CommandInfo
 from stepwise.plan.table import WORKFLOW_TABLE
 
 EXIT_FAILED, EXIT_ABORTED, EXIT_INTERRUPTED = 1, 5, 130
@@ -81,6 +86,8 @@ class RunOptions:
     accept_downtime: bool = False
     skip_preflight: bool = False
     of_run: int | None = None
+    prestage_parallel: int = 4
+    no_prestage: bool = False
 
 
 def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
@@ -101,9 +108,8 @@ def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
         hidden = parse_secrets(opts.secrets)
         # every secret value is masked in whatever is recorded or shown (the command line too)
         redact = Redactor(secret_values(ev, hidden))
-        limit = opts.limit
-        if limit is None and ev.get("system_upgrade_nodes"):
-            limit = str(ev["system_upgrade_nodes"])  # the seed's external-upgrade --limit
+        nodes = ev.get("system_upgrade_nodes")  # the seed's external-upgrade --limit
+        limit = opts.limit if opts.limit is not None or not nodes else str(nodes)
         store = existing_store(dep, opts.store_url)
         progress = store.progress(dep.name) if store is not None else frozenset()
         workflow, selection = command_selection(
@@ -114,6 +120,7 @@ def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
             skip_tags=split_list(opts.skip_tags),
             plane=opts.plane,
             of_run=opts.of_run,
+            prestage=prestage_bound(opts.prestage_parallel, opts.no_prestage),
         )
         fx = facts_for(dep, opts.facts, store, workflow, opts.of_run)
         variables = {k: ev[k] for k in PLAN_VARIABLES if k in ev}
@@ -236,16 +243,11 @@ _PLANE_HELP = "control | data (upgrade run only)."
 _RUN_HELP = "The update run to take back (rollback only)."
 
 
-def _workflow_command(
-    group: typer.Typer,
-    name: str,
-    title: str,
-    command: Command,
-    ask: bool,
-    doc: str,
-    with_plane: bool = False,
-    with_run: bool = False,
-) -> None:
+def _workflow_command(group: typer.Typer, command: Command, info: CommandInfo) -> None:
+    """Register `command` on its family's group, with the options its CommandInfo shows."""
+    name, title, ask, doc = command.verb, info.title, info.asks, info.help
+    with_plane, with_run, with_prestage = info.plane, info.of_run, info.prestage
+
     def cmd(
         deployment: Path = DEP,
         limit: str | None = LIMIT,
@@ -269,6 +271,12 @@ def _workflow_command(
         accept_downtime: bool = ACCEPT_DOWNTIME_OPT,
         skip_preflight: bool = SKIP_PREFLIGHT,
         of_run: int | None = typer.Option(None, "--run", help=_RUN_HELP, hidden=not with_run),
+        prestage_parallel: int = typer.Option(
+            *PRESTAGE_PARALLEL_ARGS, **PRESTAGE_PARALLEL_KW, hidden=not with_prestage
+        ),
+        no_prestage: bool = typer.Option(
+            *NO_PRESTAGE_ARGS, **NO_PRESTAGE_KW, hidden=not with_prestage
+        ),
     ) -> None:
         # the options in signature order are RunOptions's fields in order
         given = locals()
@@ -294,17 +302,7 @@ def _register_commands() -> None:
                 app.add_typer(group, name=command.family)
                 if entry.label == command.family:
                     app.add_typer(group, name=str(wf), hidden=True)
-            info = COMMANDS[command]
-            _workflow_command(
-                group,
-                command.verb,
-                info.title,
-                command,
-                info.asks,
-                info.help,
-                info.plane,
-                info.of_run,
-            )
+            _workflow_command(group, command, COMMANDS[command])
 
 
 _register_commands()

@@ -41,6 +41,8 @@ def dnf(lab: Lab, node: str, args: list[str]) -> int:
         changes, problem = _resolve(repos, enabled, pkgs, verb, names)
     if problem is not None:
         return err(problem)
+    if "--downloadonly" in flags and faults(lab, node).get("repos_unreachable") and enabled:
+        return err(_unreachable(enabled[0]))
     if not changes:
         out("Dependencies resolved.\nNothing to do.\nComplete!")
         return 0
@@ -53,6 +55,7 @@ def dnf(lab: Lab, node: str, args: list[str]) -> int:
     for p, (v, r) in sorted(changes.items()):
         out(f"{_action(pkgs.get(p), v)}: {p} {v} {r}")
     if "--downloadonly" in flags:
+        _cache(lab, node, changes)
         out("The downloaded packages were saved in cache.\nComplete!")
         return 0
     _install(lab, node, changes)
@@ -88,14 +91,29 @@ def _check_update(repos: dict, enabled: list[str], pkgs: dict, names: list[str])
     return 100 if found else 0
 
 
+def _unreachable(repo: str) -> str:
+    """dnf's error for a repository whose metadata cannot be downloaded."""
+    return (
+        f"Error: Failed to download metadata for repo '{repo}': Cannot download "
+        "repomd.xml: Curl error (7): Couldn't connect to server"
+    )
+
+
+def _cache(lab: Lab, node: str, changes: Changes) -> None:
+    """`--downloadonly`: the packages land in the node's cache (`dnf-cache.json`: package ->
+    version and repository); nothing installed changes."""
+    with lab.node_lock(node):
+        cache = lab.read_state(node, "dnf-cache.json", {})
+        for p, (v, r) in changes.items():
+            cache[p] = {"version": v, "repo": r}
+        lab.write_state(node, "dnf-cache.json", cache)
+
+
 def _repolist(lab: Lab, node: str, enabled: list[str]) -> int:
     """`dnf repolist [--enabled]`: the enabled repositories, or dnf's error for the first one
     whose metadata cannot be downloaded (the lab's `repos-unreachable` fault)."""
     if faults(lab, node).get("repos_unreachable") and enabled:
-        return err(
-            f"Error: Failed to download metadata for repo '{enabled[0]}': Cannot download "
-            "repomd.xml: Curl error (7): Couldn't connect to server"
-        )
+        return err(_unreachable(enabled[0]))
     out("repo id                     repo name")
     for r in enabled:
         out(f"{r:<27} {r}")

@@ -18,11 +18,14 @@ class StepKind(StrEnum):
     SOFTWARE = "software"
     CHECKS = "checks"
     DEPLOYMENT = "deployment-wide"
+    #: fetches what a node installs while everything serves (before the disruptive part)
+    PRESTAGE = "prestage"
 
 
 #: The kind of each step (`step_kind`); a step missing here would be a KeyError in a test.
 STEP_KINDS: Mapping[Step, StepKind] = MappingProxyType(
     {
+        Step.PRESTAGE: StepKind.PRESTAGE,
         Step.VALIDATE: StepKind.CHECKS,
         Step.LEAVE: StepKind.DISRUPTIVE,
         Step.STOP: StepKind.DISRUPTIVE,
@@ -55,5 +58,6 @@ KIND_ORDER: tuple[StepKind, ...] = (
     StepKind.DISRUPTIVE,
     StepKind.SOFTWARE,
     StepKind.DEPLOYMENT,
+    StepKind.PRESTAGE,
     StepKind.CHECKS,
 )

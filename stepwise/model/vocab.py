@@ -45,6 +45,7 @@ class Stage(StrEnum):
     """A stage of a workflow; also a tag `--tags` matches (the seed's tag names for the OS
     upgrade, in the order of its procedure)."""
 
+    PRESTAGE = "prestage"  # each node fetches what it installs; every service keeps serving
     RUN = "run"
     PREPARE = "prepare"
     CONVERGE = "converge"
@@ -210,6 +211,7 @@ class Step(StrEnum):
     `update:` / `upgrade:` sections. `pre` is shorthand for the start of `stop` and `post` for
     the end of `start` (the DESIGN contract's names).
 
+      prestage  (before any visit, its own stage) fetch what the node installs; stops nothing
       validate  checks that change nothing (disk space, repos reachable, cluster healthy)
       leave     take the node out of its clusters and load balancers (pcs standby, drain
                 haproxy backend, ceph osd noout, live-migrate workloads away)
@@ -223,6 +225,7 @@ class Step(StrEnum):
       verify    health checks; they gate the next batch
     """
 
+    PRESTAGE = "prestage"
     VALIDATE = "validate"
     LEAVE = "leave"
     STOP = "stop"
@@ -311,6 +314,7 @@ class NodeWork(StrEnum):
     """Built-in work stepwise does once per node in a step, besides the services' tasks."""
 
     ANSWERS = "answers"  # the node is reachable and runs Python: nothing is touched
+    DOWNLOAD = "download"  # fetch the node's changing packages into its cache, install nothing
     SWITCH_REPOS = "switch_repos"
     PREPARE_OS = "prepare_os"  # leapp upgrade (in place) or persist node data (reprovision)
     REBOOT = "reboot"  # reboot (a new kernel)
@@ -354,6 +358,8 @@ def _visit(step: Step, state: ServiceState | None = None) -> StepInfo:
 
 STEPS: Mapping[Step, StepInfo] = MappingProxyType(
     {
+        # services bring no prestage tasks of their own (a container style derives its pull)
+        Step.PRESTAGE: StepInfo(node_work=NodeWork.DOWNLOAD),
         Step.VALIDATE: StepInfo(tasks=(Section.UPDATE, Step.VALIDATE), node_work=NodeWork.ANSWERS),
         Step.LEAVE: _visit(Step.LEAVE, ServiceState.OUT),
         Step.STOP: _visit(Step.STOP, ServiceState.STOPPED),
@@ -452,6 +458,7 @@ WORKFLOW_SECTIONS: tuple[Section, ...] = (Section.UPDATE, Section.UPGRADE)
 #: node's time for them is the maximum over its services, not the sum.
 DEFAULT_STEP_SECONDS: Mapping[CatalogKey, float] = MappingProxyType(
     {
+        Step.PRESTAGE: 30.0,
         Step.VALIDATE: 5.0,
         Step.LEAVE: 10.0,
         Step.STOP: 5.0,
@@ -475,7 +482,7 @@ DEFAULT_STEP_SECONDS: Mapping[CatalogKey, float] = MappingProxyType(
 
 #: Steps whose node time is one shared transaction (max over services), not a sum.
 SHARED_STEPS: frozenset[CatalogKey] = frozenset(
-    {Step.PACKAGES, Step.REBOOT, SystemUpgradeKey.RUN, SystemUpgradeKey.PREPARE}
+    {Step.PRESTAGE, Step.PACKAGES, Step.REBOOT, SystemUpgradeKey.RUN, SystemUpgradeKey.PREPARE}
 )
 
 

@@ -64,9 +64,11 @@ def selection_for(
     tags: Iterable[str] | str | None = (),
     skip_tags: Iterable[str] | str | None = (),
     of_run: int | None = None,
+    prestage: int = 0,
 ) -> Selection:
     """Check the operator's options against the workflow and return them as a Selection
-    (`of_run`: the run a rollback takes back, which only a rollback takes)."""
+    (`of_run`: the run a rollback takes back, which only a rollback takes; `prestage`: at most
+    this many nodes fetch at once in a prestage stage, for the workflows that have one)."""
     st: Stage | None = None
     if stage is not None:
         valid = STAGES.get(workflow, ())
@@ -97,7 +99,21 @@ def selection_for(
         stage=st,
         plane=pl,
         of_run=_of_run(workflow, of_run),
+        prestage=_prestage(workflow, prestage),
     )
+
+
+def _prestage(workflow: Workflow, parallel: int) -> int:
+    """--prestage-parallel N: the bound of a workflow that prestages (0 for the others)."""
+    if parallel < 0:
+        raise InputError(
+            Problem(
+                f"--prestage-parallel {parallel} is negative",
+                field="--prestage-parallel",
+                hint="give how many nodes may fetch at once (1 or more), or --no-prestage",
+            )
+        )
+    return parallel if entry(workflow).prestages else 0
 
 
 def _of_run(workflow: Workflow, of_run: int | None) -> int | None:

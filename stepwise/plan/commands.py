@@ -53,6 +53,8 @@ class CommandInfo:
     plane: bool = False
     #: takes --run N (the run a rollback takes back)
     of_run: bool = False
+    #: plans a prestage stage first (`--prestage-parallel N`, `--no-prestage`)
+    prestage: bool = False
 
 
 #: the help of each command family (`stepwise upgrade --help`)
@@ -70,13 +72,18 @@ FAMILIES: Mapping[str, str] = MappingProxyType(
 COMMANDS: Mapping[Command, CommandInfo] = MappingProxyType(
     {
         Command.UPDATE_RUN: CommandInfo(
-            "update", False, "Run the minor update (rolling; continues an unfinished update run)."
+            "update",
+            False,
+            "Run the minor update (rolling; continues an unfinished update run).",
+            prestage=True,
         ),
         Command.UPGRADE_PREPARE: CommandInfo(
             "upgrade prepare",
             True,
             "Validations, repositories of -e target_release, backup, pin RPC: the upgrade's "
-            "first stage (the OS upgrade's step 1).",
+            "first stage (the OS upgrade's step 1). The prestage stage comes first: it "
+            "switches the repositories and fetches the new release on every node.",
+            prestage=True,
         ),
         Command.UPGRADE_RUN: CommandInfo(
             "upgrade run",
@@ -107,6 +114,7 @@ COMMANDS: Mapping[Command, CommandInfo] = MappingProxyType(
             "it runs, stop every service, all packages, restore, re-run install, every DB sync. "
             "With --tags system_upgrade_prepare|system_upgrade_run --limit NODE its own OS "
             "upgrade first.",
+            prestage=True,
         ),
         Command.ROLLBACK_RUN: CommandInfo(
             "rollback",
@@ -147,9 +155,10 @@ def command_selection(
     skip_tags: Iterable[str] | str | None = (),
     plane: str | None = None,
     of_run: int | None = None,
+    prestage: int = 0,
 ) -> tuple[Workflow, Selection]:
-    """The workflow and selection a command runs (`of_run`: the run a rollback takes back).
-    Raises InputError for a command that names nothing it can run."""
+    """The workflow and selection a command runs (`of_run`: the run a rollback takes back;
+    `prestage`: the prestage's bound, 0 for none); InputError when it names nothing to run."""
     from stepwise.plan import selection_for
 
     cmd = Command(command)
@@ -165,6 +174,7 @@ def command_selection(
             tags=tag_list,
             skip_tags=skip,
             of_run=of_run,
+            prestage=prestage,
         )
     if cmd is Command.EXTERNAL_UPGRADE_RUN:
         if not tag_list:
@@ -190,14 +200,21 @@ def command_selection(
         return Workflow.SYSTEM_UPGRADE, Selection(
             limit=limit, tags=tag_list, skip_tags=skip, stage=Stage.CONVERGE, external=False
         )
-    stage = {
+    stage = _UPGRADE_STAGE[cmd]  # the prestage runs with prepare: run and converge as always
+    return Workflow.UPGRADE, selection_for(
+        Workflow.UPGRADE, limit, stage=stage, plane=plane, tags=tag_list, skip_tags=skip,
+        prestage=prestage if stage is Stage.PREPARE else 0,
+    )  # fmt: skip
+
+
+#: the stage each of the upgrade's commands runs
+_UPGRADE_STAGE: Mapping[Command, Stage] = MappingProxyType(
+    {
         Command.UPGRADE_PREPARE: Stage.PREPARE,
         Command.UPGRADE_RUN: Stage.RUN,
         Command.UPGRADE_CONVERGE: Stage.CONVERGE,
-    }[cmd]
-    return Workflow.UPGRADE, selection_for(
-        Workflow.UPGRADE, limit, stage=stage, plane=plane, tags=tag_list, skip_tags=skip
-    )
+    }
+)
 
 
 def seed_commands(dep: Deployment, target_release: str) -> list[tuple[str, ...]]:

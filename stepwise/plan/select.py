@@ -16,7 +16,7 @@ from types import MappingProxyType
 
 from stepwise.errors import InputError, Problem, UnsafePlanError
 from stepwise.model.deployment import Deployment
-from stepwise.model.vocab import Phase, Plane, Stage, Step, Workflow
+from stepwise.model.vocab import UPGRADE_STAGES, Phase, Plane, Stage, Step, Workflow
 from stepwise.plan.limits import resolve_limit
 from stepwise.plan.schedule import asap
 from stepwise.plan.units import Plan, Unit
@@ -50,6 +50,8 @@ class Selection:
     external: bool | None = None
     #: a rollback: the run whose changes it takes back (`--run N`)
     of_run: int | None = None
+    #: the prestage stage, at most this many nodes fetching at once; 0: no prestage stage
+    prestage: int = 0
 
     def params(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -62,6 +64,8 @@ class Selection:
         }
         if self.of_run is not None:  # only a rollback has it: other plans keep their params
             out["of_run"] = self.of_run
+        if self.prestage:  # only a plan with a prestage stage: --no-prestage keeps today's
+            out["prestage"] = self.prestage
         return out
 
 
@@ -102,10 +106,9 @@ def select(
         if kept is not None:
             out.append(kept)
     ids = {u.id for u in out}
+    gates = [u.id for u in out if u.is_barrier and u.stage is Stage.PRESTAGE]
     out = [
-        replace(u, after=tuple(a for a in u.after if a in ids))
-        if any(a not in ids for a in u.after)
-        else u
+        replace(u, after=_kept_after(u, ids, gates)) if any(a not in ids for a in u.after) else u
         for u in out
     ]
     if not any(u.nodes or u.services for u in out):
@@ -120,12 +123,30 @@ def select(
     return plan.with_units(units, duration_s=makespan, params=MappingProxyType(params))
 
 
+def _kept_after(u: Unit, ids: set[str], gates: Sequence[str]) -> tuple[str, ...]:
+    """What a kept unit still waits for: its kept predecessors and, for a unit after the
+    prestage stage (every one of them waits for its gate) that lost one, the stage's gate:
+    `--plane` drops the rollout's barriers, and a node's disruption must still follow its
+    prestage. Without a prestage stage, only the kept predecessors (the plan as before)."""
+    kept = [a for a in u.after if a in ids]
+    if u.stage is not Stage.PRESTAGE:
+        kept += gates
+    return tuple(dict.fromkeys(kept))
+
+
+def _prestage_of(u: Unit, stage: Stage) -> bool:
+    """The prestage stage runs with the first stage (`upgrade prepare`): it must come before
+    anything the stages disrupt, and no command of its own is typed for it."""
+    return u.stage is Stage.PRESTAGE and stage is UPGRADE_STAGES[0]
+
+
 def _wanted(u: Unit, sel: Selection, asked: set[str], skip: set[str], by_name: bool) -> bool:
-    if sel.stage is not None and u.stage != sel.stage:
+    if sel.stage is not None and u.stage != sel.stage and not _prestage_of(u, sel.stage):
         return False
     if sel.external is not None and u.external != sel.external:
         return False
-    if sel.plane is not None:
+    # every node of the plan fetches before either plane is disrupted (its gate included)
+    if sel.plane is not None and u.stage is not Stage.PRESTAGE:
         if u.phase and u.phase != sel.plane.phase:
             return False
         if not u.phase and u.is_barrier:

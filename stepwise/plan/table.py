@@ -93,6 +93,9 @@ class WorkflowEntry:
     #: its runs can be rolled back (`rollback run --run N`): it changes packages only, within
     #: the repositories the nodes have, so the versions it replaced are still there to go to
     reversible: bool = False
+    #: a prestage stage comes first (`--prestage-parallel`, `--no-prestage`): each node fetches
+    #: what it installs while everything serves
+    prestages: bool = False
 
     @property
     def name(self) -> str:
@@ -105,11 +108,11 @@ class WorkflowEntry:
 
 
 def _update(builder, dep, facts, nodes, selection, variables) -> None:
-    plan_update(builder, dep, facts, nodes)
+    plan_update(builder, dep, facts, nodes, selection.prestage)
 
 
 def _upgrade(builder, dep, facts, nodes, selection, variables) -> None:
-    plan_upgrade(builder, dep, facts, nodes)
+    plan_upgrade(builder, dep, facts, nodes, selection.prestage)
 
 
 def _system_upgrade(builder, dep, facts, nodes, selection, variables) -> None:
@@ -124,6 +127,7 @@ def _management_upgrade(builder, dep, facts, nodes, selection, variables) -> Non
         nodes,
         os_mode=variables.get("system_upgrade_mode"),
         target_release=variables.get("target_release"),
+        prestage=selection.prestage,
     )
 
 
@@ -140,6 +144,7 @@ _ENTRIES: Sequence[WorkflowEntry] = (
         rolling=True,
         reversible=True,
         visits_once=True,
+        prestages=True,
     ),
     WorkflowEntry(
         Workflow.UPGRADE,
@@ -152,6 +157,7 @@ _ENTRIES: Sequence[WorkflowEntry] = (
         expand_contract=True,
         dependency_order=True,
         stored_facts=StoredFacts.NONE,
+        prestages=True,
     ),
     WorkflowEntry(
         Workflow.SYSTEM_UPGRADE,
@@ -171,6 +177,7 @@ _ENTRIES: Sequence[WorkflowEntry] = (
         label="management-upgrade",
         whole_outage=True,
         shows_named_steps=True,
+        prestages=True,
     ),
     WorkflowEntry(
         Workflow.ROLLBACK,

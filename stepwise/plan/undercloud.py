@@ -64,13 +64,19 @@ def plan_undercloud_upgrade(
     nodes: list[str] | None,
     os_mode: str | None = None,
     target_release: str | None = None,
+    prestage: int = 0,
 ) -> None:
     """The management node's upgrade (and its OS upgrade when `os_mode` is given); with a
-    `target_release`, its repositories are switched to it first."""
+    `target_release`, its repositories are switched to it first. `prestage` > 0: a prestage
+    stage first (the repositories switched, then the node's packages fetched while it serves;
+    not with the OS upgrade, whose leapp prepare fetches the new OS itself)."""
     _refuse_os_mode(os_mode)
     for node in _targets(dep, nodes):
         n = _node(dep, facts, node, os_mode)
         chain = _Chain(builder, dep, node)
+        if prestage > 0 and not os_mode:
+            _prestage(chain, n, target_release)
+            target_release = None  # switched in the prestage
         _before_stop(chain, n, target_release)
         _stop(chain, n)
         _after_stop(chain, n)
@@ -136,15 +142,17 @@ class _Chain:
         self.prev: str | None = None
 
     def add(self, step: Step, services: list[str], why: str, seconds: float, **kw) -> None:
-        """A unit of `step` on the node's `services`, after the previous one."""
+        """A unit of `step` on the node's `services`, after the previous one (in the run
+        stage unless `stage` says another)."""
         node = self.node
+        stage = kw.pop("stage", Stage.RUN)
         self.prev = self.builder.add(
             step,
             nodes=[node],
             services=services,
             after=[self.prev],
             why=why,
-            stage=Stage.RUN,
+            stage=stage,
             phase=Phase.MANAGEMENT,
             scope=Scope.NODE,
             duration_s=seconds,
@@ -154,6 +162,33 @@ class _Chain:
     def secs(self, services: list[str], step: CatalogKey) -> float:
         """The time of `step` on the node for `services`."""
         return node_step_seconds([self.dep.catalog[s] for s in services], step)
+
+
+def _prestage(chain: _Chain, n: _Node, target_release: str | None) -> None:
+    """The prestage stage: switch the repositories (when a release is given), then fetch the
+    packages the upgrade installs, while every service still serves."""
+    node, role = n.name, chain.dep.role_of(n.name)
+    if target_release:
+        chain.add(
+            Step.REPOS,
+            [],
+            "switch the repositories to the target release (variable target_release): the "
+            "prestage fetches from there",
+            chain.secs([], Step.REPOS) or 10.0,
+            work={node: ()},
+            stage=Stage.PRESTAGE,
+        )
+    chain.add(
+        Step.PRESTAGE,
+        n.services,
+        f"fetch what {node} installs while its services keep serving",
+        chain.secs(n.services, Step.PRESTAGE),
+        vars={"extra_packages": {node: list(role.tool_packages)}} if role.tool_packages else None,
+        stage=Stage.PRESTAGE,
+    )
+    chain.prev = chain.builder.gate(
+        [chain.prev], f"prestaged: {node} holds what it installs", Stage.PRESTAGE
+    )
 
 
 def _before_stop(chain: _Chain, n: _Node, target_release: str | None) -> None:

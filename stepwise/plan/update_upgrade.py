@@ -12,6 +12,7 @@ from stepwise.model.vocab import CatalogKey, Scope, Section, Stage, Step, Upgrad
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.changes import NodeChange, node_changes
 from stepwise.plan.planes import Cursor, rollout, rollout_merged
+from stepwise.plan.prestage import add_prestage
 
 
 def scoped_changes(
@@ -183,24 +184,37 @@ def _validate(
 
 
 def plan_update(
-    builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: list[str] | None
+    builder: PlanBuilder,
+    dep: Deployment,
+    facts: Facts,
+    nodes: list[str] | None,
+    prestage: int = 0,
 ) -> None:
     """Minor update: same schema and RPC; one visit per node, control plane first. A service
-    whose rendered configuration changed (and not its packages) restarts in its node's visit."""
+    whose rendered configuration changed (and not its packages) restarts in its node's visit.
+    `prestage` N > 0: the prestage stage first, N nodes fetching at once."""
     changes = scoped_changes(node_changes(dep, facts, config=True), nodes)
     if not changes:
         return
-    seq = _Sequence(builder, dep, Cursor(None))
+    seq = _Sequence(builder, dep, add_prestage(builder, dep, changes, prestage, Cursor(None)))
     _validate(seq, changes, Section.UPDATE, Stage.RUN)
     seq.gate("validated: the rollout starts", Stage.RUN)
     rollout_merged(builder, dep, changes, Section.UPDATE, Stage.RUN, seq.cur)
 
 
 def plan_upgrade(
-    builder: PlanBuilder, dep: Deployment, facts: Facts, nodes: list[str] | None
+    builder: PlanBuilder,
+    dep: Deployment,
+    facts: Facts,
+    nodes: list[str] | None,
+    prestage: int = 0,
 ) -> None:
     """Major upgrade: prepare (validate, repos, backup, pin RPC), run (control plane, then data
-    plane in batches while RPC stays pinned), converge (unpin, online migrations, re-assert)."""
+    plane in batches while RPC stays pinned), converge (unpin, online migrations, re-assert).
+
+    `prestage` N > 0: a prestage stage first, which switches the repositories (the new
+    release's packages are what a node fetches; the switch changes nothing installed, so it
+    disrupts nothing either) and then lets N nodes fetch at once; prepare keeps the rest."""
     # every node's changes, also outside --limit: the offline-split check and the instances
     # already on the target need the whole cloud
     all_changes = node_changes(dep, facts)
@@ -210,8 +224,11 @@ def plan_upgrade(
     if nodes is not None:
         refuse_split_offline(dep, all_changes, changes)
     seq = _Sequence(builder, dep, Cursor(None))
+    if prestage > 0:
+        _switch_repos(seq, changes, Stage.PRESTAGE)
+        seq.cur = add_prestage(builder, dep, changes, prestage, seq.cur)
     changed_services = {s for c in changes.values() for s in c.services}
-    pin = _prepare(seq, changes, changed_services)
+    pin = _prepare(seq, changes, changed_services, switched=prestage > 0)
     final = final_instances(dep, facts, all_changes)
     if final:
         builder.params["initial"] = {"new_code": final}
@@ -219,20 +236,28 @@ def plan_upgrade(
     _converge(seq, changes, changed_services, pin)
 
 
-def _prepare(
-    seq: _Sequence, changes: dict[str, NodeChange], changed_services: set[str]
-) -> dict[str, tuple[str, ...]]:
-    """The upgrade's prepare stage: validate, switch repositories, back up, pin RPC. Returns
-    the RPC pins (node -> services) converge lifts."""
-    wf, dep = Section.UPGRADE, seq.dep
-    _validate(seq, changes, wf, Stage.PREPARE)
+def _switch_repos(seq: _Sequence, changes: dict[str, NodeChange], stage: Stage) -> None:
     seq.node_wide(
         Step.REPOS,
-        Stage.PREPARE,
+        stage,
         {n: () for n in changes},
         "switch every node's repositories to the target release (variable target_release)",
         always=True,
     )
+
+
+def _prepare(
+    seq: _Sequence,
+    changes: dict[str, NodeChange],
+    changed_services: set[str],
+    switched: bool = False,
+) -> dict[str, tuple[str, ...]]:
+    """The upgrade's prepare stage: validate, switch repositories (unless the prestage did:
+    `switched`), back up, pin RPC. Returns the RPC pins (node -> services) converge lifts."""
+    wf, dep = Section.UPGRADE, seq.dep
+    _validate(seq, changes, wf, Stage.PREPARE)
+    if not switched:
+        _switch_repos(seq, changes, Stage.PREPARE)
     backup = on_bootstrap(dep, changed_services, lambda s: s.has_step(wf, Step.BACKUP))
     seq.node_wide(
         Step.BACKUP,

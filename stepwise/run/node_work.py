@@ -174,6 +174,27 @@ def _answers(_unit: Unit, services_had_tasks: bool, _mode: UpgradeMode) -> list[
     return [] if services_had_tasks else [{"name": "Node: answers", "ansible.builtin.ping": {}}]
 
 
+#: the play variable of a prestage unit: node -> the packages it fetches (`render.py`)
+PRESTAGE_VAR = "stepwise_prestage_packages"
+
+
+def _download(_unit: Unit, _had: bool, _mode: UpgradeMode) -> list[dict[str, Any]]:
+    """The packages style's prestage: one dnf transaction per node that only downloads
+    (`--downloadonly`: into dnf's cache, nothing installed, no service touched), so the
+    packages step later installs from the cache."""
+    return [
+        {
+            "name": "Node: fetch the packages it will install (download only)",
+            "ansible.builtin.command": {
+                "argv": "{{ ['dnf', '-y', 'update', '--downloadonly'] + "
+                + PRESTAGE_VAR
+                + "[inventory_hostname] }}"
+            },
+            "when": f"{PRESTAGE_VAR} is defined and inventory_hostname in {PRESTAGE_VAR}",
+        }
+    ]
+
+
 def _switch_repos(_unit: Unit, _had: bool, _mode: UpgradeMode) -> list[dict[str, Any]]:
     return [
         {
@@ -324,6 +345,7 @@ def _cleanup_os(_unit: Unit, _had: bool, _mode: UpgradeMode) -> list[dict[str, A
 
 _NODE_WORK: dict[NodeWork, Callable[[Unit, bool, UpgradeMode], list[dict[str, Any]]]] = {
     NodeWork.ANSWERS: _answers,
+    NodeWork.DOWNLOAD: _download,
     NodeWork.SWITCH_REPOS: _switch_repos,
     NodeWork.UNOWNED_PACKAGES: _unowned_packages,
     NodeWork.REBOOT: _reboot_for_kernel,

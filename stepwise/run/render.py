@@ -32,6 +32,7 @@ from stepwise.run.node_work import (
     OS_RELEASE,
     PERSIST_FILE,
     PREPARED_FLAG,
+    PRESTAGE_VAR,
     RECORD_TASK,
     node_downgrades,
     node_packages,
@@ -132,6 +133,8 @@ def render_unit(
     tasks, health = _services_blocks(plan, unit, deployment, on, hosts)
     images = plan.params.get("images") or {}
     node_work = unit.step.info.node_work
+    if unit.step is Step.PRESTAGE and not prestage_packages(unit, deployment, work):
+        node_work = None  # container nodes only fetch their images: no dnf transaction
     if node_work is not None:
         mode = UpgradeMode(plan.params.get("system_upgrade_mode") or UpgradeMode.IN_PLACE)
         tasks.extend(node_work_tasks(unit, node_work, bool(tasks), mode))
@@ -254,6 +257,23 @@ def _packages_to_record(
     }
 
 
+def prestage_packages(
+    unit: Unit, deployment: Deployment, work: dict[str, tuple[str, ...]]
+) -> dict[str, list[str]]:
+    """node -> the packages a prestage unit fetches there: those of its changing services in
+    the node's style (a container style's image is its package: none) and those no service
+    owns (the node's one `dnf --downloadonly` transaction)."""
+    catalog = deployment.catalog
+    extra = node_packages(unit)
+    fetch: dict[str, list[str]] = {}
+    for style, nodes in _by_style(deployment, list(work)).items():
+        for n in nodes:
+            owned = {p for s in work[n] if s in catalog for p in catalog[s].styled(style).packages}
+            if owned or extra.get(n):
+                fetch[n] = sorted(owned | set(extra.get(n, ())))
+    return fetch
+
+
 def _play_vars(
     unit: Unit,
     deployment: Deployment,
@@ -290,6 +310,8 @@ def _play_vars(
         pvars["stepwise_node_packages"] = node_packages(unit)
     if health:
         pvars["stepwise_health"] = health
+    if unit.step is Step.PRESTAGE and (fetch := prestage_packages(unit, deployment, work)):
+        pvars[PRESTAGE_VAR] = fetch
     record = _packages_to_record(unit, deployment, work)
     if record:
         pvars["stepwise_record_packages"] = record

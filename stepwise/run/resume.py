@@ -305,10 +305,18 @@ def _rebuilt(req: RunRequest, prev: RunInfo) -> VerifiedPlan:
         ) from None
     diff = plan_difference(plan, prev.plan)
     if diff:
+        was, now = prev.params.get("prestage"), plan.params.get("prestage")
+        hint = (
+            f"it was planned with --prestage-parallel {was}"
+            if was
+            else "it was planned with --no-prestage"
+        ) + ": continue it with that, or start over with --fresh"
         raise InputError(
             Problem(
                 f"the unfinished run {prev.id} of this command was planned differently: {diff}",
-                hint="the deployment, the catalog or the stored plan changed since it started; "
+                hint=hint
+                if was != now
+                else "the deployment, the catalog or the stored plan changed since it started; "
                 "restore them, or start over with --fresh",
             )
         )

@@ -62,6 +62,10 @@ def service_tasks(
         ) from None
     src = task_source(step, workflow)
     tasks: list[dict[str, Any]] = []
+    if step is Step.PRESTAGE:
+        # a container style pulls and checks its image; the packages style has none: the
+        # node work downloads the node's packages in one transaction (`--downloadonly`)
+        return [dict(t) for t in svc.prestage]
     if step is Step.PACKAGES and entry(workflow).downgrades:
         # the services' packages tasks update: stepwise's own node work goes back instead
         return []

@@ -66,10 +66,22 @@ def lower_bound(plan: Plan, dep: Deployment) -> float:
     return segment_bound(plan, dep)
 
 
+def prestage_bound(plan: Plan) -> float:
+    """The prestage stage's own bound: its fetches, at most the plan's `prestage` bound at
+    once. Counted apart from the disruptive part's: a gate separates them."""
+    jobs = [u.duration_s for u in plan.units if u.step is Step.PRESTAGE]
+    return resource_bound(jobs, int(plan.params.get("prestage") or 1))
+
+
 def work_bound(plan: Plan, dep: Deployment) -> float:
     section = plan.workflow.task_section
-    chain = sum(u.duration_s for u in plan.units if not u.batch and not u.is_barrier)
-    total = chain
+    # the prestage units run side by side: their bound is not the sum of their durations
+    chain = sum(
+        u.duration_s
+        for u in plan.units
+        if not u.batch and not u.is_barrier and u.step is not Step.PRESTAGE
+    )
+    total = chain + prestage_bound(plan)
     work = _work(plan.units)
     for part in (Phase.CONTROLPLANE, Phase.DATAPLANE):
         if part in work:

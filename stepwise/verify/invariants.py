@@ -1,8 +1,10 @@
 """The invariants a plan must keep, checked on a replay of its schedule.
 
-Two are static, checked once per plan: its units are in order (`units_in_order`) and every
-RPC group it pins can be pinned (`rpc_groups_can_pin`). The others are replayed, each its own
-class with the hooks it needs (`Invariant`), applied in `INVARIANTS` order by one small loop
+Three are static, checked once per plan: its units are in order (`units_in_order`), every
+RPC group it pins can be pinned (`rpc_groups_can_pin`) and its prestage disrupts nothing and
+comes before each node's disruption (`prestaged.prestage_first`). The others are replayed,
+each its own class with the hooks it needs (`Invariant`), applied in `INVARIANTS` order by one
+small loop
 (`replay.Replay`) over the start and end events of the plan's schedule (the rules about
 old and new code are in `versions.py`):
 
@@ -32,6 +34,7 @@ from stepwise.model.deployment import Deployment
 from stepwise.model.vocab import Phase, Section, Step, UpgradeKey
 from stepwise.plan.units import Plan, Unit, Window
 from stepwise.verify.prepared import Prepared, build_prepared
+from stepwise.verify.prestaged import prestage_first
 from stepwise.verify.replay import Invariant, Replay, fmt_time, where
 from stepwise.verify.versions import (
     ClusterOnOneOsMajor,
@@ -91,7 +94,7 @@ def prepare(plan: Plan, dep: Deployment) -> Prepared:
     if problems:
         return Prepared(problems)
     pre = build_prepared(plan, dep)
-    pre.static_problems = rpc_groups_can_pin(dep, pre)
+    pre.static_problems = rpc_groups_can_pin(dep, pre) + prestage_first(plan)
     return pre
 
 

@@ -180,7 +180,7 @@ def test_report_of_a_real_run_through_the_cli(tmp_path: Path):
     _register()
     dep = write_cloud(tmp_path)
     r = CliRunner().invoke(
-        app, ["update", "run", "-d", str(dep), "--json", "--limit", "Controller"]
+        app, ["update", "run", "-d", str(dep), "--json", "--limit", "Controller", "--no-prestage"]
     )
     assert r.exit_code == 0, r.output
     rid = json.loads(r.output)["run_id"]
@@ -228,6 +228,8 @@ def test_every_step_has_a_kind_of_work_and_bars_are_coloured_by_it(classic_upgra
     from stepwise.observe.report import plan_section
     from stepwise.observe.report.batches import unit_kind
     from stepwise.observe.report.svg import COLOURS
+    from stepwise.plan import make_plan, selection_for
+    from stepwise.verify import verify_plan
 
     assert set(STEP_KINDS) == set(Step)
     dep, plan = classic_upgrade
@@ -236,8 +238,15 @@ def test_every_step_has_a_kind_of_work_and_bars_are_coloured_by_it(classic_upgra
     assert by_step[Step.PACKAGES] is StepKind.SOFTWARE and by_step[Step.VERIFY] is StepKind.CHECKS
     sec = plan_section(plan, dep)
     kinds = {b.kind for b in sec.planned} | {k for b in sec.planned for *_, k in b.segments}
-    assert kinds == set(StepKind)  # the four kinds, four colours
+    # the four kinds of a plan without a prestage, four colours
+    assert kinds == set(StepKind) - {StepKind.PRESTAGE}
     assert len({COLOURS[k] for k in kinds}) == 4
+    # with one, its own kind and colour
+    with_prestage = verify_plan(
+        make_plan("upgrade", dep, selection=selection_for("upgrade", prestage=2)), dep
+    )
+    kinds = {b.kind for b in plan_section(with_prestage, dep).planned}
+    assert StepKind.PRESTAGE in kinds and len({COLOURS[k] for k in set(StepKind)}) == 5
     # a batch of a node visit shows its steps' kinds in time order
     batch = next(b for b in sec.planned if b.short.startswith("Controller#"))
     assert [k for *_, k in batch.segments][:2] == [StepKind.DISRUPTIVE, StepKind.SOFTWARE]

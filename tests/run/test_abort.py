@@ -188,7 +188,9 @@ def test_abort_without_a_running_run_is_refused(tmp_path):
     assert "no run of cloud 'testcloud' is running" in r.output and "Traceback" not in r.output
     # a run recorded running whose process is gone is no run to abort either
     st = open_store(f"sqlite:///{tmp_path / '.stepwise' / 'testcloud.sqlite'}")
-    r = runner.invoke(app, ["update", "run", "-d", str(dep), "--json", "--limit", "Controller"])
+    r = runner.invoke(
+        app, ["update", "run", "-d", str(dep), "--json", "--limit", "Controller", "--no-prestage"]
+    )
     assert r.exit_code == 0, r.output
     run_id = st.runs("testcloud")[0].id
     st.reopen_run(run_id, pid=2**22 + 7)
@@ -215,7 +217,7 @@ def _running_unit(st, name: str) -> bool:
 def test_stepwise_abort_stops_a_cli_run_that_the_same_command_continues(tmp_path):
     dep = write_cloud(tmp_path)
     st = open_store(f"sqlite:///{tmp_path / '.stepwise' / 'testcloud.sqlite'}", create=True)
-    run = _cli(dep, "update", "run", "--yes", "-e", "step_sleep=0.4")
+    run = _cli(dep, "update", "run", "--yes", "--no-prestage", "-e", "step_sleep=0.4")
     _wait(lambda: _running_unit(st, "u4") or run.poll() is not None)
     r = runner.invoke(app, ["abort", "-d", str(dep)])
     out, _ = run.communicate(timeout=120)
@@ -229,7 +231,7 @@ def test_stepwise_abort_stops_a_cli_run_that_the_same_command_continues(tmp_path
     r = runner.invoke(app, ["history", "-d", str(dep)])
     assert "aborted" in r.output, r.output
     assert trace_lines(tmp_path, "cmp-0") == []  # the compute batches never began
-    again = _cli(dep, "update", "run", "--yes")
+    again = _cli(dep, "update", "run", "--yes", "--no-prestage")
     out, _ = again.communicate(timeout=300)
     assert again.returncode == 0, out
     assert _steps(tmp_path, "ctl-0") == ["stop", "packages", "config", "migrate", "start", "verify"]
@@ -240,7 +242,7 @@ def test_stepwise_abort_stops_a_cli_run_that_the_same_command_continues(tmp_path
 def test_first_ctrl_c_aborts_and_a_second_one_interrupts(tmp_path, presses: int):
     dep = write_cloud(tmp_path)
     st = open_store(f"sqlite:///{tmp_path / '.stepwise' / 'testcloud.sqlite'}", create=True)
-    run = _cli(dep, "update", "run", "--yes", "-e", "step_sleep=1")
+    run = _cli(dep, "update", "run", "--yes", "--no-prestage", "-e", "step_sleep=1")
     _wait(lambda: _running_unit(st, "u4") or run.poll() is not None)
     os.kill(run.pid, signal.SIGINT)
     if presses == 2:

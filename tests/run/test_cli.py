@@ -58,7 +58,9 @@ def test_refused_before_anything_runs(tmp_path: Path, args, exit_code, message):
 
 def test_update_run_status_history_export(tmp_path: Path):
     dep = write_cloud(tmp_path)
-    r = runner.invoke(app, ["update", "run", "-d", str(dep), "--json", "--limit", "Controller"])
+    r = runner.invoke(
+        app, ["update", "run", "-d", str(dep), "--json", "--limit", "Controller", "--no-prestage"]
+    )
     assert r.exit_code == 0, r.output
     res = json.loads(r.output)
     assert res["status"] == "done" and res["units"]["failed"] == []

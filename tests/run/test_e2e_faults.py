@@ -58,6 +58,7 @@ def test_a_node_crashed_mid_batch_stops_the_run_before_the_next_batch(
         "--store",
         store_url,
         "--json",
+        "--no-prestage",  # the batches as before: the rule under test is about them
     ]
     lab.up(dep_path, lab_dir)
     the_lab = Lab(lab_dir)

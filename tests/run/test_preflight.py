@@ -302,7 +302,7 @@ def test_a_run_refuses_to_start_on_a_failed_preflight_and_records_its_skip(tmp_p
     assert not any((tmp_path / "trace").iterdir())  # no task ran
     store_file = tmp_path / ".stepwise" / "testcloud.sqlite"
     assert not store_file.exists() or not open_store(f"sqlite:///{store_file}").runs("testcloud")
-    skip = ["--limit", "cmp-0", "--skip-preflight"]  # one node: the run is short
+    skip = ["--limit", "cmp-0", "--skip-preflight", "--no-prestage"]  # one node: short
     r = runner.invoke(app, ["update", "run", "-d", str(dep), *huge, *skip])
     assert r.exit_code == 0, r.output
     (run,) = open_store(f"sqlite:///{store_file}").runs("testcloud")

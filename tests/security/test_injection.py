@@ -72,6 +72,7 @@ def test_template_payloads_in_data_are_never_executed(tmp_path: Path, monkeypatc
         "--limit",
         "Controller",
         "--json",
+        "--no-prestage",
         "--facts",
         facts,
         "-e",

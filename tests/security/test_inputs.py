@@ -85,7 +85,10 @@ def test_brackets_print_as_they_are(tmp_path: Path):
 
 def test_markup_stored_by_a_failed_task_never_breaks_status(tmp_path: Path):
     dep = write_cloud(tmp_path, computes=1)
-    assert cli("update", "run", "-d", dep, "--limit", "Controller", "--json").code == 0
+    assert (
+        cli("update", "run", "-d", dep, "--limit", "Controller", "--json", "--no-prestage").code
+        == 0
+    )
     db = sqlite3.connect(tmp_path / ".stepwise" / "testcloud.sqlite")
     db.execute("UPDATE runs SET message = '[/] closing [bold]tag', status = 'failed'")
     db.execute("UPDATE units SET message = '[/]'")

@@ -66,6 +66,7 @@ def test_secrets_never_kept_or_shown(tmp_path: Path, monkeypatch):
         "--limit",
         "Controller",
         "--json",
+        "--no-prestage",
         "--keep-artifacts",
         "-e",
         f"db_password={SECRETS['db_password']}",
@@ -126,7 +127,7 @@ def test_a_refused_command_records_no_secret(tmp_path: Path):
 
 def test_store_and_directories_are_private(tmp_path: Path):
     dep = write_cloud(tmp_path, computes=1)
-    r = cli("update", "run", "-d", dep, "--limit", "Controller", "--json")
+    r = cli("update", "run", "-d", dep, "--limit", "Controller", "--json", "--no-prestage")
     assert r.code == 0, r.text
     base = tmp_path / ".stepwise"
     assert stat.S_IMODE(base.stat().st_mode) == 0o700

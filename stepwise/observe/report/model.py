@@ -372,6 +372,7 @@ def _plan_summary(plan: Plan, dep: Deployment) -> list[tuple[str, str]]:
         ("nodes", str(len(nodes))),
         ("estimate", _fmt_s(plan.duration_s)),
         ("lower bound", _fmt_s(plan.lower_bound_s)),
+        *_prestage_row(plan),
         (
             "planned downtime windows",
             "none"
@@ -383,6 +384,17 @@ def _plan_summary(plan: Plan, dep: Deployment) -> list[tuple[str, str]]:
             ),
         ),
     ]
+
+
+def _prestage_row(plan: Plan) -> list[tuple[str, str]]:
+    """The prestage's time apart from the disruptive part's (none without a prestage)."""
+    from stepwise.plan.prestage import prestage_seconds
+
+    fetch = prestage_seconds(plan)
+    if not fetch:
+        return []
+    rest = _fmt_s(plan.duration_s - fetch)
+    return [("prestage", f"{_fmt_s(fetch)} (nothing stops), then the disruptive part {rest}")]
 
 
 def plan_section(

@@ -27,6 +27,7 @@ COLOURS: dict[str, str] = {
     StepKind.SOFTWARE: "#7eaee0",
     StepKind.CHECKS: "#a9d18e",
     StepKind.DEPLOYMENT: "#c7a3dc",
+    StepKind.PRESTAGE: "#f2d98c",
     UnitState.DONE: "#3a9d5d",
     "late": "#e0a030",
     "resumed": "#7b5fc7",
@@ -42,6 +43,7 @@ MEANING: dict[str, str] = {
     StepKind.SOFTWARE: "software: packages, config, migrations, start",
     StepKind.CHECKS: "checks: validate, verify",
     StepKind.DEPLOYMENT: "deployment-wide: repos, backup, RPC pins, converge",
+    StepKind.PRESTAGE: "prestage: fetch what each node installs, nothing stops",
 }
 WINDOW_FILL = "#f6c7a8"
 CRITICAL_STROKE = "#1d1d1d"
