@@ -99,7 +99,7 @@ def _derived(service: str, style: DeployStyle, unit: str) -> dict[TaskKey, Tasks
                 "ansible.builtin.systemd_service": {"name": unit, "state": "stopped"},
             },
         ),
-        Step.CONFIG: switch_tasks(service, style),
+        Step.CONFIG: (fetch_if_missing(service), *switch_tasks(service, style)),
         Step.START: (
             {
                 "name": f"Start the {service} container ({unit})",
@@ -155,6 +155,27 @@ def switch_tasks(service: str, style: DeployStyle) -> Tasks:
             "changed_when": True,
         },
     )
+
+
+def fetch_if_missing(service: str) -> dict[str, Any]:
+    """The switch's first task: pull the target image unless the node holds it by digest
+    already (the prestage pulled it; with --no-prestage the pull happens here, while the
+    service is stopped, as an upgrade without a prestage does). The `podman create` by digest
+    after it refuses any other image."""
+    return {
+        "name": f"Pull the target image of {service} unless the node holds it already",
+        "ansible.builtin.shell": {
+            "cmd": 'podman image exists "$REF@$DIGEST" || podman pull "$TLS" "$REF"',
+        },
+        # the reference reaches the shell as data (environment), never as script text
+        "environment": {
+            "REF": "{{ stepwise_image_ref }}",
+            "DIGEST": "{{ stepwise_image_digest }}",
+            "TLS": _TLS_VERIFY,
+        },
+        "vars": _image_vars(service),
+        "changed_when": True,
+    }
 
 
 def prestage_tasks(service: str) -> Tasks:

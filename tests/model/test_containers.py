@@ -184,7 +184,12 @@ def test_a_container_style_derives_stop_switch_start(builtin, name):
             "state": "stopped",
         }
         assert steps[Step.START][-1]["ansible.builtin.systemd_service"]["name"] == tri.unit
-        config = steps[Step.CONFIG]
+        fetch, *config = steps[Step.CONFIG]
+        # the image arrives in the prestage; without one, the switch pulls it (stopped)
+        assert _commands([fetch]) == [
+            'podman image exists "$REF@$DIGEST" || podman pull "$TLS" "$REF"'
+        ]
+        assert fetch["environment"]["REF"] == "{{ stepwise_image_ref }}"
         assert config[0]["ansible.builtin.copy"]["dest"].endswith(
             f"/var/lib/tripleo-config/container-startup-config/{name}.json"
         )

@@ -68,6 +68,13 @@ def _exercise(url: str) -> None:
     }
     st.save_facts("c", facts)
     assert st.facts("c") == facts
+    # a container node's images are kept too (the plan from the store knows what changes)
+    image = {"running": "sha256:" + "1" * 64, "target": "sha256:" + "2" * 64, "ref": "r/ns/i:t"}
+    with_images = {"nodes": {"n1": {**facts["nodes"]["n1"], "images": {"svc": image}}}}
+    st.save_facts("c", with_images)
+    assert st.facts("c") == with_images
+    st.save_facts("c", facts)  # discover again: what it saw replaces what was known
+    assert st.facts("c") == facts
     st.mark_installed("c", "n1", ["p"])
     assert st.installed_version("c", "n1", "p") == "2"
     st.set_services("c", [("n1", "svc")], version="2", state="running", run_id=rid)

@@ -13,6 +13,7 @@ from stepwise.run.store.base import StoreBase, now, redact
 from stepwise.run.store.checked import one
 from stepwise.run.store.models import (
     MarkerRow,
+    NodeImageRow,
     NodeOsRow,
     NodePackageRow,
     NodeServiceRow,
@@ -157,6 +158,7 @@ class CloudRecords(StoreBase):
                             updated_at=now(),
                         )
                     )
+                _replace_images(s, cloud, node, nf.get("images") or {})
                 os_ = nf.get("os") or {}
                 row = s.get(NodeOsRow, (cloud, node))
                 if row is None:
@@ -183,9 +185,19 @@ class CloudRecords(StoreBase):
                 s.scalars(select(NodePackageRow).where(NodePackageRow.cloud == cloud))
             )
             oses = self._checked(s.scalars(select(NodeOsRow).where(NodeOsRow.cloud == cloud)))
+            images = self._checked(
+                s.scalars(select(NodeImageRow).where(NodeImageRow.cloud == cloud))
+            )
         if not pkgs and not oses:
             return None
         nodes: dict[str, dict[str, Any]] = {}
+        for im in images:
+            entry = nodes.setdefault(im.node, {"packages": {}})
+            entry.setdefault("images", {})[im.service] = {
+                k: v
+                for k, v in (("running", im.running), ("target", im.target), ("ref", im.ref))
+                if v is not None
+            }
         for o in oses:
             entry = nodes.setdefault(o.node, {"packages": {}})
             os_ = {k: v for k, v in (("major", o.major), ("target", o.target)) if v is not None}
@@ -249,3 +261,20 @@ class CloudRecords(StoreBase):
         with self.reading() as s:
             row = one(s.get(NodePackageRow, (cloud, node, package)), redact(self.url))
             return row.installed if row else None
+
+
+def _replace_images(s: Any, cloud: str, node: str, images: Mapping[str, Any]) -> None:
+    """What discover saw of a node's images replaces what was known of them."""
+    s.execute(delete(NodeImageRow).where(NodeImageRow.cloud == cloud, NodeImageRow.node == node))
+    for service, im in images.items():
+        s.add(
+            NodeImageRow(
+                cloud=cloud,
+                node=node,
+                service=service,
+                ref=im.get("ref"),
+                running=im.get("running"),
+                target=im.get("target"),
+                updated_at=now(),
+            )
+        )

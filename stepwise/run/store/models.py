@@ -121,6 +121,21 @@ class NodeOsRow(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime)
 
 
+class NodeImageRow(Base):
+    """A container-style node's image of one service (what `discover` found): the reference
+    the target names, the digest the container runs, the registry's digest of the reference."""
+
+    __tablename__ = "node_images"
+
+    cloud: Mapped[str] = mapped_column(String(200), primary_key=True)
+    node: Mapped[str] = mapped_column(String(200), primary_key=True)
+    service: Mapped[str] = mapped_column(String(200), primary_key=True)
+    ref: Mapped[str | None] = mapped_column(String(1000), nullable=True)
+    running: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    target: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(DateTime)
+
+
 class MarkerRow(Base):
     """Once-only operations that happened on a cloud (data transfer to a node): outlives runs,
     so a later run refuses to do them again."""
