@@ -345,14 +345,16 @@ def facts_for(
     if store is None:
         return NO_FACTS
     wanted = StoredFacts.PACKAGES if workflow is None else entry(workflow).stored_facts
-    if wanted is StoredFacts.NONE:
-        return NO_FACTS.with_progress(progress)
-    packages = wanted is StoredFacts.PACKAGES
-    from stepwise.run.discover import (
-        stored_facts,
-    )  # the run layer only when there is a store to read
+    # the run layer only when there is a store to read
+    from stepwise.run.discover import stored_facts
 
-    return stored_facts(deployment, store, packages=packages)
+    if wanted is StoredFacts.NONE:
+        # every package changes; a container's target image is the digest discover saw in
+        # the target namespace (`discover -e target_namespace=...`), when it asked
+        if deployment.containers is None:
+            return NO_FACTS.with_progress(progress)
+        return stored_facts(deployment, store, packages=False, keep=("images",))
+    return stored_facts(deployment, store, packages=wanted is StoredFacts.PACKAGES)
 
 
 def _rollback_facts(deployment: Deployment, facts_file: Path | None, store, of_run) -> Facts:

@@ -141,6 +141,9 @@ def _inspect(lab: Lab, node: str, name: str) -> int:
                     "ImageName": c["image_name"],
                     "ImageDigest": c["digest"],
                     "State": {"Status": status, "Running": status == "running"},
+                    # the image's labels, as podman shows them (TripleO's images carry
+                    # `version`): what a pin reads the running release from
+                    "Config": {"Labels": {"version": P.container_version(lab, node, name) or ""}},
                 }
             ],
             indent=4,

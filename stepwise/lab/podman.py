@@ -169,6 +169,22 @@ def container_version(lab: Lab, node: str, service: str) -> str | None:
     return images.version_in_layer(store(lab, node) / c["image"] / entry["layer"])
 
 
+def _write_startup_config(lab: Lab, node: str, service: str, reference: str) -> None:
+    """The container startup config a deployed node holds (what tripleo_container_manage or
+    kolla-ansible wrote at deploy time): the image the container runs, by digest. A switch
+    rewrites it."""
+    from stepwise.model.containers import startup_config
+    from stepwise.model.vocab import DeployStyle
+
+    style = DeployStyle(C.node_style(lab.spec, node))
+    found = find_image(lab, node, reference)
+    digest = found[1]["digest"] if found else ""
+    path = lab.node_path(node, startup_config(service, style))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # the same shape as the switch writes: the reference, then the digest it resolved to
+    path.write_text(json.dumps({"image": f"{reference}@{digest}" if digest else reference}) + "\n")
+
+
 def deploy(lab: Lab, node: str) -> None:
     """What the deployment does on a container-style node at lab up: pull each service's
     deployed image (1.0.0) and create its container (the unit starts it at boot)."""
@@ -177,6 +193,7 @@ def deploy(lab: Lab, node: str) -> None:
             reference = C.ref(lab.spec, s, C.DEPLOYED_TAG)
             pull(lab, node, reference)
             create(lab, node, s, reference)
+            _write_startup_config(lab, node, s, reference)
             # the deployment's config step renders for the version the container runs
             from stepwise.lab import services
 

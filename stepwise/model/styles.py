@@ -24,7 +24,7 @@ from typing import Any
 from stepwise.model.catalog import Service
 from stepwise.model.connection import NodeAccess
 from stepwise.model.containers import container_name, startup_config, unit_name
-from stepwise.model.vocab import WORKFLOW_SECTIONS, DeployStyle, Step, TaskKey
+from stepwise.model.vocab import WORKFLOW_SECTIONS, DeployStyle, Step, TaskKey, UpgradeKey
 
 Tasks = tuple[dict[str, Any], ...]
 #: a loopback or lab registry without TLS sets the host variable to false
@@ -50,6 +50,8 @@ def styled_service(svc: Service, style: DeployStyle) -> Service:
         if svc.has_runtime:
             steps.update(_derived(svc.name, style, unit))
             steps.pop(Step.PACKAGES, None)
+        if UpgradeKey.PIN in steps:
+            steps[UpgradeKey.PIN] = _container_pins(svc.name, steps[UpgradeKey.PIN])
         if own is not None:
             steps.update(own.tasks.get(section, {}))
         tasks[section] = MappingProxyType({k: v for k, v in steps.items() if v})
@@ -154,7 +156,41 @@ def switch_tasks(service: str, style: DeployStyle) -> Tasks:
             "vars": _image_vars(service),
             "changed_when": True,
         },
+        {
+            # the configuration is generated for the release the new image holds (TripleO
+            # renders it with the new image before the container starts)
+            "name": f"Render the configuration of {service} for its new image (os-apply-config)",
+            "ansible.builtin.command": "os-apply-config",
+            "changed_when": True,
+        },
     )
+
+
+#: the built-in catalog's pins read the release installed now from the host's package; a
+#: container's release is its image's `version` label (the container runs it, not the host)
+_PACKAGE_MAJOR = re.compile(r"^major=\$\(dnf list installed .*\)$", re.M)
+
+
+def container_major(service: str) -> str:
+    """A shell line setting `major` to the release major of the image `service`'s container
+    runs (its `version` label, as TripleO's and Kolla's images carry it)."""
+    read = (
+        "import json, sys; "
+        'print(json.load(sys.stdin)[0]["Config"]["Labels"]["version"].split(".")[0])'
+    )
+    return f"major=$(podman inspect {container_name(service)} | python3 -c '{read}')"
+
+
+def _container_pins(service: str, tasks: Tasks) -> Tasks:
+    """The entry's pin tasks with the release read from the running container's image."""
+    out = []
+    for t in tasks:
+        args = t.get("ansible.builtin.shell")
+        if isinstance(args, dict) and _PACKAGE_MAJOR.search(str(args.get("cmd", ""))):
+            cmd = _PACKAGE_MAJOR.sub(lambda _m: container_major(service), args["cmd"])
+            t = {**t, "ansible.builtin.shell": {**args, "cmd": cmd}}
+        out.append(t)
+    return tuple(out)
 
 
 def fetch_if_missing(service: str) -> dict[str, Any]:

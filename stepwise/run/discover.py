@@ -37,11 +37,18 @@ def config_files(service: str) -> list[str]:
     return [CONFIG_CURRENT.format(service=service), CONFIG_RENDERED.format(service=service)]
 
 
-def stored_facts(deployment: Deployment, store: Store, packages: bool = True) -> Facts:
+def stored_facts(
+    deployment: Deployment,
+    store: Store,
+    packages: bool = True,
+    keep: tuple[str, ...] = ("os", "images"),
+) -> Facts:
     """What `discover` and the runs stored, as the Facts a plan takes, with the milestones
     reached (NO_FACTS and no progress when nothing was recorded). `packages=False`: the
     package versions are not used (a major upgrade changes everything whatever discover
-    saw in the current release's repositories), the OS majors and milestones are."""
+    saw in the current release's repositories), the OS majors and milestones are; `keep`: the
+    node facts kept then (a major upgrade keeps only the images discover asked the target
+    release's registry namespace about)."""
     progress = store.progress(deployment.name)
     data = store.facts(deployment.name)
     if not data or not any(f.get("packages") or f.get("os") for f in data["nodes"].values()):
@@ -51,9 +58,9 @@ def stored_facts(deployment: Deployment, store: Store, packages: bool = True) ->
         # with -e target_namespace), which the plan checks against its own references
         data = {
             "nodes": {
-                n: {k: f[k] for k in ("os", "images") if f.get(k)}
+                n: {k: f[k] for k in keep if f.get(k)}
                 for n, f in data["nodes"].items()
-                if f.get("os") or f.get("images")
+                if any(f.get(k) for k in keep)
             }
         }
         if not data["nodes"]:

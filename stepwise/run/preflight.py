@@ -20,7 +20,7 @@ from typing import Any
 
 from stepwise.errors import InputError, Problem
 from stepwise.model import Deployment
-from stepwise.model.vocab import Step, UpgradeMode, Verdict
+from stepwise.model.vocab import Step, UnitState, UpgradeMode, Verdict
 from stepwise.plan.table import WORKFLOW_TABLE
 from stepwise.plan.units import Plan
 
@@ -78,6 +78,9 @@ class Context:
     plan: Plan
     variables: Mapping[str, Any] = field(default_factory=dict)
     nodes: tuple[str, ...] = ()
+    #: nodes the run being continued left mid-visit: their clusters were left on purpose (the
+    #: continued run's rejoin and verify check them), so the cluster checks skip them
+    mid_visit: frozenset[str] = frozenset()
 
     @property
     def replaces_os(self) -> bool:
@@ -110,7 +113,10 @@ class Context:
         return any(u.step in OS_PREPARE_STEPS and node in u.nodes for u in self.plan.units)
 
     def runs_cluster(self, node: str, kinds: Sequence[str]) -> bool:
-        """One of the node's services is a member of a cluster of these kinds."""
+        """One of the node's services is a member of a cluster of these kinds (and the node
+        is not one a continued run left mid-visit)."""
+        if node in self.mid_visit:
+            return False
         cat = self.deployment.catalog
         return any(cat[s].cluster in kinds for s in self.deployment.services_on(node))
 
@@ -377,6 +383,13 @@ NODE_CHECKS: tuple[NodeCheck, ...] = (
     ),
     NodeCheck("ceph", lambda c, n: c.runs_cluster(n, ("ceph-mon",)), "ceph health", judge_ceph),
 )
+
+
+def mid_visit(plan: Plan, states: Mapping[str, UnitState]) -> frozenset[str]:
+    """The nodes a continued run left in the middle of a visit (a unit failed or cut there):
+    their services may be stopped on purpose until the run continues."""
+    cut = {UnitState.FAILED, UnitState.INTERRUPTED, UnitState.RUNNING}
+    return frozenset(n for u in plan.units if states.get(u.id) in cut for n in u.nodes)
 
 
 def checks_for(ctx: Context, node: str) -> list[NodeCheck]:

@@ -149,7 +149,7 @@ def _run_locked(req: RunRequest, cloud: str, lock: RunLock, observer: Observer) 
     states, rerun, todo = _pending_units(req, plan, resumed)
     _refuse_repeats(store, cloud, resumed.id if resumed else None, todo)
     if req.preflight:
-        _refuse_failed_preflight(req, cloud, key, plan, todo)
+        _refuse_failed_preflight(req, cloud, key, plan, todo, states)
     if req.confirm is not None:
         req.confirm(
             _what(plan, todo, req, resumed, redo=prev if req.fresh and prev is not None else None)
@@ -334,19 +334,19 @@ def _recorded_params(plan: Plan, preflight: bool | None = None) -> dict[str, Any
     return params
 
 
-def _refuse_failed_preflight(
-    req: RunRequest, cloud: str, key: str, plan: Plan, todo: Sequence[Unit]
+def _refuse_failed_preflight(  # noqa: PLR0913 - the run's request and where it stands
+    req: RunRequest, cloud: str, key: str, plan: Plan, todo: Sequence[Unit], states: Mapping
 ) -> None:
     """The preflight on the nodes of the units left to run: a failed check refuses the run
     before anything is recorded or changed, naming the node, the check and what to do."""
-    from stepwise.run.preflight import Context
+    from stepwise.run.preflight import Context, mid_visit
     from stepwise.run.preflight_play import preflight
 
     opts = req.options
     nodes = tuple(sorted({n for u in todo for n in u.nodes}))
     with interrupts_held() as held:
         report = preflight(
-            Context(req.deployment, plan, dict(opts.extra_vars), nodes),
+            Context(req.deployment, plan, dict(opts.extra_vars), nodes, mid_visit(plan, states)),
             req.store,
             cloud,
             connector=opts.connector,

@@ -15,7 +15,7 @@ from stepwise.model.containers import (
     startup_config,
     unit_name,
 )
-from stepwise.model.vocab import DeployStyle, Section, Step
+from stepwise.model.vocab import DeployStyle, Section, Step, UpgradeKey
 from tests.model.test_model_errors import only, problems, small_catalog, write
 
 TRIPLEO, KOLLA, PACKAGES = DeployStyle.TRIPLEO, DeployStyle.KOLLA, DeployStyle.PACKAGES
@@ -198,12 +198,13 @@ def test_a_container_style_derives_stop_switch_start(builtin, name):
             f"podman create --name {name} "
             "{{ stepwise_image_ref + '@' + stepwise_image_digest }}"
         )
+        assert _commands(config)[-1] == "os-apply-config"  # rendered for the new image
         # the service's own work (load balancer drain, live migration) is kept as written
         if svc.has_step(section, Step.LEAVE):
             assert steps[Step.LEAVE] == svc.steps(section)[Step.LEAVE]
-        # nothing of the packages style is left: no dnf, no os-apply-config
+        # nothing of the packages style is left: no dnf
         every = [c for tasks in steps.values() for c in _commands(tasks)]
-        assert not any(c.startswith(("dnf", "os-apply-config")) for c in every)
+        assert not any(c.startswith("dnf") or "dnf list" in c for c in every)
     pull, inspect, check = tri.prestage
     assert pull["ansible.builtin.command"]["argv"][:2] == ["podman", "pull"]
     assert _commands([inspect]) == ["podman image inspect {{ stepwise_image_ref }}"]
@@ -372,3 +373,16 @@ def test_a_styled_service_is_not_styled_again(builtin):
     assert tri.styled(TRIPLEO) is tri
     with pytest.raises(ValueError):
         tri.styled(KOLLA)
+
+
+def test_a_container_pin_reads_the_release_from_the_running_image(builtin):
+    """An RPC pin reads the release a node runs now: on a container node that is the image
+    its container runs (its `version` label), not a host package it does not have."""
+    pin = builtin["nova_compute"].styled(TRIPLEO).steps(Section.UPGRADE)[UpgradeKey.PIN]
+    cmd = pin[0]["ansible.builtin.shell"]["cmd"]
+    assert "dnf list installed" not in cmd
+    assert "podman inspect nova_compute" in cmd and '["Labels"]["version"]' in cmd
+    assert 'crudini --set /etc/nova_compute/nova_compute.conf upgrade_levels nova "R$major"' in cmd
+    # the packages style keeps the entry as written
+    written = builtin["nova_compute"].steps(Section.UPGRADE)[UpgradeKey.PIN]
+    assert "dnf list installed" in written[0]["ansible.builtin.shell"]["cmd"]

@@ -415,3 +415,32 @@ def test_ctrl_c_during_the_preflight_is_held_until_it_ends():
         finished = True
     assert finished and held == ["SIGINT", "SIGINT"]
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_nodes_a_continued_run_left_mid_visit_skip_the_cluster_checks():
+    """Continuing a run that failed in a node's visit: that node left its clusters on purpose
+    (its rejoin and verify come later in the same run), so its pacemaker and galera checks
+    would only refuse the continuation; every other node is still checked."""
+    from dataclasses import replace
+
+    from stepwise.model.facts import NO_FACTS
+    from stepwise.run.preflight import mid_visit
+
+    dep = load_deployment(ROOT / "examples" / "classic.yaml")
+    plan = plan_verified(Workflow.UPDATE, dep, NO_FACTS, Selection(), variables={}, runnable=False)
+    ctx = Context(dep, plan, {}, tuple(n.name for n in dep.nodes))
+    clustered = [n for n in ctx.nodes if {"galera", "pacemaker", "ceph"} & _checks(ctx, n)]
+    assert clustered
+    node = clustered[0]
+    cut = next(u for u in ctx.plan.units if node in u.nodes and u.step == "start")
+    left = mid_visit(ctx.plan, {cut.id: UnitState.FAILED, "u-other": UnitState.DONE})
+    assert node in left
+    resumed = replace(ctx, mid_visit=left)
+    assert not {"galera", "pacemaker", "ceph"} & _checks(resumed, node)
+    assert "disk" in _checks(resumed, node)  # the node's own checks stay
+    others = [n for n in clustered if n not in left]
+    assert all(_checks(resumed, n) == _checks(ctx, n) for n in others)
+
+
+def _checks(ctx: Context, node: str) -> set[str]:
+    return {c.name for c in checks_for(ctx, node)}
