@@ -325,7 +325,9 @@ def _config_of(spec: FactsSpec, deployment: Deployment, node: str) -> Mapping[st
 def facts_to_dict(facts: Facts) -> dict | None:
     """Facts in the facts-file shape (FactsSpec), e.g. to record what a run was planned from;
     None when nothing was known."""
-    if not facts.known and not facts.os_known:
+    # a major upgrade's facts know no package but may know its containers' target images:
+    # those are recorded (a continued run switches to the same digests)
+    if not facts.known and not facts.os_known and not any(n.images for n in facts.nodes.values()):
         return (
             {"nodes": {}, "progress": sorted(facts.progress), "known": False}
             if facts.progress

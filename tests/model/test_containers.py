@@ -15,6 +15,7 @@ from stepwise.model.containers import (
     startup_config,
     unit_name,
 )
+from stepwise.model.facts import facts_from_dict, facts_to_dict
 from stepwise.model.vocab import DeployStyle, Section, Step, UpgradeKey
 from tests.model.test_model_errors import only, problems, small_catalog, write
 
@@ -291,6 +292,11 @@ def test_image_facts_load_and_say_what_changes(tmp_path):
     assert (
         facts.image("c0", "api").describe() == "image r/ns/api:current aaaaaaaaaaaa -> bbbbbbbbbbbb"
     )
+    # a major upgrade plans knowing no package but its images' targets: recorded with a run
+    # (facts_to_dict) they come back when the run is continued
+    upgrade = facts.without_packages()
+    back = facts_from_dict(facts_to_dict(upgrade), dep)
+    assert not back.known and back.image("c0", "api") == facts.image("c0", "api")
     bad = write(
         tmp_path / "bad.yaml",
         "nodes:\n  c0:\n    images:\n      api: {running: 'md5:x'}\n      agent: {}\n",
