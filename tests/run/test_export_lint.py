@@ -26,6 +26,9 @@ NOT_APPLYING = {
     ("hci", "management-upgrade"),
     ("openstack", "management-upgrade"),
     ("undercloud", "system-upgrade"),
+    ("tripleo-containers", "management-upgrade"),
+    # the OS upgrade of container-style roles is refused (not planned yet)
+    ("tripleo-containers", "system-upgrade"),
 }
 _FINDING = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+)(?::\d+)?: (?P<rule>[\w\[\]-]+): ")
 
