@@ -80,14 +80,8 @@ def initial_state(dep: Deployment, facts: Facts) -> dict:
     }
 
 
-def plan_system_upgrade(
-    builder: PlanBuilder,
-    dep: Deployment,
-    facts: Facts,
-    nodes: list[str] | None,
-) -> None:
-    """What is left of the OS upgrade of the whole cloud (the selection picks the part the
-    operator's command runs)."""
+def _refuse_container_roles(dep: Deployment) -> None:
+    """Refuse the OS upgrade of a deployment with container-style roles, naming them."""
     containerized = [
         f"{r.name} ({r.style})" for r in dep.roles if r.style is not DeployStyle.PACKAGES
     ]
@@ -104,6 +98,17 @@ def plan_system_upgrade(
                 "upgrade plan container styles",
             )
         )
+
+
+def plan_system_upgrade(
+    builder: PlanBuilder,
+    dep: Deployment,
+    facts: Facts,
+    nodes: list[str] | None,
+) -> None:
+    """What is left of the OS upgrade of the whole cloud (the selection picks the part the
+    operator's command runs)."""
+    _refuse_container_roles(dep)
     c = OsCloud(dep, facts, set(nodes or ()))
     if not c.roles:
         raise InputError(
