@@ -334,7 +334,7 @@ def _recorded_params(plan: Plan, preflight: bool | None = None) -> dict[str, Any
     return params
 
 
-def _refuse_failed_preflight(  # noqa: PLR0913 - the run's request and where it stands
+def _refuse_failed_preflight(
     req: RunRequest, cloud: str, key: str, plan: Plan, todo: Sequence[Unit], states: Mapping
 ) -> None:
     """The preflight on the nodes of the units left to run: a failed check refuses the run

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.lab.conftest import Node  # a node command as a task runs it
 from tests.run.test_e2e_lab import _lab_or_skip, lab_dir  # noqa: F401 - the fixture
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,20 +50,6 @@ class _Cli:
         return p
 
 
-def _node(the_lab, node: str, *argv: str) -> subprocess.CompletedProcess:
-    """A node command as a task runs it (the node's PATH and root)."""
-    r = subprocess.run(
-        list(argv),
-        env=the_lab.node_env(node),
-        cwd=the_lab.node_root(node),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert r.returncode == 0, f"{node}: {argv} -> {r.returncode}: {r.stdout}{r.stderr}"
-    return r
-
-
 def _containerized(the_lab, node: str) -> list[str]:
     from stepwise.lab import containers
 
@@ -75,7 +62,7 @@ def _running_digests(the_lab, nodes: list[str]) -> dict[tuple[str, str], str]:
     """(node, container) -> the digest of the image the node's container runs, as the node's
     own `podman inspect` says."""
     return {
-        (n, s): json.loads(_node(the_lab, n, "podman", "inspect", s).stdout)[0]["ImageDigest"]
+        (n, s): json.loads(Node(the_lab, n).run(f"podman inspect {s}").stdout)[0]["ImageDigest"]
         for n in nodes
         for s in _containerized(the_lab, n)
     }
@@ -90,7 +77,7 @@ def _registry_digests(the_lab, node: str, namespace: str | None) -> dict[str, st
     out = {}
     for s in _containerized(the_lab, node):
         ref = containers.ref(the_lab.spec, s, tag, namespace)
-        r = _node(the_lab, node, "skopeo", "inspect", "--tls-verify=false", f"docker://{ref}")
+        r = Node(the_lab, node).run(f"skopeo inspect --tls-verify=false docker://{ref}")
         out[s] = json.loads(r.stdout)["Digest"]
     return out
 

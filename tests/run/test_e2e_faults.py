@@ -13,24 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
-from test_e2e_lab import _lab_or_skip, lab_dir  # noqa: F401 - the fixture
+from test_e2e_lab import _lab_or_skip, lab_dir, small_classic  # noqa: F401 - the fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPWISE = str(Path(sys.executable).parent / "stepwise")
 
 pytestmark = [pytest.mark.e2e, pytest.mark.lab]
-
-
-def _small_classic(path: Path) -> Path:
-    """The classic layout with one ceph node: the data plane only has to be there (and stay
-    untouched until the resume), the rule under test is about the control plane's batches.
-    Two computes, so that each can be drained onto the other."""
-    text = (ROOT / "examples" / "classic.yaml").read_text()
-    text = text.replace('count: 3, name: "ceph', 'count: 1, name: "ceph').replace(
-        "name: classic", "name: crashlab"
-    )
-    path.write_text(text)
-    return path
 
 
 def test_a_node_crashed_mid_batch_stops_the_run_before_the_next_batch(
@@ -44,7 +32,10 @@ def test_a_node_crashed_mid_batch_stops_the_run_before_the_next_batch(
     from stepwise.lab.probe import Probe
     from stepwise.run.store import open_store
 
-    dep_path = _small_classic(tmp_path / "crashlab.yaml")
+    # one ceph node: the data plane only has to be there (and stay untouched until the
+    # resume), the rule under test is about the control plane's batches; two computes, so
+    # that each can be drained onto the other
+    dep_path = small_classic(tmp_path / "crashlab.yaml", "crashlab")
     store_url = f"sqlite:///{tmp_path / 'store.sqlite'}"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cmd = [

@@ -41,6 +41,17 @@ def lab_dir():
     shutil.rmtree(d, ignore_errors=True)
 
 
+def small_classic(path: Path, name: str | None = None) -> Path:
+    """The classic layout with one ceph node (the scenarios that use it touch no ceph node but
+    the one), written to `path`; `name` renames the cloud (its store and lab are its own)."""
+    text = (ROOT / "examples" / "classic.yaml").read_text()
+    text = text.replace('count: 3, name: "ceph', 'count: 1, name: "ceph')
+    if name:
+        text = text.replace("name: classic", f"name: {name}")
+    path.write_text(text)
+    return path
+
+
 def _lab_or_skip():
     try:
         import stepwise.lab  # noqa: F401

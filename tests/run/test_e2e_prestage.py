@@ -13,23 +13,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_e2e_lab import _lab_or_skip, lab_dir  # noqa: F401 - the fixture
+from test_e2e_lab import _lab_or_skip, lab_dir, small_classic  # noqa: F401 - the fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPWISE = str(Path(sys.executable).parent / "stepwise")
 NODES = "compute-0,ceph-0"
 
 pytestmark = [pytest.mark.e2e, pytest.mark.lab]
-
-
-def _small_classic(path: Path) -> Path:
-    """The classic layout with one ceph node (the update is limited to a compute and it)."""
-    text = (ROOT / "examples" / "classic.yaml").read_text()
-    text = text.replace('count: 3, name: "ceph', 'count: 1, name: "ceph').replace(
-        "name: classic", "name: prestagelab"
-    )
-    path.write_text(text)
-    return path
 
 
 def _stepwise(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -50,7 +40,7 @@ def test_update_with_prestage_fetches_first_and_fails_no_request(
     from stepwise.lab.probe import Probe
     from stepwise.run.store import open_store
 
-    dep_path = _small_classic(tmp_path / "prestagelab.yaml")
+    dep_path = small_classic(tmp_path / "prestagelab.yaml", "prestagelab")
     store_url = f"sqlite:///{tmp_path / 'store.sqlite'}"
     where = ("-d", str(dep_path), "--lab", str(lab_dir), "--store", store_url)
     run = ("update", "run", *where, "--limit", NODES, "--prestage-parallel", "2", "--json")

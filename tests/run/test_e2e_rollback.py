@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_e2e_lab import _lab_or_skip, lab_dir  # noqa: F401 - the fixture
+from test_e2e_lab import _lab_or_skip, lab_dir, small_classic  # noqa: F401 - the fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPWISE = str(Path(sys.executable).parent / "stepwise")
@@ -22,13 +22,6 @@ STEPWISE = str(Path(sys.executable).parent / "stepwise")
 UPDATED = ("controller-0", "controller-1", "compute-0")
 
 pytestmark = [pytest.mark.e2e, pytest.mark.lab]
-
-
-def _small_classic(path: Path) -> Path:
-    """The classic layout with one ceph node: the rollback only touches what the update did."""
-    text = (ROOT / "examples" / "classic.yaml").read_text()
-    path.write_text(text.replace('count: 3, name: "ceph', 'count: 1, name: "ceph'))
-    return path
 
 
 def test_rollback_of_a_limited_update_keeps_the_apis_up_and_restores_every_version(
@@ -41,7 +34,7 @@ def test_rollback_of_a_limited_update_keeps_the_apis_up_and_restores_every_versi
     from stepwise.lab.nodes import Lab
     from stepwise.lab.probe import Probe, failed, summarize
 
-    dep_path = _small_classic(tmp_path / "classic.yaml")
+    dep_path = small_classic(tmp_path / "classic.yaml")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     common = ["-d", str(dep_path), "--store", f"sqlite:///{tmp_path}/s.db"]
 
