@@ -193,12 +193,15 @@ def _services_blocks(
     others), and the health checks of the services checked in it."""
     tasks: list[dict[str, Any]] = []
     health: dict[str, Any] = {}
+    last = _Last()
     for service, nodes in on.items():
         by_style = _by_style(deployment, nodes)
         for style, styled_nodes in by_style.items():
             svc = deployment.catalog[service].styled(style)
             body = []
             for t in service_tasks(deployment, plan.workflow, service, unit.step, style):
+                if last.repeats(t, styled_nodes):
+                    continue
                 t = copy.deepcopy(t)
                 t["name"] = service_task_name(service, task_label(t))
                 body.append(t)
@@ -219,6 +222,26 @@ def _services_blocks(
             block["block"] = body  # last: Ansible's (and ansible-lint's) order name, when, block
             tasks.append(block)
     return tasks, health
+
+
+class _Last:
+    """The task a unit ran last and where: a service's task that is the same (its name aside)
+    on the same nodes or fewer runs once. Node-wide work declared by every service of a node
+    (os-apply-config renders the whole node's configuration) would otherwise run once per
+    service, 18 times on a controller, each an Ansible module run; only a task right after its
+    twin is dropped, so nothing another task changed in between is skipped."""
+
+    def __init__(self) -> None:
+        self.task: dict[str, Any] | None = None
+        self.nodes: frozenset[str] = frozenset()
+
+    def repeats(self, task: dict[str, Any], nodes: list[str]) -> bool:
+        """Whether `task` on `nodes` repeats the last one (else it becomes the last one)."""
+        bare = {k: v for k, v in task.items() if k != "name"}
+        if bare == self.task and self.nodes >= set(nodes):
+            return True
+        self.task, self.nodes = bare, frozenset(nodes)
+        return False
 
 
 def _by_style(deployment: Deployment, nodes: list[str]) -> dict[DeployStyle, list[str]]:

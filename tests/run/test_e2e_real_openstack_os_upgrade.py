@@ -45,7 +45,9 @@ def test_real_openstack_through_the_os_upgrade(tmp_path: Path, lab_dir: Path):  
     log: list[str] = []
 
     def sw(*args: str) -> subprocess.CompletedProcess:
-        yes = [] if args[0] == "discover" else ["--yes"]
+        # the prestage stage has its own scenarios (test_e2e_prestage, test_e2e_containers):
+        # here each of the many commands would add a fetch and a gate to CI's time
+        yes = [] if args[0] == "discover" else ["--yes", "--no-prestage"]
         p = subprocess.run(
             [
                 STEPWISE,

@@ -58,7 +58,9 @@ def test_rollback_of_a_limited_update_keeps_the_apis_up_and_restores_every_versi
         before = versions()
         stepwise("discover")
         update = json.loads(
-            stepwise("update", "run", "--limit", ",".join(UPDATED), "--json").stdout
+            stepwise(
+                "update", "run", "--limit", ",".join(UPDATED), "--json", "--no-prestage"
+            ).stdout
         )
         assert update["status"] == "done", update
         run_id = update["run_id"]
@@ -72,7 +74,9 @@ def test_rollback_of_a_limited_update_keeps_the_apis_up_and_restores_every_versi
 
         started = time.monotonic()
         with Probe(the_lab, rate=4.0, max_seconds=900) as probe:
-            rb = stepwise("rollback", "run", "--run", str(run_id), "--yes", "--json")
+            rb = stepwise(
+                "rollback", "run", "--run", str(run_id), "--yes", "--json", "--no-prestage"
+            )
         probe.stop()
         took = time.monotonic() - started
         res = json.loads(rb.stdout)

@@ -159,3 +159,32 @@ def test_data_never_becomes_template_code(tmp_path: Path):
     play_text = to_yaml([render_unit(Plan(Workflow.UPDATE, dep.name, (u,)), u, dep)])
     assert "!unsafe '{{ lookup(''pipe'', ''touch /tmp/x'') }}'" in play_text
     yaml.safe_load(play_text.replace("!unsafe", ""))  # still one YAML document
+
+
+def _leaves(tasks: list[dict]) -> list[dict]:
+    return [t for b in tasks for t in (b["block"] if "block" in b else [b])]
+
+
+def test_a_node_wide_task_every_service_declares_runs_once_per_node():
+    """os-apply-config renders the whole node: the config unit of a classic controller runs it
+    once, not once per service; a task between two twins keeps both (it may change what the
+    second one does)."""
+    dep = load_deployment(ROOT / "examples" / "classic.yaml")
+    node = dep.roles[0].nodes[0].name
+    services = tuple(s for s, nodes in dep.instances.items() if node in {n.name for n in nodes})
+    assert len(services) > 5
+    u = Unit("c", Step.CONFIG, (node,), services)
+    tasks = _leaves(render_unit(Plan(Workflow.UPDATE, dep.name, (u,)), u, dep)["tasks"])
+    renders = [t for t in tasks if t.get("ansible.builtin.command") == "os-apply-config"]
+    assert len(renders) == 1, [t["name"] for t in tasks]
+
+    # two twins with a different task between them: nothing dropped
+    from stepwise.run import render as R
+
+    last = R._Last()
+    twin, other = {"name": "a", "ansible.builtin.command": "x"}, {"ansible.builtin.command": "y"}
+    assert not last.repeats(twin, ["n1", "n2"])
+    assert last.repeats({**twin, "name": "b"}, ["n1"])  # same task, fewer nodes
+    assert not last.repeats(other, ["n1"])
+    assert not last.repeats(twin, ["n1"])
+    assert not last.repeats({**twin, "name": "c"}, ["n1", "n3"])  # a node it has not run on
