@@ -44,8 +44,9 @@ def lab_dir():
 def small_classic(path: Path, name: str | None = None) -> Path:
     """The classic layout with one ceph node (the scenarios that use it touch no ceph node but
     the one), written to `path`; `name` renames the cloud (its store and lab are its own)."""
-    text = (ROOT / "examples" / "classic.yaml").read_text()
-    text = text.replace('count: 3, name: "ceph', 'count: 1, name: "ceph')
+    full = (ROOT / "examples" / "classic.yaml").read_text()
+    text = full.replace('count: 3, name: "ceph', 'count: 1, name: "ceph')
+    assert text != full, "examples/classic.yaml no longer has three ceph nodes to shrink"
     if name:
         text = text.replace("name: classic", f"name: {name}")
     path.write_text(text)
@@ -75,14 +76,7 @@ def test_demo_minor_update_and_major_upgrade(tmp_path: Path, lab_dir: Path):
     # the classic cloud with one ceph storage node instead of three: the ceph nodes only add
     # more of the same visits, and CI time goes to the scenarios (the example itself comes up
     # in full in the test below)
-    classic = tmp_path / "classic.yaml"
-    text = CLASSIC.read_text()
-    classic.write_text(
-        text.replace(
-            'nodes: {count: 3, name: "ceph-{index}"', 'nodes: {count: 1, name: "ceph-{index}"'
-        )
-    )
-    assert classic.read_text() != text
+    classic = small_classic(tmp_path / "classic.yaml")
     r = CliRunner().invoke(
         app,
         [
