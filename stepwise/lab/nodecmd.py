@@ -11,7 +11,6 @@ import configparser
 import os
 import sys
 import time
-import urllib.request
 from collections.abc import Callable
 
 from stepwise.lab import containers as C
@@ -95,6 +94,10 @@ def _unit(lab: Lab, node: str, name: str) -> str | None:
 
 
 def http_health(lab: Lab, node: str, service: str, timeout: float = 2.0) -> tuple[bool, str]:
+    # imported here: a quarter of a node command's start-up, and most commands never ask
+    import urllib.error
+    import urllib.request
+
     svc = lab.service(service)
     url = f"http://{lab.node(node)['address']}:{svc['port']}{svc['health_path']}"
     try:

@@ -42,6 +42,7 @@ from stepwise.run.node_work import (
     transfer_check,
 )
 from stepwise.run.once_only import flag_hosts, flag_name, guard_tasks, marker_keys
+from stepwise.run.package_batch import UPDATE_VAR, UpdateBatches, canonical_update
 from stepwise.run.service_tasks import (
     SHELL_SYNTAX,
     health_tasks,
@@ -130,7 +131,7 @@ def render_unit(
     work = unit_work(unit, deployment)
     on = _nodes_of_services(work)
     hosts = unit_hosts(unit, deployment)
-    tasks, health = _services_blocks(plan, unit, deployment, on, hosts)
+    tasks, health, updates = _services_blocks(plan, unit, deployment, on, hosts)
     images = plan.params.get("images") or {}
     node_work = unit.step.info.node_work
     if unit.step is Step.PRESTAGE and not prestage_packages(unit, deployment, work):
@@ -157,11 +158,14 @@ def render_unit(
     tasks = [_cmd_form(t) for t in tasks]
     if max_fail_percentage > 0 and not for_export:
         tasks.insert(0, _skip_failed_hosts())
+    pvars = _play_vars(unit, deployment, work, on, hosts, health, images)
+    if updates:
+        pvars[UPDATE_VAR] = updates
     play: dict[str, Any] = {
         "name": unit.id,
         "hosts": ",".join(hosts),
         "gather_facts": False,
-        "vars": unsafe(_play_vars(unit, deployment, work, on, hosts, health, images)),
+        "vars": unsafe(pvars),
         "tasks": tasks,
     }
     if max_fail_percentage <= 0:
@@ -188,25 +192,31 @@ def _services_blocks(
     deployment: Deployment,
     on: dict[str, list[str]],
     hosts: list[str],
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, list[str]]]]:
     """One block per service with tasks for the step (limited to its nodes when the play has
-    others), and the health checks of the services checked in it."""
+    others), the health checks of the services checked in it, and the packages of the
+    batched updates (`package_batch.py`)."""
     tasks: list[dict[str, Any]] = []
     health: dict[str, Any] = {}
     last = _Last()
+    batches = UpdateBatches()
     for service, nodes in on.items():
         by_style = _by_style(deployment, nodes)
         for style, styled_nodes in by_style.items():
             svc = deployment.catalog[service].styled(style)
-            body = []
-            for t in service_tasks(deployment, plan.workflow, service, unit.step, style):
-                if last.repeats(t, styled_nodes):
-                    continue
-                t = copy.deepcopy(t)
-                t["name"] = service_task_name(service, task_label(t))
-                body.append(t)
+            steps = service_tasks(deployment, plan.workflow, service, unit.step, style)
+            updates = [canonical_update(t) for t in steps] if unit.step is Step.PACKAGES else []
+            if updates and all(updates):
+                for packages in updates:
+                    first = batches.add(service, styled_nodes, packages or ())
+                    if first is not None:
+                        tasks.append(first)
+                last = _Last()  # a task after the update is no repeat of one before it
+                continue
+            body = _service_body(service, steps, styled_nodes, last)
             if not body:
                 continue
+            batches.close()
             if unit.step is Step.VERIFY and svc.health:
                 # a unit's nodes of two styles would need two checks of one service: the
                 # planner makes a batch of one role, so one style per service and unit
@@ -221,7 +231,22 @@ def _services_blocks(
                 block["when"] = f"inventory_hostname in stepwise_on[{service!r}]"
             block["block"] = body  # last: Ansible's (and ansible-lint's) order name, when, block
             tasks.append(block)
-    return tasks, health
+    return tasks, health, batches.batches
+
+
+def _service_body(
+    service: str, steps: list[dict[str, Any]], nodes: list[str], last: _Last
+) -> list[dict[str, Any]]:
+    """A service's tasks for the step as its block runs them: named after the service, a
+    task that repeats the one just before it on the same nodes left out."""
+    body = []
+    for t in steps:
+        if last.repeats(t, nodes):
+            continue
+        t = copy.deepcopy(t)
+        t["name"] = service_task_name(service, task_label(t))
+        body.append(t)
+    return body
 
 
 class _Last:

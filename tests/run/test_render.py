@@ -188,3 +188,56 @@ def test_a_node_wide_task_every_service_declares_runs_once_per_node():
     assert not last.repeats(other, ["n1"])
     assert not last.repeats(twin, ["n1"])
     assert not last.repeats({**twin, "name": "c"}, ["n1", "n3"])  # a node it has not run on
+
+
+def test_the_services_package_updates_of_a_node_are_one_dnf_transaction():
+    """A classic controller's packages unit updates every service's packages in one `dnf -y
+    update` (not one module run per service); each node gets exactly its services' packages."""
+    dep = load_deployment(ROOT / "examples" / "classic.yaml")
+    node = dep.roles[0].nodes[0].name
+    services = tuple(s for s, nodes in dep.instances.items() if node in {n.name for n in nodes})
+    u = Unit("p", Step.PACKAGES, (node,), services)
+    play = render_unit(Plan(Workflow.UPDATE, dep.name, (u,)), u, dep)
+    tasks = _leaves(play["tasks"])
+    per_service = [t for t in tasks if str(t.get("ansible.builtin.command", "")).startswith("dnf")]
+    assert per_service == []
+    batched = [t for t in tasks if "stepwise_dnf_update" in str(t.get("ansible.builtin.command"))]
+    assert len(batched) == 1
+    assert batched[0]["when"] == "inventory_hostname in stepwise_dnf_update[0]"
+    owned = {p for s in services for p in dep.catalog[s].packages}
+    assert set(play["vars"]["stepwise_dnf_update"][0][node]) == owned
+
+
+def test_only_the_catalogs_plain_update_form_is_batched_and_order_is_kept():
+    from stepwise.run.package_batch import UpdateBatches, canonical_update
+
+    plain = {
+        "name": "Update the x packages",
+        "ansible.builtin.command": "dnf -y update openstack-x python3-x",
+        "register": "x_dnf",
+        "changed_when": "'Nothing to do' not in x_dnf.stdout",
+    }
+    assert canonical_update(plain) == ("openstack-x", "python3-x")
+    assert canonical_update({"ansible.builtin.command": "dnf -y update a"}) == ("a",)
+    for other in (
+        {**plain, "when": "x is defined"},  # a condition: left as written
+        {**plain, "ansible.builtin.command": "dnf -y update --best a"},  # an option
+        {**plain, "ansible.builtin.command": "dnf -y update $(touch /tmp/x)"},
+        {**plain, "ansible.builtin.command": "dnf -y update"},  # the whole node: not a service's
+        {**plain, "changed_when": True},  # the register may be read by a later task
+        {"ansible.builtin.command": {"argv": ["dnf", "-y", "update", "a"]}},
+        {"ansible.builtin.shell": "dnf -y update a"},
+    ):
+        assert canonical_update(other) is None, other
+
+    batches = UpdateBatches()
+    first = batches.add("a", ["n1", "n2"], ("pa", "common"))
+    assert first is not None and batches.add("b", ["n2"], ("pb", "common")) is None
+    batches.close()  # another task came: the next update may not move before it
+    second = batches.add("c", ["n1"], ("pc",))
+    assert second is not None and second is not first
+    assert batches.batches == [
+        {"n1": ["pa", "common"], "n2": ["pa", "common", "pb"]},
+        {"n1": ["pc"]},
+    ]
+    assert "a, b" in first["name"] and second["when"].endswith("stepwise_dnf_update[1]")

@@ -33,6 +33,15 @@ from ansible.plugins.connection import ConnectionBase
 
 ENV_LAB = "STEPWISE_LAB_DIR"
 ENV_NODE = "STEPWISE_LAB_NODE"
+# the node Python's compiled-code cache for module payloads (nodepython/sitecustomize.py)
+NODE_PYTHON = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "nodepython"
+)
+
+
+def _code_cache():
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "stepwise", "lab", "module-code-v1")
 
 
 class Connection(ConnectionBase):
@@ -62,6 +71,9 @@ class Connection(ConnectionBase):
         env["PATH"] = os.path.join(lab_dir, "bin") + ":" + env.get("PATH", "/usr/bin:/bin")
         env[ENV_LAB] = lab_dir
         env[ENV_NODE] = node
+        # module runs compile their zipped module_utils once per machine, not once per run
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (NODE_PYTHON, env.get("PYTHONPATH"))))
+        env["STEPWISE_LAB_CODE_CACHE"] = _code_cache()
         return env
 
     def _map(self, path):

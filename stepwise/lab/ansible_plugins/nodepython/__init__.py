@@ -1,0 +1,1 @@
+# a directory, not a package to import: the lab puts it on the node Python's PYTHONPATH
