@@ -14,24 +14,23 @@ import pytest
 
 #: seconds each e2e test took in CI (`--durations`); a new one counts as DEFAULT_SECONDS
 E2E_SECONDS = {
-    # measured in a fresh clone's run of the whole suite (stop 31: two lanes sharing 2 cores,
-    # before the OS-upgrade, real-OS-upgrade and rollback scenarios dropped their prestage)
-    "test_demo_minor_update_and_major_upgrade": 1421,
-    "test_the_seeds_twelve_steps_on_composed_roles": 1023,
-    "test_real_openstack_minor_update_and_major_upgrade": 1005,
-    "test_real_openstack_through_the_os_upgrade": 850,
-    "test_minor_update_of_an_imported_composed_cloud_fails_no_request": 765,
-    "test_rollback_of_a_limited_update_keeps_the_apis_up_and_restores_every_version": 612,
-    "test_a_node_crashed_mid_batch_stops_the_run_before_the_next_batch": 472,
-    "test_containerized_update_and_upgrade_with_prestage": 466,
-    "test_drain_waits_for_live_migration_and_applies_each_policy": 163,
-    "test_management_node_os_and_release_upgrade_across_a_database_major": 144,
-    "test_lab_abort_leaves_every_service_serving_and_the_same_command_finishes": 110,
-    "test_sigkill_and_sigint_during_a_lab_update_then_run_again": 105,
-    "test_l3_routers_fail_over_before_their_agent_stops": 84,
-    "test_report_of_a_lab_run": 78,
-    "test_update_with_prestage_fetches_first_and_fails_no_request": 64,
-    "test_config_change_restarts_only_that_service_where_it_changed": 46,
+    # measured in a fresh clone's run of the whole suite (stop 32: two lanes sharing 2 cores)
+    "test_the_seeds_twelve_steps_on_composed_roles": 1213,
+    "test_demo_minor_update_and_major_upgrade": 1166,
+    "test_real_openstack_through_the_os_upgrade": 861,
+    "test_real_openstack_minor_update_and_major_upgrade": 756,
+    "test_minor_update_of_an_imported_composed_cloud_fails_no_request": 717,
+    "test_containerized_update_and_upgrade_with_prestage": 451,
+    "test_a_node_crashed_mid_batch_stops_the_run_before_the_next_batch": 450,
+    "test_rollback_of_a_limited_update_keeps_the_apis_up_and_restores_every_version": 421,
+    "test_drain_waits_for_live_migration_and_applies_each_policy": 187,
+    "test_sigkill_and_sigint_during_a_lab_update_then_run_again": 126,
+    "test_l3_routers_fail_over_before_their_agent_stops": 118,
+    "test_management_node_os_and_release_upgrade_across_a_database_major": 103,
+    "test_report_of_a_lab_run": 74,
+    "test_update_with_prestage_fetches_first_and_fails_no_request": 66,
+    "test_lab_abort_leaves_every_service_serving_and_the_same_command_finishes": 65,
+    "test_config_change_restarts_only_that_service_where_it_changed": 62,
 }
 DEFAULT_SECONDS = 120
 LANES = 2
