@@ -72,8 +72,11 @@ class Connection(ConnectionBase):
         env[ENV_LAB] = lab_dir
         env[ENV_NODE] = node
         # module runs compile their zipped module_utils once per machine, not once per run
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, (NODE_PYTHON, env.get("PYTHONPATH"))))
-        env["STEPWISE_LAB_CODE_CACHE"] = _code_cache()
+        # (benchmarks/module_runs.py measures it against STEPWISE_LAB_NO_CODE_CACHE=1)
+        if not os.environ.get("STEPWISE_LAB_NO_CODE_CACHE"):
+            paths = (NODE_PYTHON, env.get("PYTHONPATH"))
+            env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+            env["STEPWISE_LAB_CODE_CACHE"] = _code_cache()
         return env
 
     def _map(self, path):
