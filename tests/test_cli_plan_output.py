@@ -188,6 +188,21 @@ def test_plan_html_says_what_it_wrote(tmp_path: Path):
     )  # stdout stays the plan
 
 
+def test_plan_html_dash_prints_the_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """`--html -` prints the report on stdout (no file named "-"); with --json, which also
+    prints there, it is refused before anything is written."""
+    monkeypatch.chdir(tmp_path)
+    classic = str(ROOT / "examples" / "classic.yaml")
+    r = run("plan", "update", "-d", classic, "--html", "-")
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("<!DOCTYPE html>") and r.stdout.rstrip().endswith("</html>")
+    assert "stepwise plan: update of classic" in r.stdout
+    assert not (tmp_path / "-").exists()
+    r = run("plan", "update", "-d", classic, "--html", "-", "--json")
+    assert r.exit_code == 2 and "both print to standard output" in r.output
+    assert not (tmp_path / "-").exists()
+
+
 def test_exported_plays_and_files_say_what_they_do(tmp_path: Path):
     import yaml
 

@@ -135,7 +135,8 @@ PLAN_HTML = typer.Option(
     "--html",
     metavar="FILE",
     help="Also write the plan's report: one "
-    "self-contained HTML file (timeline, availability, the why of each batch).",
+    "self-contained HTML file (timeline, availability, the why of each batch); "
+    "'-' prints it instead of the plan.",
 )
 PLAN_EXPAND = typer.Option(
     False,
@@ -190,7 +191,7 @@ def plan(
     from stepwise.plan import parse_workflow, selection_for
 
     with reported(), gc_paused():
-        begins = _html_start(start, html)
+        begins = _html_start(start, html, json_out)
         dep = load_deployment(deployment)
         wf = parse_workflow(workflow)
         sel = selection_for(
@@ -207,6 +208,9 @@ def plan(
         ev = parse_extra_vars(extra_vars)
 
         p = _previewed(wf, dep, fx, sel, ev)
+        if html is not None and str(html) == "-":
+            write_stdout(lambda out: out.write(_plan_html(p, dep, begins)))
+            return
         if html is not None:
             _write_html(p, dep, html, json_out, force, begins)
         if json_out:
@@ -248,10 +252,30 @@ def _say_accept_downtime(p, dep: Deployment) -> None:
         )
 
 
-def _html_start(start: str | None, html: Path | None) -> datetime | None:
-    """`--start`, which only the report uses: without `--html` it is bad input."""
+def _plan_html(p, dep: Deployment, start: datetime | None) -> bytes:
+    """The plan's report as `--html -` prints it."""
+    from stepwise.observe.report import plan_section, report_html
+
+    return report_html(
+        f"stepwise plan: {p.workflow} of {dep.name}", [plan_section(p, dep, start=start)]
+    )
+
+
+def _html_start(start: str | None, html: Path | None, json_out: bool = False) -> datetime | None:
+    """`--start`, which only the report uses: without `--html` it is bad input (as is
+    `--html -` with `--json`: both would be standard output)."""
     from stepwise.cli.report_cmd import parse_start
 
+    if json_out and html is not None and str(html) == "-":
+        from stepwise.errors import InputError, Problem
+
+        raise InputError(
+            Problem(
+                "--html - and --json both print to standard output",
+                field="--html",
+                hint="write the report to a file (--html plan.html) or leave out --json",
+            )
+        )
     begins = parse_start(start)
     if begins is not None and html is None:
         from stepwise.errors import InputError, Problem

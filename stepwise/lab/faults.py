@@ -88,7 +88,23 @@ def inject(lab: Lab, kind: str, node: str, target: str | None = None, seconds: f
         else:
             raise InputError(Problem(f"unknown fault '{kind}'", hint=f"one of {', '.join(KINDS)}"))
         lab.write_state(node, "faults.json", f)
+    if kind == "clear":
+        msg += _clear_no_live_migrate(lab, node)
     return msg
+
+
+def _clear_no_live_migrate(lab: Lab, node: str) -> str:
+    """`clear` also lets the node's instances live-migrate again; what it says of them."""
+    with lab.node_lock("_lab"):
+        wl = S.workloads(lab)
+        freed = sorted(
+            v for v, st in wl.items() if st["host"] == node and st.get("no_live_migrate")
+        )
+        for v in freed:
+            wl[v].pop("no_live_migrate")
+        if freed:
+            S.save_workloads(lab, wl)
+    return f" ({', '.join(freed)} can live-migrate again)" if freed else ""
 
 
 def _no_live_migrate(lab: Lab, node: str, vm: str | None) -> str:

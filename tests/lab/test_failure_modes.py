@@ -255,3 +255,19 @@ def test_data_transfer_twice_destroys_newer_data(lab, node):
     c0.run(copy)
     c0.run("systemctl start galera")
     wait_for(lambda: "schema 1 is older than code 2" in health(lab, "ctrl-0", "keystone")["health"])
+
+
+def test_fault_clear_lets_an_instance_live_migrate_again(lab, node):
+    """`lab fault clear NODE` undoes every fault of the node, no-live-migrate on its
+    instances too: nova's host-evacuate-live moves the instance afterwards."""
+    from stepwise.lab.faults import inject
+
+    assert "vm-1 on cmp-1 cannot live-migrate" == inject(lab, "no-live-migrate", "cmp-1", "vm-1")
+    assert lab.read_state("_lab", "workloads.json")["vm-1"]["no_live_migrate"]
+    said = inject(lab, "clear", "cmp-1")
+    assert said == "cmp-1: faults cleared (vm-1 can live-migrate again)"
+    assert "no_live_migrate" not in lab.read_state("_lab", "workloads.json")["vm-1"]
+    node("cmp-1").run("nova host-evacuate-live cmp-1")
+    listing = "openstack server list --all-projects --host cmp-1 -f value -c Name"
+    wait_for(lambda: node("cmp-1").run(listing).stdout.strip() == "")
+    assert lab.read_state("_lab", "workloads.json")["vm-1"]["host"] == "cmp-0"

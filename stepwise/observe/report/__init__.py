@@ -18,9 +18,18 @@ __all__ = [
     "plan_section",
     "render",
     "run_section",
+    "report_html",
     "run_section_from_store",
     "write_report",
 ]
+
+
+def report_html(title: str, sections: "Iterable[Section]") -> bytes:
+    """The report of `sections` as one HTML document (UTF-8)."""
+    from datetime import datetime
+
+    doc = render(Report(title, list(sections), datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")))
+    return doc.encode("utf-8")
 
 
 def write_report(
@@ -34,12 +43,9 @@ def write_report(
     """Write the report of `sections` to `path` (private to the user: it tells the cloud's
     layout and history); returns its size in bytes. Through `stepwise.paths.write_output`:
     atomic, never through a link, replacing only a report stepwise wrote (or with `force`)."""
-    from datetime import datetime
-
     from stepwise.observe.report.html import HEAD
     from stepwise.paths import write_output
 
-    doc = render(Report(title, list(sections), datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")))
-    data = doc.encode("utf-8")
+    data = report_html(title, sections)
     write_output(path, data, field=field, force=force, ours=HEAD.encode("utf-8"), mode=0o600)
     return len(data)
