@@ -62,6 +62,8 @@ def build(dep: Deployment, index: int, services: dict[str, Any]) -> dict[str, An
             lab_svc = services.get(s)
             if lab_svc is None or lab_svc["db"] or lab_svc.get("real") or s in images:
                 continue
+            if not dep.catalog[s].in_container(role.style):
+                continue  # the style runs it on the host (TripleO's pacemaker)
             ref = M.image_ref(s, role.style, dep.containers, image=dep.catalog[s].image)
             images[s] = {
                 # the reference's name part: {prefix}{image}{suffix}

@@ -122,15 +122,26 @@ class Service:
     def styled(self, style: DeployStyle) -> Service:
         """This service as it runs on a node of `style`: the one place that answers which
         tasks, unit and health checks it has there (docs/catalog.md "Deployment styles").
-        The packages style is the entry as written."""
+        The packages style is the entry as written, and so is a style that runs the service
+        on the host (`styles: {tripleo: {host: true}}`)."""
         if style is self.style:
             return self
         if self.style is not DeployStyle.PACKAGES:
             # a styled service's tasks are no entry as written: style the entry itself
             raise ValueError(f"{self.name} is already styled {self.style}")
+        if not self.in_container(style):
+            return self
         from stepwise.model.styles import styled_service  # styles builds on this class
 
         return styled_service(self, style)
+
+    def in_container(self, style: DeployStyle) -> bool:
+        """Whether the service runs in a container on a node of `style` (not on a packages
+        node, nor where the entry says it runs on the host)."""
+        if style is DeployStyle.PACKAGES:
+            return False
+        own = self.style_tasks.get(style)
+        return own is None or not own.host
 
     def steps(self, section: Section) -> Mapping[TaskKey, tuple[dict[str, Any], ...]]:
         """The tasks of one of the service file's step-keyed sections (`update:`, `upgrade:`)."""
@@ -314,7 +325,7 @@ def _style_tasks(spec: StyleTasksSpec) -> StyleTasks:
     }
     health = spec.health.model_dump(exclude_none=True) if spec.health else None
     shown = MappingProxyType(health) if health is not None else None
-    return StyleTasks(spec.unit, shown, MappingProxyType(tasks))
+    return StyleTasks(spec.unit, shown, MappingProxyType(tasks), spec.host)
 
 
 def load_catalog(path: Path | str | None = None) -> Catalog:

@@ -71,6 +71,8 @@ class StyleTasks:
     tasks: Mapping[Section, Mapping[TaskKey, tuple[dict[str, Any], ...]]] = field(
         default_factory=lambda: MappingProxyType({})
     )
+    #: the service runs on the host in this style (`host: true`): the entry as written
+    host: bool = False
 
 
 def image_name(service: str, style: DeployStyle, image: str = "") -> str:

@@ -404,6 +404,7 @@ def _image_template(deployment: Deployment, node: str) -> dict:
             ),
         }
         for s in role.services
+        if deployment.catalog[s].in_container(role.style)
     }
 
 

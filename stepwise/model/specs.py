@@ -191,10 +191,23 @@ class StyleTasksSpec(Strict):
     """A catalog entry's tasks for one container style, where they differ from the ones
     stepwise derives from the style (docs/catalog.md "Deployment styles")."""
 
+    #: true: in this style the service runs on the host from its packages, as the entry is
+    #: written (TripleO runs pacemaker and openvswitch on the host, the rest in containers)
+    host: bool = False
     unit: str | None = Field(default=None, pattern=UNIT_RE, max_length=256)
     health: HealthSpec | None = None
     update: WorkflowTasksSpec | None = None
     upgrade: WorkflowTasksSpec | None = None
+
+    @model_validator(mode="after")
+    def _host_has_no_container_tasks(self) -> StyleTasksSpec:
+        given = [k for k in ("unit", "health", "update", "upgrade") if getattr(self, k) is not None]
+        if self.host and given:
+            raise ValueError(
+                "a service on the host ('host: true') runs as the entry is written; "
+                f"remove: {', '.join(given)}"
+            )
+        return self
 
 
 class ServiceSpec(Strict):

@@ -52,16 +52,19 @@ def node_changes(
                 continue
             changed_pkgs = set(facts.changed_packages(node.name))
             reboot = bool(changed_pkgs & reboot_pkgs)
-            if role.style is DeployStyle.PACKAGES:
-                changing = tuple(
-                    s for s in services if facts.changes(node.name, catalog[s].packages)
+            # in a container the image is the package: a service changes when its
+            # container's digest is not the target's; on the host, when its packages do
+            boxed = {s for s in services if catalog[s].in_container(role.style)}
+            changing = tuple(
+                s
+                for s in services
+                if (
+                    facts.image_changes(node.name, s)
+                    if s in boxed
+                    else facts.changes(node.name, catalog[s].packages)
                 )
-                images: tuple[str, ...] = ()
-            else:
-                # the image is the package: a service changes when its container's digest
-                # is not the target's
-                changing = tuple(s for s in services if facts.image_changes(node.name, s))
-                images = tuple(_image_note(facts, node.name, s) for s in changing)
+            )
+            images = tuple(_image_note(facts, node.name, s) for s in changing if s in boxed)
             extra = tuple(sorted(p for p in changed_pkgs if p not in owned))
             reconfigured = (
                 tuple(
@@ -118,6 +121,8 @@ def image_params(
         for node in role.nodes:
             entry = {}
             for s in role.services:
+                if not deployment.catalog[s].in_container(role.style):
+                    continue  # on the host: its packages, no image
                 ref = image_ref(
                     s,
                     role.style,

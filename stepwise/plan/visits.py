@@ -120,9 +120,9 @@ def _steps(
     steps: list[VisitStep] = []
     for step in VISIT_STEPS:
         if step is Step.PACKAGES:
-            # a container style has no package step for its services: the image is the
-            # package (its switch is the config step)
-            with_work = services if style is DeployStyle.PACKAGES else ()
+            # a containerized service has no package step: the image is the package (its
+            # switch is the config step); one the style runs on the host keeps its packages
+            with_work = tuple(s for s in services if not catalog[s].in_container(style))
             extra = extra_packages
         elif step is Step.REBOOT:
             if not reboot:

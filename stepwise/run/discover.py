@@ -145,6 +145,7 @@ def image_targets(deployment: Deployment, host: str, namespace: str | None) -> d
             ),
         }
         for s in role.services
+        if deployment.catalog[s].in_container(role.style)
     }
 
 

@@ -171,3 +171,82 @@ def test_the_os_upgrade_of_container_roles_is_refused_naming_them():
     p = err.value.problems[0]
     assert "container-style roles is not planned yet" in p.message and p.field == "style"
     assert "(tripleo)" in p.message
+
+
+def host_db_cloud():
+    """tripleo_cloud with "db" run on the host in the tripleo style (as TripleO runs
+    pacemaker): `styles: {tripleo: {host: true}}`."""
+    db = service("db", "infra", rule={"quorum": "majority"}, cluster="galera", leave=True)
+    cat = catalog(
+        {**db, "styles": {"tripleo": {"host": True}}},
+        service("api", "control", deps=("db",), rule={"min_available": 1}),
+        service("agent", "data", rule={"max_unavailable": 1}),
+    )
+    spec = DeploymentSpec.model_validate(
+        {
+            "name": "tc",
+            "style": "tripleo",
+            "containers": CONTAINERS,
+            "roles": [
+                {
+                    "name": "Controller",
+                    "tags": ["controlplane"],
+                    "services": ["db", "api"],
+                    "nodes": {"count": 3, "name": "ctl-{index}"},
+                }
+            ],
+        }
+    )
+    return build_deployment(spec, cat)
+
+
+def test_a_service_the_style_runs_on_the_host_keeps_its_packages():
+    """On a container node, a host-level service changes with its packages (dnf, its own
+    unit), a containerized one with its image digest; the host one has no image anywhere."""
+    from stepwise.model.facts import PackageFact, facts_template
+    from stepwise.plan.changes import image_params
+
+    dep = host_db_cloud()
+    assert not dep.catalog["db"].in_container(dep.roles[0].style)
+    nodes = {
+        n.name: NodeFacts(
+            packages=MappingProxyType({"pkg-db": PackageFact("1.0.0", "1.1.0")}),
+            images=MappingProxyType({"api": ImageFact(OLD, NEW, None)}),
+        )
+        for n in dep.nodes
+    }
+    facts = Facts(MappingProxyType(nodes), True, "<test>")
+    plan = plan_verified(Workflow.UPDATE, dep, facts, selection_for(Workflow.UPDATE))
+    by_step = {u.step: u for u in plan.units if "ctl-0" in u.nodes}
+    assert by_step[Step.PACKAGES].services == ("db",)  # api's package is its image
+    plays = {u.step: render_unit(plan, u, dep) for u in by_step.values()}
+    text = json.dumps(plays[Step.PACKAGES])
+    assert "pkg-db" in text and "podman" not in text
+    stop = [t for b in plays[Step.STOP]["tasks"] for t in b["block"]]
+    assert [t.get("ansible.builtin.systemd_service", {}).get("name") for t in stop] == [
+        "tripleo_api",
+        None,  # db's own task as its entry writes it: `systemctl stop db`
+    ]
+    assert "systemctl stop db" in json.dumps(stop[1])
+    assert set(plan.params["images"]["ctl-0"]) == {"api"}
+    assert set(image_params(dep, facts)["ctl-0"]) == {"api"}
+    assert set(facts_template(dep)["nodes"]["ctl-0"]["images"]) == {"api"}
+    # nothing of db changes: only api's image is planned
+    still = {n: NodeFacts(images=nodes[n].images) for n in nodes}
+    idle = plan_verified(
+        Workflow.UPDATE,
+        dep,
+        Facts(MappingProxyType(still), True, "<test>"),
+        selection_for(Workflow.UPDATE),
+    )
+    assert {s for u in idle.units for s in u.services} == {"api"}
+
+
+def test_a_host_service_has_no_container_tasks_to_give():
+    import pytest
+    from pydantic import ValidationError
+
+    from stepwise.model.specs import StyleTasksSpec
+
+    with pytest.raises(ValidationError, match="runs as the entry is written; remove: unit"):
+        StyleTasksSpec.model_validate({"host": True, "unit": "tripleo_db"})
