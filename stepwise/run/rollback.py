@@ -9,8 +9,9 @@ become the rollback's facts (`plan.rollback`): "installed" now, "available" befo
 
 Refused with the reason (exit 2), before anything is planned: a run that is not in the store,
 not a minor update, not finished, already rolled back, followed by another run that changed the
-same nodes' packages (that one must go back first), or one that recorded no versions (planned
-without facts).
+same nodes' packages (that one must go back first), one that recorded no versions (planned
+without facts), or one that switched containers to new images (a rollback takes back packages
+only: it would say done with the containers still on the new images).
 """
 
 from __future__ import annotations
@@ -89,6 +90,17 @@ def _check_rollbackable(store: Store, run: RunInfo, dep: Deployment) -> None:
             "bring the nodes back by hand, or by an update from repositories that hold the "
             "old versions",
         )
+    switched = _switched_containers(store, run, dep)
+    if switched:
+        nodes = ", ".join(sorted(switched)[:5]) + (" ..." if len(switched) > 5 else "")
+        raise _refused(
+            n,
+            f"it switched containers to new images on {nodes}, and a rollback takes back "
+            "packages only (not container images yet)",
+            "point the deployment's containers tag at images holding the old release and run "
+            "`stepwise update run` (a minor update to those digests), or switch the "
+            "containers back by hand",
+        )
     later = [r for r in store.runs(run.cloud, RUNS_SEARCHED) if r.id > n]
     for r in sorted(later, key=lambda r: r.id):
         if r.params.get("of_run") == n and r.status is RunState.DONE:
@@ -119,6 +131,26 @@ def _refuse_later_changes(
                 f"run {r.id} ({r.workflow}) changed packages on {', '.join(touched[:5])} after it",
                 f"roll back run {r.id} first, or leave run {run.id} in place",
             )
+
+
+def _switched_containers(store: Store, run: RunInfo, dep: Deployment) -> set[str]:
+    """The nodes where a done `config` unit of `run` switched a containerized service to
+    another image (the style's switch is its config step)."""
+    if not run.plan:
+        return set()
+    plan = Plan.from_json(run.plan, f"the plan of run {run.id} in the store")
+    done = {u.unit_id for u in store.units(run.id) if u.state == UnitState.DONE}
+    return {
+        node
+        for u in plan.units
+        if u.step is Step.CONFIG and u.id in done
+        for node in u.nodes
+        if node in dep.node_by_name
+        and any(
+            s in dep.catalog and dep.catalog[s].in_container(dep.role_of(node).style)
+            for s in u.services_on(node)
+        )
+    }
 
 
 def _updated_packages(store: Store, run: RunInfo, dep: Deployment) -> dict[str, set[str]]:

@@ -185,6 +185,33 @@ def test_a_run_that_cannot_be_taken_back_is_refused_with_the_reason(
     assert said in str(e.value) and e.value.problems[0].field == "--run", str(e.value)
 
 
+def test_a_run_that_switched_containers_is_refused_not_half_taken_back(tmp_path: Path):
+    """A rollback takes back packages: of an update that switched containers to new images it
+    would say done with the containers still on them, so it is refused, naming the nodes."""
+    from tests.plan.test_styles import image_facts, tripleo_cloud
+
+    dep = tripleo_cloud()
+    store = open_store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    rid = _record(
+        store, dep, Workflow.UPDATE, selection_for(Workflow.UPDATE), image_facts(dep, {"api"})
+    )
+    with pytest.raises(InputError) as e:
+        rollback_facts(dep, store, rid)
+    said = str(e.value)
+    assert "switched containers to new images on ctl-0, ctl-1, ctl-2" in said, said
+    assert e.value.problems[0].field == "--run"
+    # a run that switched no container (no digest moved) is no such run
+    idle = _record(
+        store,
+        dep,
+        Workflow.UPDATE,
+        selection_for(Workflow.UPDATE, "ctl-0"),
+        image_facts(dep, set()),
+    )
+    back = rollback_facts(dep, store, idle)
+    assert all(not nf.packages and not nf.images for nf in back.nodes.values())
+
+
 def test_rollback_needs_the_run_and_only_a_rollback_takes_one():
     with pytest.raises(InputError, match="needs the update run"):
         selection_for(Workflow.ROLLBACK)
