@@ -359,13 +359,23 @@ def judge_status_check(name: str) -> Judge:
     return judge
 
 
+def _galera_query(until: str) -> str:
+    """The member's state, asked again each second for ten seconds until the answer matches
+    the shell pattern `until`."""
+    return (
+        'for _ in 1 2 3 4 5 6 7 8 9 10; do out=$(mariadb -N -B -e "SHOW GLOBAL STATUS WHERE '
+        "Variable_name IN ('wsrep_cluster_status', 'wsrep_cluster_size', "
+        '\'wsrep_local_state_comment\')" 2>&1); rc=$?; case "$out" in '
+        + until
+        + ') break;; esac; sleep 1; done; echo "$out"; exit $rc'
+    )
+
+
 #: a member still joining (just restarted: IST or SST) is given ten seconds to be Synced
-GALERA_QUERY = (
-    'for _ in 1 2 3 4 5 6 7 8 9 10; do out=$(mariadb -N -B -e "SHOW GLOBAL STATUS WHERE '
-    "Variable_name IN ('wsrep_cluster_status', 'wsrep_cluster_size', "
-    '\'wsrep_local_state_comment\')" 2>&1); rc=$?; case "$out" in *Synced*) break;; esac; '
-    'sleep 1; done; echo "$out"; exit $rc'
-)
+GALERA_QUERY = _galera_query("*Synced*")
+#: in an OS upgrade members are down on purpose (a member that does not answer is skipped):
+#: one whose server is not running at all is not waited for (ten seconds per command before)
+GALERA_QUERY_OS = _galera_query('*Synced*|*"Can\'t connect"*')
 #: the report of a fresh `leapp preupgrade` on stdout (leapp's own output on stderr)
 LEAPP_COMMAND = f'leapp preupgrade >&2; cat "$STEPWISE_ROOT{LEAPP_REPORT}"'
 
@@ -374,7 +384,18 @@ NODE_CHECKS: tuple[NodeCheck, ...] = (
     NodeCheck("disk", lambda _c, _n: True, "df -Pk /", judge_disk),
     NodeCheck("repositories", lambda _c, _n: True, "dnf -q repolist --enabled", judge_repos),
     NodeCheck("leapp", Context.os_prepared_here, LEAPP_COMMAND, judge_leapp),
-    NodeCheck("galera", lambda c, n: c.runs_cluster(n, ("galera",)), GALERA_QUERY, judge_galera),
+    NodeCheck(
+        "galera",
+        lambda c, n: not c.replaces_os and c.runs_cluster(n, ("galera",)),
+        GALERA_QUERY,
+        judge_galera,
+    ),
+    NodeCheck(
+        "galera",
+        lambda c, n: c.replaces_os and c.runs_cluster(n, ("galera",)),
+        GALERA_QUERY_OS,
+        judge_galera,
+    ),
     NodeCheck(
         "pacemaker",
         lambda c, n: c.runs_cluster(n, ("pacemaker", "corosync")),

@@ -444,3 +444,35 @@ def test_nodes_a_continued_run_left_mid_visit_skip_the_cluster_checks():
 
 def _checks(ctx: Context, node: str) -> set[str]:
     return {c.name for c in checks_for(ctx, node)}
+
+
+def test_an_os_upgrade_does_not_wait_for_a_galera_member_that_is_not_running(tmp_path: Path):
+    """A member still joining is asked again for ten seconds; in an OS upgrade, where members
+    are down on purpose, one whose server does not run at all answers at once (it waited ten
+    seconds in every command of the seed's procedure before)."""
+    import subprocess
+    import time
+
+    from stepwise.run.preflight import GALERA_QUERY, GALERA_QUERY_OS
+
+    dep = load_deployment(ROOT / "examples" / "composed.yaml")
+    node = next(n.name for n in dep.nodes if "galera" in dep.services_on(n.name))
+    variables = {"target_release": "R2"}
+    os_sel = Selection(limit=node, tags=("system_upgrade_prepare",))
+    for workflow, sel, want in (
+        (Workflow.UPDATE, Selection(), GALERA_QUERY),
+        (Workflow.SYSTEM_UPGRADE, os_sel, GALERA_QUERY_OS),
+    ):
+        plan = plan_verified(
+            workflow, dep, _facts(), sel, variables=variables, runnable=False, preview=True
+        )
+        ctx = Context(dep, plan, variables, (node,))
+        (galera,) = [c for c in checks_for(ctx, node) if c.name == "galera"]
+        assert galera.command == want, workflow
+    down = (
+        "mariadb() { echo \"ERROR 2002 (HY000): Can't connect to local server through socket "
+        "'/run/mysqld/mysqld.sock' (2)\" >&2; return 1; }\n"
+    )
+    t = time.monotonic()
+    r = subprocess.run(["bash", "-c", down + GALERA_QUERY_OS], capture_output=True, text=True)
+    assert r.returncode == 1 and "Can't connect" in r.stdout and time.monotonic() - t < 2
