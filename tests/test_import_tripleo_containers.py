@@ -50,8 +50,11 @@ def test_an_imported_containerized_cloud_plans_container_units():
     plan = make_plan(Workflow.UPDATE, dep)
     steps = {u.step for u in plan.units}
     assert Step.CONFIG in steps and Step.STOP in steps
-    # no package step for the services (only the nodes' own packages, none without facts)
-    assert all(not u.services for u in plan.units if u.step is Step.PACKAGES)
+    # a package step only for the services TripleO runs on the host (pacemaker, Open
+    # vSwitch): a containerized service's image is its package
+    packaged = {s for u in plan.units if u.step is Step.PACKAGES for s in u.services}
+    assert packaged and packaged <= {"pacemaker", "openvswitch"}, packaged
+    assert all(not dep.catalog[s].in_container(DeployStyle.TRIPLEO) for s in packaged)
 
 
 def test_the_import_command_writes_a_containerized_deployment(tmp_path):
