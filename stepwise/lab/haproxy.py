@@ -44,8 +44,11 @@ def render(spec: dict[str, Any], lab_dir: Path) -> str:
         "defaults",
         "    mode http",
         "    timeout connect 1s",
-        "    timeout client 10s",
-        "    timeout server 10s",
+        # TripleO's haproxy.cfg gives clients and servers 2m: a slow answer is an answer. At
+        # 10 s a real keystone that took longer while two lab scenarios saturated both cores
+        # became a 504 (a CI failure that no real cloud's load balancer would have made)
+        "    timeout client 2m",
+        "    timeout server 2m",
         "    timeout check 1s",
         "    retries 2",
         "    option redispatch",

@@ -42,10 +42,12 @@ PREFIX = "stepwise-probe-"
 MAX_ROUNDS = 20_000  # ~2.8 h at the default interval: a bound, never the usual stop
 MAX_SECONDS = 4 * 3600.0
 # per HTTP request: a probe call must not hang on a dead backend, yet an answer that comes
-# late is an answer (a CI run saw keystone take over 3 s for one `list projects` while two lab
-# scenarios saturated both cores; keystoneauth reports that read timeout as ConnectTimeout).
-# Stopping the probe interrupts the call in flight, so this does not lengthen a stop.
-TIMEOUT = 10.0
+# late is an answer (CI runs saw a real keystone take over 3 s, then over 10 s, for one `list
+# projects` while two lab scenarios saturated both cores; keystoneauth reports a read timeout
+# as ConnectTimeout). The load balancer waits 2 minutes for a server (lab/haproxy.py), an
+# openstacksdk user by default forever. Stopping the probe interrupts the call in flight, so
+# this does not lengthen a stop.
+TIMEOUT = 30.0
 CLEANUP_SECONDS = 8.0
 #: how long an interrupted create may take to land on the server before the second sweep
 SETTLE_SECONDS = 1.5
