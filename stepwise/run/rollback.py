@@ -24,7 +24,7 @@ from stepwise.model.deployment import Deployment
 from stepwise.model.facts import Facts, facts_from_dict
 from stepwise.model.vocab import RunState, Step, UnitState, Workflow
 from stepwise.plan.table import WorkflowEntry, entry
-from stepwise.plan.units import Plan
+from stepwise.plan.units import Plan, Unit
 from stepwise.run.store.store import RunInfo, Store
 
 #: how many of a cloud's latest runs are searched for a rollback and for later changes
@@ -133,17 +133,21 @@ def _refuse_later_changes(
             )
 
 
+def _done_units(store: Store, run: RunInfo, step: Step) -> list[Unit]:
+    """The units of `step` in the stored plan of `run` that it finished."""
+    if not run.plan:
+        return []
+    plan = Plan.from_json(run.plan, f"the plan of run {run.id} in the store")
+    done = {u.unit_id for u in store.units(run.id) if u.state == UnitState.DONE}
+    return [u for u in plan.units if u.step is step and u.id in done]
+
+
 def _switched_containers(store: Store, run: RunInfo, dep: Deployment) -> set[str]:
     """The nodes where a done `config` unit of `run` switched a containerized service to
     another image (the style's switch is its config step)."""
-    if not run.plan:
-        return set()
-    plan = Plan.from_json(run.plan, f"the plan of run {run.id} in the store")
-    done = {u.unit_id for u in store.units(run.id) if u.state == UnitState.DONE}
     return {
         node
-        for u in plan.units
-        if u.step is Step.CONFIG and u.id in done
+        for u in _done_units(store, run, Step.CONFIG)
         for node in u.nodes
         if node in dep.node_by_name
         and any(
@@ -156,14 +160,8 @@ def _switched_containers(store: Store, run: RunInfo, dep: Deployment) -> set[str
 def _updated_packages(store: Store, run: RunInfo, dep: Deployment) -> dict[str, set[str]]:
     """node -> the packages a done packages unit of `run` updated there (its services'
     packages and the unowned packages it carried)."""
-    if not run.plan:
-        return {}
-    plan = Plan.from_json(run.plan, f"the plan of run {run.id} in the store")
-    done = {u.unit_id for u in store.units(run.id) if u.state == UnitState.DONE}
     out: dict[str, set[str]] = {}
-    for u in plan.units:
-        if u.step is not Step.PACKAGES or u.id not in done:
-            continue
+    for u in _done_units(store, run, Step.PACKAGES):
         extra: Mapping[str, Any] = u.vars.get("extra_packages") or {}
         for node in u.nodes:
             names = {
