@@ -46,15 +46,15 @@ def node_changes(
     for role in deployment.roles:
         services = role.services
         owned = {p for s in services for p in catalog[s].packages}
+        # in a container the image is the package: a service changes when its container's
+        # digest is not the target's; on the host, when its packages do
+        boxed = {s for s in services if catalog[s].in_container(role.style)}
         for node in role.nodes:
             if not facts.known:
                 out[node.name] = NodeChange(node.name, services, (), False)
                 continue
             changed_pkgs = set(facts.changed_packages(node.name))
             reboot = bool(changed_pkgs & reboot_pkgs)
-            # in a container the image is the package: a service changes when its
-            # container's digest is not the target's; on the host, when its packages do
-            boxed = {s for s in services if catalog[s].in_container(role.style)}
             changing = tuple(
                 s
                 for s in services
