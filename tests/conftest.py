@@ -18,7 +18,6 @@ E2E_SECONDS = {
     # module runs with the lab's compiled-code cache)
     "test_the_seeds_twelve_steps_on_composed_roles": 823,
     "test_real_openstack_minor_update_and_major_upgrade": 629,
-    "test_demo_minor_update_and_major_upgrade": 576,
     "test_real_openstack_through_the_os_upgrade": 530,
     "test_minor_update_of_an_imported_composed_cloud_fails_no_request": 390,
     "test_rollback_of_a_limited_update_keeps_the_apis_up_and_restores_every_version": 328,

@@ -160,7 +160,7 @@ def up(
     lab_dir: str | Path | None = None,
     workloads_per_compute: int = 1,
     progress: Progress = lambda _m: None,
-    timeout: float = 60.0,
+    timeout: float = 120.0,
     build: Any = None,
 ) -> Lab:
     """Bring up every node of a deployment on this machine; returns when all is healthy.
@@ -333,11 +333,28 @@ def wait_healthy(lab: Lab, timeout: float) -> None:
         time.sleep(0.3)
     raise StepwiseError(
         Problem(
-            "lab did not become healthy: " + "; ".join(bad[:8]),
+            "lab did not become healthy: " + "; ".join(bad[:8]) + _db_log_tails(lab, bad),
             file=str(lab.log_dir),
             hint="see the per-node logs in the lab's log directory",
         )
     )
+
+
+def _db_log_tails(lab: Lab, bad: list[str]) -> str:
+    """The last lines of the logs of the database members among `bad`: where a member stuck
+    joining says why (the lab's directory is gone by the time a CI run is read)."""
+    db = lab.spec.get("db_service")
+    out = []
+    for line in bad:
+        node, _, rest = line.partition("/")
+        if db and rest.startswith(f"{db}:"):
+            log = lab.node_root(node) / "var" / "log" / "mariadb" / "mariadb.log"
+            try:
+                tail = log.read_text(errors="replace").splitlines()[-12:]
+            except OSError:
+                continue
+            out.append(f"\n--- {node}: {log} (last lines)\n" + "\n".join(tail))
+    return "".join(out)
 
 
 def find_lab(lab_dir: str | Path | None) -> Lab:

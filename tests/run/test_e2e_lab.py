@@ -1,11 +1,10 @@
 """End to end on the lab's classic deployment (slow: minutes; `pytest -m e2e`).
 
-1. The demo: minor update with zero failed probe requests; major upgrade (prepare, control
-   plane, data plane, converge) with no failed request on the expand/contract services' APIs
-   and API failures only inside the plan's announced windows;
-   every node on the new release; stepwise's status agrees with the lab.
-2. SIGKILL, then SIGINT, of stepwise at random moments of a lab update, then the same command
-   again: the same end state as an uninterrupted run, and no unit recorded done ran again.
+SIGKILL, then SIGINT, of stepwise at random moments of a lab update, then the same command
+again: the same end state as an uninterrupted run, and no unit recorded done ran again.
+(`stepwise demo` itself runs end to end on real OpenStack in test_e2e_real_openstack.py: the
+README's first command; the stand-in's minor update and its computes' reboot into the new
+kernel in test_e2e_imported_tripleo.py; its major upgrade in test_e2e_os_upgrade.py.)
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parents[2]
 CLASSIC = ROOT / "examples" / "classic.yaml"
@@ -64,64 +62,6 @@ def _lab_or_skip():
         if os.environ.get("CI"):
             pytest.fail(f"the lab cannot run here: {exc}")
         pytest.skip(f"no lab here: {exc}")
-
-
-def test_demo_minor_update_and_major_upgrade(tmp_path: Path, lab_dir: Path):
-    _lab_or_skip()
-    from stepwise.cli.main import _register
-
-    _register()
-    from stepwise.cli.main import app
-
-    # the classic cloud with one ceph storage node instead of three: the ceph nodes only add
-    # more of the same visits, and CI time goes to the scenarios (the example itself comes up
-    # in full in the test below)
-    classic = small_classic(tmp_path / "classic.yaml")
-    r = CliRunner().invoke(
-        app,
-        [
-            "demo",
-            "-d",
-            str(classic),
-            "--lab-dir",
-            str(lab_dir),
-            "--json",
-            "--report",
-            str(tmp_path / "demo.html"),
-        ],
-    )
-    if r.exception and not isinstance(r.exception, SystemExit):
-        raise r.exception
-    assert r.exit_code == 0, r.output
-    report = json.loads(r.output[r.output.index("{") :])
-    phases = {p["phase"]: p for p in report["phases"]}
-    assert all(p["status"] == "done" for p in phases.values())
-    assert phases["minor update"]["probe"]["failed"] == 0, phases["minor update"]["probe"]
-    # the minor update installs the new kernel on every node and reboots into it (computes too)
-    computes = {n: k for n, k in report["kernels"].items() if n.startswith("compute")}
-    assert computes and all(
-        k["before"] == "4.18.0" and k["installed"] == k["running"] == "4.18.1"
-        for k in computes.values()
-    ), report["kernels"]
-    # the major upgrade rolls the expand/contract services (keystone, glance, nova, neutron,
-    # cinder): no window is announced for them and their APIs never fail a request
-    rolling_apis = {"keystone", "glance_api", "nova_api", "neutron_server", "cinder_api"}
-    for p in report["phases"]:
-        if p["phase"] == "minor update":
-            continue
-        assert not rolling_apis & {w["service"] for w in p["planned_windows"]}, p["planned_windows"]
-        assert not {f"vip:{s}" for s in rolling_apis} & set(p["probe"]["targets_with_failures"]), p[
-            "probe"
-        ]
-    for p in report["phases"]:
-        assert p["probe"]["failed_outside_windows"] == {}, p
-        assert not any(t.startswith("workload:") for t in p["probe"]["targets_with_failures"]), p
-    assert report["status_agrees_with_lab"]["checked"] > 0
-    assert report["status_agrees_with_lab"]["mismatches"] == []
-    # it ends by writing the report of its runs, the probe's measurements included
-    doc = (tmp_path / "demo.html").read_text()
-    assert report["report"] == str((tmp_path / "demo.html").resolve())
-    assert all(f"run {p['run']}: " in doc for p in report["phases"]) and "vip:keystone" in doc
 
 
 def test_sigkill_and_sigint_during_a_lab_update_then_run_again(tmp_path: Path, lab_dir: Path):

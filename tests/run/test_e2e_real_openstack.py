@@ -116,4 +116,10 @@ def test_real_openstack_minor_update_and_major_upgrade(tmp_path: Path):
     assert os_report["seed"]["kept"] and os_report["seed"]["checked"] == 3, os_report["seed"]
     tempest = os_report["tempest"]
     assert tempest["run"] > 0 and tempest["failed"] == 0, tempest
-    assert (tmp_path / "demo.html").stat().st_size > 10_000
+    # what `status` says of each node agrees with what the lab's nodes have installed
+    assert report["status_agrees_with_lab"]["checked"] > 0
+    assert report["status_agrees_with_lab"]["mismatches"] == []
+    # it ends by writing the report of its runs, the probe's measurements included
+    doc = (tmp_path / "demo.html").read_text()
+    assert report["report"] == str((tmp_path / "demo.html").resolve())
+    assert all(f"run {p['run']}: " in doc for p in report["phases"]) and "vip:keystone" in doc
