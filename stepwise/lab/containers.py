@@ -62,7 +62,7 @@ def build(dep: Deployment, index: int, services: dict[str, Any]) -> dict[str, An
             lab_svc = services.get(s)
             if lab_svc is None or lab_svc["db"] or lab_svc.get("real") or s in images:
                 continue
-            if not dep.catalog[s].in_container(role.style):
+            if s not in dep.containerized(role):
                 continue  # the style runs it on the host (TripleO's pacemaker)
             ref = M.image_ref(s, role.style, dep.containers, image=dep.catalog[s].image)
             images[s] = {

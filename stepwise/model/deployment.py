@@ -112,6 +112,21 @@ class Deployment:
         return self.role_of(node).services
 
     @cached_property
+    def _boxed_by_role(self) -> Mapping[str, tuple[str, ...]]:
+        return {
+            r.name: tuple(
+                s for s in r.services if s in self.catalog and self.catalog[s].in_container(r.style)
+            )
+            for r in self.roles
+        }
+
+    def containerized(self, role: Role | str) -> tuple[str, ...]:
+        """The services of a role that its style runs in containers (in the role's order):
+        their image is what changes, not their packages. A host-level service of the style
+        (TripleO's pacemaker) and every service of a packages role are not among them."""
+        return self._boxed_by_role[role if isinstance(role, str) else role.name]
+
+    @cached_property
     def forced_downtime(self) -> Mapping[str, str]:
         """Service -> why its availability rule cannot hold here (`forced_downtime`): its
         update is a planned downtime window."""

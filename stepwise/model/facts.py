@@ -403,8 +403,7 @@ def _image_template(deployment: Deployment, node: str) -> dict:
                 s, role.style, deployment.containers, image=deployment.catalog[s].image
             ),
         }
-        for s in role.services
-        if deployment.catalog[s].in_container(role.style)
+        for s in deployment.containerized(role)
     }
 
 

@@ -48,7 +48,7 @@ def node_changes(
         owned = {p for s in services for p in catalog[s].packages}
         # in a container the image is the package: a service changes when its container's
         # digest is not the target's; on the host, when its packages do
-        boxed = {s for s in services if catalog[s].in_container(role.style)}
+        boxed = set(deployment.containerized(role))
         for node in role.nodes:
             if not facts.known:
                 out[node.name] = NodeChange(node.name, services, (), False)
@@ -120,9 +120,7 @@ def image_params(
             continue
         for node in role.nodes:
             entry = {}
-            for s in role.services:
-                if not deployment.catalog[s].in_container(role.style):
-                    continue  # on the host: its packages, no image
+            for s in deployment.containerized(role):  # a host-level service has no image
                 ref = image_ref(
                     s,
                     role.style,

@@ -144,8 +144,7 @@ def image_targets(deployment: Deployment, host: str, namespace: str | None) -> d
                 namespace=namespace,
             ),
         }
-        for s in role.services
-        if deployment.catalog[s].in_container(role.style)
+        for s in deployment.containerized(role)
     }
 
 

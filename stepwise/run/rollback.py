@@ -150,10 +150,7 @@ def _switched_containers(store: Store, run: RunInfo, dep: Deployment) -> set[str
         for u in _done_units(store, run, Step.CONFIG)
         for node in u.nodes
         if node in dep.node_by_name
-        and any(
-            s in dep.catalog and dep.catalog[s].in_container(dep.role_of(node).style)
-            for s in u.services_on(node)
-        )
+        and set(u.services_on(node)) & set(dep.containerized(dep.role_of(node)))
     }
 
 

@@ -208,6 +208,8 @@ def test_a_service_the_style_runs_on_the_host_keeps_its_packages():
 
     dep = host_db_cloud()
     assert not dep.catalog["db"].in_container(dep.roles[0].style)
+    # the deployment's one answer to "which services of this role run in containers"
+    assert dep.containerized(dep.roles[0]) == ("api",) == dep.containerized(dep.roles[0].name)
     nodes = {
         n.name: NodeFacts(
             packages=MappingProxyType({"pkg-db": PackageFact("1.0.0", "1.1.0")}),
