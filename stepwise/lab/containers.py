@@ -58,12 +58,10 @@ def build(dep: Deployment, index: int, services: dict[str, Any]) -> dict[str, An
     for role in dep.roles:
         if role.name not in styled:
             continue
-        for s in role.services:
+        for s in dep.containerized(role):  # not what the style runs on the host (pacemaker)
             lab_svc = services.get(s)
             if lab_svc is None or lab_svc["db"] or lab_svc.get("real") or s in images:
                 continue
-            if s not in dep.containerized(role):
-                continue  # the style runs it on the host (TripleO's pacemaker)
             ref = M.image_ref(s, role.style, dep.containers, image=dep.catalog[s].image)
             images[s] = {
                 # the reference's name part: {prefix}{image}{suffix}

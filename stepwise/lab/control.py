@@ -348,7 +348,7 @@ def _db_log_tails(lab: Lab, bad: list[str]) -> str:
     for line in bad:
         node, _, rest = line.partition("/")
         if db and rest.startswith(f"{db}:"):
-            log = lab.node_root(node) / "var" / "log" / "mariadb" / "mariadb.log"
+            log = mariadb.error_log(lab.node_root(node))
             try:
                 tail = log.read_text(errors="replace").splitlines()[-12:]
             except OSError:

@@ -242,13 +242,15 @@ def start(
     Returns the running mariadbd (also given to `on_spawn` as soon as it exists, so a stop
     during the join ends it); raises StartError when it cannot start.
     """
+    from stepwise.lab import mariadb
+
     root = lab.node_root(node)
     with start_lock(lab):
         peers = running_members(lab, service, but=node)
         _refuse_other_os_major(lab, node, service, peers)
         _prepare_datadir(root, want_format, joining=bool(peers))
         cmd = _configure_member(lab, node, service, bootstrap=not peers)
-        log = root / "var" / "log" / "mariadb" / "mariadb.log"
+        log = mariadb.error_log(root)
         seen = log.stat().st_size if log.exists() else 0
         # Own process group is the wrapper's: a node crash (killpg) takes mariadbd and any
         # SST script with it.

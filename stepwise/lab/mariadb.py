@@ -74,6 +74,12 @@ def socket_path(root: Path, name: str = "mysqld") -> Path:
     return short / (hashlib.sha1(f"{root}/{name}".encode()).hexdigest()[:16] + ".sock")
 
 
+def error_log(root: Path, name: str = "mysqld") -> Path:
+    """Where a server of this root logs (my.cnf's log-error): what a failed start or a stuck
+    join says."""
+    return root / "var" / "log" / "mariadb" / f"{'mariadb' if name == 'mysqld' else name}.log"
+
+
 def my_cnf(
     root: Path, address: str | None, port: int, galera: str = "", name: str = "mysqld"
 ) -> str:
@@ -87,7 +93,7 @@ datadir={root}/var/lib/mysql
 socket={socket_path(root, name)}
 pid-file={run}/{name}.pid
 {net}
-log-error={root}/var/log/mariadb/{"mariadb" if name == "mysqld" else name}.log
+log-error={error_log(root, name)}
 tmpdir={root}/tmp
 skip-name-resolve
 skip-log-bin

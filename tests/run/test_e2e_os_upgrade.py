@@ -68,13 +68,6 @@ class ClusterSampler(threading.Thread):
             self.halt.wait(0.5)
 
 
-# A cluster counts as below majority when two samples in a row (half a second apart at least)
-# say so: corosync declares a member lost only after its token timeout (1 s, plus 650 ms per
-# member beyond two), so a shorter gap in what the sampler read is no membership change. The
-# sampler reads the members one by one while they start and stop; one round once saw a moment
-# no cluster would have (stop 33's CI run: a single sample, the next one quorate).
-
-
 def _inside(sample: dict, spans: list[tuple[float, float]], slack: float = 3.0) -> bool:
     """Whether the sample's reads (from "t" to "until") overlap a window: under load one
     round of reads takes seconds, and the state it saw may be from any moment of it."""
@@ -299,6 +292,12 @@ def test_the_seeds_twelve_steps_on_composed_roles(tmp_path: Path, lab_dir: Path)
         intervals = cloud_intervals(store, "composed-mini")
         assert sampler.samples
         assert min(s["ceph_mon"] for s in sampler.samples) >= 2
+        # A cluster counts as below majority when two samples in a row (half a second apart at
+        # least) say so: corosync declares a member lost only after its token timeout (1 s, plus
+        # 650 ms per member beyond two), so a shorter gap in what the sampler read is no
+        # membership change. The sampler reads the members one by one while they start and
+        # stop; one round once saw a moment no cluster would have (stop 33's CI run: a single
+        # sample, the next one quorate).
         for c in CLUSTERS:
             lost = [
                 s

@@ -120,6 +120,7 @@ def test_real_openstack_minor_update_and_major_upgrade(tmp_path: Path):
     assert report["status_agrees_with_lab"]["checked"] > 0
     assert report["status_agrees_with_lab"]["mismatches"] == []
     # it ends by writing the report of its runs, the probe's measurements included
+    assert (tmp_path / "demo.html").stat().st_size > 10_000
     doc = (tmp_path / "demo.html").read_text()
     assert report["report"] == str((tmp_path / "demo.html").resolve())
     assert all(f"run {p['run']}: " in doc for p in report["phases"]) and "vip:keystone" in doc
