@@ -27,7 +27,26 @@ def pid_alive(pid: int) -> bool:
         return not Path("/proc/self").exists()
     except OSError:
         return True
-    try:
-        return stat[stat.rindex(")") + 2] != "Z"
-    except (ValueError, IndexError):
+    if _state(stat) != "Z":
         return True
+    # A killed multi-threaded process (mariadbd, uwsgi) shows its leader as a zombie while its
+    # other threads still exit, holding its files and listening sockets: alive until they end.
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return False
+    for task in tasks:
+        try:
+            if _state((task / "stat").read_text()) not in ("Z", "X"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _state(stat: str) -> str:
+    """The state letter of a /proc stat line (after the command name, which may hold spaces)."""
+    try:
+        return stat[stat.rindex(")") + 2]
+    except (ValueError, IndexError):
+        return "?"
