@@ -39,7 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 PREFIX = "stepwise-probe-"
-MAX_ROUNDS = 20_000  # ~2.8 h at the default interval: a bound, never the usual stop
+MAX_ROUNDS = 20_000  # over 4 h at the default interval: a bound, never the usual stop
 MAX_SECONDS = 4 * 3600.0
 # per HTTP request: a probe call must not hang on a dead backend, yet an answer that comes
 # late is an answer (CI runs saw a real keystone take over 3 s, then over 10 s, for one `list
@@ -252,13 +252,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="clouds.yaml path (default: $OS_CLIENT_CONFIG_FILE, else openstacksdk's search)",
     )
     p.add_argument("--out", required=True, help="JSON-lines file the records are appended to")
-    p.add_argument("--interval", type=float, default=0.5, help="seconds between rounds (0.1..60)")
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between rounds (0.1..60)")
     p.add_argument("--max-seconds", type=float, default=3600.0)
     p.add_argument("--timeout", type=float, default=TIMEOUT, help="per-request timeout (0.5..30)")
     p.add_argument(
         "--token-every",
         type=int,
-        default=5,
+        default=15,
         help="issue a new token every N rounds (keystone hashes the password each time)",
     )
     a = p.parse_args(argv)
