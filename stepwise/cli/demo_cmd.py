@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import tempfile
 import time
-from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +36,12 @@ def _failures_with_units(
     """Each failed probe call (seconds into the phase, target, error) with the units that were
     running at that moment: what the operator needs to tell which step broke a call."""
 
-    def epoch(d: Any) -> float | None:
-        return d.replace(tzinfo=UTC).timestamp() if d is not None else None
+    from stepwise.run.store.base import epoch
 
     spans = [
         (
             epoch(u.started_at),
-            epoch(u.ended_at),
+            epoch(u.ended_at) if u.ended_at is not None else None,
             f"{u.step} {','.join(u.services)} on {','.join(u.nodes)}",
         )
         for u in units

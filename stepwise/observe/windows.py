@@ -8,17 +8,13 @@ inside one of its service's intervals (give or take `slack` for probe period and
 
 from __future__ import annotations
 
-import calendar
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from stepwise.plan.units import Plan
+from stepwise.run.store.base import epoch
 from stepwise.run.store.store import Store
-
-
-def _epoch(t) -> float:
-    return calendar.timegm(t.timetuple()) + t.microsecond / 1e6
 
 
 def window_intervals(plan: Plan, store: Store, run_id: int) -> dict[str, list[tuple[float, float]]]:
@@ -39,7 +35,7 @@ def window_intervals(plan: Plan, store: Store, run_id: int) -> dict[str, list[tu
         ]
         if spans:
             out.setdefault(w.service, []).append(
-                (min(_epoch(r.started_at) for r in spans), max(_epoch(r.ended_at) for r in spans))
+                (min(epoch(r.started_at) for r in spans), max(epoch(r.ended_at) for r in spans))
             )
     return out
 
@@ -55,9 +51,9 @@ def cloud_intervals(store: Store, cloud: str) -> dict[str, list[tuple[float, flo
             continue
         plan = Plan.from_json(r.plan)
         if i + 1 < len(runs):
-            nxt = _epoch(runs[i + 1].started_at)
+            nxt = epoch(runs[i + 1].started_at)
         else:
-            nxt = _epoch(r.ended_at) if r.ended_at is not None else time.time()
+            nxt = epoch(r.ended_at) if r.ended_at is not None else time.time()
         for svc, spans in window_intervals(plan, store, r.id).items():
             open_at_end = any(
                 w.service == svc and w.end_s >= plan.duration_s - 1e-6 for w in plan.windows

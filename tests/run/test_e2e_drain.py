@@ -14,7 +14,6 @@ drain policies:
 
 from __future__ import annotations
 
-import calendar
 import json
 import os
 import shutil
@@ -25,6 +24,8 @@ from pathlib import Path
 
 import pytest
 from test_e2e_lab import _lab_or_skip, lab_dir  # noqa: F401 - the fixture
+
+from stepwise.run.store.base import epoch
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPWISE = str(Path(sys.executable).parent / "stepwise")
@@ -41,10 +42,6 @@ def _cloud(path: Path, policy: str) -> Path:
     text = text.replace("\nroles:\n", f"\ncatalog: {ROOT / 'examples' / 'catalog'}\nroles:\n", 1)
     path.write_text(text)
     return path
-
-
-def _epoch(t) -> float:
-    return calendar.timegm(t.timetuple()) + t.microsecond / 1e6
 
 
 class _Runs:
@@ -118,8 +115,8 @@ def test_drain_waits_for_live_migration_and_applies_each_policy(tmp_path: Path, 
         leave = next(u for u in units if u.step == "leave" and u.nodes == ["compute-0"])
         stop = next(u for u in units if u.step == "stop" and u.nodes == ["compute-0"])
         # the live migration completes asynchronously: the leave waited for it
-        assert _epoch(leave.ended_at) >= wl["vm-0"]["migrated_at"] - 0.5, (leave, wl["vm-0"])
-        assert _epoch(stop.started_at) >= wl["vm-0"]["migrated_at"]
+        assert epoch(leave.ended_at) >= wl["vm-0"]["migrated_at"] - 0.5, (leave, wl["vm-0"])
+        assert epoch(stop.started_at) >= wl["vm-0"]["migrated_at"]
         vm0 = [r for r in probe.records if r["target"] == "workload:vm-0"]
         assert vm0 and all(r["ok"] for r in vm0), [r for r in vm0 if not r["ok"]][:3]
         # cold migration moves every instance: no workload window is announced

@@ -77,13 +77,13 @@ def _inside(sample: dict, spans: list[tuple[float, float]], slack: float = 3.0) 
 def _units_near(store, t: float, slack: float = 20.0) -> list[str]:
     """The recorded units that ran within `slack` seconds of `t`: what a failure report
     needs to tell which step took a cluster down."""
-    from stepwise.observe.windows import _epoch
+    from stepwise.run.store.base import epoch
 
     out = []
     for r in store.runs("composed-mini", limit=1000):
         for u in store.units(r.id):
             if u.started_at and u.ended_at:
-                a, b = _epoch(u.started_at), _epoch(u.ended_at)
+                a, b = epoch(u.started_at), epoch(u.ended_at)
                 if a - slack <= t <= b + slack:
                     out.append(f"run {r.id} {u.unit_id} {a - t:+.1f}..{b - t:+.1f}s")
     return out

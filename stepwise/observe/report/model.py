@@ -9,7 +9,6 @@ built in `run_view` from these same pieces."""
 
 from __future__ import annotations
 
-import calendar
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -31,6 +30,7 @@ from stepwise.observe.report.batches import (
 )
 from stepwise.plan.sections import parts, unit_count
 from stepwise.plan.units import Plan, Unit
+from stepwise.run.store.base import epoch
 
 NODE_LANES_MAX = 60
 BUCKETS = 600
@@ -114,10 +114,6 @@ class Report:
     title: str
     sections: list[Section]
     generated_at: str = ""
-
-
-def _epoch(t: datetime) -> float:
-    return calendar.timegm(t.timetuple()) + t.microsecond / 1e6
 
 
 def _fmt_s(s: float) -> str:
@@ -409,7 +405,7 @@ def plan_section(
     series = _availability(dep, _plan_events(plan), axis, _stopped_services(plan))
     for s in series:
         s.windows = [(a, b, why) for svc, a, b, why in windows if svc == s.service]
-    t0 = None if start is None else _epoch(start.astimezone(UTC))
+    t0 = None if start is None else epoch(start.astimezone(UTC))
     summary = _plan_summary(plan, dep)
     if start is not None:
         summary.insert(5, ("starts", f"{start.astimezone(UTC):%Y-%m-%d %H:%M} UTC"))

@@ -21,7 +21,6 @@ from stepwise.observe.report.model import (
     _availability,
     _batches,
     _boundaries,
-    _epoch,
     _fmt_s,
     _group_key,
     _lanes_of,
@@ -30,6 +29,7 @@ from stepwise.observe.report.model import (
     planned_bars,
 )
 from stepwise.plan.units import Plan, Unit
+from stepwise.run.store.base import epoch
 
 #: (lane, bar key, start, end, kind, unit): one unit's share of a bar, before aggregation
 BarItem = tuple[str, str, float, float, str, Unit]
@@ -78,11 +78,11 @@ def _mask(command: str) -> str:
 
 def _run_clock(plan: Plan, run: Any, units: Sequence[Any]) -> RunClock:
     """The run's clock: planned bars keep their estimated times on it."""
-    t0 = _epoch(run.started_at)
+    t0 = epoch(run.started_at)
     # the run's end, or its last unit's if later (a run still going, or one read mid-write)
-    ends = [_epoch(u.ended_at or u.started_at) for u in units if u.started_at]
+    ends = [epoch(u.ended_at or u.started_at) for u in units if u.started_at]
     actual_s = max(
-        max(ends, default=t0) - t0, (_epoch(run.ended_at) - t0) if run.ended_at else 0.0, 1.0
+        max(ends, default=t0) - t0, (epoch(run.ended_at) - t0) if run.ended_at else 0.0, 1.0
     )
     return RunClock(t0, actual_s, max(actual_s, plan.duration_s, 1.0))
 
@@ -90,7 +90,7 @@ def _run_clock(plan: Plan, run: Any, units: Sequence[Any]) -> RunClock:
 def _ends(rows: Mapping[str, Any], starts: Mapping[str, float], t0: float) -> dict[str, float]:
     """When each unit that is done ended, on the run's clock."""
     return {
-        u: _epoch(r.ended_at) - t0
+        u: epoch(r.ended_at) - t0
         for u, r in rows.items()
         if r.state is UnitState.DONE and r.ended_at and u in starts
     }
@@ -128,8 +128,8 @@ def _unit_actuals(
         r = rows.get(u.id)
         if r is None or r.started_at is None:
             continue
-        a = _epoch(r.started_at) - clock.t0
-        b = (_epoch(r.ended_at) - clock.t0) if r.ended_at else clock.actual_s
+        a = epoch(r.started_at) - clock.t0
+        b = (epoch(r.ended_at) - clock.t0) if r.ended_at else clock.actual_s
         starts[u.id] = a
         events += [(a, -1, s, tuple(n)) for s, n in u.stops.items()]
         if r.state is UnitState.DONE:

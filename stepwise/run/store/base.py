@@ -21,6 +21,12 @@ def now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
+def epoch(t: datetime) -> float:
+    """Seconds since the epoch of a time the store holds (naive UTC, see `now`): what the
+    probe's records and the planned windows are compared in."""
+    return t.replace(tzinfo=UTC).timestamp()
+
+
 def redact(url: str) -> str:
     """A store URL without its password, for messages."""
     try:
