@@ -30,26 +30,33 @@ def test_a_zombie_is_dead() -> None:
         child.wait()
 
 
+def _leader_state(pid: int) -> str:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2]
+
+
 def test_a_zombie_leader_whose_threads_still_run_is_alive() -> None:
     # The main thread ends (the kernel shows the leader as a zombie) while another thread runs
     # on: as after SIGKILL of a multi-threaded server, its files stay open until that ends.
+    # The other thread ends when the test closes its stdin, never on a clock (CI is loaded).
     code = (
-        "import ctypes, threading, time\n"
-        "threading.Thread(target=time.sleep, args=(1.5,)).start()\n"
+        "import ctypes, sys, threading\n"
+        "threading.Thread(target=sys.stdin.read).start()\n"
         "print('ready', flush=True)\n"
         "ctypes.CDLL(None).pthread_exit(None)\n"
     )
-    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert child.stdout is not None and child.stdout.readline() == "ready\n"
-        deadline = time.monotonic() + 1
-        while time.monotonic() < deadline:
-            leader = Path(f"/proc/{child.pid}/stat").read_text()
-            if leader[leader.rindex(")") + 2] == "Z":
-                break
+        deadline = time.monotonic() + 10
+        while _leader_state(child.pid) != "Z" and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert leader[leader.rindex(")") + 2] == "Z"
+        assert _leader_state(child.pid) == "Z"
         assert pid_alive(child.pid)
+        assert child.stdin is not None
+        child.stdin.close()
         child.wait(timeout=10)
         assert not pid_alive(child.pid)
     finally:

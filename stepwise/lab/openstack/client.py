@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from stepwise.lab.openstack import client_probe
 from stepwise.lab.openstack.venvs import BuildProgress, ensure_venv
 
 SCRIPT = Path(__file__).resolve().parent / "client_probe.py"
@@ -118,10 +119,7 @@ class ClientProbe:
     cloud: str
     clouds_yaml: Path
     out: Path
-    # a round every 2 s: each call costs keystone ~60-80 ms of CPU (the token's validation,
-    # uncached as the lab runs no memcached), and on 2 cores a round every 0.5 s kept keystone
-    # at half a core for the whole run, slowing the upgrade it watches
-    interval: float = 2.0
+    interval: float = client_probe.INTERVAL
     max_seconds: float = 3600.0
     log: Path | None = None  # the script's stderr (a traceback if it could not start)
     grace: float = 15.0
@@ -195,7 +193,9 @@ class ClientProbe:
         self.stop()
 
 
-def client_probe_for_lab(lab: Any, max_seconds: float, interval: float = 2.0) -> ClientProbe | None:
+def client_probe_for_lab(
+    lab: Any, max_seconds: float, interval: float = client_probe.INTERVAL
+) -> ClientProbe | None:
     """The client probe of a lab that runs real OpenStack, or None: the one place that reads
     the lab spec's `openstack` entry (`{"series": ..., "cloud": NAME, "clouds_yaml": PATH}`;
     the clouds.yaml defaults to `<lab dir>/clouds.yaml`, where `lab up` writes it)."""
