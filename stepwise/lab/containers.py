@@ -46,21 +46,22 @@ def container_styles() -> frozenset[str]:
 
 def build(dep: Deployment, index: int, services: dict[str, Any]) -> dict[str, Any] | None:
     """The `containers` part of lab.json: None when no role is container-style. The database
-    service stays the real Galera (its container holds no MariaDB), real OpenStack code stays
-    in its venvs: both keep their package version source."""
+    service stays the real Galera (its container holds no MariaDB: it keeps its package
+    version source); a real OpenStack service's image carries its release's venv (`series`)."""
     styled = {r.name: str(r.style) for r in dep.roles if r.style in container_styles()}
     if not styled:
         return None
     from stepwise.model import containers as M
 
     cfg = settings(dep)
+    series = dep.lab.get("openstack")
     images: dict[str, Any] = {}
     for role in dep.roles:
         if role.name not in styled:
             continue
         for s in dep.containerized(role):  # not what the style runs on the host (pacemaker)
             lab_svc = services.get(s)
-            if lab_svc is None or lab_svc["db"] or lab_svc.get("real") or s in images:
+            if lab_svc is None or lab_svc["db"] or s in images:
                 continue
             ref = M.image_ref(s, role.style, dep.containers, image=dep.catalog[s].image)
             images[s] = {
@@ -68,6 +69,7 @@ def build(dep: Deployment, index: int, services: dict[str, Any]) -> dict[str, An
                 "image": ref.rsplit("/", 1)[1].rsplit(":", 1)[0],
                 "style": styled[role.name],
                 "unit": M.unit_name(s, role.style),
+                "series": series if lab_svc.get("real") else None,
             }
     return {
         **cfg,

@@ -28,7 +28,12 @@ def service_kind(lab: Any, node: str, service: str, unit: dict[str, Any] | None)
             return REAL, f"{RL.SERVICES[service].project} (not installed)"
         running = (unit or {}).get("code")
         code = running or f"{RL.SERVICES[service].project} {RL.version_of(release, service)}"
-        return REAL, f"{code} ({release.label}) under uWSGI"
+        where = (
+            " from its container's image"
+            if (unit or {}).get("venv", "").startswith(str(lab.node_root(node)))
+            else ""
+        )
+        return REAL, f"{code} ({release.label}) under uWSGI{where}"
     if svc.get("db"):
         from stepwise.lab.galera import versions
 
@@ -54,12 +59,15 @@ def components(lab: Any) -> list[dict[str, str]]:
         )
     out += _container_components(lab)
     real = lab.spec.get("openstack") or {}
+    imaged = {s for s, v in (lab.spec.get("containers") or {}).get("services", {}).items()
+              if v.get("series")}  # fmt: skip
     for s in real.get("services", []):
+        how = ", the venv in its image, run from what a node pulled" if s in imaged else ""
         out.append(
             {
                 "name": s,
                 "kind": REAL,
-                "detail": f"OpenStack {real['series']} code from PyPI under uWSGI",
+                "detail": f"OpenStack {real['series']} code from PyPI under uWSGI{how}",
             }
         )
     others = sorted(
@@ -116,8 +124,9 @@ def _container_components(lab: Any) -> list[dict[str, str]]:
         {
             "name": "container runtime",
             "kind": STAND_IN,
-            "detail": "no container engine runs here: a unit starts the service's stand-in from "
-            "its container's image (the image's version file); images, digests, tags, registry "
+            "detail": "no container engine runs here: a unit starts the service from its "
+            "container's image (a stand-in at the image's version, real OpenStack code from the "
+            "venv unpacked from the image's layer); images, layers, digests, tags, registry "
             "are real",
         },
     ]

@@ -1,16 +1,18 @@
 """A lab node's container image store and containers (what podman keeps in
-/var/lib/containers): images pulled with the real skopeo into `dir:` copies in the node's
-root, their registry digests, and the containers created from them.
+/var/lib/containers): images pulled with the real skopeo into OCI layouts in the node's root
+(one per image, their blobs in one shared directory, so a layer two images share, such as a
+release's venv, is fetched and stored once per node), their registry digests, each layer
+unpacked once (`layers/<digest>/`, as podman's overlay storage keeps them), and the
+containers created from them.
 
 No container engine runs here (one machine, no nested namespaces for several nodes): a unit
-starts the service's stand-in from its container's image (the version file of its layer), so
-`lab status` says the runtime is a stand-in while images, digests, tags and the registry are
-real.
+starts the service from its container's image, the stand-in at the version of the image's
+metadata layer, real OpenStack code from the venv unpacked from the image; so `lab status`
+says the runtime is a stand-in while images, digests, tags, layers and the registry are real.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import secrets
@@ -21,7 +23,7 @@ from typing import Any
 
 from stepwise.lab import containers as C
 from stepwise.lab import images
-from stepwise.lab.nodes import Lab
+from stepwise.lab.nodes import Lab, file_lock
 
 STORE = "/var/lib/containers/storage/stepwise-dir"
 IMAGES = "podman-images.json"
@@ -34,6 +36,16 @@ class PodmanError(Exception):
 
 def store(lab: Lab, node: str) -> Path:
     return lab.node_path(node, STORE)
+
+
+def blob(lab: Lab, node: str, digest: str) -> Path:
+    """Where a node keeps a blob (layer, config, manifest) it pulled."""
+    return store(lab, node) / "blobs" / "sha256" / digest.removeprefix("sha256:")
+
+
+def layer_dir(lab: Lab, node: str, digest: str) -> Path:
+    """Where a node keeps a layer unpacked."""
+    return store(lab, node) / "layers" / digest.removeprefix("sha256:")
 
 
 def images_of(lab: Lab, node: str) -> dict[str, Any]:
@@ -53,15 +65,17 @@ def _repo(reference: str) -> str:
 
 
 def pull(lab: Lab, node: str, reference: str) -> str:
-    """Copy an image from the registry into the node's store (the real skopeo); returns its
-    id. Raises PodmanError as podman fails (registry down, unknown tag)."""
+    """Copy an image from the registry into the node's store (the real skopeo) and unpack its
+    layers; returns its id. Raises PodmanError as podman fails (registry down, unknown tag)."""
     source = C.to_lab_registry(lab.spec, reference)
     tmp = store(lab, node) / f"tmp-{secrets.token_hex(6)}"
     tmp.parent.mkdir(parents=True, exist_ok=True)
+    # a blob the node holds already is not fetched again (skopeo reuses the shared directory)
     res = subprocess.run(
         ["/usr/bin/skopeo", "copy", "--quiet", "--src-tls-verify=false",
-         f"docker://{source}", f"dir:{tmp}"],
-        capture_output=True, text=True, timeout=120, check=False,
+         "--dest-shared-blob-dir", str(store(lab, node) / "blobs"),
+         f"docker://{source}", f"oci:{tmp}:image"],
+        capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     if res.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -70,11 +84,13 @@ def pull(lab: Lab, node: str, reference: str) -> str:
             lab.spec["containers"]["lab_registry"], lab.spec["containers"]["registry"]
         )
         raise PodmanError(f"Error: {why}")
-    manifest_bytes = (tmp / "manifest.json").read_bytes()
-    digest = "sha256:" + hashlib.sha256(manifest_bytes).hexdigest()
-    manifest = json.loads(manifest_bytes)
+    index = json.loads((tmp / "index.json").read_text())
+    digest = index["manifests"][0]["digest"]
+    manifest = json.loads(blob(lab, node, digest).read_bytes())
     image_id = manifest["config"]["digest"].removeprefix("sha256:")
-    layer = manifest["layers"][0]["digest"].removeprefix("sha256:")
+    layers = [layer["digest"].removeprefix("sha256:") for layer in manifest["layers"]]
+    for layer in layers:
+        _unpack(lab, node, layer)
     final = store(lab, node) / image_id
     with lab.node_lock(node):
         if final.exists():
@@ -83,7 +99,8 @@ def pull(lab: Lab, node: str, reference: str) -> str:
             tmp.rename(final)
         known = images_of(lab, node)
         entry = known.setdefault(image_id, {"repo_tags": [], "repo_digests": []})
-        entry.update(digest=digest, layer=layer)
+        # the metadata layer (version file) is the image's last
+        entry.update(digest=digest, layer=layers[-1], layers=layers)
         repo = _repo(reference)
         tags = [reference] if "@" not in reference else []
         for tag in tags:
@@ -94,6 +111,26 @@ def pull(lab: Lab, node: str, reference: str) -> str:
         entry["repo_digests"] = sorted(set(entry["repo_digests"]) | {f"{repo}@{digest}"})
         lab.write_state(node, IMAGES, known)
     return image_id
+
+
+def _unpack(lab: Lab, node: str, layer: str) -> None:
+    """Unpack a pulled layer once (GNU tar reads gzip and plain tar alike); a marker says it
+    is whole, so an unpack cut short is redone."""
+    target = layer_dir(lab, node, layer)
+    if (target / ".stepwise-unpacked").is_file():
+        return
+    with file_lock(target.with_name(target.name + ".lock")):
+        if (target / ".stepwise-unpacked").is_file():
+            return
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        res = subprocess.run(
+            ["tar", "-xf", str(blob(lab, node, layer)), "-C", str(target)],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        if res.returncode != 0:
+            raise PodmanError(f"Error: unpacking layer {layer[:12]}: {res.stderr.strip()}")
+        (target / ".stepwise-unpacked").write_text("ok")
 
 
 def _why(stderr: str) -> str:
@@ -166,7 +203,21 @@ def container_version(lab: Lab, node: str, service: str) -> str | None:
     entry = images_of(lab, node).get(c["image"])
     if entry is None:
         return None
-    return images.version_in_layer(store(lab, node) / c["image"] / entry["layer"])
+    return images.version_in_layer(blob(lab, node, entry["layer"]))
+
+
+def venv_of_container(lab: Lab, node: str, service: str) -> Path | None:
+    """Where the code of a real service's container is: the venv unpacked from its image's
+    layers (None when the container, its image or a venv in it is absent)."""
+    c = containers_of(lab, node).get(service)
+    entry = images_of(lab, node).get(c["image"]) if c else None
+    if entry is None:
+        return None
+    for layer in entry.get("layers", []):
+        venv = layer_dir(lab, node, layer) / images.VENV_DIR
+        if (venv / "pyvenv.cfg").is_file():
+            return venv
+    return None
 
 
 def _write_startup_config(lab: Lab, node: str, service: str, reference: str) -> None:

@@ -106,12 +106,13 @@ def publish(lab: Lab) -> dict[str, Any]:
     """Build the images (once per machine) and push every publication; returns timings."""
     c = lab.spec["containers"]
     t0 = time.monotonic()
-    built = images.ensure([s["image"] for s in c["services"].values()])
+    real = {s["image"]: s["series"] for s in c["services"].values() if s.get("series")}
+    built = images.ensure([s["image"] for s in c["services"].values()], real)
     t1 = time.monotonic()
 
     def push(p: tuple[str, str, str]) -> None:
         name, version, dest = p
-        src = f"oci:{images.layout(name, version)}:{version}"
+        src = f"oci:{images.layout(name, version, real.get(name))}:{version}"
         res = skopeo("copy", "--quiet", "--dest-tls-verify=false", src, f"docker://{dest}")
         if res.returncode != 0:
             raise RuntimeError(f"skopeo copy {src} {dest}: {res.stderr.strip()}")

@@ -272,6 +272,7 @@ def start_real(unit: Unit) -> None:
         real=True,
         code=f"{RL.SERVICES[name].project} {RL.version_of(release, name)}",
         release=release.label,
+        venv=str(C.code_of(lab, node, name, release)),
     )
 
 
@@ -279,15 +280,22 @@ def _installed_release(unit: Unit) -> RL.Release:
     """The real release the node's package stands for (sets the unit's version); fails
     without the package, without real code for its version, or on another release's
     configuration."""
+    from stepwise.lab import containers
     from stepwise.lab.openstack import config as C
     from stepwise.lab.openstack import releases as RL
 
     lab, node, name = unit.lab, unit.node, unit.name
-    pkgs = lab.read_state(node, "packages.json", {}) or {}
-    main_pkg = lab.service(name)["packages"][0]
-    if main_pkg not in pkgs:
-        fail(f"{name}: package {main_pkg} is not installed")
-    unit.version = pkgs[main_pkg]["version"]
+    if containers.containerized(lab.spec, node, name):
+        version = P.container_version(lab, node, name)  # its container's image's
+        if not version:
+            fail(f"{name}: its container or the container's image is absent")
+    else:
+        pkgs = lab.read_state(node, "packages.json", {}) or {}
+        main_pkg = lab.service(name)["packages"][0]
+        if main_pkg not in pkgs:
+            fail(f"{name}: package {main_pkg} is not installed")
+        version = pkgs[main_pkg]["version"]
+    unit.version = version
     unit.major = R.major(unit.version)
     release = C.release_on(lab, node, name)
     if release is None:

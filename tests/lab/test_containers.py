@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tarfile
 import time
 import urllib.request
 from pathlib import Path
@@ -21,6 +22,7 @@ from tests.lab.conftest import Node
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tripleo-containers.yaml"
 REGISTRY = "127.0.0.1:8787"  # the example's `containers.registry`
 KEYSTONE = f"{REGISTRY}/tripleo/openstack-keystone"
+NOVA = f"{REGISTRY}/tripleo/openstack-nova-api"
 CTRL = "controller-openstack-0"
 
 
@@ -83,19 +85,19 @@ def test_registry_digests_are_real(clab):
 def test_switching_the_container_image_changes_what_the_service_runs(clab):
     n = Node(clab, CTRL)
     address = clab.node(CTRL)["address"]
-    port = clab.service("keystone")["port"]
+    port = clab.service("nova_api")["port"]
     assert _health(address, port)["version"] == "1.0.0"
-    [c] = json.loads(n.run("podman inspect keystone").stdout)
-    assert c["ImageName"] == f"{KEYSTONE}:1.0.0" and c["State"]["Status"] == "running"
-    _pull(n, f"{KEYSTONE}:current")
-    n.run("podman rm -f keystone")
-    failed = n.run("systemctl start tripleo_keystone", check=False)
+    [c] = json.loads(n.run("podman inspect nova_api").stdout)
+    assert c["ImageName"] == f"{NOVA}:1.0.0" and c["State"]["Status"] == "running"
+    _pull(n, f"{NOVA}:current")
+    n.run("podman rm -f nova_api")
+    failed = n.run("systemctl start tripleo_nova_api", check=False)
     assert failed.returncode == 1 and "no container" in failed.stderr
-    n.run(f"podman create --name keystone {KEYSTONE}:current")
-    n.run("systemctl restart tripleo_keystone")
-    assert n.run("systemctl is-active tripleo_keystone").stdout.strip() == "active"
+    n.run(f"podman create --name nova_api {NOVA}:current")
+    n.run("systemctl restart tripleo_nova_api")
+    assert n.run("systemctl is-active tripleo_nova_api").stdout.strip() == "active"
     assert _health(address, port)["version"] == "1.1.0"
-    vip = clab.spec["vips"]["keystone"]
+    vip = clab.spec["vips"]["nova_api"]
     seen: set[tuple[str, str]] = set()
     deadline = time.monotonic() + 20
     while ((CTRL, "1.1.0") not in seen) and time.monotonic() < deadline:
@@ -109,7 +111,53 @@ def test_switching_the_container_image_changes_what_the_service_runs(clab):
     assert (CTRL, "1.0.0") not in seen
     st = control.status(clab)
     row = next(r for r in st["nodes"] if r["name"] == CTRL)
-    assert next(s for s in row["services"] if s["name"] == "keystone")["version"] == "1.1.0"
+    assert next(s for s in row["services"] if s["name"] == "nova_api")["version"] == "1.1.0"
+
+
+def _real_code(clab, node: str, service: str) -> tuple[str, Path]:
+    """What `lab status` says a real service runs on a node, and the venv its uWSGI serves."""
+    st = control.status(clab)
+    row = next(r for r in st["nodes"] if r["name"] == node)
+    detail = next(s for s in row["services"] if s["name"] == service)["runs"]
+    ini = clab.node_path(node, "/etc/keystone/keystone-uwsgi.ini").read_text()
+    venv = next(line.split("=", 1)[1].strip() for line in ini.splitlines() if "virtualenv" in line)
+    return detail, Path(venv)
+
+
+@pytest.mark.lab
+def test_a_real_service_runs_the_code_its_node_unpacked_from_its_image(clab):
+    from stepwise.lab import podman
+
+    node = "controller-openstack-1"
+    n = Node(clab, node)
+    detail, venv = _real_code(clab, node, "keystone")
+    assert detail.startswith("keystone 24.0.0 (2023.2, first patch)"), detail
+    assert "from its container's image" in detail
+    # the venv is a layer of the image the container runs, unpacked in the node's own store
+    [c] = json.loads(n.run("podman inspect keystone").stdout)
+    [image] = json.loads(n.run(f"podman image inspect {c['Image']}").stdout)
+    layers = podman.images_of(clab, node)[image["Id"]]["layers"]
+    assert venv == podman.layer_dir(clab, node, layers[0]) / images.VENV_DIR
+    assert venv.is_relative_to(clab.node_root(node))
+    # the image is the registry's (by digest), and its first layer is the release's code
+    listed = json.loads(
+        n.run(f"skopeo inspect --tls-verify=false docker://{KEYSTONE}:1.0.0").stdout
+    )
+    assert image["Digest"] == listed["Digest"] and len(listed["Layers"]) == 2
+    # the schema tool runs from that code too (as `podman exec keystone keystone-manage` would)
+    assert n.run("keystone-manage db_version").stdout.strip()
+    # the update's image: switched, configured for it, restarted: the new code serves
+    _pull(n, f"{KEYSTONE}:current")
+    n.run("podman rm -f keystone")
+    n.run(f"podman create --name keystone {KEYSTONE}:current")
+    n.run("os-apply-config")
+    n.run("systemctl restart tripleo_keystone")
+    detail, new_venv = _real_code(clab, node, "keystone")
+    assert detail.startswith("keystone 24.1.0 (2023.2, latest patch)"), detail
+    assert new_venv != venv and new_venv.is_relative_to(clab.node_root(node))
+    vip = clab.spec["vips"]["keystone"]
+    with urllib.request.urlopen(f"http://{vip['address']}:{vip['port']}/v3", timeout=5) as r:
+        assert r.status == 200
 
 
 @pytest.mark.lab
@@ -163,6 +211,47 @@ def test_images_are_built_once_and_deterministic(tmp_path, monkeypatch):
     assert json.loads(res.stdout)["Digest"] == manifest_digest
 
 
+def test_a_real_service_image_carries_its_release_venv_as_a_shared_layer(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    venvs = {}
+    for version in images.VERSIONS:  # a tiny venv per release stands for the built ones
+        venv = tmp_path / f"venv-{version}"
+        (venv / "bin").mkdir(parents=True)
+        (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+        (venv / "bin" / "keystone-manage").write_text(f"# code of {version}\n")
+        (venv / "bin" / "python").symlink_to("/usr/bin/python3")
+        venvs[version] = venv
+    monkeypatch.setattr(images, "_venv", lambda series, version: venvs[version])
+    real = {"openstack-keystone": "2023.2", "openstack-glance-api": "2023.2"}
+    assert images.ensure(list(real), real) == 6
+
+    def manifest(image: str, version: str) -> tuple[Path, dict]:
+        root = images.layout(image, version, "2023.2")
+        index = json.loads((root / "index.json").read_text())
+        digest = index["manifests"][0]["digest"].removeprefix("sha256:")
+        return root, json.loads((root / "blobs" / "sha256" / digest).read_text())
+
+    root, m = manifest("openstack-keystone", "1.1.0")
+    venv_blob = root / "blobs" / "sha256" / m["layers"][0]["digest"].removeprefix("sha256:")
+    meta_blob = root / "blobs" / "sha256" / m["layers"][1]["digest"].removeprefix("sha256:")
+    assert images.version_in_layer(meta_blob) == "1.1.0"
+    with tarfile.open(venv_blob, mode="r:gz") as tar:
+        code = tar.extractfile("venv/bin/keystone-manage").read().decode()
+        assert code == "# code of 1.1.0\n"
+        # the interpreter link is kept as the venv has it (not rewritten to /venv)
+        assert tar.getmember("venv/bin/python").linkname == "/usr/bin/python3"
+    # one blob for the release's code, whatever service's image holds it
+    other_root, other = manifest("openstack-glance-api", "1.1.0")
+    assert other["layers"][0] == m["layers"][0]
+    other_blob = other_root / "blobs" / "sha256" / m["layers"][0]["digest"].removeprefix("sha256:")
+    assert other_blob.stat().st_ino == venv_blob.stat().st_ino
+    assert manifest("openstack-keystone", "2.0.0")[1]["layers"][0] != m["layers"][0]
+    res = subprocess.run(
+        ["skopeo", "inspect", f"oci:{root}:1.1.0"], capture_output=True, text=True, check=True
+    )
+    assert len(json.loads(res.stdout)["Layers"]) == 2
+
+
 def test_names_of_the_contract():
     from stepwise.lab import containers as C
     from stepwise.lab.spec import build_spec
@@ -172,7 +261,10 @@ def test_names_of_the_contract():
     c = spec["containers"]
     assert c["services"]["nova_api"] == {
         "image": "openstack-nova-api", "style": "tripleo", "unit": "tripleo_nova_api",
+        "series": None,
     }  # fmt: skip
+    # a real service's image carries its release's code
+    assert c["services"]["keystone"]["series"] == "2023.2"
     # the database stays the real Galera on a packages-style role: no image, no container
     assert "galera" not in c["services"] and C.node_style(spec, "database-0") is None
     assert C.ref(spec, "keystone", "current") == f"{KEYSTONE}:current"

@@ -1,12 +1,15 @@
 """End to end on a containerized lab (slow: minutes; `pytest -m e2e`), issue #23.
 
 examples/tripleo-containers.yaml (controllers in TripleO's podman containers, images in the
-lab's real registry, the database role in packages style) through a minor update and a
-major upgrade, each with its prestage: the images are pulled and checked by digest on every
-node before any service stops, then the units only switch containers. The probe calls every
-VIP all along: no failed request. A registry stopped during the upgrade's prestage fails the
-prestage and disrupts nothing; the same command continues once it is back. After each,
-every container runs the digest the registry holds for its target.
+lab's real registry, the database role in packages style; keystone, placement and glance are
+real OpenStack whose images carry the release's venv) through a minor update and a major
+upgrade, each with its prestage: the images are pulled and checked by digest on every node
+before any service stops, then the units only switch containers. The probe calls every VIP
+and a real OpenStack client calls keystone, placement and glance all along: no failed
+request. A registry stopped during the upgrade's prestage fails the prestage and disrupts
+nothing; the same command continues once it is back. After each, every container runs the
+digest the registry holds for its target, and the real services run the code their node
+unpacked from that image (2023.2's latest patch, then 2024.1, with the schemas at its head).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from stepwise.lab.probe import failed, summarize
 from tests.lab.conftest import Node  # a node command as a task runs it
 from tests.run.test_e2e_lab import _lab_or_skip, lab_dir  # noqa: F401 - the fixture
 
@@ -82,6 +86,35 @@ def _registry_digests(the_lab, node: str, namespace: str | None) -> dict[str, st
     return out
 
 
+def _real_code(the_lab, nodes: list[str]) -> dict[tuple[str, str], str]:
+    """(node, real service) -> the release whose code it serves; each must be served from the
+    venv its node unpacked from the image of the service's container."""
+    from stepwise.lab import podman
+    from stepwise.lab.control import status
+
+    out = {}
+    rows = {r["name"]: r for r in status(the_lab)["nodes"]}
+    for n in nodes:
+        for s in rows[n]["services"]:
+            if s["kind"] == "real" and s["name"] in the_lab.spec["openstack"]["services"]:
+                assert "from its container's image" in s["runs"], (n, s)
+                assert podman.venv_of_container(the_lab, n, s["name"]) is not None
+                out[(n, s["name"])] = s["runs"].split("(", 1)[1].split(")", 1)[0]
+    return out
+
+
+def _served(records: list[dict]) -> dict:
+    """The probe's summary, once it is checked that no VIP request and no call of the real
+    OpenStack client (which the lab's probe runs beside it) failed, and that the client called
+    keystone, placement and glance."""
+    summary = summarize(records)
+    calls = {k: v["requests"] for k, v in summary["targets"].items() if k.startswith("client:")}
+    assert set(calls) == {"client:keystone", "client:placement", "client:glance"}, summary
+    assert all(calls.values()), calls
+    assert failed(summary, "vip:") == {} and failed(summary, "client:") == {}, summary
+    return summary
+
+
 def _units(store_url: str, result: subprocess.CompletedProcess) -> list:
     """The units the run printed by `result` recorded."""
     from stepwise.run.store import open_store
@@ -97,7 +130,8 @@ def test_containerized_update_and_upgrade_with_prestage(
     import stepwise.lab as lab
     from stepwise.lab.faults import inject
     from stepwise.lab.nodes import Lab
-    from stepwise.lab.probe import Probe, failed, summarize
+    from stepwise.lab.openstack import checks
+    from stepwise.lab.probe import Probe
 
     dep = tmp_path / EXAMPLE.name
     dep.write_text(EXAMPLE.read_text())
@@ -109,6 +143,9 @@ def test_containerized_update_and_upgrade_with_prestage(
         cnodes = [n for n in the_lab.spec["nodes"] if _containerized(the_lab, n)]
         assert cnodes, "the example has container-style nodes"
         before = _running_digests(the_lab, cnodes)
+        code = _real_code(the_lab, cnodes)
+        assert set(code.values()) == {"2023.2, first patch"}, code
+        seeded = checks.seed(the_lab)
 
         # the minor update: the deployment's tag now names newer images
         cli("discover")
@@ -116,7 +153,7 @@ def test_containerized_update_and_upgrade_with_prestage(
             upd = cli("update", "run", "--json")
         probe.stop()
         assert json.loads(upd.stdout)["status"] == "done", upd.stdout
-        assert failed(summarize(probe.records), "vip:") == {}, summarize(probe.records)
+        _served(probe.records)
         units = _units(url, upd)
         prestaged = [u for u in units if u.step == "prestage"]
         assert {n for u in prestaged for n in u.nodes} >= set(cnodes)
@@ -127,6 +164,7 @@ def test_containerized_update_and_upgrade_with_prestage(
             want = _registry_digests(the_lab, n, None)
             assert {s: updated[(n, s)] for s in want} == want
             assert all(updated[(n, s)] != before[(n, s)] for s in want)
+        assert _real_code(the_lab, cnodes) == dict.fromkeys(code, "2023.2, latest patch")
 
         # the major upgrade: a registry down during the prestage disrupts nothing
         cli("discover", "-e", f"target_namespace={UPGRADE_NS}")
@@ -150,7 +188,7 @@ def test_containerized_update_and_upgrade_with_prestage(
             cli("upgrade", "run", "-e", "target_release=R2", "--json")
             cli("upgrade", "converge", "-e", "target_release=R2", "--json")
         probe.stop()
-        summary = summarize(probe.records)
+        summary = _served(probe.records)
         print(
             "containers upgrade probe:",
             {k: (v["requests"], v["failed"]) for k, v in summary["targets"].items()},
@@ -159,5 +197,10 @@ def test_containerized_update_and_upgrade_with_prestage(
         for n in cnodes:
             want = _registry_digests(the_lab, n, UPGRADE_NS)
             assert {s: upgraded[(n, s)] for s in want} == want
+        assert _real_code(the_lab, cnodes) == dict.fromkeys(code, "2024.1")
+        # the schema tools ran from the new images' code: every schema at 2024.1's head
+        schemas = checks.schemas(the_lab)
+        assert all(v["at_head"] and v["code"] == "2024.1" for v in schemas.values()), schemas
+        assert checks.seed_kept(the_lab, seeded)["kept"]
     finally:
         lab.down(lab_dir)

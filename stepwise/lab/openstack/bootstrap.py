@@ -60,10 +60,18 @@ def tool(
     release = C.release_on(lab, node, service)
     if release is None:
         raise RuntimeError(f"{service} is not installed on {node}")
-    exe = C.venv_of(release) / "bin" / args[0]
+    code = C.code_of(lab, node, service, release)
     conf = C.paths(lab, node, service)["config"]
+    # through the venv's python: a script's first line names the path the venv was built at,
+    # not where a container's image unpacked it
     return subprocess.run(
-        [str(exe), "--config-file", str(conf), *args[1:]],
+        [
+            str(code / "bin" / "python"),
+            str(code / "bin" / args[0]),
+            "--config-file",
+            str(conf),
+            *args[1:],
+        ],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -177,7 +177,9 @@ def schemas(lab: Any) -> dict[str, dict[str, Any]]:
             at_head = check.returncode == 0 and "up to date" in (check.stdout + check.stderr)
         else:
             current = B.tool(lab, node, s, ["placement-manage", "db", "version"]).stdout.strip()
-            at_head = release is not None and current == _placement_head(C.venv_of(release))
+            at_head = release is not None and current == _placement_head(
+                C.code_of(lab, node, s, release)
+            )
         out[s] = {
             "version": current.splitlines()[-1] if current else None,
             "at_head": at_head,

@@ -70,6 +70,19 @@ def venv_of(release: RL.Release) -> Path:
     return venv_path(release.lock)
 
 
+def code_of(lab: Any, node: str, service: str, release: RL.Release) -> Path:
+    """The venv a node runs `service`'s code from: on a container-style node the venv unpacked
+    from the image of the service's container (what the node pulled), else the release's."""
+    from stepwise.lab import containers, podman
+
+    if containers.containerized(lab.spec, node, service):
+        venv = podman.venv_of_container(lab, node, service)
+        if venv is None:
+            raise RuntimeError(f"{service} on {node}: its container's image holds no code")
+        return venv
+    return venv_of(release)
+
+
 def paths(lab: Any, node: str, service: str) -> dict[str, Path]:
     """Where a real service's files live inside the node's root."""
     real = RL.SERVICES[service]
@@ -181,14 +194,15 @@ def uwsgi_ini(lab: Any, node: str, service: str, release: RL.Release) -> str:
     conf = paths(lab, node, service)["config"]
     env_value = str(conf.parent) if real.config_env.endswith("_DIR") else str(conf)
     svc = lab.service(service)
+    code = code_of(lab, node, service, release)
     return "\n".join(
         [
             f"{MARKER}{release.lock}",
             "[uwsgi]",
             "plugins = python3",
-            f"virtualenv = {venv_of(release)}",
+            f"virtualenv = {code}",
             f"http-socket = {lab.node(node)['address']}:{svc['port']}",
-            f"wsgi-file = {venv_of(release) / 'bin' / real.wsgi_script}",
+            f"wsgi-file = {code / 'bin' / real.wsgi_script}",
             f"env = {real.config_env}={env_value}",
             "master = true",
             # processes, not threads: keystone under threaded uWSGI mixed up concurrent requests'
@@ -233,7 +247,7 @@ def render(lab: Any, node: str, service: str) -> RL.Release | None:
     p["log"].parent.mkdir(parents=True, exist_ok=True)
     _write_private(p["config"], service_ini(lab, node, service))
     if service == "glance_api":
-        paste = venv_of(release) / "etc" / "glance" / "glance-api-paste.ini"
+        paste = code_of(lab, node, service, release) / "etc" / "glance" / "glance-api-paste.ini"
         shutil.copyfile(paste, p["config"].parent / "glance-api-paste.ini")
         for d in ("images", "staging", "tasks"):
             (lab.dir / "shared" / "glance" / d).mkdir(parents=True, exist_ok=True)
