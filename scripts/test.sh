@@ -38,10 +38,11 @@ fi
 
 set +e
 # two workers: the lab scenarios wait on services more than they compute, so two of them
-# share the machine's two cores (tests/conftest.py puts them in two lanes, longest first);
+# share the machine's two cores (each worker takes whole files, the longest scenarios first:
+# tests/conftest.py);
 # the slowest tests are listed so CI time stays visible (the budget is 45 minutes)
 .venv/bin/python -m pytest -q -p no:cacheprovider --durations=25 \
-  -n "${STEPWISE_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder "$@"
+  -n "${STEPWISE_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

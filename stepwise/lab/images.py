@@ -6,7 +6,7 @@ layer holding its program marker (`/stepwise/program`) and its version (`/stepwi
 an OCI config and manifest, written with tarfile + hashlib, deterministic (fixed mtimes, owner,
 gzip header): the same image has the same digest on every machine.
 
-A real OpenStack service's image (`openstack-<series>/<image>/<version>/`) carries the code
+A real OpenStack service's image (`openstack/<venv>/<image>/<version>/`) carries the code
 the lab runs for that version: the release's venv (lab/openstack/venvs.py) as its first layer,
 `/venv` in the image, then the same small metadata layer. The three services of a release
 share the venv layer (one blob, hard-linked into each layout), as images built on one base
@@ -47,9 +47,11 @@ def cache_root() -> Path:
 
 def layout(image: str, version: str, series: str | None = None) -> Path:
     """The OCI layout of one image version (built by `ensure`); `series`: the image of real
-    OpenStack code of that series."""
-    base = cache_root() if series is None else cache_root() / f"openstack-{series}"
-    return base / image / version
+    OpenStack code of that series, kept under the name of the venv it carries (a venv rebuilt
+    from a changed lock is a new venv, so its images are new too)."""
+    if series is None:
+        return cache_root() / image / version
+    return cache_root() / "openstack" / _venv(series, version).name / image / version
 
 
 def _layer(image: str, version: str, program: str = PROGRAM) -> tuple[bytes, str]:
@@ -189,16 +191,15 @@ def ensure(images: list[str], real: dict[str, str] | None = None) -> int:
                     continue
                 shutil.rmtree(root, ignore_errors=True)  # a build cut short
                 root.mkdir(parents=True, exist_ok=True)
-                _write(root, image, version, _venv(real.get(image), version))
+                series = real.get(image)
+                _write(root, image, version, _venv(series, version) if series else None)
                 (root / ".ready").write_text("ok")
                 built += 1
     return built
 
 
-def _venv(series: str | None, version: str) -> Path | None:
+def _venv(series: str, version: str) -> Path:
     """The venv whose code a real image of `series` at lab `version` carries."""
-    if series is None:
-        return None
     from stepwise.lab.openstack import releases, venvs
 
     release = releases.release_for(series, version)

@@ -89,8 +89,12 @@ def pull(lab: Lab, node: str, reference: str) -> str:
     manifest = json.loads(blob(lab, node, digest).read_bytes())
     image_id = manifest["config"]["digest"].removeprefix("sha256:")
     layers = [layer["digest"].removeprefix("sha256:") for layer in manifest["layers"]]
-    for layer in layers:
-        _unpack(lab, node, layer)
+    try:
+        for layer in layers:
+            _unpack(lab, node, layer)
+    except PodmanError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     final = store(lab, node) / image_id
     with lab.node_lock(node):
         if final.exists():

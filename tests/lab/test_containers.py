@@ -250,6 +250,11 @@ def test_a_real_service_image_carries_its_release_venv_as_a_shared_layer(tmp_pat
         ["skopeo", "inspect", f"oci:{root}:1.1.0"], capture_output=True, text=True, check=True
     )
     assert len(json.loads(res.stdout)["Layers"]) == 2
+    # a venv rebuilt from a changed lock is another venv: its release's images are rebuilt
+    assert images.ensure(list(real), real) == 0
+    venvs["1.1.0"] = venvs["1.1.0"].rename(tmp_path / "venv-1.1.0-relocked")
+    assert images.ensure(list(real), real) == 2
+    assert manifest("openstack-keystone", "1.1.0")[0] != root
 
 
 def test_names_of_the_contract():
