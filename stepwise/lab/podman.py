@@ -198,26 +198,25 @@ def remove(lab: Lab, node: str, name: str) -> bool:
     return gone is not None
 
 
+def _image_of_container(lab: Lab, node: str, service: str) -> dict[str, Any] | None:
+    """The store's entry of the image the service's container was created from (None when the
+    container or its image is absent)."""
+    c = containers_of(lab, node).get(service)
+    return images_of(lab, node).get(c["image"]) if c else None
+
+
 def container_version(lab: Lab, node: str, service: str) -> str | None:
     """The version the service's container would run: its image's version file. None when
     the container or its image is absent (its unit cannot start)."""
-    c = containers_of(lab, node).get(service)
-    if c is None:
-        return None
-    entry = images_of(lab, node).get(c["image"])
-    if entry is None:
-        return None
-    return images.version_in_layer(blob(lab, node, entry["layer"]))
+    entry = _image_of_container(lab, node, service)
+    return images.version_in_layer(blob(lab, node, entry["layer"])) if entry else None
 
 
 def venv_of_container(lab: Lab, node: str, service: str) -> Path | None:
     """Where the code of a real service's container is: the venv unpacked from its image's
     layers (None when the container, its image or a venv in it is absent)."""
-    c = containers_of(lab, node).get(service)
-    entry = images_of(lab, node).get(c["image"]) if c else None
-    if entry is None:
-        return None
-    for layer in entry.get("layers", []):
+    entry = _image_of_container(lab, node, service)
+    for layer in entry.get("layers", []) if entry else []:
         venv = layer_dir(lab, node, layer) / images.VENV_DIR
         if (venv / "pyvenv.cfg").is_file():
             return venv

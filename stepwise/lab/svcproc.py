@@ -280,21 +280,16 @@ def _installed_release(unit: Unit) -> RL.Release:
     """The real release the node's package stands for (sets the unit's version); fails
     without the package, without real code for its version, or on another release's
     configuration."""
-    from stepwise.lab import containers
+    from stepwise.lab import containers, services
     from stepwise.lab.openstack import config as C
     from stepwise.lab.openstack import releases as RL
 
     lab, node, name = unit.lab, unit.node, unit.name
-    if containers.containerized(lab.spec, node, name):
-        version = P.container_version(lab, node, name)  # its container's image's
-        if not version:
+    version = services.service_version(lab, node, name)  # its container's image's, or package's
+    if not version:
+        if containers.containerized(lab.spec, node, name):
             fail(f"{name}: its container or the container's image is absent")
-    else:
-        pkgs = lab.read_state(node, "packages.json", {}) or {}
-        main_pkg = lab.service(name)["packages"][0]
-        if main_pkg not in pkgs:
-            fail(f"{name}: package {main_pkg} is not installed")
-        version = pkgs[main_pkg]["version"]
+        fail(f"{name}: package {lab.service(name)['packages'][0]} is not installed")
     unit.version = version
     unit.major = R.major(unit.version)
     release = C.release_on(lab, node, name)

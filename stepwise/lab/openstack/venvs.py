@@ -14,6 +14,7 @@ removed. Concurrent `lab up`s wait for the one that builds.
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import os
 import re
@@ -58,7 +59,10 @@ def requirements(name: str) -> list[str]:
     return out
 
 
+@functools.lru_cache(maxsize=8)
 def _python_version(python: str) -> str:
+    """The interpreter's full version (part of every venv's key; asked once per process: a
+    lab up names each release's venv for every image it builds and pushes)."""
     r = subprocess.run(
         [python, "-c", "import sys; print(sys.version)"], capture_output=True, text=True, timeout=30
     )
