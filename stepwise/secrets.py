@@ -36,11 +36,6 @@ def mask_value(value: Any) -> Any:
     return value
 
 
-def mask_mapping(values: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy with the values of secret keys (at any depth, lists included) replaced by ****."""
-    return mask_value(values)
-
-
 #: the password of a URL (`postgresql+psycopg://user:pw@host/db`, a `--store`)
 _URL_PASSWORD = re.compile(r"(://[^/:@\s]*:)([^@\s]+)(@)")
 #: a cluster of short options that ends with -e: `-e`, `-ve`, `-yeKEY=v` (click reads every

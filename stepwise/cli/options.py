@@ -16,6 +16,7 @@ import typer
 from stepwise.errors import InputError, Problem
 from stepwise.model import NO_FACTS, Deployment, Facts, load_facts
 from stepwise.paths import is_directory, read_input
+from stepwise.plan.prestage import DEFAULT_PARALLEL
 
 DEP = typer.Option(..., "--deployment", "-d", help="The deployment YAML.", metavar="PATH")
 LIMIT = typer.Option(
@@ -78,7 +79,7 @@ PARALLEL = typer.Option(
     max=256,
 )
 #: the prestage options' arguments (a run command hides them where they do not apply)
-PRESTAGE_PARALLEL_ARGS: tuple[Any, ...] = (4, "--prestage-parallel")
+PRESTAGE_PARALLEL_ARGS: tuple[Any, ...] = (DEFAULT_PARALLEL, "--prestage-parallel")
 PRESTAGE_PARALLEL_KW: dict[str, Any] = {
     "help": "Nodes fetching at once in the prestage stage (the bound on repository or "
     "registry bandwidth).",

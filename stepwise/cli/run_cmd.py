@@ -49,6 +49,7 @@ from stepwise.errors import InputError, Problem
 from stepwise.model import load_deployment
 from stepwise.model.vocab import RunState
 from stepwise.plan.commands import COMMANDS, FAMILIES, Command, CommandInfo
+from stepwise.plan.prestage import DEFAULT_PARALLEL
 from stepwise.plan.table import WORKFLOW_TABLE
 
 EXIT_FAILED, EXIT_ABORTED, EXIT_INTERRUPTED = 1, 5, 130
@@ -86,7 +87,7 @@ class RunOptions:
     accept_downtime: bool = False
     skip_preflight: bool = False
     of_run: int | None = None
-    prestage_parallel: int = 4
+    prestage_parallel: int = DEFAULT_PARALLEL
     no_prestage: bool = False
 
 

@@ -155,15 +155,6 @@ def verdict(st: dict[str, str]) -> tuple[bool, str]:
     return False, f"galera: {where} (not synced)"
 
 
-def wait_synced(root: Path, timeout: float) -> tuple[bool, str]:
-    deadline = time.monotonic() + timeout
-    while True:
-        ok, why = clustercheck(root)
-        if ok or time.monotonic() > deadline:
-            return ok, why
-        time.sleep(0.2)
-
-
 def gcomm_listening(address: str) -> bool:
     """Whether a Galera member runs on `address` (its group communication port answers)."""
     try:

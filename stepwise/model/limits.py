@@ -37,8 +37,6 @@ MAX_INDEX = 10**9
 #: infinity: half a JSON document, then a crash); the plan's total is bounded too
 MAX_STEP_SECONDS = 7 * 24 * 3600
 
-_Events = getattr(yaml, "CParser", None)
-
 
 def _problem(message: str, filename: str, mark: Any = None, hint: str | None = None) -> InputError:
     line = mark.line + 1 if mark is not None else None

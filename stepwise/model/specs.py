@@ -35,9 +35,6 @@ from stepwise.model.values import (
 )
 from stepwise.model.vocab import (
     DEFAULT_STEP_SECONDS,
-    NODE_STEPS,
-    SYSTEM_UPGRADE_KEYS,
-    UPGRADE_EXTRA_KEYS,
     DeployStyle,
     DrainPolicy,
 )
@@ -477,7 +474,3 @@ class FactsSpec(Strict):
     #: milestones of a multi-command procedure reached so far (stepwise.plan.progress), e.g.
     #: `os:transferred@Database`; normally recorded by stepwise's runs in the store
     progress: list[str] = Field(default_factory=list)
-
-
-ALL_WORKFLOW_KEYS = ("pre", "post", *NODE_STEPS, *UPGRADE_EXTRA_KEYS)
-ALL_SYSTEM_UPGRADE_KEYS = SYSTEM_UPGRADE_KEYS

@@ -108,12 +108,6 @@ class Scheduler:
         ends before them leaves a batch half done)."""
         return self.stop is not None and bool(self.stop.finishing.intersection(pending))
 
-    def _can_become_ready(self, uid: str) -> bool:
-        return all(
-            self.is_done(p) or self.state.get(p) in (UnitState.PENDING, UnitState.RUNNING)
-            for p in self.preds[uid]
-        )
-
     def next_unit(self, chain: Chain) -> str | None:
         """The chain's first unit not started yet."""
         return next((u.id for u in chain.units if self.state[u.id] is UnitState.PENDING), None)

@@ -5,12 +5,12 @@ for a run how late or early it finished) and plain text for summary values."""
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from stepwise.model.deployment import Deployment
-from stepwise.model.step_kinds import KIND_ORDER, STEP_KINDS, StepKind
+from stepwise.model.step_kinds import STEP_KINDS, StepKind
 from stepwise.model.vocab import Scope, Stage, Step
 from stepwise.plan.commands import Command
 from stepwise.plan.progress import command_for
@@ -32,12 +32,6 @@ def unit_kind(u: Unit) -> StepKind:
     if u.scope is Scope.DEPLOYMENT or not u.nodes:
         return StepKind.DEPLOYMENT
     return STEP_KINDS[u.step]
-
-
-def main_kind(kinds: Iterable[StepKind]) -> StepKind:
-    """The kind a bar of several steps is coloured by: the one an operator must notice first."""
-    have = set(kinds)
-    return next((k for k in KIND_ORDER if k in have), StepKind.CHECKS)
 
 
 def critical_path(plan: Plan) -> set[str]:

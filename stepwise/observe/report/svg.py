@@ -17,7 +17,6 @@ from stepwise.model.vocab import UnitState
 
 WIDTH = 1360
 AXIS_H = 40
-FONT_PX = 11
 #: the width of a character of the charts' 11 px sans-serif text, generous (labels must
 #: never overlap, so an estimate errs wide)
 CHAR_W = 7.0
