@@ -98,7 +98,7 @@ def main() -> int:
     the_lab = Lab(lab_dir)
     try:
         subprocess.run(base + ["discover"] + common, env=env, check=True, capture_output=True)
-        with Probe(the_lab, rate=2.0, max_seconds=3600) as probe:
+        with Probe(the_lab, rate=2.0) as probe:
             for title, argv in COMMANDS:
                 todo = [f for f in faults if f.command == title]
                 attempts = 0

@@ -106,7 +106,7 @@ def os_upgrade(deployment: Path, stepwise: str) -> int:
             subprocess.run([stepwise, "discover", *common], check=True, capture_output=True)
             commands = seed_commands(dep, "R2")
             t0, t0_wall = time.monotonic(), time.time()
-            with Probe(the_lab, rate=2.0, max_seconds=3600) as probe:
+            with Probe(the_lab, rate=2.0) as probe:
                 for argv in commands:
                     r = subprocess.run(
                         [stepwise, *argv, *common, "--yes"], capture_output=True, text=True

@@ -159,14 +159,12 @@ def probe_cmd(
     from stepwise.lab.probe import Probe
 
     with reported():
-        p = Probe(find_lab(directory), rate=rate, max_seconds=duration, out=out)
+        p = Probe(find_lab(directory), rate=rate, out=out)
         try:
-            p.run()
+            p.run(until=duration)
         except KeyboardInterrupt:
             pass
-        from stepwise.lab.probe import summarize
-
-        summary = summarize(p.records)
+        summary = p.summary()
         if as_json:
             print_json(summary)
             return
@@ -179,6 +177,8 @@ def probe_cmd(
             )
         t = summary["total"]
         console.print(f"total: {t['failed']} failed of {t['requests']}")
+        if summary["stopped_early"]:
+            console.print(f"[red]{esc(summary['stopped_early'])}[/]", soft_wrap=True)
 
 
 @lab.command("fault")

@@ -1,7 +1,10 @@
 """The availability probe: real requests through every VIP and to every workload, recorded.
 
-Loopback only, bounded in time and count. Downtime of a target is the sum of its outage
-windows: from the first failed request to the next successful one.
+Loopback only. It samples until it is stopped; its bounds in time and count are a safety cap
+only, and a probe that reaches one before it is stopped says so (`stopped_early`), which
+`failed` counts as a failure: a run's tail it did not see is never reported as "0 failed".
+Downtime of a target is the sum of its outage windows: from the first failed request to the
+next successful one.
 
 A lab that runs real OpenStack (`openstack` in its spec) is also probed by a real client
 (`openstack/client.py`): its `client:*` records join the `vip:*` ones when the probe stops.
@@ -22,7 +25,8 @@ from typing import Any
 
 from stepwise.lab.nodes import Lab
 
-MAX_SECONDS = 3600.0
+#: the safety cap on a probe's time (the client probe's own): longer than any lab run
+MAX_SECONDS = 4 * 3600.0
 MAX_REQUESTS = 1_000_000
 TIMEOUT = 1.0
 
@@ -105,11 +109,13 @@ def per_second(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 @dataclass
 class Probe:
-    """Probe a lab at `rate` rounds per second until stopped or bounds are hit."""
+    """Probe a lab at `rate` rounds per second until stopped. `max_seconds` (at most
+    MAX_SECONDS) and MAX_REQUESTS are a safety cap: a probe that reaches one before `stop`
+    stops sampling and records why in `stopped_early`."""
 
     lab: Lab
     rate: float = 5.0
-    max_seconds: float = 600.0
+    max_seconds: float = MAX_SECONDS
     out: Path | None = None
     records: list[dict[str, Any]] = field(default_factory=list)
 
@@ -120,6 +126,7 @@ class Probe:
         self._thread: threading.Thread | None = None
         self.targets = targets(self.lab)
         self.t0 = 0.0
+        self.stopped_early: str | None = None
 
     def _client_probe(self) -> Any:
         # imported here: node commands import this module and must start fast
@@ -127,8 +134,11 @@ class Probe:
 
         return client_probe_for_lab(self.lab, self.max_seconds)
 
-    def run(self) -> None:
+    def run(self, until: float | None = None) -> None:
+        """Sample until stopped, or for `until` seconds when given (`lab probe --duration`:
+        its end is the one asked for, not an early stop)."""
         self.t0 = time.time()
+        planned = self.max_seconds if until is None else min(until, self.max_seconds)
         period = 1.0 / self.rate
         client = self._client_probe()
         fh = open(self.out, "a") if self.out else None
@@ -139,7 +149,7 @@ class Probe:
             nxt = time.monotonic()
             while (
                 not self._stop.is_set()
-                and time.time() - self.t0 < self.max_seconds
+                and time.time() - self.t0 < planned
                 and len(self.records) + len(self.targets) <= MAX_REQUESTS
             ):
                 now = time.time()
@@ -158,6 +168,13 @@ class Probe:
                         fh.write(json.dumps(rec) + "\n")
                 nxt += period
                 self._stop.wait(max(0.0, nxt - time.monotonic()))
+            asked_end = until is not None and time.time() - self.t0 >= until
+            if not self._stop.is_set() and not asked_end:
+                self.stopped_early = (
+                    f"sampling stopped early, {time.time() - self.t0:.0f} s after it started "
+                    f"({len(self.records)} requests): a safety cap of {self.max_seconds:.0f} s "
+                    f"or {MAX_REQUESTS} requests"
+                )
         finally:
             pool.shutdown()
             if client is not None:
@@ -183,7 +200,11 @@ class Probe:
         self._stop.set()
         if self._thread:
             self._thread.join(60)  # the client probe may take its grace time to clean up
-        return summarize(self.records)
+        return self.summary()
+
+    def summary(self) -> dict[str, Any]:
+        """`summarize` of the records so far, with whether sampling stopped early."""
+        return summarize(self.records, self.stopped_early)
 
     def __enter__(self) -> Probe:
         return self.start()
@@ -192,8 +213,9 @@ class Probe:
         self.stop()
 
 
-def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per target: requests, failed, downtime (outage windows) and the longest outage."""
+def summarize(records: list[dict[str, Any]], stopped_early: str | None = None) -> dict[str, Any]:
+    """Per target: requests, failed, downtime (outage windows) and the longest outage; and
+    `stopped_early`, why the probe stopped sampling before it was stopped (None: it did not)."""
     by: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         by.setdefault(r["target"], []).append(r)
@@ -225,13 +247,18 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         "requests": sum(v["requests"] for v in out.values()),
         "failed": sum(v["failed"] for v in out.values()),
     }
-    return {"targets": out, "total": total}
+    return {"targets": out, "total": total, "stopped_early": stopped_early}
 
 
 def failed(summary: dict[str, Any], prefix: str = "") -> dict[str, int]:
-    """Targets (optionally only those starting with `prefix`) that had failed requests."""
-    return {
+    """Targets (optionally only those starting with `prefix`) that had failed requests; a
+    probe that stopped sampling early fails every check (`probe: <why>`): it did not see the
+    end of what it watched."""
+    out = {
         k: v["failed"]
         for k, v in summary["targets"].items()
         if k.startswith(prefix) and v["failed"]
     }
+    if summary.get("stopped_early"):
+        out[f"probe: {summary['stopped_early']}"] = 1
+    return out

@@ -99,7 +99,7 @@ def test_drain_waits_for_live_migration_and_applies_each_policy(tmp_path: Path, 
             inject(the_lab, "no-live-migrate", home[vm], vm)
 
         # 1. cold-migrate on compute-0
-        with Probe(the_lab, rate=4.0, max_seconds=900) as probe:
+        with Probe(the_lab, rate=4.0) as probe:
             p, res, store, run = runs.run("cold-migrate", "compute-0")
         probe.stop()
         assert p.returncode == 0, p.stdout + p.stderr
@@ -139,7 +139,7 @@ def test_drain_waits_for_live_migration_and_applies_each_policy(tmp_path: Path, 
         assert all(st["state"] == "running" for st in wl.values()), wl
 
         # 3. stop-in-place on compute-1: an announced window, the instances back after it
-        with Probe(the_lab, rate=4.0, max_seconds=900) as probe:
+        with Probe(the_lab, rate=4.0) as probe:
             p, res, store, run = runs.run("stop-in-place", "compute-1")
         probe.stop()
         assert p.returncode == 0, p.stdout + p.stderr
@@ -221,7 +221,7 @@ def test_l3_routers_fail_over_before_their_agent_stops(tmp_path: Path, lab_dir: 
         assert request(target)[0]
 
         subprocess.run([STEPWISE, "discover", *common], check=True, env=env, capture_output=True)
-        with Probe(the_lab, rate=5.0, max_seconds=900) as probe:
+        with Probe(the_lab, rate=5.0) as probe:
             p = subprocess.run(
                 [STEPWISE, "update", "run", *common, "--limit", "Networker", "--json"],
                 env=env,

@@ -70,7 +70,7 @@ def test_a_node_crashed_mid_batch_stops_the_run_before_the_next_batch(
             capture_output=True,
         )
         store = open_store(store_url)
-        with Probe(the_lab, rate=4.0, max_seconds=900) as probe:
+        with Probe(the_lab, rate=4.0) as probe:
             p = subprocess.Popen(
                 cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
             )

@@ -144,7 +144,7 @@ def test_the_seeds_twelve_steps_on_composed_roles(tmp_path: Path, lab_dir: Path)
         sw("discover")
         sampler = ClusterSampler(the_lab)
         sampler.start()
-        with Probe(the_lab, rate=2.0, max_seconds=1800) as probe:
+        with Probe(the_lab, rate=2.0) as probe:
             # 1: repositories, backup, RPC pinned
             sw("upgrade", "prepare", "-e", "target_release=R2")
             # 2-4: prepare and upgrade the OS of one node of each cluster-/schema-sensitive role

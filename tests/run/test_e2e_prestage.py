@@ -61,7 +61,7 @@ def test_update_with_prestage_fetches_first_and_fails_no_request(
         assert the_lab.read_state("ceph-0", "packages.json") == before["ceph-0"]
         inject(the_lab, "clear", "ceph-0")
 
-        with Probe(the_lab, rate=4.0, max_seconds=300) as probe:
+        with Probe(the_lab, rate=4.0) as probe:
             res = _stepwise(*run, check=False)
         probe.stop()
         assert res.returncode == 0, res.stdout + res.stderr

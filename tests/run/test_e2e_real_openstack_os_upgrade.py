@@ -92,7 +92,7 @@ def test_real_openstack_through_the_os_upgrade(tmp_path: Path, lab_dir: Path):  
             "--limit",
             "Controller",
         ) in commands
-        with Probe(the_lab, rate=2.0, max_seconds=1800) as probe:
+        with Probe(the_lab, rate=2.0) as probe:
             for argv in commands:
                 sw(*argv)
         summary = probe.stop()

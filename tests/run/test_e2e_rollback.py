@@ -73,7 +73,7 @@ def test_rollback_of_a_limited_update_keeps_the_apis_up_and_restores_every_versi
         )
 
         started = time.monotonic()
-        with Probe(the_lab, rate=4.0, max_seconds=900) as probe:
+        with Probe(the_lab, rate=4.0) as probe:
             rb = stepwise(
                 "rollback", "run", "--run", str(run_id), "--yes", "--json", "--no-prestage"
             )
