@@ -84,7 +84,9 @@ json.dump(out, sys.stdout)
 class TempestResult:
     """What a tempest run found. `failures` holds (test id, short reason) of every failed test
     (a class whose setUpClass failed counts as one failed test: its tests never ran); a run
-    that did not finish properly adds ("tempest run", why) to them and 1 to `failed`."""
+    that did not finish properly, or in which no test passed, adds ("tempest run", why) to
+    them and 1 to `failed`. `skipped` counts the tests tempest skipped for a feature the cloud
+    does not have (the report says how many): they are neither passed nor failed."""
 
     run: int
     passed: int
@@ -96,7 +98,9 @@ class TempestResult:
 
     @property
     def ok(self) -> bool:
-        return self.failed == 0 and self.error is None and self.run > 0
+        """Accepted: at least one test passed and none failed. A run whose every test was
+        skipped checked nothing, so it is no acceptance (it also has an `error`)."""
+        return self.passed > 0 and self.failed == 0 and self.error is None
 
 
 def _ini(sections: dict[str, dict[str, str]]) -> str:
@@ -214,13 +218,21 @@ def _result_of(python: Path, subunit: bytes, seconds: float, error: str | None) 
     r = subprocess.run([str(python), "-c", _PARSE], input=subunit, capture_output=True, timeout=120)
     if r.returncode != 0:
         raise RuntimeError(f"could not read tempest's subunit stream: {r.stderr.decode()[-300:]}")
-    tests = json.loads(r.stdout or b"[]")
+    return judge(json.loads(r.stdout or b"[]"), seconds, error)
+
+
+def judge(tests: list[dict[str, str]], seconds: float, error: str | None = None) -> TempestResult:
+    """The result of the tests a subunit stream reported (`{"id", "status", "reason"}` each):
+    `error` (tempest did not finish as it should) or a run in which tests ran and none passed
+    (every one skipped) is a failure, whatever the tests' own outcomes."""
     passed = sum(1 for t in tests if t["status"] in ("success", "xfail"))
     skipped = sum(1 for t in tests if t["status"] == "skip")
     bad = [t for t in tests if t["status"] in ("fail", "uxsuccess")]
     failures = tuple((t["id"], t["reason"] or t["status"]) for t in bad)
     failed = len(bad)
     ran = passed + skipped + failed
+    if error is None and ran and skipped == ran:
+        error = f"no test passed: all {ran} that ran were skipped, nothing was checked"
     if error:  # a run that did not finish as it should is a failure, even if its tests passed
         failed, failures = failed + 1, failures + (("tempest run", error),)
     return TempestResult(
