@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.text import Text
 
-from stepwise.cli.common import console
+from stepwise.cli.common import console, err_console
 
 
 def agreement(store, dep, lab_dir: Path) -> dict[str, Any]:
@@ -151,7 +151,60 @@ def _say_openstack(os_report: dict[str, Any], client: dict[str, dict[str, int]])
             f"tempest: {t['run']} tests, {t['passed']} passed, {t['failed']} failed, "
             f"{t['skipped']} skipped in {t['seconds']:.0f}s"
             + "".join(f"\n   failed: {f}" for f in t["failures"][:10]),
-            style="green" if t["run"] and not t["failed"] else "red",
+            style="green" if t["ok"] else "red",
         ),
         soft_wrap=True,
     )
+
+
+def failed_checks(report: dict[str, Any]) -> list[str]:
+    """The checks the demo reports that failed, one line each (none: every check passed): a
+    probe that stopped sampling early, requests or client calls that failed outside the
+    windows the plans announced, a schema behind its code, a failed OpenStack client call, a
+    seeded resource missing, tempest not passing, stepwise's status disagreeing with the lab.
+    The demo exits non-zero when there is one: a report that says FAILED must not exit 0."""
+    out: list[str] = []
+    for p in report.get("phases", []):
+        probe = p["probe"]
+        if probe.get("stopped_early"):
+            out.append(f"{p['phase']}: the probe {probe['stopped_early']}")
+        unannounced = sum(probe.get("failed_outside_windows", {}).values())
+        if unannounced:
+            out.append(f"{p['phase']}: {unannounced} failed outside the announced windows")
+    out += _openstack_failures(report.get("openstack"))
+    mismatches = (report.get("status_agrees_with_lab") or {}).get("mismatches", [])
+    if mismatches:
+        out.append(f"status vs lab: {len(mismatches)} mismatch(es)")
+    return out
+
+
+def _openstack_failures(os_report: dict[str, Any] | None) -> list[str]:
+    """What failed of the real-OpenStack checks (`_openstack_after`'s report)."""
+    if not os_report:
+        return []
+    out = [
+        f"{svc}: schema {sc['version']} is behind {sc['code']}"
+        for svc, sc in os_report.get("schemas", {}).items()
+        if not sc["at_head"]
+    ]
+    out += [
+        f"openstack client, {target}: {c['failed']} of {c['calls']} calls failed"
+        for target, c in sorted(os_report.get("client", {}).items())
+        if c["failed"]
+    ]
+    seed = os_report.get("seed")
+    if seed is not None and not seed["kept"]:
+        out.append(f"seeded resources: {len(seed['missing'])} missing")
+    tempest = os_report.get("tempest")
+    if tempest is not None and not tempest["ok"]:
+        out.append(
+            f"tempest: {tempest['passed']} passed, {tempest['failed']} failed, "
+            f"{tempest['skipped']} skipped"
+        )
+    return out
+
+
+def say_failed_checks(failures: list[str]) -> None:
+    """Each failed check on stderr, where the demo's verdict goes."""
+    for line in failures:
+        err_console.print(Text.assemble(("check failed:", "bold red"), " ", line), soft_wrap=True)

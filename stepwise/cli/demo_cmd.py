@@ -18,7 +18,9 @@ from stepwise.cli.demo_checks import (
     _openstack_after,
     _openstack_before,
     agreement,
+    failed_checks,
     kernels,
+    say_failed_checks,
 )
 from stepwise.errors import StepwiseError
 from stepwise.model.vocab import Plane, Stage, Workflow
@@ -28,6 +30,8 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "openstack.yaml"
 
 #: failed probe calls listed per phase (the counts above hold them all)
 MAX_FAILURES_SHOWN = 30
+#: the demo ran but a check it reports failed (as `run`'s failed run)
+EXIT_CHECK_FAILED = 1
 
 
 def _failures_with_units(
@@ -159,6 +163,7 @@ def _phase_report(
             "failed_outside_windows": unannounced,
             "client": client,
             "failures": failures,
+            "stopped_early": summary.get("stopped_early"),
         },
     }
     return out
@@ -171,7 +176,10 @@ def _say_phase(
     failed = out["probe"]["targets_with_failures"]
     unannounced = out["probe"]["failed_outside_windows"]
     windows = out["planned_windows"]
+    stopped = out["probe"]["stopped_early"]
     colour = "green" if result.ok and not failed else ("yellow" if result.ok else "red")
+    if unannounced or stopped:  # a failed check (failed_checks), not planned downtime
+        colour = "red"
     console.print(
         Text(
             f"{title}: {result.status} in {out['elapsed_s']}s, {len(plan.units)} units; probe: "
@@ -189,7 +197,8 @@ def _say_phase(
                 )
                 if failed
                 else ""
-            ),
+            )
+            + (f"\n   the probe: {stopped}" if stopped else ""),
             style=colour,
         ),
         soft_wrap=True,
@@ -333,6 +342,18 @@ def _run_phases(
         _write_report(store, dep, report_path, report, json_out)
 
 
+def _verdict(report: dict[str, Any], json_out: bool) -> None:
+    """The checks that failed go into the report (`failed_checks`, printed under --json) and
+    on stderr; the demo then exits EXIT_CHECK_FAILED: a failed check never exits 0."""
+    failures = failed_checks(report)
+    report["failed_checks"] = failures
+    if json_out:
+        print_json(report)
+    if failures:
+        say_failed_checks(failures)
+        raise typer.Exit(EXIT_CHECK_FAILED)
+
+
 def _say_agreement(a: dict[str, Any]) -> None:
     console.print(
         f"status vs lab: {a['checked']} node/service versions checked, "
@@ -399,5 +420,4 @@ def demo(
 
                 shutil.rmtree(work, ignore_errors=True)
                 say("lab down")
-        if json_out:
-            print_json(report)
+        _verdict(report, json_out)
