@@ -61,6 +61,25 @@ def _pairs(values: list[str] | None, option: str) -> dict[str, str]:
     return out
 
 
+def _counts(values: list[str] | None) -> dict[str, int]:
+    """`--count ROLE=N` as role -> N; N in ASCII digits (`'²'.isdigit()` is True and `int`
+    refuses it) and at most a cloud's worth of nodes."""
+    from stepwise.model.limits import MAX_NODES
+
+    counts: dict[str, int] = {}
+    for role, n in _pairs(values, "--count").items():
+        if not (n.isascii() and n.isdigit()) or int(n) > MAX_NODES:
+            raise InputError(
+                Problem(
+                    f"--count {role}={n}: not a number of nodes",
+                    field="--count",
+                    hint=f"give ROLE=N with N a whole number from 0 to {MAX_NODES:,}",
+                )
+            )
+        counts[role] = int(n)
+    return counts
+
+
 def _catalog_ref(catalog: Path | None, output: str) -> str | None:
     """The catalog as the written deployment names it: relative to the output file's directory."""
     if catalog is None:
@@ -169,19 +188,12 @@ def import_tripleo_cmd(
     from stepwise.model.importing import import_tripleo
 
     with reported():
-        counts: dict[str, int] = {}
-        for role, n in _pairs(count, "--count").items():
-            if not n.isdigit():
-                raise InputError(
-                    Problem(f"--count {role}={n}: not a number of nodes", field="--count")
-                )
-            counts[role] = int(n)
         result = import_tripleo(
             roles_data,
             load_catalog(catalog),
             stack=stack,
             inventory=inventory,
-            counts=counts,
+            counts=_counts(count),
             catalog_ref=_catalog_ref(catalog, output),
             environments=list(environment or ()),
             containers_prepare=containers_prepare,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -94,6 +95,14 @@ START = typer.Option(
 )
 
 
+#: the `--start` a plan may have (UTC): a year from 3000 on leaves no room for a long plan's
+#: end before datetime's year 9999; before 1970 no cloud was upgraded
+START_RANGE = (
+    _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC),
+    _dt.datetime(3000, 1, 1, tzinfo=_dt.UTC),
+)
+
+
 def parse_start(value: str | None, option: str = "--start") -> datetime | None:
     """The plan's start as an aware datetime (a time without offset is UTC); bad input is an
     InputError naming the option and the form expected."""
@@ -103,17 +112,27 @@ def parse_start(value: str | None, option: str = "--start") -> datetime | None:
 
     if value is None:
         return None
+    hint = "give it as YYYY-MM-DDTHH:MM (UTC), e.g. 2026-12-01T22:00"
     try:
         t = datetime.fromisoformat(value.strip())
     except ValueError:
         raise InputError(
-            Problem(
-                f"'{value}' is not a date and time",
-                field=option,
-                hint="give it as YYYY-MM-DDTHH:MM (UTC), e.g. 2026-12-01T22:00",
-            )
+            Problem(f"'{value}' is not a date and time", field=option, hint=hint)
         ) from None
-    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+    try:
+        t = t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+01:00 is in the year 0 in UTC
+        t = None
+    if t is None or not START_RANGE[0] <= t < START_RANGE[1]:
+        # the report adds the plan's length to it, and a time past 9999 has no datetime
+        raise InputError(
+            Problem(
+                f"'{value}' is not between {START_RANGE[0]:%Y-%m-%d} and {START_RANGE[1]:%Y-%m-%d}",
+                field=option,
+                hint=hint,
+            )
+        )
+    return t
 
 
 @app.command()

@@ -53,6 +53,37 @@ def file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def _read_spec(path: Path) -> dict[str, Any]:
+    """A lab's `lab.json` in the shape every reader takes for granted; InputError (the file,
+    the field, what to do) for anything else."""
+    why, field = None, None
+    try:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        spec, why = None, f"not a lab's description: {exc}"
+    if why is None and not isinstance(spec, dict):
+        why = f"not a lab's description: a JSON {type(spec).__name__}, not a mapping"
+    elif why is None and not isinstance(spec.get("nodes"), dict):
+        why, field = "no mapping of nodes", "nodes"
+    elif why is None:
+        bad = next((n for n, v in spec["nodes"].items() if not isinstance(v, dict)), None)
+        if bad is not None:
+            why, field = "a node is not a mapping", f"nodes.{bad[:100]}"
+    if why is None:
+        return spec
+    # stepwise.errors only on this path: node commands import this module on every call
+    from stepwise.errors import InputError, Problem
+
+    raise InputError(
+        Problem(
+            why,
+            file=str(path),
+            field=field,
+            hint="give the directory of a lab `stepwise lab up` brought up, or bring it up again",
+        )
+    )
+
+
 class Lab:
     """A lab's on-disk state: `lab.json` (what was brought up) plus per-node roots."""
 
@@ -114,8 +145,10 @@ class Lab:
     # --- spec ---------------------------------------------------------------------------
     @property
     def spec(self) -> dict[str, Any]:
+        """`lab.json`, once it is a mapping with a mapping of nodes (each a mapping): the
+        directory comes from the command line (`--lab`, `--dir`), so the file is input."""
         if self._spec is None:
-            self._spec = json.loads(self.spec_file.read_text())
+            self._spec = _read_spec(self.spec_file)
         return self._spec
 
     def exists(self) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,10 +79,21 @@ class _ListAt:
     doc: Any = None
     trail: tuple[Any, ...] = ()
     line: int | None = None
+    #: the field that holds the list, as the error names it
+    key: str = "services"
 
     def item_line(self, i: int) -> int | None:
         """The line of item `i` of the list."""
         return line_of(self.doc, [*self.trail, i]) if self.doc is not None else self.line
+
+
+def _kind(value: Any) -> str:
+    """What a YAML value is, in words (never its repr: a deep or huge value stays out of it)."""
+    if isinstance(value, Mapping):
+        return "mapping"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    return type(value).__name__
 
 
 def _resolve_services(
@@ -96,13 +108,20 @@ def _resolve_services(
     at their line."""
     out: list[str] = []
     for i, raw in enumerate(names):
-        if raw in skip:
-            continue
         line = at.item_line(i)
+        # checked before `skip`: a list or mapping item is unhashable (a TypeError, exit 70)
         if not isinstance(raw, str):
             found.problems.append(
-                Problem(f"a service name must be a string, not {raw!r}", file=at.file, line=line)
+                Problem(
+                    f"a service name must be a string, not a {_kind(raw)}",
+                    file=at.file,
+                    line=line,
+                    field=f"{role}.{at.key}[{i}]",
+                    hint="list each service by its name, one string per item",
+                )
             )
+            continue
+        if raw in skip:
             continue
         canonical = catalog.resolve(raw)
         if canonical is None:
@@ -266,7 +285,12 @@ def _imported_role(
         role.services,
         sources.catalog,
         role.name,
-        _ListAt(roles_file.fname, roles_file.doc, (role.index, "ServicesDefault")),
+        _ListAt(
+            roles_file.fname,
+            roles_file.doc,
+            (role.index, "ServicesDefault"),
+            key="ServicesDefault",
+        ),
         found,
         skip=frozenset(skipped),
     )
@@ -368,7 +392,13 @@ def _group_services(
             )
         )
         return None
-    return _resolve_services(list(raw), catalog, group.name, _ListAt(fname, line=group.line), found)
+    return _resolve_services(
+        list(raw),
+        catalog,
+        group.name,
+        _ListAt(fname, line=group.line, key="vars.stepwise_services"),
+        found,
+    )
 
 
 def _option_problems(

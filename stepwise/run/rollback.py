@@ -16,12 +16,13 @@ only: it would say done with the containers still on the new images).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 from stepwise.errors import InputError, Problem
 from stepwise.model.deployment import Deployment
-from stepwise.model.facts import Facts, facts_from_dict
+from stepwise.model.facts import Facts, PackageFact, facts_from_dict
 from stepwise.model.vocab import RunState, Step, UnitState, Workflow
 from stepwise.plan.table import WorkflowEntry, entry
 from stepwise.plan.units import Plan, Unit
@@ -45,21 +46,40 @@ def rollback_facts(deployment: Deployment, store: Store | None, run_id: int) -> 
         )
     _check_rollbackable(store, run, deployment)
     changed = _updated_packages(store, run, deployment)
-    recorded = (run.facts or {}).get("nodes") or {}
-    now = (store.facts(cloud) or {}).get("nodes") or {}
+    recorded = _stored(run.facts, deployment, f"the facts run {run_id} recorded in the store")
+    now = _stored(store.facts(cloud), deployment, "the nodes' facts in the store")
     nodes: dict[str, Any] = {}
     for node, packages in changed.items():
-        before = (recorded.get(node) or {}).get("packages") or {}
-        current = (now.get(node) or {}).get("packages") or {}
+        before = _packages(recorded, node)
+        current = _packages(now, node)
         back = {}
         for p in sorted(packages):
-            old = (before.get(p) or {}).get("installed")
-            new = (current.get(p) or {}).get("installed") or (before.get(p) or {}).get("available")
+            was, cur = before.get(p), current.get(p)
+            old = was.installed if was else None
+            new = (cur.installed if cur else None) or (was.available if was else None)
             if old is not None and new is not None:
                 back[p] = {"installed": new, "available": old}
         nodes[node] = {"packages": back}
     facts = facts_from_dict({"nodes": nodes}, deployment, source=f"run {run_id}")
     return facts.with_progress(store.progress(cloud))
+
+
+def _stored(data: Mapping[str, Any] | None, dep: Deployment, source: str) -> Facts:
+    """Stored facts (facts-file shape) validated as a facts file is: a list or a string where
+    the file has a mapping is an InputError naming the field, never a crash halfway."""
+    try:
+        return facts_from_dict(dict(data or {}), dep, source=source)
+    except InputError as exc:
+        hint = "the store was changed outside stepwise: restore it from a backup"
+        raise InputError(
+            [p if p.hint else dataclasses.replace(p, hint=hint) for p in exc.problems]
+        ) from None
+
+
+def _packages(facts: Facts, node: str) -> Mapping[str, PackageFact]:
+    """A node's package facts (none when the facts do not name the node)."""
+    found = facts.nodes.get(node)
+    return found.packages if found is not None else {}
 
 
 def _refused(run_id: int, why: str, what: str) -> InputError:
@@ -159,10 +179,28 @@ def _updated_packages(store: Store, run: RunInfo, dep: Deployment) -> dict[str, 
     packages and the unowned packages it carried)."""
     out: dict[str, set[str]] = {}
     for u in _done_units(store, run, Step.PACKAGES):
-        extra: Mapping[str, Any] = u.vars.get("extra_packages") or {}
+        extra = _extra_packages(u, run)
         for node in u.nodes:
             names = {
                 p for s in u.services_on(node) if s in dep.catalog for p in dep.catalog[s].packages
             }
             out.setdefault(node, set()).update(names | set(extra.get(node, ())))
     return out
+
+
+def _extra_packages(u: Unit, run: RunInfo) -> Mapping[str, list[str]]:
+    """A stored unit's `extra_packages` (node -> package names): the plan model keeps a
+    unit's vars as they were, so their shape is checked here, where they are read."""
+    extra = u.vars.get("extra_packages") or {}
+    if isinstance(extra, Mapping) and all(
+        isinstance(v, list) and all(isinstance(p, str) for p in v) for v in extra.values()
+    ):
+        return extra
+    raise InputError(
+        Problem(
+            "not a mapping of nodes to package names",
+            file=f"the plan of run {run.id} in the store",
+            field=f"units.{u.id[:100]}.vars.extra_packages",
+            hint="the store was changed outside stepwise: restore it from a backup",
+        )
+    )
