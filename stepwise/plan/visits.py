@@ -71,6 +71,8 @@ def make_visit(
     down = in_dependency_order(dep, dep.services_on(node)) if reboot else cycled
     style = dep.role_of(node).style
     steps = _steps(dep, services, workflow, leads, extra_packages, reboot, down, style)
+    if reboot and style is not DeployStyle.PACKAGES:
+        steps = _switch_only_changed(dep, steps, cycled, style)
     return Visit(
         node=node,
         role=dep.node_by_name[node].role,
@@ -157,3 +159,29 @@ def _steps(
             seconds = node_step_seconds([], Step.VALIDATE)
         steps.append(VisitStep(step, with_work, seconds, extra))
     return tuple(steps)
+
+
+@lru_cache(maxsize=4096)
+def _switch_only_changed(
+    dep: Deployment, steps: tuple[VisitStep, ...], cycled: tuple[str, ...], style: DeployStyle
+) -> tuple[VisitStep, ...]:
+    """A reboot visit's steps on a container node with the image switch (its config step)
+    kept for the containers the visit changes (`cycled`) and the host-level services.
+
+    The reboot takes every service of the node down, but a container switched to its target
+    image here before its own visit would start new code ahead of its dependencies and of its
+    schema's migration; the others come back from the image they run."""
+    catalog = dep.catalog
+    out = []
+    for vs in steps:
+        if vs.step is Step.CONFIG:
+            kept = tuple(
+                s for s in vs.services if s in cycled or not catalog[s].in_container(style)
+            )
+            if not kept:
+                continue
+            if kept != vs.services:
+                seconds = node_step_seconds([catalog[s].styled(style) for s in kept], Step.CONFIG)
+                vs = VisitStep(vs.step, kept, seconds, vs.extra, vs.tags)
+        out.append(vs)
+    return tuple(out)
