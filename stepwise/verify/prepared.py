@@ -122,7 +122,7 @@ def build_prepared(plan: Plan, dep: Deployment) -> Prepared:
         for g, ms in pre.groups.items()
     }
     pre.opens, pre.closes = _batch_capacity(units, dep)
-    upgraded = _upgraded(units) if traits.rolling else {}
+    upgraded = _upgraded(units, dep) if traits.rolling else {}
     pre.tracked = tuple(
         u
         for u in units
@@ -199,16 +199,32 @@ def _batch_capacity(
     return opens, closes
 
 
-def _upgraded(units: tuple[Unit, ...]) -> dict[str, set[tuple[str, str]]]:
-    """Batch -> (service, node) whose code its `packages` step changes (update, upgrade).
+def _upgraded(units: tuple[Unit, ...], dep: Deployment) -> dict[str, set[tuple[str, str]]]:
+    """Batch -> (service, node) whose code it changes (update, upgrade): what its `packages`
+    step updates, and what its `config` step switches to the target image on a node whose
+    style runs the service in a container (the image is the package there, and the switch is
+    the config step: `model/styles.py`). A container the update restarts for its
+    configuration alone is recreated from its target image too, the one it runs already: it is
+    on the target either way. A reboot visit switches only the containers it changes
+    (`plan/visits.py`).
 
     The rest of what a batch stops (everything on a node it reboots) comes back on the code it
     had. (The OS upgrade's starts bring services up on the new OS and release: all new code.)"""
     upgraded: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    boxed = {r.name: frozenset(dep.containerized(r)) for r in dep.roles}
+    node_role = {n.name: n.role for n in dep.nodes} if any(boxed.values()) else {}
     for u in units:
-        if u.batch and u.step is Step.PACKAGES:
+        if not u.batch:
+            continue
+        if u.step is Step.PACKAGES:
             for n in u.nodes:
                 upgraded[u.batch].update((s, n) for s in u.services_on(n))
+        elif u.step is Step.CONFIG and node_role:
+            # a visit that also updates a service the style runs on the host (pacemaker under
+            # tripleo) has a packages step naming only that one: its containers change here
+            for n in u.nodes:
+                here = boxed[node_role[n]]
+                upgraded[u.batch].update((s, n) for s in u.services_on(n) if s in here)
     return dict(upgraded)
 
 
