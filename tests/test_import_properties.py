@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import yaml
@@ -14,6 +15,7 @@ from stepwise.model import load_catalog
 from stepwise.model.importing import import_tripleo
 from stepwise.plan import make_plan
 from stepwise.verify import verify_plan
+from tests.shares import assert_share
 
 CATALOG = load_catalog()
 ALIASES = sorted(CATALOG.aliases)
@@ -58,12 +60,35 @@ def roles_files(draw):
     return roles
 
 
-# derandomized: the same examples every run (as tests/plan/test_properties.py)
-@settings(
-    max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
-)
-@given(roles_files())
-def test_random_tht_roles_files_import_and_plan_safely(roles):
+WORKFLOWS = ("update", "upgrade", "system-upgrade")
+#: the least share of the imported clouds each workflow must plan (measured on these
+#: derandomized examples: all of them, the OS upgrade 58 of 60): refusing every input is no pass
+MIN_PLANNED = 0.5
+
+
+def test_random_tht_roles_files_import_and_plan_safely():
+    of: dict[str, Counter[str]] = {w: Counter() for w in WORKFLOWS}
+
+    # derandomized: the same examples every run (as tests/plan/test_properties.py)
+    @settings(
+        max_examples=60,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+    @given(roles_files())
+    def import_and_plan(roles):
+        for workflow, outcome in _imported_and_planned(roles).items():
+            of[workflow][outcome] += 1
+
+    import_and_plan()
+    for w in WORKFLOWS:
+        assert_share(of[w], "planned", MIN_PLANNED)
+
+
+def _imported_and_planned(roles) -> dict[str, str]:
+    """Import a roles file and plan each workflow: per workflow "planned" (and the plan
+    verified) or "refused" (with a reason)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "roles_data.yaml"
         path.write_text(yaml.safe_dump(roles, sort_keys=False))
@@ -76,12 +101,16 @@ def test_random_tht_roles_files_import_and_plan_safely(roles):
             len(role.nodes) == spec["CountDefault"] and role.update_serial == spec["update_serial"]
         )
     running = {s for r in dep.roles for s in r.services}
-    for workflow in ("update", "upgrade", "system-upgrade"):
+    out = {}
+    for workflow in WORKFLOWS:
         try:
             plan = make_plan(workflow, dep)
         except (InputError, UnsafePlanError) as refused:
             # refused before anything is shown, with the reason
             assert str(refused).strip()
+            out[workflow] = "refused"
             continue
         verify_plan(plan, dep)  # the plan it shows is one its own verifier accepts
         assert {s for u in plan.units for n in u.nodes for s in u.services_on(n)} <= running
+        out[workflow] = "planned"
+    return out

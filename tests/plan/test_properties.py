@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -13,6 +14,7 @@ from stepwise.model.catalog import allowance
 from stepwise.plan import make_plan
 from stepwise.verify import verify_plan
 from tests.plan.cloud import catalog, cycles, deployment, facts, max_down, service, visits_per_node
+from tests.shares import assert_share
 
 PLANES = ("infra", "control", "data")
 RANK = {"infra": 0, "control": 0, "data": 1}
@@ -211,19 +213,47 @@ def clouds_with_facts(draw):
     return dep, facts(dep, changes), limit
 
 
-# derandomized: the same examples every run, so CI never turns red on a draw (run with a
-# higher max_examples and without derandomize when changing the planner)
-@settings(
-    max_examples=120,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-)
-@given(clouds_with_facts(), st.sampled_from(["update", "upgrade", "system-upgrade"]))
-def test_planner_and_verifier_agree(case, workflow):
+WORKFLOWS = ("update", "upgrade", "system-upgrade")
+#: the least share of examples planned, of all and of each of the workflows listed (measured
+#: on these derandomized examples: 86% of all, update 100%, upgrade 79%): refusing every input
+#: is no pass. The OS upgrade of one node of a random cloud is refused by design in most draws
+#: (its role's other nodes are not at the step it needs: ~7% planned over random draws, none
+#: of these 9), so it has no share of its own here.
+MIN_PLANNED = 0.5
+MIN_PLANNED_OF = {"update": 0.5, "upgrade": 0.4}
+
+
+def test_planner_and_verifier_agree():
     """Whatever the facts and the selection, the planner either refuses with a reason (an
     input error or an unsafe selection, before anything is shown) or makes a plan its own
-    verifier accepts; an update touches each node at most once."""
+    verifier accepts; an update touches each node at most once. Enough examples of each
+    workflow are planned for that to say something."""
+    outcomes: Counter[str] = Counter()
+    of: dict[str, Counter[str]] = {w: Counter() for w in WORKFLOWS}
+
+    # derandomized: the same examples every run, so CI never turns red on a draw (run with a
+    # higher max_examples and without derandomize when changing the planner)
+    @settings(
+        max_examples=120,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
+    @given(clouds_with_facts(), st.sampled_from(WORKFLOWS))
+    def agree(case, workflow):
+        outcome = _planned_and_verified(case, workflow)
+        outcomes[outcome] += 1
+        of[workflow][outcome] += 1
+
+    agree()
+    assert_share(outcomes, "planned", MIN_PLANNED)
+    for w, minimum in MIN_PLANNED_OF.items():
+        assert_share(of[w], "planned", minimum)
+
+
+def _planned_and_verified(case, workflow) -> str:
+    """Whether the planner "planned" (and its verifier accepted the plan) or "refused" (with a
+    reason)."""
     dep, fx, limit = case
     if workflow == "system-upgrade":
         # the seed's OS upgrade names one node per command
@@ -232,7 +262,8 @@ def test_planner_and_verifier_agree(case, workflow):
         plan = make_plan(workflow, dep, fx, limit)
     except (InputError, UnsafePlanError) as refused:
         assert str(refused).strip(), "a refusal says why"
-        return
+        return "refused"
     verify_plan(plan, dep)
     if workflow == "update":
         _one_visit_per_node(plan, dep)
+    return "planned"
