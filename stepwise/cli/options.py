@@ -17,6 +17,7 @@ from stepwise.errors import InputError, Problem
 from stepwise.model import NO_FACTS, Deployment, Facts, load_facts
 from stepwise.paths import is_directory, read_input
 from stepwise.plan.prestage import DEFAULT_PARALLEL
+from stepwise.plan.variables import checked_variables
 
 DEP = typer.Option(..., "--deployment", "-d", help="The deployment YAML.", metavar="PATH")
 LIMIT = typer.Option(
@@ -121,8 +122,10 @@ SECRET = typer.Option(
 
 #: an Ansible variable name (anything else fails on the node, halfway through a run)
 _VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,199}$")
-#: what a release may be called (it names repositories and is recorded per node)
-_RELEASE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
+#: what makes shlex.split differ from str.split; shlex builds each word a character at a time
+#: (a 1 MiB word took 80 s), so quoted text is split by it only up to _MAX_QUOTED characters
+_QUOTING = re.compile(r"[\\'\"]")
+_MAX_QUOTED = 64 * 1024
 
 
 def _no_constant(name: str) -> Any:
@@ -159,7 +162,7 @@ def _load_extra_file(v: str) -> dict[str, Any]:
 
 def parse_extra_vars(values: list[str] | None) -> dict[str, Any]:
     """`-e` as ansible-playbook: key=value pairs, a JSON/YAML mapping, or @file. Keys must be
-    variable names, numbers finite; `target_release` a release name."""
+    variable names, numbers finite; the variables the plans read as `plan.variables` says."""
     out: dict[str, Any] = {}
     for v in values or []:
         v = v.strip()
@@ -174,17 +177,7 @@ def parse_extra_vars(values: list[str] | None) -> dict[str, Any]:
                 raise InputError(Problem("-e JSON must be a mapping", field="-e"))
             out.update(data)
         else:
-            try:
-                pairs = shlex.split(v)
-            except ValueError as exc:
-                raise InputError(
-                    Problem(
-                        f"-e cannot be split into key=value pairs: {exc}",
-                        field="-e",
-                        hint="quote values with spaces: -e 'key=\"a b\"'",
-                    )
-                ) from None
-            for pair in pairs:
+            for pair in _split_pairs(v):
                 if "=" not in pair:
                     raise InputError(
                         Problem(
@@ -196,6 +189,31 @@ def parse_extra_vars(values: list[str] | None) -> dict[str, Any]:
                 k, val = pair.split("=", 1)
                 out[k] = val
     return _checked_vars(out)
+
+
+def _split_pairs(v: str) -> list[str]:
+    """An -e argument's words, as shlex.split makes them (quotes, backslashes)."""
+    if not _QUOTING.search(v):
+        # what shlex.split gives without quotes (its whitespace), in linear time
+        return [w for w in re.split(r"[ \t\r\n]+", v) if w]
+    if len(v) > _MAX_QUOTED:
+        raise InputError(
+            Problem(
+                f"-e with quotes is longer than {_MAX_QUOTED:,} characters",
+                field="-e",
+                hint="put long values in a file: -e @vars.yml",
+            )
+        )
+    try:
+        return shlex.split(v)
+    except ValueError as exc:
+        raise InputError(
+            Problem(
+                f"-e cannot be split into key=value pairs: {exc}",
+                field="-e",
+                hint="quote values with spaces: -e 'key=\"a b\"'",
+            )
+        ) from None
 
 
 def _checked_vars(out: dict[str, Any]) -> dict[str, Any]:
@@ -214,25 +232,10 @@ def _checked_vars(out: dict[str, Any]) -> dict[str, Any]:
         raise InputError(
             Problem(f"-e values are larger than {MAX_STRING:,} characters", field="-e")
         )
-    rel = out.get("target_release")
-    if rel is not None:
-        if (
-            isinstance(rel, bool)
-            or not isinstance(rel, (str, int))
-            or not _RELEASE_RE.fullmatch(str(rel))
-        ):
-            raise InputError(
-                Problem(
-                    f"target_release '{rel}' is not a release name",
-                    field="-e",
-                    hint="letters, digits, '.', '_', '+', '-' (e.g. -e target_release=R2)",
-                )
-            )
-        out["target_release"] = str(rel)
-    for k in ("system_upgrade_mode", "system_upgrade_nodes"):
-        if k in out and not isinstance(out[k], str):
-            raise InputError(Problem(f"{k} must be a string", field="-e"))
-    return out
+    if not isinstance(out.get("system_upgrade_nodes", ""), str):
+        raise InputError(Problem("system_upgrade_nodes must be a string", field="-e"))
+    # the variables the plans read, as `plan` and a resumed run check them
+    return checked_variables(out)
 
 
 def parse_secrets(values: list[str] | None) -> dict[str, str]:

@@ -11,7 +11,7 @@ from typing import Any
 from stepwise.errors import InputError, Problem
 from stepwise.model.deployment import Deployment
 from stepwise.model.facts import NO_FACTS, Facts
-from stepwise.model.vocab import Plane, Stage, Step, UpgradeMode, Workflow
+from stepwise.model.vocab import Plane, Stage, Step, Workflow
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.changes import image_params
 from stepwise.plan.limits import resolve_limit
@@ -20,9 +20,12 @@ from stepwise.plan.schedule import asap
 from stepwise.plan.select import Selection, check_requires, select, split_list
 from stepwise.plan.table import WORKFLOW_TABLE, StoredFacts, entry
 from stepwise.plan.units import WORKFLOWS, Plan, Unit, Window
+from stepwise.plan.variables import RULED, checked_variables
 
-#: the -e variables a plan's units read: recorded in the plan's params, checked before a run
-PLAN_VARIABLES = ("target_release", "system_upgrade_mode")
+#: the -e variables the plans read, from the workflow table (the one list): recorded in a
+#: plan's params, read back by a resumed run, checked (`plan.variables`) before planning
+PLAN_VARIABLES = tuple(dict.fromkeys(v for e in WORKFLOW_TABLE.values() for v in e.variables))
+assert RULED >= set(PLAN_VARIABLES), "every plan variable needs a rule in plan/variables.py"
 
 STAGES = {wf: e.stages for wf, e in WORKFLOW_TABLE.items() if e.stages}
 PLANES = tuple(Plane)
@@ -188,8 +191,8 @@ def _image_namespace(
     release's (`-e target_namespace=NS`, default the deployment's `upgrade_namespace`)."""
     if wf is not Workflow.UPGRADE or deployment.containers is None:
         return None
-    given = variables.get("target_namespace")
-    return str(given) if given else deployment.containers.upgrade_namespace
+    given = checked_variables(variables).get("target_namespace")
+    return given or deployment.containers.upgrade_namespace
 
 
 def check_variables(plan: Plan) -> None:
@@ -201,15 +204,6 @@ def check_variables(plan: Plan) -> None:
                 f"the {plan.workflow} plan switches repositories and needs the target release",
                 field="-e",
                 hint="add -e target_release=R2 (the release to upgrade to)",
-            )
-        )
-    mode = plan.params.get("system_upgrade_mode")
-    if mode is not None and mode not in tuple(UpgradeMode):
-        raise InputError(
-            Problem(
-                f"system_upgrade_mode '{mode}' is not a way to upgrade an OS",
-                field="-e",
-                hint=f"use one of: {', '.join(UpgradeMode)}",
             )
         )
 
@@ -234,6 +228,7 @@ def _check_total(seconds: float, deployment: Deployment) -> None:
 __all__ = [
     "make_plan",
     "check_variables",
+    "checked_variables",
     "PLAN_VARIABLES",
     "selection_for",
     "parse_workflow",

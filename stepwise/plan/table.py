@@ -96,6 +96,9 @@ class WorkflowEntry:
     #: a prestage stage comes first (`--prestage-parallel`, `--no-prestage`): each node fetches
     #: what it installs while everything serves
     prestages: bool = False
+    #: the -e variables its plans read (`plan.variables` says what each must be): recorded in
+    #: the plan's params, so a resumed run plans with them again
+    variables: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -158,6 +161,8 @@ _ENTRIES: Sequence[WorkflowEntry] = (
         dependency_order=True,
         stored_facts=StoredFacts.NONE,
         prestages=True,
+        # target_namespace: the next release's images (default containers.upgrade_namespace)
+        variables=("target_release", "target_namespace"),
     ),
     WorkflowEntry(
         Workflow.SYSTEM_UPGRADE,
@@ -168,6 +173,7 @@ _ENTRIES: Sequence[WorkflowEntry] = (
         replaces_os=True,
         shows_named_steps=True,
         stored_facts=StoredFacts.NODES,
+        variables=("target_release",),
     ),
     WorkflowEntry(
         Workflow.UNDERCLOUD_UPGRADE,
@@ -178,6 +184,7 @@ _ENTRIES: Sequence[WorkflowEntry] = (
         whole_outage=True,
         shows_named_steps=True,
         prestages=True,
+        variables=("target_release", "system_upgrade_mode"),
     ),
     WorkflowEntry(
         Workflow.ROLLBACK,

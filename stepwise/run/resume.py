@@ -30,6 +30,7 @@ from stepwise.errors import (
 from stepwise.model import Deployment
 from stepwise.model.facts import NO_FACTS, Facts, facts_from_dict, facts_to_dict
 from stepwise.model.vocab import MarkerState, RunState, UnitState, Workflow
+from stepwise.plan import PLAN_VARIABLES
 from stepwise.plan.select import Selection
 from stepwise.plan.stored import check_plan_doc
 from stepwise.plan.units import Plan, Unit
@@ -324,7 +325,7 @@ def _rebuilt(req: RunRequest, prev: RunInfo) -> VerifiedPlan:
 
 
 def _plan_variables(prev: RunInfo) -> dict[str, Any]:
-    return {k: v for k, v in prev.params.items() if k in ("target_release", "system_upgrade_mode")}
+    return {k: v for k, v in prev.params.items() if k in PLAN_VARIABLES}
 
 
 def _recorded_params(plan: Plan, preflight: bool | None = None) -> dict[str, Any]:

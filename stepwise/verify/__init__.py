@@ -16,7 +16,13 @@ from stepwise.errors import Problem, UnsafePlanError
 from stepwise.model.deployment import Deployment
 from stepwise.model.facts import Facts
 from stepwise.model.vocab import Workflow
-from stepwise.plan import PLAN_VARIABLES, Selection, check_variables, make_plan
+from stepwise.plan import (
+    PLAN_VARIABLES,
+    Selection,
+    check_variables,
+    checked_variables,
+    make_plan,
+)
 from stepwise.plan.units import Plan
 from stepwise.verify.bounds import lower_bound
 from stepwise.verify.invariants import check, prepare
@@ -99,7 +105,8 @@ def plan_verified(
     plan that would miss one when it is to run (`runnable`), verify.
 
     `preview`: see `make_plan` (steps earlier commands would have done are assumed done)."""
-    chosen = {k: v for k, v in (variables or {}).items() if k in PLAN_VARIABLES}
+    # checked here too: a resumed run's variables are read back from the store
+    chosen = checked_variables({k: v for k, v in (variables or {}).items() if k in PLAN_VARIABLES})
     plan = make_plan(
         workflow, deployment, facts, selection=selection, variables=chosen, preview=preview
     )
