@@ -4,8 +4,9 @@ Hypothesis mutates the examples' deployment, a catalog file, the facts and the c
 arguments (structure, types, sizes, unicode, rich markup, Jinja, shell metacharacters, YAML
 anchors) and runs `stepwise` in-process through its real entry point (`stepwise.cli.main.run`,
 the same guard as the installed command). Every run must end with exit 0, 2 or 3, print no
-traceback and no "internal error", finish in bounded time, never create the canary a payload
-asks for, and write nothing (an export writes only its own new directory).
+traceback and no "internal error", stay in bounded memory, never create the canary a payload
+asks for, and write nothing (an export writes only its own new directory). How long the
+inflated forms take is measured by benchmarks/hostile_inputs.py, not asserted here.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import resource
 import shutil
 import stat
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,6 @@ DEPLOYMENT = yaml.safe_load((EXAMPLES / "classic.yaml").read_text())
 FACTS = yaml.safe_load((EXAMPLES / "facts" / "minor-update.yaml").read_text())
 SERVICE = yaml.safe_load((CATALOG / "nova_compute.yaml").read_text())
 CANARY = "CANARY_FILE"
-SECONDS = 30
 FUZZ = settings(
     max_examples=int(os.environ.get("STEPWISE_FUZZ_EXAMPLES", "60")),
     deadline=None,
@@ -196,12 +195,9 @@ def _check(
     args: list[str], root: Path, allowed: Path | None = None, also: Path | None = None
 ) -> None:
     before = _tree(root)
-    t0 = time.monotonic()
     r = cli(*args)
-    took = time.monotonic() - t0
     assert r.code in (0, 2, 3), (args, r.code, r.text[-3000:])
     assert no_traceback(r.text), (args, r.text[-3000:])
-    assert took < SECONDS, (args, took)
     assert not list(root.rglob(CANARY)) and not Path(CANARY).exists(), args
     added = {
         p
