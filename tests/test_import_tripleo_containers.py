@@ -142,7 +142,10 @@ def test_a_value_the_schema_refuses_is_refused_as_imported(tmp_path):
     )
     with pytest.raises(InputError) as info:
         import_tripleo(CLASSIC, load_catalog(), containers_prepare=f)
-    assert [p.field for p in info.value.problems] == ["containers.tag"]
+    # located in the prepare file, where the tag is (not in the roles file, which has none)
+    assert [(p.file, p.line, p.field) for p in info.value.problems] == [
+        (str(f), 4, "parameter_defaults.ContainerImagePrepare[0].set.tag")
+    ]
 
 
 def test_push_destination_true_takes_the_undercloud_registry_the_file_names(tmp_path):

@@ -3,7 +3,7 @@ node's image facts (checked as strictly as the rest of `specs.py`, which imports
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class _Strict(BaseModel):
@@ -18,7 +18,7 @@ IMAGE_PART_RE = r"^[a-z0-9]*(?:[._-][a-z0-9]+)*[._-]?$"
 NAMESPACE_RE = r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$"
 #: an image tag (the OCI distribution spec's grammar)
 TAG_RE = r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}$"
-#: a registry: host[:port]
+#: a registry: host[:port] (the port's range is checked by `check_registry_port`)
 REGISTRY_RE = r"^[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?(?::[0-9]{1,5})?$"
 
 
@@ -34,6 +34,20 @@ class ContainersSpec(_Strict):
     tag: str = Field(pattern=TAG_RE)
     #: the namespace of the next release's images (a major upgrade's target)
     upgrade_namespace: str | None = Field(default=None, pattern=NAMESPACE_RE, max_length=255)
+
+    @field_validator("registry")
+    @classmethod
+    def _port(cls, value: str) -> str:
+        return check_registry_port(value)
+
+
+def check_registry_port(registry: str) -> str:
+    """A registry's port, when it has one, is a TCP port (1-65535): `host:99999` matches the
+    pattern, and every pull would fail on every node."""
+    _host, colon, port = registry.rpartition(":")
+    if colon and port.isdigit() and not 1 <= int(port) <= 65535:
+        raise ValueError(f"port {port} of registry '{registry}' is not between 1 and 65535")
+    return registry
 
 
 #: an image digest as registries and podman print it

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from stepwise.errors import InputError, Problem
-from stepwise.model.yamlsrc import line_of, load_yaml, to_plain
+from stepwise.model.checks import validate
+from stepwise.model.container_specs import ContainersSpec
+from stepwise.model.yamlsrc import field_name, line_of, load_yaml, to_plain
 
 HINT = (
     "give TripleO's containers-prepare-parameter.yaml: parameter_defaults: "
@@ -64,7 +66,7 @@ def load_containers_prepare(path: Path | str) -> dict[str, Any]:
         if rest and _registry_part(first)
         else ("", first + "/" + rest if rest else first)
     )
-    registry = _registry(data, strategy, source, problem, at)
+    registry, registry_trail = _registry(data, strategy, source, problem, at)
     block: dict[str, Any] = {"registry": registry, "namespace": namespace, "tag": settings["tag"]}
     for key in ("name_prefix", "name_suffix"):
         if key in settings:
@@ -74,28 +76,56 @@ def load_containers_prepare(path: Path | str) -> dict[str, Any]:
                     f"set.{key} is not a string", [*trail, 0, "set", key], f"{at}.set.{key}"
                 )
             block[key] = value or ""
+    # checked here, against this file's own lines and fields: the deployment's check would
+    # name the roles file, where the operator finds no tag or registry to fix
+    where = {key: [*trail, 0, "set", key] for key in block} | {"registry": registry_trail}
+    _check_block(block, where, problem)
     return block
 
 
-def _registry(data: dict, strategy: dict, source: str, problem: Any, at: str) -> str:
-    """The registry the nodes pull from: the push destination, else the namespace's own."""
-    trail = ["parameter_defaults", "ContainerImagePrepare", 0, "push_destination"]
+def _check_block(block: dict[str, Any], where: dict[str, list[Any]], problem: Any) -> None:
+    """`block` as the deployment's `containers:` schema checks it; a fault is raised against
+    the field of this file the value came from (`where`: the block's key -> its trail)."""
+    try:
+        validate(ContainersSpec, block, None, "")
+    except InputError as exc:
+        first = exc.problems[0]
+        key = (first.field or "").split(".")[0].split("[")[0]
+        trail = where.get(key, [])
+        raise problem(
+            f"{first.message} (read as the deployment's containers.{key})",
+            trail,
+            field_name(trail) or "parameter_defaults.ContainerImagePrepare[0]",
+        ) from None
+
+
+def _registry(
+    data: dict, strategy: dict, source: str, problem: Any, at: str
+) -> tuple[str, list[Any]]:
+    """The registry the nodes pull from: the push destination, else the namespace's own;
+    with the trail of the file's field it came from."""
+    trail: list[Any] = ["parameter_defaults", "ContainerImagePrepare", 0, "push_destination"]
     push = strategy.get("push_destination")
     if isinstance(push, str) and push.strip():
-        return push.strip()
+        return push.strip(), trail
     if push is True:
         insecure = data["parameter_defaults"].get("DockerInsecureRegistryAddress")
         if isinstance(insecure, list) and insecure and isinstance(insecure[0], str):
-            return insecure[0]
+            return insecure[0], ["parameter_defaults", "DockerInsecureRegistryAddress", 0]
         raise problem(
             "push_destination: true pushes to the undercloud's registry, which this file does "
             "not name (no DockerInsecureRegistryAddress)",
             trail,
             f"{at}.push_destination",
         )
-    if push not in (None, False):
+    # `is`, not `in`: 0 == False. TripleO tests it for truth (kolla_builder's `if
+    # push_destination:`), so 0 and '' push nowhere there while 1 pushes to a registry named
+    # '1': neither is a registry or a boolean, and the file is refused rather than guessed at
+    if push is not None and push is not False:
         raise problem(
-            "push_destination is not HOST:PORT, true or false", trail, f"{at}.push_destination"
+            f"push_destination {push!r} is not HOST:PORT, true or false",
+            trail,
+            f"{at}.push_destination",
         )
     if not source:
         raise problem(
@@ -103,4 +133,4 @@ def _registry(data: dict, strategy: dict, source: str, problem: Any, at: str) ->
             ["parameter_defaults", "ContainerImagePrepare", 0, "set", "namespace"],
             f"{at}.set.namespace",
         )
-    return source
+    return source, ["parameter_defaults", "ContainerImagePrepare", 0, "set", "namespace"]

@@ -9,9 +9,10 @@ from types import SimpleNamespace
 import pytest
 
 from stepwise.errors import InputError, Problem
-from tests.security.helpers import EXAMPLES, cli, no_traceback
+from tests.security.helpers import EXAMPLES, ROOT, cli, no_traceback
 
 CONTAINERS = EXAMPLES / "tripleo-containers.yaml"
+ROLES = ROOT / "tests" / "fixtures" / "tripleo" / "roles_data_classic.yaml"
 
 
 @pytest.mark.parametrize(
@@ -68,3 +69,69 @@ def test_target_namespace_reaches_the_plan_a_run_executes(tmp_path: Path, monkey
     assert resume._plan_variables(SimpleNamespace(params=dict(params)))["target_namespace"] == (
         "other-ns"
     )
+
+
+def _prepare(tmp: Path, text: str) -> Path:
+    f = tmp / "containers-prepare-parameter.yaml"
+    f.write_text("parameter_defaults:\n  ContainerImagePrepare:\n" + text)
+    return f
+
+
+def _import(prepare: Path) -> tuple:
+    out = prepare.parent / "out.yaml"
+    r = cli("import", "tripleo", "-r", ROLES, "--containers-prepare", prepare, "-o", out)
+    return r, out
+
+
+@pytest.mark.parametrize(
+    "text, line, field, message",
+    [
+        # TripleO tests push_destination for truth: 0 pushes nowhere, 1 to a registry "1"
+        (
+            "  - push_destination: 0\n    set: {namespace: q.io/ns, tag: t}\n",
+            3,
+            "push_destination",
+            "push_destination 0 is not",
+        ),
+        (
+            "  - push_destination: 1\n    set: {namespace: q.io/ns, tag: t}\n",
+            3,
+            "push_destination",
+            "push_destination 1 is not",
+        ),
+        (
+            "  - push_destination: r.example:99999\n    set: {namespace: q.io/ns, tag: t}\n",
+            3,
+            "push_destination",
+            "port 99999",
+        ),
+        (
+            "  - push_destination: r.example:8787\n    set:\n      namespace: q.io/ns\n"
+            "      tag: 'a b'\n",
+            6,
+            "set.tag",
+            "containers.tag",
+        ),
+    ],
+)
+def test_container_image_prepare_faults_name_its_file_line_and_field(
+    tmp_path: Path, text: str, line: int, field: str, message: str
+):
+    f = _prepare(tmp_path, text)
+    r, out = _import(f)
+    assert r.code == 2 and no_traceback(r.text), r.text
+    where = f"{f}:{line}: parameter_defaults.ContainerImagePrepare[0].{field}"
+    assert where in r.text and message in r.text, r.text
+    assert not out.exists()
+
+
+def test_a_registry_port_is_a_tcp_port(tmp_path: Path):
+    for port, ok in (("99999", False), ("0", False), ("65535", True), ("8787", True)):
+        dep = tmp_path / f"d{port}.yaml"
+        dep.write_text(
+            CONTAINERS.read_text().replace('registry: "127.0.0.1:8787"', f"registry: x:{port}")
+        )
+        r = cli("validate", "-d", dep)
+        assert (r.code == 0) == ok, r.text
+        if not ok:
+            assert "containers.registry" in r.text and f"port {port}" in r.text, r.text
