@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import gc
 import json
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, BinaryIO
 
 import typer
@@ -30,6 +31,27 @@ def _width(stream: Any) -> int | None:
 
 #: the width of output that is not a terminal: wide enough that no line of stepwise's wraps
 UNWRAPPED = 4000
+#: the $COLUMNS and $LINES taken as they are; anything else is as if unset
+SANE_SIZE = {"COLUMNS": (20, UNWRAPPED), "LINES": (5, 10_000)}
+
+
+def _sane_terminal_env() -> None:
+    """Drop a $COLUMNS or $LINES that is no sane size before rich reads them (it reads them
+    itself, at every print): `'²'.isdigit()` is True and `int('²')` raises, 0 columns print
+    nothing at all, and a non-number made rich wrap a file at its default 80. Without them a
+    terminal gives its own size and a pipe or file is not wrapped."""
+    for name, (low, high) in SANE_SIZE.items():
+        value = os.environ.get(name)
+        if value is None:
+            continue
+        text = value.strip()
+        if not (text.isascii() and text.isdigit() and low <= int(text) <= high):
+            del os.environ[name]
+        elif text != value:
+            os.environ[name] = text  # rich takes digits only: " 100" would be its default 80
+
+
+_sane_terminal_env()
 # emoji=False: a `:skull:` in a node name or a task message prints as it is, like `[/]`
 console = Console(highlight=False, emoji=False, width=_width(sys.stdout))
 err_console = Console(stderr=True, highlight=False, emoji=False, width=_width(sys.stderr))
@@ -74,8 +96,11 @@ def reported() -> Iterator[None]:
 
 
 def _json_error(kind: str, exit_code: int, problems: Sequence[Problem]) -> None:
-    """A script that asked for JSON gets the error as JSON too (stdout, where it reads)."""
-    if _json_asked():
+    """A script that asked for JSON gets the error as JSON too (stdout, where it reads); a
+    stdout that cannot take it leaves the error to stderr and its exit code."""
+    if not _json_asked():
+        return
+    with suppress(OSError):
         print_json(
             {
                 "error": {
@@ -99,13 +124,33 @@ def _json_asked() -> bool:
 def print_json(data: Any) -> None:
     """Print `data` as JSON; never `NaN`/`Infinity` (not JSON): inputs are finite by validation,
     so a non-finite number here is a bug and fails loudly rather than breaking a script."""
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n")
-    sys.stdout.flush()
+    text = json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n"
+    with _stdout_written() as out:
+        out.write(text)
+        out.flush()
 
 
 def write_stdout(write: Callable[[BinaryIO], None]) -> None:
     """Let `write` put encoded output straight onto stdout's bytes, after whatever text is
     pending: a 30 MB plan never becomes one str, nor one bytes object."""
-    sys.stdout.flush()
-    write(sys.stdout.buffer)
-    sys.stdout.buffer.flush()
+    with _stdout_written() as out:
+        out.flush()
+        write(out.buffer)
+        out.buffer.flush()
+
+
+@contextmanager
+def _stdout_written() -> Iterator[Any]:
+    """sys.stdout to write on; a closed one, or one on a full device, is an OutputError (a
+    clean exit 74, see `safety.guarded`). A reader that went away stays a BrokenPipeError:
+    click and `guarded` end such a command as a pipe's writer ends."""
+    from stepwise.cli.safety import OutputError
+
+    if sys.stdout is None:  # started with stdout closed (`>&-`)
+        raise OutputError(errno.EBADF, "it is closed")
+    try:
+        yield sys.stdout
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise OutputError(exc.errno, exc.strerror or str(exc)) from exc

@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING
 import typer
 
 from stepwise.cli.app import app
-from stepwise.cli.common import console, print_json, reported
+from stepwise.cli.common import console, print_json, reported, write_stdout
 from stepwise.cli.options import DEP, EXTRA, FACTS, LIMIT, STORE
 
 if TYPE_CHECKING:
     from datetime import datetime
 
     from stepwise.model import Deployment
+    from stepwise.observe.report.model import Section
     from stepwise.plan.units import Plan
     from stepwise.run.store.store import Store
 
@@ -31,18 +32,34 @@ def write_plan_html(
 ) -> int:
     """`stepwise plan --html` and `report --plan`: the report of a plan that has not run (with
     wall-clock times from `start`, if given)."""
-    from stepwise.observe.report import plan_section, write_report
+    from stepwise.observe.report import plan_section
 
-    return _write(
+    return _report_to(
         out,
-        lambda: write_report(
-            out,
-            f"stepwise plan: {plan.workflow} of {dep.name}",
-            [plan_section(plan, dep, start=start)],
-            field=option,
-            force=force,
-        ),
+        f"stepwise plan: {plan.workflow} of {dep.name}",
+        lambda: [plan_section(plan, dep, start=start)],
         option,
+        force,
+    )
+
+
+def _report_to(
+    out: Path,
+    title: str,
+    sections: Callable[[], list[Section]],
+    option: str = "--output",
+    force: bool = False,
+) -> int:
+    """Write the report to `out`, or print it when `out` is `-` (as `plan --html -`); its
+    size in bytes."""
+    from stepwise.observe.report import report_html, write_report
+
+    if str(out) == "-":
+        data = report_html(title, sections())
+        write_stdout(lambda stream: stream.write(data))
+        return len(data)
+    return _write(
+        out, lambda: write_report(out, title, sections(), field=option, force=force), option
     )
 
 
@@ -79,7 +96,9 @@ REPORT_PLAN = typer.Option(
 )
 REPORT_STAGE = typer.Option(None, "--stage", help="With --plan: upgrade stage.")
 REPORT_PLANE = typer.Option(None, "--plane", help="With --plan: control | data.")
-REPORT_OUTPUT = typer.Option(..., "--output", "-o", help="The HTML file to write.", metavar="FILE")
+REPORT_OUTPUT = typer.Option(
+    ..., "--output", "-o", help="The HTML file to write ('-': stdout).", metavar="FILE"
+)
 REPORT_FORCE = typer.Option(
     False,
     "--force",
@@ -159,6 +178,14 @@ def report(
     from stepwise.run.store.store import existing_store
 
     with reported():
+        if json_out and str(output) == "-":
+            raise InputError(
+                Problem(
+                    "-o - and --json both print to standard output",
+                    field="--output",
+                    hint="write the report to a file (-o report.html) or leave out --json",
+                )
+            )
         begins = parse_start(start)
         dep = load_deployment(deployment)
         if plan is None and begins is not None:
@@ -183,7 +210,7 @@ def report(
             size = write_runs_html(st, dep, ids, output, force=force)
         if json_out:
             print_json({"wrote": str(output), "bytes": size})
-        else:
+        elif str(output) != "-":  # the report itself is on stdout
             console.print(f"wrote {output} ({size / 1024:.0f} KiB)", markup=False, soft_wrap=True)
 
 
@@ -226,14 +253,11 @@ def write_runs_html(
     force: bool = False,
 ) -> int:
     """The report of stored runs (the demo writes its own runs' report with it)."""
-    from stepwise.observe.report import run_section_from_store, write_report
+    from stepwise.observe.report import run_section_from_store
 
-    return _write(
+    return _report_to(
         out,
-        lambda: write_report(
-            out,
-            title or f"stepwise report: {dep.name}, run " + ", ".join(map(str, run_ids)),
-            [run_section_from_store(store, i, dep) for i in run_ids],
-            force=force,
-        ),
+        title or f"stepwise report: {dep.name}, run " + ", ".join(map(str, run_ids)),
+        lambda: [run_section_from_store(store, i, dep) for i in run_ids],
+        force=force,
     )

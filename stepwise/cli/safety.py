@@ -10,6 +10,7 @@ run failed", never "stepwise crashed").
 from __future__ import annotations
 
 import datetime
+import errno
 import os
 import select
 import stat
@@ -24,6 +25,17 @@ from rich.markup import escape
 
 #: exit code of an internal error (a bug), as sysexits.h's EX_SOFTWARE
 EXIT_BUG = 70
+#: exit code when the output cannot be written (a full disk or device), as sysexits.h's EX_IOERR
+EXIT_OUTPUT = 74
+#: errors of a write that are the machine's, never a bug of stepwise's (a full disk, quota)
+OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+class OutputError(OSError):
+    """Standard output cannot be written (closed, or on a full device): the operator's
+    environment, not a bug."""
+
+
 #: the arguments of the command being run (in-process callers such as tests pass their own)
 current_argv: list[str] | None = None
 
@@ -124,13 +136,51 @@ def guarded(invoke: Callable[[], Any], argv: Sequence[str]) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:
+        if not isinstance(exc, OutputError) and exc.errno not in OUTPUT_ERRNOS:
+            return _bug(exc, argv)
+        return _output_failed(exc)
     except Exception as exc:  # noqa: BLE001 - the one place where any exception is a reported bug
-        log = write_crash_log(exc, argv)
-        where = f"details in {log}" if log else "no log could be written"
+        return _bug(exc, argv)
+    return 0
+
+
+def _output_failed(exc: OSError) -> int:
+    """A write that failed for want of room (or stdout closed): one line, no log, exit 74."""
+    what = "standard output" if isinstance(exc, OutputError) else "its output"
+    _drop_stdout()
+    try:
         print(
-            f"internal error: stepwise hit a bug ({type(exc).__name__}); nothing more was done. "
-            f"{where}; please report it with that file",
+            f"error: stepwise cannot write {what}: {exc.strerror or exc}; nothing more was done",
             file=sys.stderr,
         )
-        return EXIT_BUG
-    return 0
+    except (OSError, ValueError, AttributeError):
+        pass  # stderr is gone as well: the exit code says it
+    return EXIT_OUTPUT
+
+
+def _drop_stdout() -> None:
+    """Point the process' stdout at /dev/null: the interpreter flushes what is still buffered
+    on exit, and a second failure there would print a traceback (and exit 120). Only the
+    process' own stdout: an in-process caller's capture is left alone."""
+    if sys.stdout is None or sys.stdout is not sys.__stdout__:
+        return
+    try:
+        fd = sys.stdout.fileno()
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+    except (OSError, ValueError):
+        pass
+
+
+def _bug(exc: BaseException, argv: Sequence[str]) -> int:
+    """Report `exc` as a bug: its traceback in a log, one line to the operator, exit 70."""
+    log = write_crash_log(exc, argv)
+    where = f"details in {log}" if log else "no log could be written"
+    print(
+        f"internal error: stepwise hit a bug ({type(exc).__name__}); nothing more was done. "
+        f"{where}; please report it with that file",
+        file=sys.stderr,
+    )
+    return EXIT_BUG

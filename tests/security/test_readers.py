@@ -4,13 +4,16 @@ lists, `--count`, `--start`; and the environment and standard output: each is a 
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.security.helpers import cli, no_traceback, write_cloud
+from tests.security.helpers import STEPWISE, cli, no_traceback, write_cloud
 
 
 def _refused(r, *words: str) -> None:
@@ -166,8 +169,6 @@ def test_a_count_that_is_no_ascii_number_of_nodes_is_refused(tmp_path: Path, cou
 
 @pytest.mark.parametrize("start", ["9999-12-31T23:59:59", "0001-01-01T00:00+01:00"])
 def test_a_start_out_of_range_is_refused_as_json_too(tmp_path: Path, start: str):
-    import json
-
     dep = write_cloud(tmp_path / "c", computes=1)
     html = tmp_path / "p.html"
     for args in (
@@ -183,3 +184,65 @@ def test_a_start_out_of_range_is_refused_as_json_too(tmp_path: Path, start: str)
         assert r.code == 2 and no_traceback(r.text), r.text
         assert json.loads(r.out)["error"]["problems"][0]["field"] == "--start"
     assert not html.exists()
+
+
+# -- standard output and the environment --------------------------------------------------------
+
+
+def _process(*args, stdout, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`stepwise ARGS` as its own process with `stdout` as its standard output."""
+    return subprocess.run(
+        [str(STEPWISE), *map(str, args)],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.mark.parametrize("out", [["--html", "-"], ["--json"], []])
+def test_a_full_or_closed_stdout_is_a_clean_error(tmp_path: Path, out: list[str]):
+    dep = write_cloud(tmp_path / "c", computes=1)
+    with open("/dev/full", "w") as full:
+        r = _process("plan", "update", "-d", dep, *out, stdout=full)
+    assert r.returncode == 74 and no_traceback(r.stderr), r.stderr
+    assert "No space left on device" in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+    if out:  # rich drops what it prints to a closed stdout: the text view exits 0
+        r = _process("plan", "update", "-d", dep, *out, stdout=subprocess.DEVNULL)
+        assert r.returncode == 0, r.stderr
+        closed = subprocess.run(
+            ["sh", "-c", '"$0" "$@" >&-', str(STEPWISE), "plan", "update", "-d", dep, *out],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert closed.returncode == 74 and no_traceback(closed.stderr), closed.stderr
+        assert "standard output: it is closed" in closed.stderr
+
+
+def test_the_report_prints_to_stdout_with_o_dash(tmp_path: Path, monkeypatch):
+    dep = write_cloud(tmp_path / "c", computes=1)
+    monkeypatch.chdir(tmp_path)
+    r = cli("report", "-d", dep, "--plan", "update", "-o", "-")
+    assert r.code == 0 and r.out.startswith("<!DOCTYPE html>"), r.text
+    assert r.out.rstrip().endswith("</html>"), r.out[-200:]
+    assert not (tmp_path / "-").exists()
+    r = cli("report", "-d", dep, "--plan", "update", "-o", "-", "--json")
+    _refused(r, "both print to standard output")
+    assert json.loads(r.out)["error"]["problems"][0]["field"] == "--output"
+    assert not (tmp_path / "-").exists()
+
+
+@pytest.mark.parametrize("columns", ["²", "0", "-5", "abc", "99999999"])
+def test_a_columns_that_is_no_width_falls_back(tmp_path: Path, columns: str):
+    dep = write_cloud(tmp_path / "c", computes=1)
+    unset = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    with open(tmp_path / "plain.txt", "w") as plain:
+        assert _process("plan", "update", "-d", dep, stdout=plain, env=unset).returncode == 0
+    with open(tmp_path / "out.txt", "w") as out:
+        r = _process("plan", "update", "-d", dep, stdout=out, env={"COLUMNS": columns})
+    assert r.returncode == 0 and no_traceback(r.stderr), r.stderr
+    # as if unset: a file is never wrapped (nor left empty)
+    assert (tmp_path / "out.txt").read_text() == (tmp_path / "plain.txt").read_text()
+    assert max(len(line) for line in (tmp_path / "plain.txt").read_text().splitlines()) > 80
