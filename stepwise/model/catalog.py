@@ -14,6 +14,7 @@ from stepwise.errors import InputError, Problem
 # re-exported: the checks moved to catalog_checks.py, their users import them from here
 from stepwise.model.catalog_checks import _did_you_mean as _did_you_mean
 from stepwise.model.catalog_checks import check_catalog as check_catalog
+from stepwise.model.catalog_checks import duplicate_preflights
 from stepwise.model.catalog_checks import find_cycle as find_cycle
 from stepwise.model.checks import validate
 from stepwise.model.containers import StyleTasks
@@ -380,6 +381,10 @@ def _load_files(files: list[Path]) -> tuple[dict[str, Service], list[Problem], l
             spec = validate(ServiceSpec, to_plain(doc), doc, str(f))
         except InputError as exc:
             problems.extend(exc.problems)
+            continue
+        twice = duplicate_preflights(spec, doc, str(f))
+        if twice:
+            problems.extend(twice)
             continue
         if spec.name in services:
             problems.append(

@@ -10,6 +10,7 @@ from stepwise.errors import Problem
 
 if TYPE_CHECKING:
     from stepwise.model.catalog import Catalog, Service
+    from stepwise.model.specs import ServiceSpec
 
 
 def check_catalog(catalog: Catalog) -> list[Problem]:
@@ -25,6 +26,32 @@ def check_catalog(catalog: Catalog) -> list[Problem]:
     cycle = find_cycle({s.name: s.depends_on for s in catalog})
     if cycle:
         problems.append(_cycle_problem(catalog, cycle))
+    return problems
+
+
+def duplicate_preflights(spec: ServiceSpec, doc: Any, fname: str) -> list[Problem]:
+    """A service's preflight checks with a name an earlier check has, each with both lines:
+    `stepwise preflight` reports and records its checks by name, so the second would hide
+    the first's verdict."""
+    from stepwise.model.yamlsrc import line_of
+
+    first: dict[str, int] = {}
+    problems: list[Problem] = []
+    for j, check in enumerate(spec.preflight):
+        if check.name not in first:
+            first[check.name] = j
+            continue
+        at = line_of(doc, ["preflight", first[check.name], "name"])
+        problems.append(
+            Problem(
+                f"preflight check '{check.name}' is defined twice (also preflight"
+                f"[{first[check.name]}]{f', line {at}' if at else ''})",
+                file=fname,
+                line=line_of(doc, ["preflight", j, "name"]),
+                field=f"preflight[{j}].name",
+                hint="give each check its own name: preflight reports and records by name",
+            )
+        )
     return problems
 
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from stepwise.errors import InputError, Problem
-from tests.security.helpers import EXAMPLES, ROOT, cli, no_traceback
+from tests.security.helpers import EXAMPLES, ROOT, cli, no_traceback, write_cloud
 
 CONTAINERS = EXAMPLES / "tripleo-containers.yaml"
 ROLES = ROOT / "tests" / "fixtures" / "tripleo" / "roles_data_classic.yaml"
@@ -135,3 +135,22 @@ def test_a_registry_port_is_a_tcp_port(tmp_path: Path):
         assert (r.code == 0) == ok, r.text
         if not ok:
             assert "containers.registry" in r.text and f"port {port}" in r.text, r.text
+
+
+def test_two_preflight_checks_with_one_name_are_refused_with_both_lines(tmp_path: Path):
+    checks = [
+        {"name": "ready", "command": "true"},
+        {"name": "other", "command": "true"},
+        {"name": "ready", "command": "false"},
+    ]
+    dep = write_cloud(
+        tmp_path, computes=1, extra_services={"chk": {"plane": "control", "preflight": checks}}
+    )
+    cat = tmp_path / "catalog" / "chk.yaml"
+    lines = cat.read_text().splitlines()
+    first, second = (i + 1 for i, t in enumerate(lines) if '"ready"' in t)
+    for args in (["validate", "-d", dep], ["preflight", "update", "-d", dep]):
+        r = cli(*args)
+        assert r.code == 2 and no_traceback(r.text), r.text
+        assert f"{cat}:{second}: preflight[2].name" in r.text, r.text
+        assert f"preflight[0], line {first}" in r.text, r.text
