@@ -68,8 +68,9 @@ class WorkflowEntry:
     #: the name an operator types when it differs from the stored value
     label: str = ""
     stages: tuple[Stage, ...] = ()
-    #: nodes are visited in rolling batches: each batch's packages step changes the code of
-    #: what it works on, a node an OS upgrade prepared is refused, the bound is the work bound
+    #: nodes are visited in rolling batches: each batch's packages step (a container's image
+    #: switch, its config step, in a container style) changes the code of what it works on,
+    #: a node an OS upgrade prepared is refused, the bound is the work bound
     rolling: bool = False
     #: RPC pins are checked, and services that cannot roll are down for the announced window
     pins_rpc: bool = False
