@@ -3,6 +3,7 @@ accepted, read loosely or ignored; the -e variables the plans read reach the pla
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -154,3 +155,39 @@ def test_two_preflight_checks_with_one_name_are_refused_with_both_lines(tmp_path
         assert r.code == 2 and no_traceback(r.text), r.text
         assert f"{cat}:{second}: preflight[2].name" in r.text, r.text
         assert f"preflight[0], line {first}" in r.text, r.text
+
+
+@pytest.mark.parametrize("store", ["sqlite://", "sqlite:///:memory:", "sqlite:///{tmp}/no/x.db"])
+def test_an_unusable_store_url_is_an_error_naming_it(tmp_path: Path, store: str):
+    url = store.format(tmp=tmp_path)
+    for args in (["status"], ["history"], ["report", "-o", tmp_path / "r.html"]):
+        r = cli(*args, "-d", EXAMPLES / "classic.yaml", env={"STEPWISE_STORE": url})
+        assert r.code == 2 and no_traceback(r.text), (args, r.text)
+        assert f"$STEPWISE_STORE: the state store {url}" in r.text, r.text
+        assert "no run recorded" not in r.text
+    assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.parametrize("where", ["{tmp}/missing/facts.yaml", "{tmp}/ro/facts.yaml"])
+def test_discover_checks_its_output_before_contacting_any_node(
+    tmp_path: Path, monkeypatch, where: str
+):
+    import stepwise.run.discover as discover_mod
+
+    dep = write_cloud(tmp_path, computes=1)
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    # root writes into a 0500 directory: a read-only one is emulated there by a file in the
+    # way of the probe (any directory that takes no new file is refused the same way)
+    contacted = []
+    monkeypatch.setattr(discover_mod, "discover", lambda *a, **k: contacted.append(a) or {})
+    out = where.format(tmp=tmp_path)
+    if os.geteuid() == 0 and "ro" in where:
+        ro.chmod(0o700)
+        ro.rmdir()
+        ro.write_text("")  # ro/facts.yaml: its directory is a file
+    r = cli("discover", "-d", dep, "-o", out)
+    assert r.code == 2 and no_traceback(r.text), r.text
+    assert "--output" in r.text and out in r.text, r.text
+    assert contacted == []

@@ -166,4 +166,5 @@ def existing_store(deployment: Any, explicit: str | None = None) -> Store | None
     """The cloud's store if it exists already (a SQLite file that is there, or a server URL);
     None when nothing was ever recorded. Read commands and the checks before a run use it, so
     they never create a store as a side effect."""
-    return open_store(default_store_url(deployment.path, deployment.name, explicit), create=False)
+    url = default_store_url(deployment.path, deployment.name, explicit, existing=True)
+    return open_store(url, create=False)
