@@ -193,6 +193,42 @@ def write_output(
     _write_atomically(p, data, field, mode)
 
 
+def check_output(
+    path: os.PathLike[str] | str,
+    *,
+    field: str | None = None,
+    force: bool = False,
+    ours: bytes | None = None,
+) -> None:
+    """What `write_output` would refuse, checked before the work whose result it writes (a
+    command that contacts every node first): the path as `write_output` takes it, and a
+    directory that exists and takes a new file (a probe file is created there and removed)."""
+    p = checked_path(path, field)
+    _check_replaceable(p, field, force, ours)
+    if not p.parent.is_dir():
+        raise InputError(
+            Problem(
+                f"cannot write: directory {p.parent} does not exist",
+                file=str(p),
+                field=field,
+                hint="create the directory first, or give a path in one that exists",
+            )
+        )
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{p.name[:200]}.", suffix=".tmp", dir=p.parent)
+    except OSError as exc:
+        raise InputError(
+            Problem(
+                f"cannot write: {exc.strerror or exc}",
+                file=str(p),
+                field=field,
+                hint="give a path in a directory you can write",
+            )
+        ) from None
+    os.close(fd)
+    _unlink(probe)
+
+
 def _check_replaceable(p: Path, field: str | None, force: bool, ours: bytes | None) -> None:
     """Refuse a path that is a link or not a regular file, and an existing file stepwise did
     not write (unless `force`)."""

@@ -121,7 +121,9 @@ def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
             skip_tags=split_list(opts.skip_tags),
             plane=opts.plane,
             of_run=opts.of_run,
-            prestage=prestage_bound(opts.prestage_parallel, opts.no_prestage),
+            prestage=prestage_bound(
+                opts.prestage_parallel, opts.no_prestage, opts.forks, opts.max_parallel
+            ),
         )
         fx = facts_for(dep, opts.facts, store, workflow, opts.of_run)
         variables = {k: ev[k] for k in PLAN_VARIABLES if k in ev}
@@ -346,6 +348,11 @@ def discover(
         dep = load_deployment(deployment)
         nodes = resolve_limit(dep, limit)
         ev = parse_extra_vars(extra_vars)
+        if output is not None:
+            from stepwise.paths import check_output
+
+            # refused before any node is contacted, not after gathering from all of them
+            check_output(output, field="--output", force=force, ours=FACTS_HEADER.encode("utf-8"))
         conn = connector(lab, inventory)
         st = open_cloud_store(dep, store)
         facts = do_discover(
