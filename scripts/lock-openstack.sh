@@ -5,7 +5,7 @@
 #   bash scripts/lock-openstack.sh NAME UPPER_CONSTRAINTS_FILE 'BRANCH' PROJECT==VERSION...
 # e.g. (upper-constraints.txt of openstack/requirements' stable/2025.2 saved locally):
 #   bash scripts/lock-openstack.sh 2025.2 uc-2025.2.txt stable/2025.2 keystone==28.1.0 \
-#        openstack-placement==14.0.0 glance==31.1.0 PyMySQL
+#        openstack-placement==14.0.0 glance==31.1.0 PyMySQL python-memcached
 set -euo pipefail
 cd "$(dirname "$0")/.."
 name=$1 constraints=$2 branch=$3; shift 3

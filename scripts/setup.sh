@@ -3,7 +3,8 @@
 #   - Debian: MariaDB with galera-4 (the lab's database is a real Galera cluster; mariabackup
 #     and socat carry its state transfers) and HAProxy (the lab's real components), OpenSSH
 #     server (the SSH connection test), PostgreSQL (the team state store, tested for real),
-#     Chromium (the HTML report tests open the reports headless).
+#     Chromium (the HTML report tests open the reports headless), memcached and RabbitMQ
+#     (real on the nodes of a `lab: openstack` deployment).
 #   - Python: a venv in .venv with stepwise and its pinned dependencies (+ test extras).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +29,9 @@ command -v skopeo >/dev/null 2>&1 || need+=(skopeo)
 command -v uwsgi >/dev/null 2>&1 || need+=(uwsgi-core)
 [ -e /usr/lib/uwsgi/plugins/python3_plugin.so ] || need+=(uwsgi-plugin-python3)
 /usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
+# real memcached and a real RabbitMQ cluster on the nodes of a `lab: openstack` deployment
+[ -x /usr/bin/memcached ] || need+=(memcached)
+[ -x /usr/sbin/rabbitmq-server ] || need+=(rabbitmq-server)
 # the report tests open the HTML reports in headless Chromium (only when the tests are installed)
 case ",${STEPWISE_EXTRAS:-test}," in
   *,test,*) command -v chromium >/dev/null 2>&1 || need+=(chromium) ;;

@@ -54,6 +54,7 @@ NODE_COMMANDS = (
     "mysql_upgrade",
     "podman",
     "skopeo",
+    "rabbitmqctl",
 )
 
 
@@ -195,6 +196,7 @@ def up(
             prepare_openstack(lab, progress, build)
         prepare_nodes(lab)
         start_supervisor(lab)
+        start_infra(lab)
         if spec.get("containers"):
             start_registry(lab, progress)
         boot_all(lab, progress)
@@ -204,6 +206,24 @@ def up(
         raise
     progress(f"lab up in {time.monotonic() - t0:.1f}s")
     return lab
+
+
+def start_infra(lab: Lab) -> None:
+    """What the real infrastructure services need before any member starts: the RabbitMQ
+    members' Erlang cookie and the lab's own port mapper (their binaries checked first)."""
+    from stepwise.lab import memcached, rabbitmq
+
+    try:
+        if memcached.servers(lab):
+            memcached.binary()
+        if rabbitmq.real_services(lab):
+            rabbitmq.check_installed()
+            rabbitmq.write_cookie(lab)
+            lab.call("start", node="_lab", unit=rabbitmq.EPMD_UNIT)
+    except RuntimeError as exc:
+        raise StepwiseError(
+            Problem(str(exc), hint="run scripts/setup.sh (Debian: memcached, rabbitmq-server)")
+        ) from None
 
 
 def start_registry(lab: Lab, progress: Progress) -> None:
@@ -319,7 +339,7 @@ def wait_healthy(lab: Lab, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     bad: list[str] = []
     while time.monotonic() < deadline:
-        st = status(lab)
+        st = status(lab, ask_clusters=False)
         bad = [
             f"{n['name']}/{s['name']}: {s['health']}"
             for n in st["nodes"]

@@ -3,9 +3,10 @@
 The lab runs the real thing wherever it can run on one machine: a Galera cluster of MariaDB
 members, HAProxy (the VIPs),
 and, when the deployment asks for it (`lab: {openstack: SERIES}`), keystone, placement and
-glance from PyPI under uWSGI. Everything else (nova-compute and its instances, neutron agents,
-pacemaker, ceph, rabbitmq, leapp, reboots) is a stand-in in Python that fails the way the real
-service fails in an upgrade.
+glance from PyPI under uWSGI, a RabbitMQ cluster (`rabbitmq.py`) and memcached
+(`memcached.py`). Everything else (nova-compute and its instances, neutron agents,
+pacemaker, ceph, leapp, reboots; rabbitmq and memcached without real OpenStack) is a stand-in
+in Python that fails the way the real service fails in an upgrade.
 """
 
 from __future__ import annotations
@@ -38,11 +39,20 @@ def service_kind(lab: Any, node: str, service: str, unit: dict[str, Any] | None)
         from stepwise.lab.galera import versions
 
         return REAL, f"Galera member ({versions()})"
+    if svc.get("kind"):
+        from stepwise.lab import memcached, rabbitmq
+
+        if svc["kind"] == rabbitmq.KIND:
+            return REAL, f"RabbitMQ member {rabbitmq.node_name(lab, service, node)}"
+        return REAL, f"Debian's memcached on port {memcached.PORT}"
     return STAND_IN, "lab stand-in (Python)"
 
 
-def components(lab: Any) -> list[dict[str, str]]:
-    """The lab-wide parts: the VIP and the database, and which services run real code."""
+def components(lab: Any, ask_clusters: bool = True) -> list[dict[str, str]]:
+    """The lab-wide parts: the VIP and the database, and which services run real code
+    (`ask_clusters`: each RabbitMQ member's state, one `rabbitmqctl` call)."""
+    from stepwise.lab import memcached, rabbitmq
+
     out = [
         {"name": "VIP", "kind": REAL, "detail": f"HAProxy on {lab.spec['vip']} (Debian's haproxy)"}
     ]
@@ -58,6 +68,8 @@ def components(lab: Any) -> list[dict[str, str]]:
             }
         )
     out += _container_components(lab)
+    out += rabbitmq.component(lab, ask_clusters) + [memcached.component(lab)]
+    out = [row for row in out if row]
     real = lab.spec.get("openstack") or {}
     imaged = {s for s, v in (lab.spec.get("containers") or {}).get("services", {}).items()
               if v.get("series")}  # fmt: skip
@@ -70,13 +82,7 @@ def components(lab: Any) -> list[dict[str, str]]:
                 "detail": f"OpenStack {real['series']} code from PyPI under uWSGI{how}",
             }
         )
-    others = sorted(
-        s for s, v in lab.spec["services"].items() if not v.get("real") and not v.get("db")
-    )
-    if others:
-        out.append(
-            {"name": ", ".join(others), "kind": STAND_IN, "detail": "the lab's Python stand-ins"}
-        )
+    out += _stand_ins(lab)
     if lab.spec.get("workloads"):
         out.append(
             {
@@ -95,6 +101,17 @@ def components(lab: Any) -> list[dict[str, str]]:
             }
         )
     return out
+
+
+def _stand_ins(lab: Any) -> list[dict[str, str]]:
+    """One row naming the services that run the lab's Python stand-ins (none: no row)."""
+    others = sorted(
+        s
+        for s, v in lab.spec["services"].items()
+        if not v.get("real") and not v.get("db") and not v.get("kind")
+    )
+    detail = "the lab's Python stand-ins"
+    return [{"name": ", ".join(others), "kind": STAND_IN, "detail": detail}] if others else []
 
 
 def _container_components(lab: Any) -> list[dict[str, str]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 
 from stepwise.lab import health as H
 from stepwise.lab import repos as R
@@ -70,6 +71,77 @@ def pcs(lab: Lab, node: str, args: list[str]) -> int:
     return err(
         "usage: pcs status | pcs cluster stop|start [--all] | pcs node standby|unstandby [NODE]"
     )
+
+
+# --- rabbitmq --------------------------------------------------------------------------
+@command("rabbitmqctl")
+def rabbitmqctl(lab: Lab, node: str, args: list[str]) -> int:
+    """The real rabbitmqctl as this node's member where the lab runs a real RabbitMQ cluster,
+    else the stand-in's answers to the commands the catalog calls."""
+    from stepwise.lab import rabbitmq
+
+    svc = cluster_service(lab, ("rabbitmq",))
+    if svc is None or node not in lab.service(svc)["instances"]:
+        return err("rabbitmqctl: command not found (rabbitmq-server is not installed here)")
+    if rabbitmq.is_real(lab, svc):
+        r = rabbitmq.ctl(lab, node, svc, args)
+        sys.stdout.write(r.stdout)
+        sys.stderr.write(r.stderr)
+        return r.returncode
+    return _rabbitmqctl_stand_in(lab, node, svc, [a for a in args if a != "-q"])
+
+
+def _rabbit_members(lab: Lab, node: str, svc: str) -> tuple[list[str], list[str]]:
+    """The stand-in cluster this node's member is in (its OS major's members, when members on
+    two majors cannot cluster) and which of them run, as rabbitN@localhost names."""
+    from stepwise.lab import rabbitmq
+
+    members = lab.service(svc)["instances"]
+    if lab.service(svc).get("os_bound"):
+        members = [n for n in members if lab.os_major(n) == lab.os_major(node)]
+    running = [n for n in members if H.read_unit(lab, n, svc)]
+    return (
+        [rabbitmq.node_name(lab, svc, n) for n in members],
+        [rabbitmq.node_name(lab, svc, n) for n in running],
+    )
+
+
+def _rabbitmqctl_stand_in(lab: Lab, node: str, svc: str, args: list[str]) -> int:
+    """cluster_status, status, await_startup, await_online_nodes N, stop_app, start_app."""
+    import time
+
+    from stepwise.lab import rabbitmq
+
+    me = rabbitmq.node_name(lab, svc, node)
+    words = [a for a in args if not a.startswith("-")]
+    if words[:1] in (["stop_app"], ["start_app"]):
+        out(f"{'Stopping' if words[0] == 'stop_app' else 'Starting'} node {me} ...")
+        return 0
+    deadline = time.monotonic() + (120 if words[:1] == ["await_online_nodes"] else 0)
+    while True:
+        disk, running = _rabbit_members(lab, node, svc)
+        if me not in running:
+            if time.monotonic() < deadline:
+                time.sleep(1)
+                continue
+            return err(f"Error: unable to perform an operation on node '{me}' (not running)")
+        if words[:1] == ["await_online_nodes"] and len(running) < int(words[1]):
+            if time.monotonic() < deadline:
+                time.sleep(1)
+                continue
+            return err(f"Error: {len(running)} of {words[1]} nodes online")
+        break
+    if words[:1] == ["cluster_status"]:
+        data = {"disk_nodes": disk, "running_nodes": running, "stand_in": True}
+        text = "\n".join(
+            [f"Cluster status of node {me} ...", "Disk Nodes", *disk, "Running Nodes", *running]
+        )
+        out(json.dumps(data) if "json" in args else text)
+        return 0
+    if words[:1] in (["status"], ["await_startup"], ["await_online_nodes"]):
+        out(f"Status of node {me} ...\nRunning: {len(running)} of {len(disk)} (lab stand-in)")
+        return 0
+    return err(f"rabbitmqctl {' '.join(words[:1])}: not answered by the lab's stand-in")
 
 
 # --- ceph ------------------------------------------------------------------------------

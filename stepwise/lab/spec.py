@@ -24,6 +24,8 @@ WORKLOAD_PORT = 8080
 #: systemd-like stop timeouts of the units that do real work when they stop
 DB_STOP_TIMEOUT = 30.0
 REAL_STOP_TIMEOUT = 30.0
+#: how long `systemctl start` waits for a real RabbitMQ member to boot (and join its cluster)
+REAL_START_TIMEOUT = 180.0
 
 
 def _port(url: str | None) -> int | None:
@@ -80,6 +82,11 @@ def _real_openstack(dep: Deployment, services: dict[str, Any]) -> dict[str, Any]
             health_path=RL.SERVICES[name].health_path,
             stop_timeout=REAL_STOP_TIMEOUT,
         )
+    from stepwise.lab import memcached, rabbitmq
+
+    for name in rabbitmq.claim(services) + memcached.claim(services):
+        # a member's graceful stop (and rabbit's boot and join) takes seconds on 2 busy cores
+        services[name].update(stop_timeout=REAL_STOP_TIMEOUT, start_timeout=REAL_START_TIMEOUT)
     return {"series": series, "services": placed, "cloud": dep.name}
 
 
@@ -190,6 +197,8 @@ def _lab_service(dep: Deployment, name: str, port: int, schema: bool) -> dict[st
         "port": CLUSTERCHECK_PORT if db else port,
         "db_port": port if db else None,
         "http": bool(health.get("http")) or db,
+        # its backend in the load balancer, named as the catalog's drain names it
+        "frontend": svc.frontend or name,
         "health_path": "/" if db else _path(health.get("http")),
         "db": db,
         "project": project_of(name),

@@ -22,8 +22,10 @@ Units = dict[tuple[str, str], dict[str, Any]]
 Checks = dict[tuple[str, str], tuple[bool, str]]
 
 
-def status(lab: Lab) -> dict[str, Any]:
-    """Nodes, addresses, OS majors, services with version, state and health; workloads."""
+def status(lab: Lab, ask_clusters: bool = True) -> dict[str, Any]:
+    """Nodes, addresses, OS majors, services with version, state and health; workloads.
+    `ask_clusters=False` skips what costs a CLI call (the RabbitMQ cluster's members): lab up
+    polls this until all is healthy."""
     sup = _supervisor_view(lab)
     states: Units = {(u["node"], u["unit"]): u for u in sup["units"]}
     checks = _health_checks(lab, states)
@@ -33,7 +35,7 @@ def status(lab: Lab) -> dict[str, Any]:
         "lab": lab.spec["name"],
         "dir": str(lab.dir),
         "vip": lab.spec["vip"],
-        "components": components(lab),
+        "components": components(lab, ask_clusters),
         "supervisor": bool(sup["units"]) or lab.supervisor_alive(),
         "nodes": nodes,
         "workloads": wls,

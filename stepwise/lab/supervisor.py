@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from stepwise.lab import registry
+from stepwise.lab import rabbitmq, registry
 from stepwise.lab.nodes import ENV_LAB, ENV_NODE, Lab, write_json
 
 RESTART_SEC = 1.0
@@ -69,6 +69,8 @@ class Supervisor:
     def command(self, node: str, unit: str) -> list[str]:
         if node == LAB_NODE and unit == registry.UNIT:
             return registry.command(self.lab)
+        if node == LAB_NODE and unit == rabbitmq.EPMD_UNIT:
+            return rabbitmq.epmd_command(self.lab)
         if node == LAB_NODE:
             return ["haproxy", "-db", "-f", str(self.lab.dir / "haproxy" / "haproxy.cfg")]
         return [
@@ -147,7 +149,8 @@ class Supervisor:
             self.spawn(p)
         if not wait:
             return {"ok": True, "message": "starting"}
-        ok, msg = self.wait_ready(p, 30.0 + float(self.lab.spec.get("start_delay", 0.4)))
+        own = self.lab.spec["services"].get(unit, {}).get("start_timeout", 30.0)
+        ok, msg = self.wait_ready(p, float(own) + float(self.lab.spec.get("start_delay", 0.4)))
         return {"ok": ok, "message": msg, "state": p.state()}
 
     def stop_timeout(self, unit: str) -> float:

@@ -23,7 +23,7 @@ import time
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from stepwise.lab import containers as C
 from stepwise.lab import health as H
@@ -129,6 +129,8 @@ class Unit:
             res = H.storage_ok(self.lab)
         elif self.lab.service(self.name)["db"]:
             res = self.db_health()
+        elif self.lab.service(self.name).get("kind"):
+            res = _kind(self.lab.service(self.name)).health(self)
         else:
             res = H.service_health(self.lab, self.name, self.major)
         self.cache = (now, res)
@@ -441,6 +443,13 @@ def _exit_when_child_ends(unit: Unit) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
+def _kind(svc: dict) -> Any:
+    """The module that runs a real infrastructure service (`kind` in the spec) as a child."""
+    import importlib
+
+    return importlib.import_module(f"stepwise.lab.{svc['kind']}")
+
+
 def main(argv: list[str]) -> None:
     """Start the unit (real code, database member, stand-in or workload), then answer its
     health on its address until it is stopped."""
@@ -460,6 +469,8 @@ def main(argv: list[str]) -> None:
         svc = lab.service(name)
         signals.cluster = svc.get("cluster")
         addr, port, reuse = (start_db if svc["db"] else start_service)(unit)
+        if svc.get("kind"):
+            _kind(svc).start(unit)  # the real server, as the unit's child
         signal.signal(signal.SIGHUP, signals.on_hup)
     try:
         server = _Server((addr, port), make_handler(unit), reuse_port=reuse)

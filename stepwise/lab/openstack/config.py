@@ -116,6 +116,28 @@ def _authtoken(lab: Any, username: str) -> dict[str, str]:
         "username": username,
         "password": secret(lab),
         "service_token_roles_required": "true",
+        # validated tokens cached in the deployment's memcached (every member, as TripleO's
+        # and Kolla's templates list them); without it each call is validated by keystone
+        **({"memcached_servers": ",".join(servers)} if (servers := _memcached(lab)) else {}),
+    }
+
+
+def _memcached(lab: Any) -> list[str]:
+    from stepwise.lab import memcached
+
+    return memcached.servers(lab)
+
+
+def cache_section(lab: Any) -> dict[str, str]:
+    """keystone's `[cache]`: oslo.cache on every memcached member (as TripleO and Kolla
+    configure it; python-memcached's pool), or nothing without memcached."""
+    servers = _memcached(lab)
+    if not servers:
+        return {}
+    return {
+        "enabled": "true",
+        "backend": "oslo_cache.memcache_pool",
+        "memcache_servers": ",".join(servers),
     }
 
 
@@ -152,6 +174,7 @@ def service_ini(lab: Any, node: str, service: str) -> str:
                 "token": {"provider": "fernet"},
                 # the lab issues many tokens on 2 cores: bcrypt's cost is lowered, nothing else
                 "identity": {"password_hash_rounds": "4"},
+                **({"cache": cache} if (cache := cache_section(lab)) else {}),
             }
         )
     if service == "placement_api":

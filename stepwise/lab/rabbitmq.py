@@ -1,0 +1,314 @@
+"""A real RabbitMQ cluster on the nodes of a `lab: {openstack: SERIES}` deployment that run the
+catalog's rabbitmq service: one member per node, Debian's rabbitmq-server 3.10.
+
+Names and ports never collide between labs or members: member k of the service (its position
+in the service's instances) is `rabbit{k+1}@localhost`, its Erlang distribution listens on
+`DIST_BASE + 100 * lab index + k` (loopback only), AMQP on the node's own address, port 5672.
+Each lab runs its own Erlang port mapper (`epmd` on `EPMD_BASE + lab index`, a unit of the
+lab-wide pseudo-node, so `lab down` ends it), and the members and `rabbitmqctl` never start
+another one. The Erlang cookie is a file the lab writes (`HOME` of every member and CLI call).
+Mnesia, logs and config live in the node's root.
+
+The unit (the catalog's `rabbitmq-server`) is the lab's wrapper (`svcproc`), which does what a
+resource agent does around the server: it starts `rabbitmq-server` (package and configuration
+checked as for any unit), waits until AMQP listens, and a member that has no cluster yet joins
+the one its peers formed (`stop_app; join_cluster; start_app`, one member at a time under a
+lab-wide lock) or, when none has, forms it and sets the queue policy. A member whose node now
+runs another OS major (members on two Erlang/OS majors cannot cluster, `mixed_os: false`) is
+forgotten by its old cluster (`forget_cluster_node`) and reset; the first such member forms the
+new cluster and the later ones join it.
+
+Queue policy: TripleO's mirrored `ha-all` (every queue but `amq.*` mirrored on every member,
+promoted on shutdown), not Kolla's quorum queues: the lab's examples are TripleO-shaped, a
+policy is set on the server once for every client's queues (quorum queues are chosen by each
+client's `rabbit_quorum_queue`), and RabbitMQ 3.10 still mirrors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from stepwise.lab.nodes import file_lock
+
+KIND = "rabbitmq"
+SBIN = Path("/usr/lib/rabbitmq/bin")
+AMQP_PORT = 5672
+EPMD_BASE = 24400
+DIST_BASE = 26000
+EPMD_UNIT = "epmd"
+#: node state file: the OS major the member formed or joined its cluster on
+STATE = "rabbitmq.json"
+POLICY = ("ha-all", r"^(?!amq\.).*", '{"ha-mode":"all","ha-promote-on-shutdown":"always"}')
+#: one scheduler, few async threads: 3 members share 2 cores with everything else
+ERL_ARGS = "+S 1:1 +A 4 -kernel inet_dist_use_interface {127,0,0,1} -start_epmd false"
+
+
+class RabbitError(RuntimeError):
+    """A rabbitmqctl call failed (the message has its last output)."""
+
+
+def claim(services: dict[str, Any]) -> list[str]:
+    """Mark the rabbitmq services of a real-OpenStack lab as real (`kind`); their names."""
+    names = [n for n, s in services.items() if s.get("cluster") == "rabbitmq"]
+    for n in names:
+        services[n]["kind"] = KIND
+    return names
+
+
+def check_installed() -> None:
+    """Debian's rabbitmq-server and epmd are there (fails with what to install)."""
+    if not (SBIN / "rabbitmq-server").exists() or not shutil.which("epmd"):
+        raise RuntimeError("rabbitmq-server not found: install the Debian package rabbitmq-server")
+
+
+def real_services(lab: Any) -> list[str]:
+    """The lab's services that run a real RabbitMQ cluster."""
+    return [n for n, s in lab.spec["services"].items() if s.get("kind") == KIND]
+
+
+def is_real(lab: Any, service: str) -> bool:
+    return lab.spec["services"].get(service, {}).get("kind") == KIND
+
+
+def node_name(lab: Any, service: str, node: str) -> str:
+    return f"rabbit{lab.service(service)['instances'].index(node) + 1}@localhost"
+
+
+def epmd_port(lab: Any) -> int:
+    return EPMD_BASE + int(lab.index)
+
+
+def epmd_command(lab: Any) -> list[str]:
+    """The lab's own Erlang port mapper (a unit of the lab-wide pseudo-node)."""
+    return ["epmd", "-port", str(epmd_port(lab)), "-address", "127.0.0.1"]
+
+
+def home(lab: Any) -> Path:
+    """The HOME of every member and CLI call: it holds the lab's Erlang cookie."""
+    return lab.dir / "rabbitmq"
+
+
+def write_cookie(lab: Any) -> None:
+    """The lab's shared Erlang cookie (0400, as Erlang requires)."""
+    import secrets
+
+    h = home(lab)
+    h.mkdir(parents=True, exist_ok=True)
+    cookie = h / ".erlang.cookie"
+    if not cookie.exists():
+        fd = os.open(cookie, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_hex(16).upper())
+
+
+def base(lab: Any, node: str) -> Path:
+    return lab.node_path(node, "/var/lib/rabbitmq")
+
+
+def env(lab: Any, node: str, service: str) -> dict[str, str]:
+    """The member's environment (server and CLI alike)."""
+    b = base(lab, node)
+    k = lab.service(service)["instances"].index(node)
+    e = dict(os.environ)
+    e.update(
+        HOME=str(home(lab)),
+        ERL_EPMD_PORT=str(epmd_port(lab)),
+        RABBITMQ_NODENAME=node_name(lab, service, node),
+        RABBITMQ_NODE_IP_ADDRESS=lab.node(node)["address"],
+        RABBITMQ_NODE_PORT=str(AMQP_PORT),
+        RABBITMQ_DIST_PORT=str(DIST_BASE + 100 * int(lab.index) + k),
+        RABBITMQ_MNESIA_BASE=str(b / "mnesia"),
+        RABBITMQ_LOG_BASE=str(lab.node_path(node, "/var/log/rabbitmq")),
+        RABBITMQ_CONFIG_FILE=str(b / "rabbitmq"),
+        RABBITMQ_CONF_ENV_FILE=str(b / "rabbitmq-env.conf"),
+        RABBITMQ_ENABLED_PLUGINS_FILE=str(b / "enabled_plugins"),
+        RABBITMQ_PID_FILE=str(b / "rabbitmq.pid"),
+        RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=ERL_ARGS,
+        RABBITMQ_CTL_ERL_ARGS="-start_epmd false",
+    )
+    return e
+
+
+def ctl(
+    lab: Any, node: str, service: str, args: list[str], target: str | None = None, timeout=90
+) -> subprocess.CompletedProcess[str]:
+    """The real rabbitmqctl as this member (against `target`, default itself)."""
+    cmd = [str(SBIN / "rabbitmqctl"), *(["-n", target] if target else []), *args]
+    return subprocess.run(
+        cmd, env=env(lab, node, service), capture_output=True, text=True, timeout=timeout
+    )
+
+
+def _ctl_ok(lab: Any, node: str, service: str, args: list[str], target: str | None = None):
+    r = ctl(lab, node, service, args, target)
+    if r.returncode != 0:
+        raise RabbitError(f"rabbitmqctl {' '.join(args)}: {(r.stderr or r.stdout).strip()[-300:]}")
+
+
+def amqp_answers(address: str, timeout: float = 1.0) -> bool:
+    try:
+        with socket.create_connection((address, AMQP_PORT), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _prepare(lab: Any, node: str) -> None:
+    b = base(lab, node)
+    b.mkdir(parents=True, exist_ok=True)
+    (b / "enabled_plugins").write_text("[].\n")
+    (b / "rabbitmq.conf").write_text(
+        "# stepwise lab: a small member\nvm_memory_high_watermark.absolute = 256MB\n"
+        "disk_free_limit.absolute = 50MB\nloopback_users = none\n"
+    )
+    (b / "rabbitmq-env.conf").touch()
+
+
+def _peers(lab: Any, service: str, node: str) -> tuple[list[str], list[str]]:
+    """Other members whose AMQP answers: (same cluster as this node's OS, another OS major)."""
+    major = lab.os_major(node)
+    bound = lab.service(service).get("os_bound")
+    same, other = [], []
+    for n in lab.service(service)["instances"]:
+        if n == node or not amqp_answers(lab.node(n)["address"], 0.5):
+            continue
+        (other if bound and lab.os_major(n) != major else same).append(n)
+    return same, other
+
+
+def _leave_other_os_cluster(lab: Any, node: str, service: str) -> None:
+    """A member whose node moved to another OS major (in place, or reprovisioned: then its
+    database is gone already) leaves its old cluster: the old members forget it, its own
+    database is reset, and it forms or joins a cluster of its new OS."""
+    state = lab.read_state(node, STATE, {}) or {}
+    me = node_name(lab, service, node)
+    moved = state.get("os_major") not in (None, lab.os_major(node))
+    fresh = not (base(lab, node) / "mnesia" / me).exists()
+    others = _peers(lab, service, node)[1] if moved or fresh else []
+    for n in others:
+        r = ctl(lab, node, service, ["forget_cluster_node", me], target=node_name(lab, service, n))
+        if r.returncode == 0:
+            break
+    if moved:
+        shutil.rmtree(base(lab, node) / "mnesia", ignore_errors=True)
+        lab.write_state(node, STATE, {})
+
+
+def start(unit: Any) -> None:
+    """Start the member (the unit's child) and bring it into its cluster."""
+    lab, node, name = unit.lab, unit.node, unit.name
+    _prepare(lab, node)
+    _leave_other_os_cluster(lab, node, name)
+    me = node_name(lab, name, node)
+    fresh = not (base(lab, node) / "mnesia" / me).exists()
+    e = env(lab, node, name)
+    unit.child = subprocess.Popen(
+        [str(SBIN / "rabbitmq-server")], env=e, stdin=subprocess.DEVNULL, cwd=str(base(lab, node))
+    )
+    _wait_amqp(unit, 180)
+    if fresh or not (lab.read_state(node, STATE, {}) or {}).get("os_major"):
+        try:
+            _join_or_form(lab, node, name)
+        except (RabbitError, subprocess.TimeoutExpired) as exc:
+            unit.child.terminate()
+            print(f"error: {name}: {exc}", flush=True)
+            raise SystemExit(1) from None
+
+
+def _join_or_form(lab: Any, node: str, service: str) -> None:
+    """One member at a time: join a peer that formed (or joined) the cluster of this OS, or
+    form it (and set the queue policy) when there is none."""
+    with file_lock(home(lab) / f"{service}.join.lock"):
+        major = lab.os_major(node)
+        formed = [
+            n
+            for n in _peers(lab, service, node)[0]
+            if (lab.read_state(n, STATE, {}) or {}).get("os_major") == major
+        ]
+        if formed:
+            peer = node_name(lab, service, formed[0])
+            _ctl_ok(lab, node, service, ["stop_app"])
+            _ctl_ok(lab, node, service, ["join_cluster", peer])
+            _ctl_ok(lab, node, service, ["start_app"])
+        else:
+            name, pattern, definition = POLICY
+            _ctl_ok(
+                lab, node, service,
+                ["set_policy", name, pattern, definition, "--apply-to", "queues"],
+            )  # fmt: skip
+        lab.write_state(node, STATE, {"os_major": major})
+
+
+def _wait_amqp(unit: Any, timeout: float) -> None:
+    """Until the member's AMQP listener answers (the broker booted); fails if it exits."""
+    addr = unit.lab.node(unit.node)["address"]
+    deadline = time.monotonic() + timeout
+    while not amqp_answers(addr, 0.5):
+        if unit.child.poll() is not None:
+            print(f"error: rabbitmq-server exited ({unit.child.returncode}); see "
+                  f"{unit.lab.node_path(unit.node, '/var/log/rabbitmq')}", flush=True)  # fmt: skip
+            raise SystemExit(1)
+        if time.monotonic() > deadline:
+            unit.child.kill()
+            print(f"error: rabbitmq-server did not listen on {addr}:{AMQP_PORT}", flush=True)
+            raise SystemExit(1)
+        time.sleep(0.3)
+
+
+def health(unit: Any) -> tuple[bool, str]:
+    """Healthy while the member runs and its AMQP listener answers (the app is started)."""
+    if unit.child is None or unit.child.poll() is not None:
+        return False, "rabbitmq-server not running"
+    addr = unit.lab.node(unit.node)["address"]
+    if not amqp_answers(addr):
+        return False, f"AMQP not answering on {addr}:{AMQP_PORT} (app stopped?)"
+    return True, f"{node_name(unit.lab, unit.name, unit.node)} serving AMQP on {addr}"
+
+
+def cluster_status(lab: Any, service: str) -> dict[str, Any] | None:
+    """`rabbitmqctl cluster_status` of the first member that answers (None: none does)."""
+    for n in lab.service(service)["instances"]:
+        if not amqp_answers(lab.node(n)["address"], 0.5):
+            continue
+        r = ctl(lab, n, service, ["cluster_status", "--formatter", "json"], timeout=30)
+        if r.returncode == 0:
+            try:
+                return dict(json.loads(r.stdout), asked=n)
+            except ValueError:
+                continue
+    return None
+
+
+def component(lab: Any, ask: bool = True) -> list[dict[str, str]]:
+    """`lab status`'s rows for the real clusters: version and each member's state (`ask`:
+    from `rabbitmqctl cluster_status`, else only that it is real)."""
+    rows = []
+    for service in real_services(lab):
+        st = cluster_status(lab, service) if ask else None
+        members = [node_name(lab, service, n) for n in lab.service(service)["instances"]]
+        if not ask:
+            detail = f"a RabbitMQ cluster (Debian's rabbitmq-server): {', '.join(members)}"
+        elif st is None:
+            detail = f"a RabbitMQ cluster, no member answering ({', '.join(members)})"
+        else:
+            running = set(st.get("running_nodes", []))
+            known = st.get("disk_nodes", [])
+            ver = next(iter(st.get("versions", {}).values()), {}).get("rabbitmq_version", "?")
+            states = ", ".join(
+                f"{m} {'running' if m in running else 'stopped'}"
+                + ("" if m in known else " (not in this cluster)")
+                for m in members
+            )
+            detail = (
+                f"a RabbitMQ {ver} cluster of {len(running)} running (Debian's "
+                f"rabbitmq-server; policy {POLICY[0]}): {states}"
+            )
+        rows.append({"name": service, "kind": "real", "detail": detail})
+    return rows
