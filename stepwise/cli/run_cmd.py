@@ -341,41 +341,21 @@ def discover(
     """Gather installed and available versions and OS majors from the nodes into the store
     (plans use them), and the hashes of the services' configuration (into --output only)."""
     from stepwise.plan.limits import resolve_limit
-    from stepwise.run.ansible_files import to_yaml
     from stepwise.run.discover import discover as do_discover
 
     with reported():
         dep = load_deployment(deployment)
         nodes = resolve_limit(dep, limit)
         ev = parse_extra_vars(extra_vars)
-        if output is not None:
-            from stepwise.paths import check_output
-
-            # refused before any node is contacted, not after gathering from all of them
-            check_output(output, field="--output", force=force, ours=FACTS_HEADER.encode("utf-8"))
+        if output is not None:  # refused before any node is contacted, not after all of them
+            _write_facts(output, None, force)
         conn = connector(lab, inventory)
         st = open_cloud_store(dep, store)
         facts = do_discover(
             dep, st, nodes=nodes, extra_vars=ev, connector=conn, os_target=os_target
         )
         if output is not None:
-            from stepwise.paths import write_output
-
-            # a YAML facts file starts with a comment of stepwise's: only such a file (or any
-            # with --force) is replaced; JSON has no comment, so an existing one needs --force
-            text = (
-                json.dumps(facts, indent=2) + "\n"
-                if output.suffix == ".json"
-                else FACTS_HEADER + to_yaml(facts)
-            )
-            write_output(
-                output,
-                text.encode("utf-8"),
-                field="--output",
-                force=force,
-                ours=FACTS_HEADER.encode("utf-8"),
-                mode=0o644,
-            )
+            _write_facts(output, facts, force)
         if json_out:
             print_json(facts)
             return
@@ -390,6 +370,25 @@ def discover(
             + (f"; wrote {output}" if output else ""),
             markup=False,
         )
+
+
+def _write_facts(output: Path, facts: dict | None, force: bool) -> None:
+    """Write discover's facts to `output`; with None, only check that they could be written
+    there. A YAML facts file starts with a comment of stepwise's: only such a file (or any
+    with --force) is replaced; JSON has no comment, so an existing one needs --force."""
+    from stepwise.paths import check_output, write_output
+    from stepwise.run.ansible_files import to_yaml
+
+    ours = FACTS_HEADER.encode("utf-8")
+    if facts is None:
+        check_output(output, field="--output", force=force, ours=ours)
+        return
+    text = (
+        json.dumps(facts, indent=2) + "\n"
+        if output.suffix == ".json"
+        else FACTS_HEADER + to_yaml(facts)
+    )
+    write_output(output, text.encode("utf-8"), field="--output", force=force, ours=ours, mode=0o644)
 
 
 @app.command()

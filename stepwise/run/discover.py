@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from stepwise.errors import Problem, StepwiseError
+from stepwise.errors import InputError, Problem, StepwiseError
 from stepwise.model import NO_FACTS, Deployment, Facts
 from stepwise.model.checks import validate
 from stepwise.model.containers import container_name, image_ref
@@ -51,8 +51,11 @@ def stored_facts(
     release's registry namespace about)."""
     progress = store.progress(deployment.name)
     data = store.facts(deployment.name)
-    if not data or not any(f.get("packages") or f.get("os") for f in data["nodes"].values()):
+    if not data or not any(
+        f.get("packages") or f.get("os") or f.get("images") for f in data["nodes"].values()
+    ):
         return NO_FACTS.with_progress(progress)
+    _refuse_unknown_nodes(data, deployment)
     if not packages:
         # the images stay: their targets are the ones discover asked for (a major upgrade's
         # with -e target_namespace), which the plan checks against its own references
@@ -65,7 +68,6 @@ def stored_facts(
         }
         if not data["nodes"]:
             return NO_FACTS.with_progress(progress)
-    data = {"nodes": {n: f for n, f in data["nodes"].items() if n in deployment.node_by_name}}
     # stored facts are input like a facts file: the same model, the same limits, exit 2
     facts = build_facts(
         validate(FactsSpec, data, None, f"store:{deployment.name}"),
@@ -78,6 +80,25 @@ def stored_facts(
             facts.without_packages()
         )  # what changes is not known: every package may (the safe side)
     return facts.with_progress(progress)
+
+
+def _refuse_unknown_nodes(data: Mapping[str, Any], deployment: Deployment) -> None:
+    """Stored facts of a node the deployment does not have are refused, as a stored image of
+    an unknown service is: a plan from them would be a plan of another cloud."""
+    unknown = [n for n in data["nodes"] if n not in deployment.node_by_name]
+    if unknown:
+        raise InputError(
+            [
+                Problem(
+                    f"the store holds facts of node '{n}', which the deployment does not have",
+                    file=f"store:{deployment.name}",
+                    field=f"nodes.{n}",
+                    hint="run `stepwise discover` again (it forgets the facts of nodes the "
+                    "deployment no longer has), or check that -d names this cloud's deployment",
+                )
+                for n in unknown[:20]
+            ]
+        )
 
 
 def valid_node_facts(raw: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -258,6 +279,8 @@ def _facts_entry(nf: Mapping[str, Any], os_target: int | None) -> dict[str, Any]
 def _save(store: Store, cloud: str, deployment: Deployment, facts: dict[str, Any]) -> None:
     """Keep the facts, and each node's services with the version of their first package."""
     store.save_facts(cloud, facts)
+    # a node the deployment no longer has: its stored facts would refuse every plan
+    store.forget_nodes_except(cloud, deployment.node_by_name)
     pairs, versions = [], {}
     for host, entry in facts["nodes"].items():
         for s in deployment.services_on(host):

@@ -191,3 +191,43 @@ def test_discover_checks_its_output_before_contacting_any_node(
     assert r.code == 2 and no_traceback(r.text), r.text
     assert "--output" in r.text and out in r.text, r.text
     assert contacted == []
+
+
+def _store_with_images(tmp: Path, rows: list[tuple[str, str]]) -> tuple[Path, str]:
+    """A copy of the containers example and a store holding only image rows (node, service)."""
+    import sqlite3
+
+    from stepwise.run.store import open_store
+
+    dep = tmp / "tripleo-containers.yaml"
+    dep.write_text(CONTAINERS.read_text())
+    url = f"sqlite:///{tmp}/s.sqlite"
+    open_store(url).engine.dispose()
+    db = sqlite3.connect(tmp / "s.sqlite")
+    for node, service in rows:
+        db.execute(
+            "INSERT INTO node_images (cloud, node, service, ref, running, target, updated_at) "
+            "VALUES ('tripleo-containers', ?, ?, NULL, ?, ?, '2026-01-01')",
+            (node, service, "sha256:" + "a" * 64, "sha256:" + "b" * 64),
+        )
+    db.commit()
+    db.close()
+    return dep, url
+
+
+def test_stored_image_rows_of_an_unknown_node_are_refused(tmp_path: Path):
+    dep, url = _store_with_images(
+        tmp_path, [("controller-openstack-0", "keystone"), ("ghost-9", "keystone")]
+    )
+    r = cli("plan", "update", "-d", dep, "--store", url)
+    assert r.code == 2 and no_traceback(r.text), r.text
+    assert "store:tripleo-containers: nodes.ghost-9" in r.text and "discover" in r.text, r.text
+
+
+def test_stored_image_rows_are_read_when_the_store_has_no_package_rows(tmp_path: Path):
+    # an unknown service is refused (as it always was when package rows were there too):
+    # the refusal shows the image rows were read
+    dep, url = _store_with_images(tmp_path, [("controller-openstack-0", "no_such_service")])
+    r = cli("plan", "update", "-d", dep, "--store", url)
+    assert r.code == 2 and no_traceback(r.text), r.text
+    assert "no_such_service" in r.text, r.text

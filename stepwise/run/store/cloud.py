@@ -178,6 +178,20 @@ class CloudRecords(StoreBase):
                         now(),
                     )
 
+    def forget_nodes_except(self, cloud: str, names: Iterable[str]) -> list[str]:
+        """Forget the facts of the cloud's nodes not in `names` (nodes the deployment no
+        longer has); returns the nodes forgotten."""
+        keep = set(names)
+        tables = (NodePackageRow, NodeOsRow, NodeImageRow)
+        with self.session() as s:
+            gone = sorted(
+                {n for t in tables for n in s.scalars(select(t.node).where(t.cloud == cloud))}
+                - keep
+            )
+            for t in tables if gone else ():
+                s.execute(delete(t).where(t.cloud == cloud, t.node.in_(gone)))
+        return gone
+
     def facts(self, cloud: str) -> dict[str, Any] | None:
         """The stored facts in the FactsSpec shape, or None when `discover` never ran."""
         with self.reading() as s:
@@ -188,7 +202,7 @@ class CloudRecords(StoreBase):
             images = self._checked(
                 s.scalars(select(NodeImageRow).where(NodeImageRow.cloud == cloud))
             )
-        if not pkgs and not oses:
+        if not pkgs and not oses and not images:  # images alone are facts too
             return None
         nodes: dict[str, dict[str, Any]] = {}
         for im in images:
