@@ -39,6 +39,12 @@ def admin_socket(lab: Lab) -> Path:
     return lab.dir / "haproxy" / "admin.sock"
 
 
+def backend(svc: dict[str, Any], name: str) -> str:
+    """The backend of lab service `name` (`svc`: its entry in lab.json; a lab made before
+    the entries had one named it after the service)."""
+    return svc.get("frontend") or name
+
+
 def render(spec: dict[str, Any], lab_dir: Path) -> str:
     """The haproxy.cfg of a lab."""
     out = [
@@ -59,7 +65,8 @@ def render(spec: dict[str, Any], lab_dir: Path) -> str:
     ]
     for name, vip in spec["vips"].items():
         svc = spec["services"][name]
-        out.append(f"listen {name}")
+        # named after the catalog's `frontend:` (TripleO's names), which the drains address
+        out.append(f"listen {backend(svc, name)}")
         out.append(f"    bind {vip['address']}:{vip['port']}")
         if svc["db"]:
             out += ["    mode tcp", "    option httpchk GET /"]
@@ -109,4 +116,4 @@ def set_node_state(lab: Lab, node: str, state: str) -> None:
     """Put every server of `node` into `state` (maint | ready) in all backends."""
     for name, _svc in lab.spec["vips"].items():
         if node in lab.service(name)["instances"]:
-            command(lab, f"set server {name}/{node} state {state}")
+            command(lab, f"set server {backend(lab.service(name), name)}/{node} state {state}")

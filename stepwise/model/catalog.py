@@ -119,6 +119,9 @@ class Service:
     #: what a node fetches before the disruptive part (container styles: pull and verify the
     #: target image); the prestage step's tasks
     prestage: tuple[dict[str, Any], ...] = ()
+    #: the load-balancer backend that serves the service's clients ("": none): its `leave`
+    #: drains the node's server there and its `rejoin` puts it back (tasks: `run/lb_tasks.py`)
+    frontend: str = ""
 
     def styled(self, style: DeployStyle) -> Service:
         """This service as it runs on a node of `style`: the one place that answers which
@@ -149,7 +152,10 @@ class Service:
         return self.tasks.get(section, MappingProxyType({}))
 
     def has_step(self, section: Section, step: TaskKey) -> bool:
-        """Whether the service has tasks for `step` in `section`."""
+        """Whether the service has tasks for `step` in `section` (a service behind a load
+        balancer always leaves and rejoins it: stepwise brings those tasks)."""
+        if self.frontend and step in (Step.LEAVE, Step.REJOIN):
+            return True
         return bool(self.steps(section).get(step))
 
     def seconds(self, step: CatalogKey) -> float:
@@ -314,6 +320,7 @@ def service_from_spec(
         style_tasks=MappingProxyType(
             {DeployStyle(k): _style_tasks(v) for k, v in spec.styles.items()}
         ),
+        frontend=spec.frontend or "",
     )
 
 

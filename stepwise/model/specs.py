@@ -44,6 +44,9 @@ NAME_RE = r"^[A-Za-z_][A-Za-z0-9_.\-]*$"
 ALIAS_RE = r"^[A-Za-z_][A-Za-z0-9_.:\-]*$"
 #: a systemd unit name (`openstack-nova-compute`, `ceph-mon.target`, `getty@tty1`)
 UNIT_RE = r"^[A-Za-z0-9_][A-Za-z0-9_.:@\-]*$"
+#: an HAProxy proxy name (letters, digits, '-', '_', '.', ':'): it reaches the load balancer's
+#: runtime API as a word of a command line
+FRONTEND_RE = r"^[A-Za-z0-9_][A-Za-z0-9_.:\-]*$"
 PERCENT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 
 Task = dict[str, Any]
@@ -245,6 +248,10 @@ class ServiceSpec(Strict):
     image: str | None = Field(default=None, pattern=IMAGE_PART_RE, min_length=1, max_length=200)
     #: per container style, the tasks that differ from the ones derived from the style
     styles: dict[Literal["tripleo", "kolla"], StyleTasksSpec] = Field(default_factory=dict)
+    #: the load balancer's backend that sends the service's clients to its nodes (HAProxy's
+    #: `listen`/`backend` name, TripleO's `keystone_public`): stepwise drains the node's server
+    #: there before the service stops and puts it back once its health passes (`leave`/`rejoin`)
+    frontend: str | None = Field(default=None, pattern=FRONTEND_RE, max_length=100)
 
     @model_validator(mode="after")
     def _nothing_to_run(self) -> ServiceSpec:
@@ -268,6 +275,7 @@ class ServiceSpec(Strict):
                     "system_upgrade",
                     "image",
                     "styles",
+                    "frontend",
                 )
                 if getattr(self, k) not in (None, [], {})
             ]
@@ -398,6 +406,9 @@ class RoleSpec(Strict):
     tool_packages: list[PackageName] = Field(default_factory=list)
     #: how this role's services are deployed; the deployment's `style:` when not given
     style: DeployStyle | None = None
+    #: services the role runs that no catalog entry describes (an import's unknown names):
+    #: left running, never stopped or changed by a plan, and named in it
+    unmanaged: list[ShortText] = Field(default_factory=list, max_length=1000)
 
 
 class LabSpec(Strict):

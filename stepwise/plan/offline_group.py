@@ -57,6 +57,8 @@ def offline_group(
     label = ", ".join(names)
     units = _GroupUnits(ctx, part, label, cur)
     instances = {s: group[s] for s in names}
+    # those behind a load balancer leave it first: the requests in flight finish before the stop
+    _if_any(units, on_node, Step.LEAVE, "out of the load balancers and clusters")
     units.unit(
         Step.STOP,
         on_node,
@@ -85,6 +87,7 @@ def offline_group(
         f"{label}: start on the new schema; downtime window ends",
         starts=instances,
     )
+    _if_any(units, on_node, Step.REJOIN, "back into the load balancers once healthy")
     ver = {
         n: tuple(
             s
@@ -101,6 +104,18 @@ def offline_group(
     )
     gate = ctx.builder.gate([units.after], f"{part}: {label} upgraded everywhere", ctx.stage, part)
     return Cursor(gate, units.t)
+
+
+def _if_any(units: _GroupUnits, on_node: dict[str, tuple[str, ...]], step: Step, why: str) -> None:
+    """A unit of `step` for the group's services with work in it, on their nodes, if any."""
+    ctx = units.ctx
+    work = {
+        n: tuple(s for s in ss if ctx.dep.service_on(s, n).has_step(ctx.workflow, step))
+        for n, ss in on_node.items()
+    }
+    work = {n: ss for n, ss in work.items() if ss}
+    if work:
+        units.unit(step, work, f"{units.label}: {why}")
 
 
 def _group_migrations(

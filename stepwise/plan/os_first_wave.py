@@ -157,6 +157,15 @@ def _transfer_data(chain: _Chain, c: OsCloud, n: str) -> None:
     if M.stopped_old(r.name) not in c.p:
         stop_old = {m: c.internal(m) for m in old if c.internal(m)}
         keep = sorted({s for m in old for s in c.external(m)})
+        # the APIs behind a VIP finish the requests in flight before their downtime starts
+        fronted = {m: tuple(s for s in ss if dep.catalog[s].frontend) for m, ss in stop_old.items()}
+        chain.add(
+            Step.LEAVE,
+            {m: ss for m, ss in fronted.items() if ss},
+            f"step 5: the APIs of {r.name}'s old-OS nodes leave the load balancer",
+            max([secs(dep, ss, Step.LEAVE) for ss in fronted.values()] + [0.0]),
+            Stage.SYSTEM_UPGRADE_TRANSFER_DATA,
+        )
         chain.add(
             Step.STOP,
             stop_old,

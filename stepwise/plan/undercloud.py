@@ -237,6 +237,12 @@ def _before_stop(chain: _Chain, n: _Node, target_release: str | None) -> None:
 def _stop(chain: _Chain, n: _Node) -> None:
     """Stop every service; with the OS upgrade, prepare it and reboot into it."""
     node, svcs = n.name, n.services
+    # an API behind the node's load balancer finishes its requests in flight before it stops
+    leave = [s for s in svcs if chain.dep.catalog[s].frontend]
+    if leave:
+        chain.add(
+            Step.LEAVE, leave, "out of the load balancer first", chain.secs(leave, Step.LEAVE)
+        )
     chain.add(
         Step.STOP,
         svcs,
@@ -320,6 +326,14 @@ def _migrate_and_start(chain: _Chain, n: _Node) -> None:
             "start everything else on the new version",
             chain.secs(n.rest, Step.START),
             starts={s: [node] for s in n.rest},
+        )
+    back = [s for s in svcs if catalog[s].frontend]
+    if back:
+        chain.add(
+            Step.REJOIN,
+            back,
+            "back into the load balancer once healthy",
+            chain.secs(back, Step.REJOIN),
         )
     chain.add(
         Step.VERIFY,

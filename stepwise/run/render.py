@@ -22,6 +22,7 @@ from stepwise.model import Deployment
 from stepwise.model.vocab import DeployStyle, Step, UpgradeMode
 from stepwise.plan.units import Plan, Unit
 from stepwise.run.ansible_files import unsafe
+from stepwise.run.lb_tasks import FRONTENDS_VAR
 
 # where the parts of a play come from; re-exported for the modules that import them from here
 from stepwise.run.node_work import (
@@ -217,7 +218,9 @@ def _services_blocks(
             if not body:
                 continue
             batches.close()
-            if unit.step is Step.VERIFY and svc.health:
+            if svc.health and (
+                unit.step is Step.VERIFY or (unit.step is Step.REJOIN and svc.frontend)
+            ):
                 # a unit's nodes of two styles would need two checks of one service: the
                 # planner makes a batch of one role, so one style per service and unit
                 health[service] = dict(svc.health)
@@ -358,6 +361,9 @@ def _play_vars(
         pvars["stepwise_node_packages"] = node_packages(unit)
     if health:
         pvars["stepwise_health"] = health
+    frontends = {s: deployment.catalog[s].frontend for s in on if deployment.catalog[s].frontend}
+    if frontends and unit.step in (Step.LEAVE, Step.REJOIN):
+        pvars[FRONTENDS_VAR] = frontends
     if unit.step is Step.PRESTAGE and (fetch := prestage_packages(unit, deployment, work)):
         pvars[PRESTAGE_VAR] = fetch
     record = _packages_to_record(unit, deployment, work)

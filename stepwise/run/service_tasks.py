@@ -12,6 +12,7 @@ from stepwise.errors import InputError, Problem
 from stepwise.model import Deployment
 from stepwise.model.vocab import DeployStyle, Section, Step, Workflow, task_source
 from stepwise.plan.table import entry
+from stepwise.run.lb_tasks import leave_tasks, rejoin_tasks
 
 _MODULE_SKIP = {
     "name",
@@ -90,6 +91,12 @@ def service_tasks(
         ]
     if step is Step.VERIFY:
         tasks.extend(health_tasks(service, svc.health))
+    if svc.frontend and step is Step.LEAVE:
+        # out of the load balancer first: whatever else the service does to leave, no
+        # client request reaches it meanwhile
+        tasks = leave_tasks(service) + tasks
+    if svc.frontend and step is Step.REJOIN:
+        tasks += rejoin_tasks(service, health_tasks(service, svc.health))
     return tasks
 
 

@@ -200,9 +200,12 @@ def test_a_container_style_derives_stop_switch_start(builtin, name):
             "{{ stepwise_image_ref + '@' + stepwise_image_digest }}"
         )
         assert _commands(config)[-1] == "os-apply-config"  # rendered for the new image
-        # the service's own work (load balancer drain, live migration) is kept as written
-        if svc.has_step(section, Step.LEAVE):
+        # the service's own work (live migration) is kept as written, and the load balancer's
+        # drain the run layer brings for its frontend too
+        if svc.steps(section).get(Step.LEAVE):
             assert steps[Step.LEAVE] == svc.steps(section)[Step.LEAVE]
+        assert tri.frontend == svc.frontend
+        assert tri.has_step(section, Step.LEAVE) == svc.has_step(section, Step.LEAVE)
         # nothing of the packages style is left: no dnf
         every = [c for tasks in steps.values() for c in _commands(tasks)]
         assert not any(c.startswith("dnf") or "dnf list" in c for c in every)

@@ -131,13 +131,20 @@ def test_upgrade_stages_pins_and_schema_window(dep):
 
 
 def test_upgrade_stage_and_plane_selection(dep):
+    # previews: a stage out of order is refused to a run (tests/plan/test_upgrade_order.py)
     run_ctrl = make_plan(
-        "upgrade", dep, selection=selection_for(Workflow.UPGRADE, stage="run", plane="control")
+        "upgrade",
+        dep,
+        selection=selection_for(Workflow.UPGRADE, stage="run", plane="control"),
+        preview=True,
     )
     assert {u.stage for u in run_ctrl.units} == {"run"}
     assert {u.phase for u in run_ctrl.units} == {"controlplane"}
     data = make_plan(
-        "upgrade", dep, selection=selection_for(Workflow.UPGRADE, stage="run", plane="data")
+        "upgrade",
+        dep,
+        selection=selection_for(Workflow.UPGRADE, stage="run", plane="data"),
+        preview=True,
     )
     assert {n for u in data.units for n in u.nodes} == {f"compute-{i}" for i in range(4)} | {
         f"ceph-{i}" for i in range(3)
@@ -211,6 +218,7 @@ def test_undercloud_upgrade_order_and_database_major_change():
         "validate",
         "packages",
         "backup",
+        "leave",  # the APIs behind the node's load balancer finish their requests
         "stop",
         "packages",
         "restore",
@@ -218,9 +226,10 @@ def test_undercloud_upgrade_order_and_database_major_change():
         "start",
         "migrate",
         "start",
+        "rejoin",
         "verify",
     ]
-    tool, dump, stop = plan.units[1], plan.units[2], plan.units[3]
+    tool, dump, stop = plan.units[1], plan.units[2], plan.units[4]
     assert tool.tags[-1] == "tool" and tool.vars["extra_packages"] == {
         node: list(dep.roles[0].tool_packages)
     }
@@ -228,8 +237,8 @@ def test_undercloud_upgrade_order_and_database_major_change():
     assert set(stop.stops) == set(
         dep.services_on(node)
     )  # everything stops before any package changes
-    assert plan.units[4].vars["all_packages"] == [node]  # then all packages, not only the services'
-    db_start, migrate = plan.units[7], plan.units[8]
+    assert plan.units[5].vars["all_packages"] == [node]  # then all packages, not only the services'
+    db_start, migrate = plan.units[8], plan.units[9]
     assert (
         set(db_start.starts) == {"galera"} and db_start.end_s <= migrate.start_s
     )  # DB syncs need the DB up
@@ -241,12 +250,14 @@ def test_undercloud_upgrade_order_and_database_major_change():
     assert [u.step for u in minor.units] == [
         "validate",
         "packages",
+        "leave",
         "stop",
         "packages",
         "config",
         "start",
         "migrate",
         "start",
+        "rejoin",
         "verify",
     ]
 
@@ -271,6 +282,7 @@ def test_management_node_os_upgrade_is_asked_for_and_runs_between_stop_and_packa
         "repos",
         "packages",
         "backup",
+        "leave",
         "stop",
         "system_upgrade_prepare",
         "system_upgrade_run",
@@ -280,6 +292,7 @@ def test_management_node_os_upgrade_is_asked_for_and_runs_between_stop_and_packa
         "start",
         "migrate",
         "start",
+        "rejoin",
         "verify",
     ]
     with pytest.raises(InputError, match="in place"):

@@ -241,3 +241,32 @@ def test_only_the_catalogs_plain_update_form_is_batched_and_order_is_kept():
         {"n1": ["pc"]},
     ]
     assert "a, b" in first["name"] and second["when"].endswith("stepwise_dnf_update[1]")
+
+
+def test_every_api_behind_a_vip_drains_through_one_template():
+    """nova_api's entry has no leave of its own: its `frontend:` brings the drain (the backend's
+    name a play variable, `!unsafe`), and its rejoin sets it ready only after its health."""
+    dep = load_deployment(ROOT / "examples" / "classic.yaml")
+    plan = make_plan(Workflow.UPDATE, dep)
+    ctl = "controller-0"
+    leave, rejoin = (
+        next(u for u in plan.units if u.step is step and "nova_api" in u.services_on(ctl))
+        for step in (Step.LEAVE, Step.REJOIN)
+    )
+    out, back = (render_unit(plan, u, dep) for u in (leave, rejoin))
+    assert out is not None and back is not None
+    assert "!unsafe 'nova_osapi'" in to_yaml(out)
+    (block,) = [b for b in out["tasks"] if b["name"] == "Tasks of nova_api"]
+    drain, wait = block["block"]
+    assert "state drain" in drain["ansible.builtin.shell"]["cmd"]
+    assert drain["environment"]["BACKEND"] == "{{ stepwise_frontends['nova_api'] }}"
+    assert "show stat" in wait["ansible.builtin.shell"]["cmd"] and wait["until"]
+    (block,) = [b for b in back["tasks"] if b["name"] == "Tasks of nova_api"]
+    health, ready = block["block"]
+    assert (
+        "ansible.builtin.uri" in health and "state ready" in ready["ansible.builtin.shell"]["cmd"]
+    )
+    assert back["vars"]["stepwise_health"]["nova_api"]["http"].endswith(":8774/healthcheck")
+    # the catalog's entries hold no copy of it any more
+    for name in ("keystone", "glance_api", "placement_api"):
+        assert not dep.catalog[name].steps(Workflow.UPDATE.task_section).get(Step.LEAVE)
