@@ -290,8 +290,11 @@ def boot_all(lab: Lab, progress: Progress) -> None:
     db = lab.spec.get("db_service")
     nodes = lab.nodes()
 
+    # a node's boot waits for its slowest unit (a real RabbitMQ member: over a minute loaded)
+    wait = 120.0 + max(float(s.get("start_timeout", 0)) for s in lab.spec["services"].values())
+
     def boot(node: str, units: list[str]) -> dict[str, Any]:
-        return lab.call("boot", node=node, units=units, timeout=120)
+        return lab.call("boot", node=node, units=units, timeout=wait)
 
     with ThreadPoolExecutor(max_workers=max(1, len(nodes))) as ex:
         if db:

@@ -173,7 +173,7 @@ def systemctl(lab: Lab, node: str, args: list[str]) -> int:
 
 def _job(lab: Lab, node: str, verb: str, unit: str, shown: str) -> int:
     """Start, stop, restart, kill or reload a unit through the supervisor: 1 if the job failed."""
-    res = lab.call(verb, node=node, unit=unit)
+    res = lab.call(verb, node=node, unit=unit, timeout=job_timeout(lab, unit))
     if res.get("ok"):
         return 0
     err(
@@ -189,8 +189,20 @@ def _enable(lab: Lab, node: str, verb: str, unit: str, now: bool) -> int:
         S.set_enabled(lab, node, unit, verb == "enable")
     if not now:
         return 0
-    res = lab.call("start" if verb == "enable" else "stop", node=node, unit=unit)
+    res = lab.call(
+        "start" if verb == "enable" else "stop",
+        node=node,
+        unit=unit,
+        timeout=job_timeout(lab, unit),
+    )
     return 0 if res.get("ok") else 1
+
+
+def job_timeout(lab: Lab, unit: str) -> float:
+    """How long a job's caller waits for the supervisor: beyond the unit's own stop and start
+    timeouts (a real RabbitMQ member boots in over a minute on 2 busy cores)."""
+    svc = lab.spec["services"].get(unit, {})
+    return 60.0 + float(svc.get("start_timeout", 0)) + float(svc.get("stop_timeout", 0))
 
 
 def _show(lab: Lab, node: str, unit: str | None, shown: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stepwise.lab import repos as R
 from stepwise.lab import services as S
-from stepwise.lab.nodecmd import command, disk_full, err, faults, out
+from stepwise.lab.nodecmd import command, disk_full, err, faults, job_timeout, out
 from stepwise.lab.nodes import Lab, SupervisorDown
 
 #: What a transaction installs: package -> (version, repository).
@@ -208,7 +208,9 @@ def _run_scriptlets(lab: Lab, node: str, changes: Changes) -> str | None:
     restart is a warning, as in dnf. Returns why the supervisor could not be asked, if so."""
     for svc in S.services_of_packages(lab, node, list(changes)):
         try:
-            res = lab.call("restart", node=node, unit=svc, only_if_running=True)
+            res = lab.call(
+                "restart", node=node, unit=svc, only_if_running=True, timeout=job_timeout(lab, svc)
+            )
         except SupervisorDown as exc:
             return str(exc)
         if res.get("restarted") is False:
