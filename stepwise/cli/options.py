@@ -16,7 +16,12 @@ import typer
 from stepwise.errors import InputError, Problem
 from stepwise.model import NO_FACTS, Deployment, Facts, load_facts
 from stepwise.paths import is_directory, read_input
-from stepwise.plan.prestage import DEFAULT_PARALLEL
+from stepwise.plan.prestage import (
+    DEFAULT_FORKS,
+    DEFAULT_PARALLEL,
+    DEFAULT_PROCESSES,
+    nodes_at_once,
+)
 from stepwise.plan.variables import checked_variables
 
 DEP = typer.Option(..., "--deployment", "-d", help="The deployment YAML.", metavar="PATH")
@@ -82,10 +87,11 @@ PARALLEL = typer.Option(
 #: the prestage options' arguments (a run command hides them where they do not apply)
 PRESTAGE_PARALLEL_ARGS: tuple[Any, ...] = (DEFAULT_PARALLEL, "--prestage-parallel")
 PRESTAGE_PARALLEL_KW: dict[str, Any] = {
-    "help": "Nodes fetching at once in the prestage stage (the bound on repository or "
-    "registry bandwidth).",
+    "help": "Nodes the mirror or registry serves at once at full speed in the prestage "
+    "stage; the connection bounds it too (--forks hosts in each of --max-parallel-units "
+    "playbooks; plan assumes their defaults).",
     "min": 1,
-    "max": 1000,
+    "max": 1_000_000,
 }
 NO_PRESTAGE_ARGS: tuple[Any, ...] = (False, "--no-prestage")
 NO_PRESTAGE_KW: dict[str, Any] = {
@@ -95,9 +101,15 @@ PRESTAGE_PARALLEL = typer.Option(*PRESTAGE_PARALLEL_ARGS, **PRESTAGE_PARALLEL_KW
 NO_PRESTAGE = typer.Option(*NO_PRESTAGE_ARGS, **NO_PRESTAGE_KW)
 
 
-def prestage_bound(parallel: int, no_prestage: bool) -> int:
-    """The Selection's `prestage` from the two options: 0 is no prestage stage."""
-    return 0 if no_prestage else parallel
+def prestage_bound(
+    parallel: int,
+    no_prestage: bool,
+    forks: int = DEFAULT_FORKS,
+    processes: int = DEFAULT_PROCESSES,
+) -> int:
+    """The Selection's `prestage` from the options: the nodes that fetch at once, what the
+    mirror serves and the connection reaches (0 is no prestage stage)."""
+    return 0 if no_prestage else nodes_at_once(parallel, forks, processes)
 
 
 MAXFAIL = typer.Option(

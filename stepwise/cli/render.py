@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.tree import Tree
 
+from stepwise.model.vocab import Step
 from stepwise.plan.sections import parts, unit_count
 from stepwise.plan.units import Plan, Unit
 
@@ -75,27 +76,31 @@ def _title(plan: Plan) -> str:
     from stepwise.plan import workflow_label
 
     n_nodes = len({n for u in plan.units for n in u.nodes})
-    # the bound is of the procedure from its start: no measure of a preview of one later step
-    ratio = (
-        f", {plan.duration_s / plan.lower_bound_s:.2f}x the lower bound {hms(plan.lower_bound_s)}"
-        if plan.lower_bound_s and not plan.params.get("assumed")
-        else ""
-    )
     return (
         f"[bold]{escape(workflow_label(plan.workflow))}[/] of "
         f"[bold]{escape(plan.deployment)}[/]: {unit_count(plan)} on {n_nodes} node(s), "
-        f"estimated [bold]{hms(plan.duration_s)}[/]{_split(plan)}{ratio}"
+        f"{_estimate(plan)}"
     )
 
 
-def _split(plan: Plan) -> str:
-    """A plan with a prestage stage: its time apart from the disruptive part's."""
+def _estimate(plan: Plan) -> str:
+    """The estimate against its bound; with a prestage stage, the disruptive part's estimate
+    and bound without it, and the prestage apart as the work before it (nothing stops then:
+    hours of fetching must not read as hours of rolling, nor hide a poor rollout)."""
     from stepwise.plan.prestage import prestage_seconds
 
     fetch = prestage_seconds(plan)
-    if not fetch:
-        return ""
-    return f" (prestage ~{hms(fetch)}, disruptive part ~{hms(plan.duration_s - fetch)})"
+    rest, rest_bound = plan.duration_s - fetch, plan.lower_bound_s - plan.prestage_bound_s
+    shown = f"estimated [bold]{hms(rest)}[/]" + (" for the disruptive part" if fetch else "")
+    # the bound is of the procedure from its start: no measure of a preview of one later step
+    if rest_bound > 0 and not plan.params.get("assumed"):
+        shown += f", {rest / rest_bound:.2f}x the lower bound {hms(rest_bound)}"
+    if fetch:
+        pb = plan.prestage_bound_s
+        shown += f", after a prestage of ~{hms(fetch)} (nothing stops" + (
+            f"; {fetch / pb:.2f}x its bound {hms(pb)})" if pb > 0 else ")"
+        )
+    return shown
 
 
 def _say_assumed(plan: Plan, console: Console) -> None:
@@ -156,7 +161,13 @@ def _say_windows(plan: Plan, console: Console) -> None:
 
 
 def _role_of_batch(key: str, units: list[Unit]) -> str | None:
-    """The role of a rolling batch ("Compute#3" -> "Compute"); None for anything else."""
+    """The role of a rolling batch ("Compute#3" -> "Compute") or of a prestage unit (its
+    `ROLE_VAR`); None for anything else."""
+    from stepwise.plan.prestage import ROLE_VAR
+
+    if units[0].step is Step.PRESTAGE:
+        role = units[0].vars.get(ROLE_VAR)
+        return str(role) if role else None
     if not units[0].batch or units[0].batch.startswith("group:"):
         return None
     role, sep, _ = key.rpartition("#")
@@ -192,8 +203,10 @@ def _add_folded(seg: Tree, batches: OrderedDict[str, list[Unit]]) -> None:
         lengths = [us[-1].end_s - us[0].start_s for us in groups]
         down = sorted({s for us in groups for s in us[0].stops})
         steps = {" → ".join(str(u.step) for u in us) for us in groups}
+        what = "unit(s)" if groups[0][0].step is Step.PRESTAGE else "batches"
         node = seg.add(
-            f"[bold]{key}[/]: {len(groups)} batches of {_span(min(sizes), max(sizes))} node(s) "
+            f"[bold]{escape(key)}[/]: {len(groups)} {what} of "
+            f"{_span(min(sizes), max(sizes))} node(s) "
             f"({sum(sizes)} in all), {_span(min(lengths), max(lengths), hms)} each, "
             f"[dim]{hms(min(us[0].start_s for us in groups))} → "
             f"{hms(max(us[-1].end_s for us in groups))}[/]"
@@ -202,7 +215,7 @@ def _add_folded(seg: Tree, batches: OrderedDict[str, list[Unit]]) -> None:
         )
         if len(steps) == 1:
             node.add(f"[dim]{steps.pop()}[/]")
-        node.add(f"[dim]why: {groups[0][0].why}[/]")
+        node.add(f"[dim]why: {escape(groups[0][0].why)}[/]")
 
 
 def _add_batch(seg: Tree, key: str, units: list[Unit], verbose: bool) -> None:

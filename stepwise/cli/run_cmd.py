@@ -90,6 +90,14 @@ class RunOptions:
     prestage_parallel: int = DEFAULT_PARALLEL
     no_prestage: bool = False
 
+    @property
+    def prestage(self) -> int:
+        """The nodes that fetch at once: what the mirror serves and this run reaches (its
+        --forks in each of its --max-parallel-units playbooks); 0 with --no-prestage."""
+        return prestage_bound(
+            self.prestage_parallel, self.no_prestage, self.forks, self.max_parallel
+        )
+
 
 def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
     """Plan the command's part, verify it, run it (or continue its unfinished run), say how it
@@ -121,9 +129,7 @@ def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
             skip_tags=split_list(opts.skip_tags),
             plane=opts.plane,
             of_run=opts.of_run,
-            prestage=prestage_bound(
-                opts.prestage_parallel, opts.no_prestage, opts.forks, opts.max_parallel
-            ),
+            prestage=opts.prestage,
         )
         fx = facts_for(dep, opts.facts, store, workflow, opts.of_run)
         variables = {k: ev[k] for k in PLAN_VARIABLES if k in ev}

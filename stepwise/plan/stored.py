@@ -56,6 +56,8 @@ class _EstimateDoc(BaseModel):
 
     duration_s: Seconds = Field(0.0, ge=0, le=MAX_SECONDS)
     lower_bound_s: Seconds = Field(0.0, ge=0, le=MAX_SECONDS)
+    prestage_s: Seconds = Field(0.0, ge=0, le=MAX_SECONDS)
+    prestage_bound_s: Seconds = Field(0.0, ge=0, le=MAX_SECONDS)
 
 
 class _WindowDoc(BaseModel):

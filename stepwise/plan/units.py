@@ -161,6 +161,9 @@ class Plan:
     duration_s: float = 0.0
     lower_bound_s: float = 0.0
     windows: tuple[Window, ...] = ()
+    #: the prestage stage's own lower bound (0: none), part of `lower_bound_s`: the disruptive
+    #: part's bound is the rest (`verify/bounds.py`)
+    prestage_bound_s: float = 0.0
     #: what the plan was made from: limit, facts source, options (for the record and resume)
     params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -185,15 +188,27 @@ class Plan:
             "workflow": str(self.workflow),
             "deployment": self.deployment,
             "units": [u.to_json() for u in self.units],
-            "estimate": {
-                "duration_s": round(self.duration_s, 3),
-                "lower_bound_s": round(self.lower_bound_s, 3),
-            },
+            "estimate": self._estimate_json(),
             "windows": [w.to_json() for w in self.windows],
             "params": dict(self.params),
             # the parts the CLI tree and the report show (named the same there)
             "parts": parts_json(self),
         }
+
+    def _estimate_json(self) -> dict[str, float]:
+        """The whole plan's estimate and bound; with a prestage stage, the stage's apart
+        (`prestage_s`, `prestage_bound_s`: the work before the disruptive part, both part of
+        the totals). A plan without one keeps the two keys it always had."""
+        out = {
+            "duration_s": round(self.duration_s, 3),
+            "lower_bound_s": round(self.lower_bound_s, 3),
+        }
+        if self.prestage_bound_s:
+            from stepwise.plan.prestage import prestage_seconds
+
+            out["prestage_s"] = round(prestage_seconds(self), 3)
+            out["prestage_bound_s"] = round(self.prestage_bound_s, 3)
+        return out
 
     def write_json(self, out: BinaryIO) -> None:
         """Write `to_json()` to a binary stream as UTF-8 JSON indented by 2: the same document
@@ -242,6 +257,7 @@ class Plan:
             units=tuple(Unit.from_json(u) for u in d["units"]),
             duration_s=float(est.get("duration_s", 0.0)),
             lower_bound_s=float(est.get("lower_bound_s", 0.0)),
+            prestage_bound_s=float(est.get("prestage_bound_s", 0.0)),
             windows=tuple(
                 Window(
                     w["service"],

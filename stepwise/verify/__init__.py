@@ -24,7 +24,7 @@ from stepwise.plan import (
     make_plan,
 )
 from stepwise.plan.units import Plan
-from stepwise.verify.bounds import lower_bound
+from stepwise.verify.bounds import lower_bound, prestage_bound
 from stepwise.verify.invariants import check, prepare
 from stepwise.verify.replay import perturbed_times
 from stepwise.verify.workloads import workload_windows
@@ -82,7 +82,11 @@ def verify_plan(
     windows = sorted(
         [*windows, *workload_windows(plan, deployment)], key=lambda w: (w.start_s, w.service)
     )
-    values.update(windows=tuple(windows), lower_bound_s=lower_bound(plan, deployment))
+    values.update(
+        windows=tuple(windows),
+        lower_bound_s=lower_bound(plan, deployment),
+        prestage_bound_s=prestage_bound(plan, deployment),
+    )
     _minting.on = True
     try:
         return VerifiedPlan(**values)

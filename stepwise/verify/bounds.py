@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from stepwise.model.availability import service_allowances
 from stepwise.model.catalog import node_step_seconds
 from stepwise.model.deployment import Deployment
-from stepwise.model.vocab import Phase, Section, Step, Workflow
+from stepwise.model.vocab import Phase, Section, Stage, Step, Workflow
 from stepwise.plan.table import Bound, entry
 from stepwise.plan.units import Plan, Unit
 from stepwise.plan.visits import make_visit
@@ -66,22 +66,45 @@ def lower_bound(plan: Plan, dep: Deployment) -> float:
     return segment_bound(plan, dep)
 
 
-def prestage_bound(plan: Plan) -> float:
-    """The prestage stage's own bound: its fetches, at most the plan's `prestage` bound at
-    once. Counted apart from the disruptive part's: a gate separates them."""
-    jobs = [u.duration_s for u in plan.units if u.step is Step.PRESTAGE]
-    return resource_bound(jobs, int(plan.params.get("prestage") or 1))
+def prestage_bound(plan: Plan, dep: Deployment) -> float:
+    """The prestage stage's own bound, of the work and what limits it, not of the planner's
+    lanes or units: each node's fetch, at most the plan's `prestage` nodes at once (what the
+    mirror serves and the connection reaches, `plan.prestage.nodes_at_once`). Counted apart
+    from the disruptive part's: a gate separates them. The stage's one-off units (the
+    upgrade's repository switch the fetches read from) come first, one after another.
+    0 for a plan without the stage."""
+    first = [u for u in plan.units if u.stage is Stage.PRESTAGE and not u.is_barrier]
+    if not any(u.step is Step.PRESTAGE for u in first):
+        return 0.0
+    switch = sum(u.duration_s for u in first if u.step is not Step.PRESTAGE)
+    catalog = dep.catalog
+    known: dict[tuple[str, ...], float] = {}
+    jobs: list[float] = []
+    for u in first:
+        if u.step is not Step.PRESTAGE:
+            continue
+        for n in u.nodes:
+            services = u.services_on(n)
+            if services not in known:
+                known[services] = node_step_seconds(
+                    [catalog[s] for s in services if s in catalog], Step.PRESTAGE
+                )
+            jobs.append(known[services])
+    counts: dict[float, int] = defaultdict(int)
+    for j in jobs:
+        counts[j] += 1
+    return switch + weighted_bound(list(counts.items()), int(plan.params.get("prestage") or 1))
 
 
 def work_bound(plan: Plan, dep: Deployment) -> float:
     section = plan.workflow.task_section
-    # the prestage units run side by side: their bound is not the sum of their durations
+    # the prestage stage is bounded apart (its units run side by side)
     chain = sum(
         u.duration_s
         for u in plan.units
-        if not u.batch and not u.is_barrier and u.step is not Step.PRESTAGE
+        if not u.batch and not u.is_barrier and u.stage is not Stage.PRESTAGE
     )
-    total = chain + prestage_bound(plan)
+    total = chain + prestage_bound(plan, dep)
     work = _work(plan.units)
     for part in (Phase.CONTROLPLANE, Phase.DATAPLANE):
         if part in work:

@@ -154,9 +154,11 @@ def test_estimate_and_lower_bound_count_the_prestage_apart(dep):
     assert fetch == pytest.approx(30.0 * 5)  # 10 nodes, 2 at once, 30 s each
     assert on.duration_s == pytest.approx(off.duration_s + fetch)
     # the disruptive part's bound is the one without prestage; the prestage's is added apart
-    assert prestage_bound(on) == pytest.approx(fetch)
-    assert lower_bound(on, dep) == pytest.approx(lower_bound(off, dep) + prestage_bound(on))
+    assert prestage_bound(on, dep) == pytest.approx(fetch)
+    assert on.prestage_bound_s == pytest.approx(fetch)
+    assert lower_bound(on, dep) == pytest.approx(lower_bound(off, dep) + prestage_bound(on, dep))
     assert on.lower_bound_s <= on.duration_s
+    assert off.prestage_bound_s == 0.0
     assert prestage_seconds(off) == 0.0
 
 
@@ -206,8 +208,10 @@ def test_the_cli_plans_the_prestage_by_default_and_shows_it_apart(tmp_path):
     assert "prestage" not in {
         u["stage"] for u in json.loads(plan("--json", "--no-prestage"))["units"]
     }
-    shown = " ".join(plan().split())  # a narrow terminal wraps the title
-    assert "(prestage ~0:01:00, disruptive part ~" in shown  # 8 nodes, 4 at once: 2 x 30 s
+    shown = " ".join(plan("--prestage-parallel", "4").split())  # a narrow terminal wraps it
+    # the disruptive part's estimate and bound, then the prestage apart: 8 nodes, 4 at once
+    assert "estimated 0:57:05 for the disruptive part, 1.00x the lower bound 0:57:05" in shown
+    assert "after a prestage of ~0:01:00 (nothing stops; 1.00x its bound 0:01:00)" in shown
 
 
 @pytest.mark.parametrize(

@@ -107,7 +107,11 @@ def test_the_report_shows_the_prestage_as_its_own_kind_and_time(dep):
     kinds = {b.kind for b in section.planned if b.start < prestage_seconds(on)}
     assert kinds == {StepKind.PRESTAGE}
     summary = dict(section.summary)
-    assert summary["prestage"].startswith(_fmt_s(prestage_seconds(on)))
-    assert "disruptive part" in summary["prestage"]
+    fetch = prestage_seconds(on)
+    assert summary["prestage"].startswith(f"{_fmt_s(fetch)} before it (nothing stops)")
+    assert f"lower bound {_fmt_s(on.prestage_bound_s)}" in summary["prestage"]
+    # the estimate and its bound are the disruptive part's, without the prestage
+    assert summary["estimate"] == f"{_fmt_s(on.duration_s - fetch)} (the disruptive part)"
+    assert summary["lower bound"] == _fmt_s(on.lower_bound_s - on.prestage_bound_s)
     off = verify_plan(_plan(dep, Workflow.UPDATE, 0), dep)
     assert "prestage" not in dict(plan_section(off, dep).summary)

@@ -91,11 +91,17 @@ def plain(value: Any) -> str:
 
 
 def batch_groups(plan: Plan) -> dict[str, list[Unit]]:
-    """The units of each batch (or each unit outside batches) in plan order, gates left out."""
+    """The units of each batch (or each unit outside batches) in plan order, gates left out;
+    a role's prestage units are one group, as a role's nodes are a few batches (a 10,000-node
+    cloud's prestage is hundreds of units, ~10 roles)."""
+    from stepwise.plan.prestage import ROLE_VAR
+
     groups: dict[str, list[Unit]] = {}
     for u in plan.units:
-        if u.step is not Step.GATE:
-            groups.setdefault(u.batch or u.id, []).append(u)
+        if u.step is Step.GATE:
+            continue
+        role = u.vars.get(ROLE_VAR) if u.step is Step.PRESTAGE else None
+        groups.setdefault(f"prestage {role}" if role else u.batch or u.id, []).append(u)
     return groups
 
 

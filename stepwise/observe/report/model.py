@@ -366,9 +366,7 @@ def _plan_summary(plan: Plan, dep: Deployment) -> list[tuple[str, str]]:
         ("selection", plain(params) or "all"),
         ("units", unit_count(plan)),
         ("nodes", str(len(nodes))),
-        ("estimate", _fmt_s(plan.duration_s)),
-        ("lower bound", _fmt_s(plan.lower_bound_s)),
-        *_prestage_row(plan),
+        *_estimate_rows(plan),
         (
             "planned downtime windows",
             "none"
@@ -382,15 +380,24 @@ def _plan_summary(plan: Plan, dep: Deployment) -> list[tuple[str, str]]:
     ]
 
 
-def _prestage_row(plan: Plan) -> list[tuple[str, str]]:
-    """The prestage's time apart from the disruptive part's (none without a prestage)."""
+def _estimate_rows(plan: Plan) -> list[tuple[str, str]]:
+    """The estimate and its bound; with a prestage, the disruptive part's without it and the
+    prestage apart, as the work before it (nothing stops then)."""
     from stepwise.plan.prestage import prestage_seconds
 
     fetch = prestage_seconds(plan)
     if not fetch:
-        return []
-    rest = _fmt_s(plan.duration_s - fetch)
-    return [("prestage", f"{_fmt_s(fetch)} (nothing stops), then the disruptive part {rest}")]
+        return [("estimate", _fmt_s(plan.duration_s)), ("lower bound", _fmt_s(plan.lower_bound_s))]
+    bound = plan.prestage_bound_s
+    return [
+        ("estimate", f"{_fmt_s(plan.duration_s - fetch)} (the disruptive part)"),
+        ("lower bound", _fmt_s(plan.lower_bound_s - bound)),
+        (
+            "prestage",
+            f"{_fmt_s(fetch)} before it (nothing stops)"
+            + (f", lower bound {_fmt_s(bound)}" if bound else ""),
+        ),
+    ]
 
 
 def plan_section(
