@@ -26,6 +26,12 @@ PackageName = Annotated[str, StringConstraints(pattern=PACKAGE_RE, max_length=20
 ShortText = Annotated[str, StringConstraints(max_length=200)]
 
 
+class Unsafe(str):
+    """A string that is data, never template code: the run layer writes it as `!unsafe '...'`
+    (run/ansible_files.py). Defined here so that what plugs in from below (the lab's
+    connector) can mark its values without importing the run layer."""
+
+
 def check_address(value: str) -> str:
     """An IPv4/IPv6 address or a DNS host name (RFC 1123); anything else is refused."""
     text = value.strip()

@@ -1,20 +1,32 @@
 """Files stepwise hands to Ansible: playbooks, inventories and variable files, written as
 YAML in which every value that came from data is tagged `!unsafe`, so Ansible never renders
-it as a template (a package name or an address holding `{{ lookup('pipe', ...) }}` stays text).
+it as a template (a package name or an address holding `{{ lookup('pipe', ...) }}` stays text),
+and the exported ansible.cfg, written only with the keys stepwise chose (`ansible_cfg`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from stepwise.errors import InputError, Problem
+from stepwise.model.values import Unsafe
 
-class Unsafe(str):
-    """A string that is data: written as `!unsafe '...'`."""
+__all__ = [
+    "ANSIBLE_CFG_KEYS",
+    "Unsafe",
+    "ansible_cfg",
+    "plain",
+    "private_dir",
+    "to_yaml",
+    "unsafe",
+    "write_private",
+]
 
 
 def unsafe(value: Any) -> Any:
@@ -116,3 +128,46 @@ def write_private(path: Path, text: str) -> Path:
         raise
     os.replace(tmp, path)
     return path
+
+
+#: the only settings stepwise writes into an ansible.cfg, by section (`ansible_cfg`)
+ANSIBLE_CFG_KEYS: Mapping[str, tuple[str, ...]] = {
+    "defaults": ("library", "retry_files_enabled", "interpreter_python", "connection_plugins"),
+    "connection": ("pipelining",),
+}
+
+#: what ends a value or starts something else where Ansible reads ansible.cfg (configparser
+#: with ';' as inline comment): a line break would start a new key or section
+_CFG_BREAKS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029;]")
+
+
+def ansible_cfg(settings: Mapping[str, Mapping[str, str]], sources: Mapping[str, str]) -> str:
+    """The text of an ansible.cfg holding `settings` (section -> key -> value). Only the keys of
+    `ANSIBLE_CFG_KEYS` are written (any other is a bug: ValueError); a value that would end its
+    line (a line break, a control character, ';') is refused as bad input naming where it came
+    from (`sources`: key -> e.g. the environment variable), since it could add keys such as
+    `vault_password_file` or `callback_plugins`. '%' is escaped: configparser interpolates."""
+    lines: list[str] = []
+    for section, values in settings.items():
+        allowed = ANSIBLE_CFG_KEYS.get(section, ())
+        if lines:
+            lines.append("")
+        lines.append(f"[{section}]")
+        for key, value in values.items():
+            if key not in allowed:
+                raise ValueError(f"ansible.cfg: stepwise does not write [{section}] {key}")
+            text = str(value)
+            bad = _CFG_BREAKS.search(text)
+            if bad or text != text.strip():
+                what = f"the character {bad.group()!r}" if bad else "surrounding spaces"
+                raise InputError(
+                    Problem(
+                        f"the value for ansible.cfg's {key} holds {what}, which would end the "
+                        "setting in ansible.cfg and let the rest add settings of its own",
+                        field=sources.get(key, key),
+                        hint=f"give {sources.get(key, key)} as one line without ';' "
+                        "(directories separated by ':')",
+                    )
+                )
+            lines.append(f"{key} = {text.replace('%', '%%')}")
+    return "\n".join(lines) + "\n"

@@ -19,7 +19,7 @@ from stepwise.model.task_lint import NO_MODULE_HERE
 from stepwise.paths import checked_path
 from stepwise.plan.units import Plan, Unit
 from stepwise.run import ansible_env
-from stepwise.run.ansible_files import to_yaml
+from stepwise.run.ansible_files import ansible_cfg, to_yaml
 from stepwise.run.inventory import Connector, inventory, plan_vars
 from stepwise.run.render import render_unit
 from stepwise.secrets import Redactor, secret_values
@@ -207,16 +207,17 @@ def _write(plan: Plan, deployment: Deployment, out: Path, connector: Connector |
     for m in ansible_env.LIBRARY_DIR.glob("*.py"):
         shutil.copyfile(m, lib / m.name)
     env = ansible_env.ansible_env(plugin_dirs=connector.plugin_dirs if connector else ())
-    cfg = [
-        "[defaults]",
-        "library = ./library",
-        "retry_files_enabled = False",
-        "interpreter_python = auto_silent",
-    ]
+    defaults = {
+        "library": "./library",
+        "retry_files_enabled": "False",
+        "interpreter_python": "auto_silent",
+    }
     if env.get("ANSIBLE_CONNECTION_PLUGINS"):
-        cfg.append(f"connection_plugins = {env['ANSIBLE_CONNECTION_PLUGINS']}")
-    cfg += ["", "[connection]", "pipelining = True", ""]
-    (out / "ansible.cfg").write_text("\n".join(cfg))
+        # the connector's plugin directories and the operator's environment variable
+        defaults["connection_plugins"] = env["ANSIBLE_CONNECTION_PLUGINS"]
+    cfg = {"defaults": defaults, "connection": {"pipelining": "True"}}
+    sources = {"connection_plugins": "ANSIBLE_CONNECTION_PLUGINS (environment)"}
+    (out / "ansible.cfg").write_text(ansible_cfg(cfg, sources))
     (out / "plan.json").write_text(json.dumps(plan.to_json(), indent=1, allow_nan=False))
     (out / MARKER).write_text("stepwise export (see plan.json)\n")
     files = written + ["site.yml", "inventory.yml", "ansible.cfg", "plan.json"]
