@@ -6,9 +6,13 @@
    (counted node templates) with a catalog directory of 60 service files, then
    `stepwise plan update|upgrade|system-upgrade -d <file> --json > /dev/null` and the same
    without --json
-   (the tree). Wall time (best and median of --repeat) and peak RSS of that process.
+   (the tree), each with the prestage stage (the default) and with --no-prestage. Wall time
+   (best and median of --repeat) and peak RSS of that process, and the ratio of each to its
+   --no-prestage twin (measured in the same run: a busy machine moves both).
 2. The same work in this process, phase by phase: load (YAML + catalog), plan, verify (the
-   estimate and the perturbed replays, as the CLI does), JSON (write to /dev/null), tree.
+   estimate and the perturbed replays, as the CLI does), JSON (write to /dev/null), tree
+   (and its line count), with the prestage as `stepwise plan` selects it: the prestage's
+   estimate against its own bound, the disruptive part's against its own.
 """
 
 from __future__ import annotations
@@ -43,9 +47,9 @@ def stepwise_command() -> list[str]:
     return [sys.executable, "-c", "from stepwise.cli.main import main; main()"]
 
 
-def run_once(argv: list[str]) -> tuple[float, float]:
-    """Run one command with stdout to /dev/null; return (wall seconds, peak RSS MiB) of that
-    child."""
+def run_once(argv: list[str]) -> tuple[float, float, float]:
+    """Run one command with stdout to /dev/null; return (wall seconds, peak RSS MiB, CPU
+    seconds: user + system, what a busy machine does not stretch) of that child."""
     with open(os.devnull, "wb") as devnull, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=devnull, stderr=err)
@@ -56,7 +60,7 @@ def run_once(argv: list[str]) -> tuple[float, float]:
         if proc.returncode != 0:
             err.seek(0)
             raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}):\n{err.read().decode()}")
-    return wall, usage.ru_maxrss / 1024
+    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def whole_process(dep_file: Path, repeat: int) -> None:
@@ -70,14 +74,24 @@ def whole_process(dep_file: Path, repeat: int) -> None:
     )  # file caches, not the first run's disk reads
     for wf in WORKFLOWS:
         for label, extra in (("--json", ["--json"]), ("tree", [])):
-            runs = [
-                run_once(cmd + ["plan", wf, "-d", str(dep_file), *extra]) for _ in range(repeat)
-            ]
-            walls = [w for w, _ in runs]
-            print(
-                f"  plan {wf:14} {label:6}: {min(walls):.2f} s / {statistics.median(walls):.2f} s, "
-                f"peak RSS {max(r for _, r in runs):.0f} MiB"
-            )
+            got = {}
+            for pre in ([], ["--no-prestage"]):
+                argv = cmd + ["plan", wf, "-d", str(dep_file), *extra, *pre]
+                runs = [run_once(argv) for _ in range(repeat)]
+                got[bool(pre)] = runs
+                walls, cpus = [r[0] for r in runs], [r[2] for r in runs]
+                ratio = ""
+                if pre:
+                    best = min(r[0] for r in got[False]), min(r[2] for r in got[False])
+                    ratio = (
+                        f" (with the prestage: {best[0] / min(walls):.2f}x this wall, "
+                        f"{best[1] / min(cpus):.2f}x CPU)"
+                    )
+                print(
+                    f"  plan {wf:14} {label:6} {'--no-prestage' if pre else 'prestage':13}: "
+                    f"{min(walls):.2f} s / {statistics.median(walls):.2f} s, "
+                    f"CPU {min(cpus):.2f} s, peak RSS {max(r[1] for r in runs):.0f} MiB{ratio}"
+                )
 
 
 def phases(dep_file: Path) -> None:
@@ -87,7 +101,9 @@ def phases(dep_file: Path) -> None:
 
     from stepwise.cli.render import render_plan
     from stepwise.model import load_deployment
-    from stepwise.plan import make_plan
+    from stepwise.model.vocab import Step
+    from stepwise.plan import make_plan, selection_for
+    from stepwise.plan.prestage import DEFAULT_PARALLEL, nodes_at_once, prestage_seconds
     from stepwise.verify import PERTURBATIONS, verify_plan
 
     print(
@@ -104,20 +120,32 @@ def phases(dep_file: Path) -> None:
                 f"  model: {len(dep.nodes)} nodes, {len(dep.catalog)} services, "
                 f"{sum(len(v) for v in dep.instances.values())} instances"
             )
-        plan = make_plan(wf, dep)
+        # the prestage as `stepwise plan` selects it (the mirror's default, the connection's)
+        sel = selection_for(wf, prestage=nodes_at_once(DEFAULT_PARALLEL))
+        plan = make_plan(wf, dep, selection=sel)
         t2 = time.perf_counter()
         verified = verify_plan(plan, dep)
         t3 = time.perf_counter()
         with open(os.devnull, "wb") as devnull:
             verified.write_json(devnull)
         t4 = time.perf_counter()
-        render_plan(verified, Console(file=io.StringIO(), width=100))
+        tree = io.StringIO()
+        render_plan(verified, Console(file=tree, width=100))
         t5 = time.perf_counter()
+        fetch, fetch_bound = prestage_seconds(verified), verified.prestage_bound_s
+        rest = verified.duration_s - fetch
+        rest_bound = verified.lower_bound_s - fetch_bound
         print(
             f"  {wf:14} load {t1 - t0:.3f} s | plan {t2 - t1:.3f} s ({len(plan.units)} units) | "
-            f"verify {t3 - t2:.3f} s | JSON {t4 - t3:.3f} s | tree {t5 - t4:.3f} s | "
-            f"estimated {verified.duration_s / 3600:.1f} h, "
-            f"{verified.duration_s / verified.lower_bound_s:.3f}x the lower bound"
+            f"verify {t3 - t2:.3f} s | JSON {t4 - t3:.3f} s | tree {t5 - t4:.3f} s "
+            f"({len(tree.getvalue().splitlines())} lines)\n"
+            f"  {'':14} disruptive part {rest / 3600:.1f} h, {rest / rest_bound:.3f}x its bound"
+            + (
+                f" | prestage {fetch / 60:.1f} min, {fetch / fetch_bound:.3f}x its bound "
+                f"({sum(1 for u in plan.units if u.step is Step.PRESTAGE)} units)"
+                if fetch_bound
+                else " | no prestage"
+            )
         )
         del dep, plan, verified
     gc.enable()
