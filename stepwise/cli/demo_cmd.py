@@ -82,6 +82,8 @@ def _phase(
 
     extra = kw.pop("extra_vars", {})
     selection = selection_for(workflow, kw.pop("limit", None), **kw)
+    # the milestones the earlier phases recorded: each stage of the upgrade needs the last
+    facts = facts.with_progress(facts.progress | store.progress(dep.name))
     plan = plan_verified(workflow, dep, facts, selection, variables=extra)
     observer = _phase_observer(title, json_out)
     conn = lab.connector(lab_dir)

@@ -194,9 +194,10 @@ def plan(
         begins = _html_start(start, html, json_out)
         dep = load_deployment(deployment)
         wf = parse_workflow(workflow)
+        ev = parse_extra_vars(extra_vars)
         sel = selection_for(
             wf,
-            limit,
+            _seed_limit(limit, ev),
             stage=stage,
             plane=plane,
             tags=tags or (),
@@ -205,7 +206,6 @@ def plan(
             prestage=prestage_bound(prestage_parallel, no_prestage),
         )
         fx = facts_for(dep, facts, _existing_store(dep, store), wf, of_run)
-        ev = parse_extra_vars(extra_vars)
 
         p = _previewed(wf, dep, fx, sel, ev)
         if html is not None and str(html) == "-":
@@ -218,8 +218,20 @@ def plan(
             return
         from stepwise.cli.render import render_plan
 
-        render_plan(p, console, verbose=verbose, expand=expand)
+        render_plan(p, console, verbose=verbose, expand=expand, unmanaged=_unmanaged(dep))
         _say_accept_downtime(p, dep)
+
+
+def _unmanaged(dep: Deployment) -> dict[str, tuple[str, ...]]:
+    """The services each role with nodes runs that stepwise leaves alone (no catalog entry)."""
+    return {r.name: r.unmanaged for r in dep.roles if r.unmanaged and r.nodes}
+
+
+def _seed_limit(limit: str | None, ev: dict) -> str | None:
+    """--limit, else `-e system_upgrade_nodes=` (the seed's external-upgrade --limit), taken
+    as the run commands take it, so a seed command previews with its own arguments."""
+    nodes = ev.get("system_upgrade_nodes")
+    return limit if limit is not None or not nodes else str(nodes)
 
 
 def _previewed(wf, dep: Deployment, fx, sel, ev):

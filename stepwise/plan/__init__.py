@@ -179,9 +179,50 @@ def make_plan(
     selected = select(plan, deployment, sel, nodes)
     if any(u.requires for u in plan.units):
         selected = check_requires(selected, plan, facts.progress, deployment.path, preview=preview)
+        assumed = selected.params.get("assumed")
+        if assumed:  # a preview: each pass reaches more, so this ends
+            earlier = _earlier_marks(plan, selected)
+            return _as_if_done(wf, deployment, facts, sel, variables, assumed, earlier)
     if table_entry.rolling:
         refuse_prepared_nodes(selected, facts, deployment.path)
     return selected
+
+
+def _as_if_done(
+    wf: Workflow,
+    deployment: Deployment,
+    facts: Facts,
+    sel: Selection,
+    variables: Mapping[str, Any] | None,
+    assumed: list[dict[str, str]],
+    earlier: set[str],
+) -> Plan:
+    """A preview planned from the cloud the earlier commands would leave: the milestones it
+    assumed reached and those of every step before it (`earlier`), so the planner starts from
+    their state (RPC pinned, the old nodes' services stopped, the first nodes on the new OS)
+    instead of proving the step against a cloud that no run would meet. What it needed and
+    assumed stays said, the first pass's first."""
+    done = {a["milestone"] for a in assumed} | earlier
+    reached = facts.with_progress(facts.progress | done)
+    plan = make_plan(wf, deployment, reached, selection=sel, variables=variables, preview=True)
+    more = [a for a in plan.params.get("assumed", ()) if a not in assumed]
+    return plan.with_units(
+        plan.units, params=MappingProxyType({**plan.params, "assumed": [*assumed, *more]})
+    )
+
+
+def _earlier_marks(full: Plan, selected: Plan) -> set[str]:
+    """The milestones of the procedure's units before the first selected one: the steps
+    the operator runs before this command."""
+    from stepwise.plan.progress import implicit_marks
+
+    chosen = {u.id for u in selected.units}
+    out: set[str] = set()
+    for u in full.units:
+        if u.id in chosen:
+            break
+        out.update(u.marks, implicit_marks(u))
+    return out
 
 
 def _image_namespace(

@@ -7,7 +7,10 @@ not reached yet is refused, with the command that reaches it.
 Milestones are strings, kept in the store (as markers) and recorded with each run's facts:
 `repos@NODE`, `pinned`, and for the OS upgrade `os:prepared@NODE`, `os:external_prepared@NODE`,
 `os:new_os@NODE`, `os:stopped_old@ROLE`, `os:transferred@ROLE`, `os:started@NODE`,
-`os:external_started@NODE`, `os:online_upgraded`, `os:converged`.
+`os:external_started@NODE`, `os:online_upgraded`, `os:converged`; for the major upgrade
+`upgrade:prepared@NODE` (its `upgrade prepare` done there), `upgrade:control_plane_done@NODE`
+(the node's control-plane part of `upgrade run` done) and `upgrade:new_code@NODE` (all of its
+`upgrade run` done), which a repository switch (the next upgrade's start) forgets.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Iterable
 
 from stepwise.errors import Problem, UnsafePlanError
 from stepwise.model.facts import Facts
-from stepwise.model.vocab import Stage, Step
+from stepwise.model.vocab import Phase, Stage, Step
 from stepwise.plan.units import Plan, Unit
 
 OS = "os:"
@@ -57,6 +60,22 @@ def external_started(node: str) -> str:
     return f"{OS}external_started@{node}"
 
 
+#: the major upgrade's milestones (`plan/upgrade_milestones.py`)
+UPGRADE = "upgrade:"
+
+
+def upgrade_prepared(node: str) -> str:
+    return f"{UPGRADE}prepared@{node}"
+
+
+def control_plane_done(node: str) -> str:
+    return f"{UPGRADE}control_plane_done@{node}"
+
+
+def new_code(node: str) -> str:
+    return f"{UPGRADE}new_code@{node}"
+
+
 ONLINE_UPGRADED = f"{OS}online_upgraded"
 CONVERGED = f"{OS}converged"
 
@@ -82,7 +101,10 @@ def implicit_marks(unit: Unit) -> tuple[str, ...]:
 
 def implicit_clears(unit: Unit) -> tuple[str, ...]:
     """Milestone prefixes a unit ends: lifting the RPC pins ends `pinned`; the OS upgrade's
-    cleanup ends the procedure (a later OS upgrade starts anew)."""
+    cleanup ends the procedure (a later OS upgrade starts anew); a repository switch starts a
+    major upgrade, so what the last one reached no longer says anything."""
+    if unit.step is Step.REPOS:
+        return (UPGRADE,)
     if unit.step is Step.UNPIN_RPC:
         return (PINNED,)
     if unit.step is Step.SYSTEM_UPGRADE_CLEANUP:
@@ -126,7 +148,24 @@ def command_for(unit: Unit, deployment_path: str) -> str:
         return f"stepwise external-upgrade run {d} --tags system_upgrade_cleanup"
     if unit.stage is Stage.UPGRADE:
         return f"stepwise upgrade run {d} --limit {nodes}"
+    if unit.stage is Stage.RUN:  # the major upgrade's run, its control plane first
+        plane = " --plane control" if unit.phase is Phase.CONTROLPLANE else ""
+        return f"stepwise upgrade run {d}{plane}"
     return f"stepwise plan system-upgrade {d}"
+
+
+def upgrade_command_for(milestone: str, deployment_path: str) -> str | None:
+    """The major upgrade's command that reaches `milestone` when no unit of the plan at hand
+    does (a node outside --limit), or None for another procedure's milestone."""
+    what, _, node = milestone.removeprefix(UPGRADE).partition("@")
+    d = f"-d {deployment_path}"
+    if not milestone.startswith(UPGRADE):
+        return None
+    if what == "prepared":
+        return f"stepwise upgrade prepare {d}"
+    if what == "control_plane_done":
+        return f"stepwise upgrade run {d} --plane control"
+    return f"stepwise upgrade run {d} --limit {node}"
 
 
 def prepared_not_upgraded(facts: Facts) -> list[str]:

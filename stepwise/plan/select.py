@@ -149,8 +149,8 @@ def _wanted(u: Unit, sel: Selection, asked: set[str], skip: set[str], by_name: b
     if sel.plane is not None and u.stage is not Stage.PRESTAGE:
         if u.phase and u.phase != sel.plane.phase:
             return False
-        if not u.phase and u.is_barrier:
-            return False
+        if not u.phase and u.is_barrier and not u.marks:
+            return False  # a stage's gate that marks (prepare done) stays: later parts need it
     tags = unit_tags(u)
     if u.step.info.by_name_only and by_name:
         if not (asked & (tags - {ALL})):
@@ -320,8 +320,10 @@ def check_requires(
             raise InputError(
                 Problem(
                     f"{u.step} on {', '.join(u.nodes) or 'the cloud'} "
-                    f"needs {_needs(missing[0])} first",
-                    field="--tags" if plan.params.get("tags") else "--limit",
+                    f"needs {_needs(missing[0])}"
+                    + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+                    + " first",
+                    field=_field(plan.params),
                     hint="run first: "
                     + _next_command(missing[0], producers, reached, deployment_path, command_for),
                 )
@@ -341,9 +343,14 @@ def check_requires(
     return plan.with_units(units, duration_s=makespan)
 
 
+def _field(params: Mapping[str, object]) -> str:
+    """The option that selected a part out of order: its tags, its stage, else its nodes."""
+    return "--tags" if params.get("tags") else "--stage" if params.get("stage") else "--limit"
+
+
 def _needs(milestone: str) -> str:
     what, _, where = milestone.partition("@")
-    what = what.removeprefix("os:").replace("_", " ")
+    what = what.removeprefix("os:").removeprefix("upgrade:").replace("_", " ")
     return f"'{what}'" + (f" of {where}" if where else "")
 
 
@@ -359,7 +366,11 @@ def _next_command(
         if not earlier:
             return command_for(u, path)
         m = earlier[0]
-    return f"stepwise plan system-upgrade -d {path} (to see what is left)"
+    from stepwise.plan.progress import upgrade_command_for
+
+    return upgrade_command_for(m, path) or (
+        f"stepwise plan system-upgrade -d {path} (to see what is left)"
+    )
 
 
 __all__ = [

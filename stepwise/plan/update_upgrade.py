@@ -13,6 +13,7 @@ from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.changes import NodeChange, node_changes
 from stepwise.plan.planes import Cursor, rollout, rollout_merged
 from stepwise.plan.prestage import add_prestage
+from stepwise.plan.upgrade_milestones import annotate_upgrade
 
 
 def scoped_changes(
@@ -170,6 +171,28 @@ def final_instances(
     return final
 
 
+def old_instances(
+    dep: Deployment, facts: Facts, all_changes: dict[str, NodeChange]
+) -> dict[str, list[str]]:
+    """Instances the facts show on old code (a package of theirs has a newer version, or
+    their container runs another image than the target's), among the services an RPC unpin
+    or a contract concerns. Recorded in the plan, so the verifier refuses lifting a pin or
+    contracting a schema while one of them is still old, whatever stage was selected: only
+    what the facts say, a node they do not name is no evidence."""
+    if not facts.known:
+        return {}
+    catalog = dep.catalog
+    old: dict[str, list[str]] = {}
+    for s, nodes in dep.instances.items():
+        if catalog[s].rpc or catalog[s].contract:
+            shown = [
+                n.name for n in nodes if n.name in facts.nodes and s in all_changes[n.name].services
+            ]
+            if shown:
+                old[s] = shown
+    return old
+
+
 def _validate(
     seq: _Sequence, changes: dict[str, NodeChange], section: Section, stage: Stage
 ) -> None:
@@ -229,11 +252,20 @@ def plan_upgrade(
         seq.cur = add_prestage(builder, dep, changes, prestage, seq.cur)
     changed_services = {s for c in changes.values() for s in c.services}
     pin = _prepare(seq, changes, changed_services, switched=prestage > 0)
+    prepared, run_start = seq.cur.after, len(builder.units)
+    initial: dict[str, object] = {}
     final = final_instances(dep, facts, all_changes)
     if final:
-        builder.params["initial"] = {"new_code": final}
+        initial["new_code"] = final
+    old = old_instances(dep, facts, all_changes)
+    if old:
+        initial["old_code"] = old
+    if initial:
+        builder.params["initial"] = initial
     seq.cur = rollout(builder, dep, changes, Section.UPGRADE, Stage.RUN, seq.cur)
+    converge_start = len(builder.units)
     _converge(seq, changes, changed_services, pin)
+    annotate_upgrade(builder, dep, all_changes, prepared, run_start, converge_start)
 
 
 def _switch_repos(seq: _Sequence, changes: dict[str, NodeChange], stage: Stage) -> None:

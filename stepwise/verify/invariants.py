@@ -11,6 +11,7 @@ old and new code are in `versions.py`):
   RoleSerialRespected                 at most `update_serial` nodes of a role at once
   PinLiftedAfterLastOldCode           no RPC unpin while an instance of the group runs old code
   ContractAfterLastOldCode            no schema contract while an old instance runs
+  NoOldCodeInFactsAtConverge          no unpin or contract while the facts show old code
   SchemaMigratedWithOldCodeStopped    an offline migration only once its old readers stopped
   DataTransferredOnceBeforeServing    data moves onto a node once, before anything serves there
   ServiceStaysAvailable               each service's availability rule (or majority quorum)
@@ -42,6 +43,7 @@ from stepwise.verify.versions import (
     DataTransferredOnceBeforeServing,
     DependenciesUpgradedFirst,
     ExpandBeforeNewCode,
+    NoOldCodeInFactsAtConverge,
     PinLiftedAfterLastOldCode,
     RpcPinnedWhileMixed,
     SchemaMigratedWithOldCodeStopped,
@@ -263,6 +265,7 @@ INVARIANTS: tuple[type[Invariant], ...] = (
     RoleSerialRespected,
     PinLiftedAfterLastOldCode,
     ContractAfterLastOldCode,
+    NoOldCodeInFactsAtConverge,
     SchemaMigratedWithOldCodeStopped,
     DataTransferredOnceBeforeServing,
     ServiceStaysAvailable,

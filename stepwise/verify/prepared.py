@@ -81,6 +81,8 @@ class Prepared:
     has_transfer: bool = False
     #: expand/contract services whose new code must wait for their expand
     expands: set[str] = field(default_factory=set)
+    #: service -> the instances the facts show on old code (`initial.old_code`)
+    facts_old: dict[str, set[str]] = field(default_factory=dict)
 
 
 def exempt_services(plan: Plan, dep: Deployment) -> set[str]:
@@ -113,6 +115,8 @@ def build_prepared(plan: Plan, dep: Deployment) -> Prepared:
     pre.rpc_check = traits.pins_rpc
     pre.has_pin = any(u.step is Step.PIN_RPC for u in units)
     pre.initial = _initial_state(plan, dep, traits, pre.has_pin)
+    old_code = (plan.params.get("initial") or {}).get("old_code") or {}
+    pre.facts_old = {s: set(ns) for s, ns in old_code.items()}
     pre.rpc_of = {svc.name: svc.rpc for svc in dep.catalog if svc.rpc}
     pre.groups = rpc_groups(dep)
     # instances of each RPC group still on old code (counted, not scanned, for big clouds)

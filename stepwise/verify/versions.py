@@ -55,6 +55,40 @@ class ContractAfterLastOldCode(Invariant):
                     )
 
 
+class NoOldCodeInFactsAtConverge(Invariant):
+    """An RPC pin is lifted and a schema contracted only when no instance the facts show on
+    old code still runs it, whatever part of the workflow the plan is (a selected stage too).
+
+    Why: `upgrade converge` typed while the facts show old code would lift the pins and
+    contract the schemas under it; the exemption of a selected part (the rest is another
+    command's) must not hide what the facts say."""
+
+    steps = frozenset({Step.UNPIN_RPC, Step.CONTRACT})
+
+    @classmethod
+    def applies(cls, pre: Prepared) -> bool:
+        return bool(pre.facts_old)
+
+    def on_start(self, u: Unit, t: float) -> None:
+        r = self.replay
+        said: set[str] = set()
+        for n in u.nodes:
+            for s in u.services_on(n):
+                g = r.pre.rpc_of.get(s) if u.step is Step.UNPIN_RPC else None
+                members = r.pre.groups.get(g, ()) if g else (s,)
+                for m in members:
+                    old = sorted(r.pre.facts_old.get(m, set()) - r.state.new_code.get(m, set()))
+                    if not old or (g or m) in said:
+                        continue
+                    said.add(g or m)
+                    what = f"lifts the RPC pin of '{g}'" if g else f"contracts the schema of {m}"
+                    self.problems.append(
+                        f"at {fmt_time(t)} {where(u)} {what} while the facts show old {m} "
+                        f"on {', '.join(old[:3])}{', ...' if len(old) > 3 else ''}; "
+                        "upgrade them first (stepwise upgrade run)"
+                    )
+
+
 class SchemaMigratedWithOldCodeStopped(Invariant):
     """A service that cannot roll (offline schema) migrates only when none of its instances
     serves old code.

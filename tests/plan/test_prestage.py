@@ -133,7 +133,7 @@ def test_upgrade_switches_repositories_in_the_prestage_and_prepare_runs_it(dep):
     assert got.params["prestage"] == 3
     wf, run = command_selection(Command.UPGRADE_RUN, prestage=3)
     assert run.prestage == 0  # run and converge plan as before
-    ran = make_plan(wf, dep, selection=run)
+    ran = make_plan(wf, dep, selection=run, preview=True)  # as `plan` shows it before prepare
     assert not _prestages(ran) and not any(u.step is Step.REPOS for u in ran.units)
     off = make_plan(wf, dep, selection=selection_for(Workflow.UPGRADE, prestage=0))
     assert [u for u in off.units if u.step is Step.REPOS][0].stage is Stage.PREPARE
@@ -220,13 +220,14 @@ def test_the_cli_plans_the_prestage_by_default_and_shows_it_apart(tmp_path):
 def test_a_plane_keeps_the_prestage_before_its_disruption(dep, workflow, plane):
     """--plane drops the rollout's barriers, through which the visits waited for the
     prestage's gate: they wait for it directly, and the verifier accepts the plan."""
-    plan = _plan(dep, workflow, plane=plane)
+    sel = selection_for(workflow, prestage=4, plane=plane)
+    plan = make_plan(workflow, dep, selection=sel, preview=True)  # converge comes later
     anc = _ancestors(plan)
     pre = {u.nodes[0]: u.id for u in _prestages(plan)}
     disruptive = [u for u in plan.units if u.step in DISRUPTIVE]
     assert disruptive and all(pre[n] in anc[u.id] for u in disruptive for n in u.nodes)
     verify_plan(plan, dep)
-    off = make_plan(workflow, dep, selection=selection_for(workflow, plane=plane))
+    off = make_plan(workflow, dep, selection=selection_for(workflow, plane=plane), preview=True)
     assert not _prestages(off)
 
 

@@ -48,7 +48,7 @@ def _facts(dep, installed: dict[str, str], extra: tuple[str, ...] = ()) -> Facts
 
 def _record(store, dep, workflow, selection, facts, state=RunState.DONE, done=True) -> int:
     """A run of `workflow` recorded as the engine records it, its units done (or pending)."""
-    plan = plan_verified(workflow, dep, facts, selection)
+    plan = plan_verified(workflow, dep, facts, selection, preview=True)  # earlier stages as done
     rid = store.create_run(
         dep.name,
         str(workflow),

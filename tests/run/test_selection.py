@@ -124,7 +124,10 @@ def test_system_upgrade_needs_limit_and_never_a_whole_role(dep):
 
 def test_stage_selection_is_recorded(dep):
     plan = make_plan(
-        "upgrade", dep, selection=selection_for(Workflow.UPGRADE, stage="run", plane="data")
+        "upgrade",
+        dep,
+        selection=selection_for(Workflow.UPGRADE, stage="run", plane="data"),
+        preview=True,  # the data plane before the control plane: a preview
     )
     assert {u.stage for u in plan.units} == {Stage.RUN}
     assert (

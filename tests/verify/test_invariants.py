@@ -220,6 +220,24 @@ def test_contract_after_last_old_code():
     ]
 
 
+def test_no_old_code_in_facts_at_converge():
+    """A selected part (`upgrade converge`) is exempt from the two rules above, not from what
+    the facts say: an instance they show on old code blocks the unpin and the contract."""
+    unpin = unit("unpin", Step.UNPIN_RPC, 0, 1, ("controller-0",), services=("nova_api",))
+    contract = unit("contract", Step.CONTRACT, 1, 2, ("controller-0",), services=("glance",))
+    old = {"nova_compute": ["compute-1"], "glance": ["controller-2"]}
+    assert problems(Workflow.UPGRADE, unpin, contract, partial=True) == []
+    # the old instances were brought to the new code before (as the run stage does)
+    upgraded = {"old_code": old, "new_code": {"nova_compute": ["compute-1"], "glance": CONTROLLERS}}
+    assert problems(Workflow.UPGRADE, unpin, contract, partial=True, initial=upgraded) == []
+    assert problems(Workflow.UPGRADE, unpin, contract, partial=True, initial={"old_code": old}) == [
+        "at 0:00:00 unit unpin (unpin_rpc on controller-0) lifts the RPC pin of 'nova' while "
+        "the facts show old nova_compute on compute-1; upgrade them first (stepwise upgrade run)",
+        "at 0:00:01 unit contract (contract on controller-0) contracts the schema of glance while "
+        "the facts show old glance on controller-2; upgrade them first (stepwise upgrade run)",
+    ]
+
+
 def test_schema_migrated_with_old_code_stopped():
     migrate = unit("migrate", Step.MIGRATE, 10, 15, ("controller-0",), services=("nova_api",))
     stop, start = down_and_up("all", "nova_api", CONTROLLERS, 0, 20)
