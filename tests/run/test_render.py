@@ -270,3 +270,18 @@ def test_every_api_behind_a_vip_drains_through_one_template():
     # the catalog's entries hold no copy of it any more
     for name in ("keystone", "glance_api", "placement_api"):
         assert not dep.catalog[name].steps(Workflow.UPDATE.task_section).get(Step.LEAVE)
+
+
+def test_a_container_node_drains_its_apis_too():
+    """The drain is the service's own work, kept in a container style: the containerized
+    nova_api leaves the load balancer before its container stops."""
+    dep = load_deployment(ROOT / "examples" / "tripleo-containers.yaml")
+    plan = make_plan(Workflow.UPDATE, dep)
+    node = "controller-openstack-0"
+    leave = next(
+        u for u in plan.units if u.step is Step.LEAVE and "nova_api" in u.services_on(node)
+    )
+    play = render_unit(plan, leave, dep)
+    assert play is not None and play["vars"]["stepwise_frontends"]["nova_api"] == "nova_osapi"
+    (block,) = [b for b in play["tasks"] if b["name"] == "Tasks of nova_api"]
+    assert "state drain" in block["block"][0]["ansible.builtin.shell"]["cmd"]
