@@ -231,7 +231,7 @@ def test_unknown_tht_service_is_named_with_file_line_and_closest_alias(catalog, 
         "    - OS::TripleO::Services::Keystone\n    - OS::TripleO::Services::Keystonee\n"
     )
     with pytest.raises(InputError) as exc:
-        import_tripleo(f, catalog)
+        import_tripleo(f, catalog, strict=True)
     (p,) = exc.value.problems
     assert (p.file, p.line) == (str(f), 5)
     assert "unknown service 'OS::TripleO::Services::Keystonee'" in p.message
@@ -448,7 +448,7 @@ def test_unknown_service_after_a_disabled_one_keeps_its_line(catalog, tmp_path):
         "    - OS::TripleO::Services::Aide\n    - OS::TripleO::Services::Nope\n"
     )
     with pytest.raises(InputError) as exc:
-        import_tripleo(f, catalog, environments=[DISABLED])
+        import_tripleo(f, catalog, environments=[DISABLED], strict=True)
     assert exc.value.problems[0].line == 5
 
 

@@ -38,8 +38,14 @@ def test_the_fixture_gives_the_undercloud_registry_and_the_namespace_path():
 
 
 def test_an_imported_containerized_cloud_plans_container_units():
+    # the composed stack's inventory has no Controller group: the classic roles file's
+    # controllers are counted, as asked
     result = import_tripleo(
-        CLASSIC, load_catalog(), inventory=INVENTORY, containers_prepare=PREPARE
+        CLASSIC,
+        load_catalog(),
+        inventory=INVENTORY,
+        containers_prepare=PREPARE,
+        counts={"Controller": 3},
     )
     dep = result.deployment
     assert result.doc["style"] == "tripleo"
@@ -68,6 +74,8 @@ def test_the_import_command_writes_a_containerized_deployment(tmp_path):
             str(CLASSIC),
             "-i",
             str(INVENTORY),
+            "--count",
+            "Controller=3",
             "--containers-prepare",
             str(PREPARE),
             "-o",

@@ -50,6 +50,12 @@ PREPARE_OPT = typer.Option(
     "its images' registry, namespace, name prefix/suffix and tag.",
 )
 
+STRICT_OPT = typer.Option(
+    False,
+    "--strict",
+    help="Refuse a service no catalog entry knows (default: left unmanaged, named in plans).",
+)
+
 
 def _pairs(values: list[str] | None, option: str) -> dict[str, str]:
     out: dict[str, str] = {}
@@ -176,6 +182,14 @@ def import_tripleo_cmd(
     ),
     environment: list[Path] | None = ENV_OPT,
     containers_prepare: Path | None = PREPARE_OPT,
+    undercloud_registry: str | None = typer.Option(
+        None,
+        "--undercloud-registry",
+        metavar="HOST:PORT",
+        help="Where push_destination: true pushes (the undercloud's registry, e.g. "
+        "192.168.24.1:8787); default: the prepare file's DockerInsecureRegistryAddress.",
+    ),
+    strict: bool = STRICT_OPT,
     catalog: Path | None = CATALOG_OPT,
     output: str = OUT_OPT,
     force: bool = FORCE_OPT,
@@ -197,6 +211,8 @@ def import_tripleo_cmd(
             catalog_ref=_catalog_ref(catalog, output),
             environments=list(environment or ()),
             containers_prepare=containers_prepare,
+            strict=strict,
+            undercloud_registry=undercloud_registry,
         )
         _write(result, output, force, json_out)
 

@@ -45,20 +45,27 @@ def render_plan(
     most_batches: int = 4,
     verbose: bool = False,
     expand: bool = False,
+    unmanaged: dict[str, tuple[str, ...]] | None = None,
 ) -> None:
-    """Print the plan as a tree (stages > segments > batches > steps) and its windows.
+    """Print the plan as a tree (stages > segments > batches > steps) and its windows;
+    `unmanaged` (role -> services no catalog entry knows) is said under the title.
 
     A segment shows all its batches when it has fewer than SHORT_LEVEL, else its first
     `most_batches`; one of FOLD_AT batches or more shows one line per role instead. `expand`
     shows every batch, `verbose` every batch and unit."""
     # data (names, reasons) is escaped wherever it meets markup: brackets print as they are
     title = _title(plan)
+    left = _unmanaged_line(unmanaged or {})
     if not plan.units:
         console.print(title)
+        if left:
+            console.print(left, soft_wrap=True)
         console.print("Nothing to do: no package of any service changes on the selected nodes.")
         return
     _say_assumed(plan, console)
     root = Tree(title)
+    if left:
+        root.add(left)
     stage_nodes: OrderedDict[str, Tree] = OrderedDict()
     for part in parts(plan):
         if part.name not in stage_nodes:
@@ -68,6 +75,16 @@ def render_plan(
         )
     console.print(root)
     _say_windows(plan, console)
+
+
+def _unmanaged_line(unmanaged: dict[str, tuple[str, ...]]) -> str:
+    """The services left running untouched (no catalog entry), by role; '' when none."""
+    shown = [
+        f"{escape(role)}: {escape(', '.join(names))}" for role, names in unmanaged.items() if names
+    ]
+    if not shown:
+        return ""
+    return "[yellow]unmanaged[/] (left running, not stopped or changed): " + "; ".join(shown)
 
 
 def _title(plan: Plan) -> str:

@@ -52,6 +52,8 @@ class Role:
     declared: tuple[str, ...] = ()
     #: how the role's services are deployed (its own `style:` or the deployment's)
     style: DeployStyle = DeployStyle.PACKAGES
+    #: services the role runs that stepwise does not manage (no catalog entry): left running
+    unmanaged: tuple[str, ...] = ()
 
     @property
     def is_controlplane(self) -> bool:
@@ -278,6 +280,7 @@ def build_deployment(
                 tuple(rs.tool_packages),
                 tuple(declared),
                 rs.style or spec.style,
+                tuple(rs.unmanaged),
             )
         )
     problems.extend(_containers_problems(spec, doc, fname))

@@ -27,11 +27,13 @@ _GROUP_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 
 @dataclass
 class Host:
-    """One host of a group: its inventory name, `ansible_host` if given, where it was read."""
+    """One host of a group: its inventory name, `ansible_host` if given, where it was read,
+    and its variables (as given on that line; `effective_hosts` merges the groups' in)."""
 
     name: str
     address: str | None
     line: int | None
+    vars: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -175,7 +177,7 @@ def _ini_hosts(s: str, group: Group, budget: int, at: _At, problems: list[Proble
         # hosts in 400 bytes built millions of hosts before any node limit was checked
         raise _too_many(at.file, at.line) from None
     for n in names:
-        group.hosts.append(Host(n, hvars.get("ansible_host"), at.line))
+        group.hosts.append(Host(n, hvars.get("ansible_host"), at.line, dict(hvars)))
     return len(names)
 
 
@@ -295,7 +297,9 @@ class _YamlGroups:
                 )
                 continue
             address = (hvars or {}).get("ansible_host")
-            group.hosts.append(Host(str(host), None if address is None else str(address), hline))
+            group.hosts.append(
+                Host(str(host), None if address is None else str(address), hline, dict(hvars or {}))
+            )
 
     def _read_vars(self, group: Group, gvars: Any, trail: list[Any]) -> None:
         if isinstance(gvars, dict):
@@ -336,4 +340,90 @@ def hosts_by_group(inv: Inventory) -> dict[str, list[Host]]:
     return out
 
 
-__all__ = ["Host", "Group", "Inventory", "load_inventory", "hosts_by_group"]
+def _depths(inv: Inventory) -> dict[str, int]:
+    """Each group's depth as Ansible orders group variables: `all` 0, a group no other group
+    names as a child 1, else one more than its deepest parent (a cycle is cut where met)."""
+    parents: dict[str, list[str]] = {name: [] for name in inv.groups}
+    for name, group in inv.groups.items():
+        for child in group.children:
+            parents.setdefault(child, []).append(name)
+    depth: dict[str, int] = {"all": 0}
+
+    def of(name: str, seen: frozenset[str]) -> int:
+        if name not in depth:
+            ups = [p for p in parents.get(name, []) if p not in seen and p != "all"]
+            depth[name] = 1 + max((of(p, seen | {name}) for p in ups), default=0)
+        return depth[name]
+
+    for name in parents:
+        of(name, frozenset())
+    return depth
+
+
+def group_members(
+    inv: Inventory, name: str, effective: dict[str, Host] | None = None
+) -> list[Host]:
+    """The hosts of group `name` as Ansible sees them: its own and its children's, children of
+    children included (a multi-stack inventory's `Compute: children: [cell1_Compute]`), each
+    once, in the order met, with their effective variables (`effective`: `effective_hosts`'s
+    answer, computed when not given)."""
+    effective = effective if effective is not None else effective_hosts(inv)
+    out: dict[str, Host] = {}
+    stack, seen = [name], set()
+    while stack:
+        g = inv.groups.get(stack.pop(0))
+        if g is None or g.name in seen:
+            continue
+        seen.add(g.name)
+        for h in g.hosts:
+            out.setdefault(h.name, effective[h.name])
+        stack.extend(g.children)
+    return list(out.values())
+
+
+def effective_hosts(inv: Inventory) -> dict[str, Host]:
+    """Every host with its variables as Ansible merges them: `all`'s vars, then each group's
+    that holds it (directly or through a child) from the shallowest to the deepest (by name
+    among equals), then its own host variables; its address is the `ansible_host` that wins."""
+    depth = _depths(inv)
+    member_of: dict[str, set[str]] = {}
+    first: dict[str, Host] = {}
+    own: dict[str, dict[str, Any]] = {}
+
+    def walk(group: str, via: tuple[str, ...]) -> None:
+        g = inv.groups.get(group)
+        if g is None or group in via:
+            return
+        chain = (*via, group)
+        for h in g.hosts:
+            first.setdefault(h.name, h)
+            own.setdefault(h.name, {}).update(h.vars)
+            member_of.setdefault(h.name, set()).update(chain)
+        for child in g.children:
+            walk(child, chain)
+
+    children = {c for g in inv.groups.values() for c in g.children}
+    # from the roots only: a group's subtree is walked once per path to it, not once per group
+    for name in [n for n in inv.groups if n not in children] or list(inv.groups):
+        walk(name, ())
+    out: dict[str, Host] = {}
+    for host, h in first.items():
+        merged: dict[str, Any] = {}
+        for g in sorted(member_of[host] | {"all"}, key=lambda n: (depth.get(n, 1), n)):
+            if g in inv.groups:
+                merged.update(inv.groups[g].vars)
+        merged.update(own[host])
+        address = merged.get("ansible_host")
+        out[host] = Host(host, None if address is None else str(address), h.line, merged)
+    return out
+
+
+__all__ = [
+    "Host",
+    "Group",
+    "Inventory",
+    "effective_hosts",
+    "group_members",
+    "load_inventory",
+    "hosts_by_group",
+]

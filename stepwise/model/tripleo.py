@@ -137,27 +137,97 @@ def load_roles_file(path: Path | str, stack: str) -> RolesFile:
     return RolesFile(fname, doc, stack)
 
 
+#: THT service names of earlier releases -> the name a later release gives the same service
+#: (Queens -> Train -> Wallaby): a roles file of the fast-forward starting point resolves
+#: through the catalog's entry of the current name
+RENAMED: dict[str, str] = {
+    f"OS::TripleO::Services::{old}": f"OS::TripleO::Services::{new}"
+    for old, new in {
+        "NovaPlacement": "PlacementApi",  # Stein: placement split out of nova
+        "RabbitMQ": "OsloMessagingRpc",  # Queens: one broker for RPC and notifications
+        "Ntp": "Timesync",  # Rocky: chrony behind one timesync service
+        "BlockStorageCinderVolume": "CinderVolume",  # the BlockStorage role's cinder-volume
+        "CinderBackendDellPs": "CinderBackendDellSc",  # Dell EqualLogic: one backend entry
+        "UndercloudHAProxy": "HAproxy",
+        "UndercloudKeepalived": "Keepalived",
+        "UndercloudRedis": "Redis",
+        "UndercloudCinderApi": "CinderApi",
+        "UndercloudCinderScheduler": "CinderScheduler",
+        "UndercloudCinderVolume": "CinderVolume",
+    }.items()
+}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A value an environment file gives, with where: its file, its line, and the loaded
+    document with the trail to it (for the lines of a list's items)."""
+
+    value: Any
+    file: str
+    line: int | None
+    doc: Any
+    trail: tuple[Any, ...]
+
+
+@dataclass
+class Environment:
+    """What the environment files say, merged as `openstack overcloud deploy -e` merges them
+    (a later file overrides an earlier one): the resource registry, the parameter defaults,
+    and notes (a key given twice in one file)."""
+
+    registry: dict[str, Setting]
+    parameters: dict[str, Setting]
+    notes: list[str]
+
+    def disabled(self) -> dict[str, str]:
+        """THT service names mapped to `OS::Heat::None` (not deployed), with the file."""
+        return {k: s.file for k, s in self.registry.items() if s.value == "OS::Heat::None"}
+
+
+def read_environments(environments: list[Path | str]) -> Environment:
+    """The environment files, read as Heat reads them: a key given twice in one mapping is
+    the last one (with a note naming both lines), not a refusal."""
+    env = Environment({}, {}, [])
+    for path in environments:
+        fname = str(path)
+        twice: list[tuple[Any, int, int]] = []
+        doc = load_yaml(Path(path), duplicates=twice)
+        env.notes.extend(
+            f"{fname}: '{key}' is given on line {first} and again on line {last}: the one on "
+            f"line {last} is used, as Heat does"
+            for key, first, last in twice
+        )
+        if not isinstance(doc, dict):
+            continue
+        for section, into in (
+            ("resource_registry", env.registry),
+            ("parameter_defaults", env.parameters),
+        ):
+            body = doc.get(section)
+            if body is None:
+                continue
+            if not isinstance(body, dict):
+                raise InputError(
+                    Problem(
+                        f"{section} must be a mapping",
+                        file=fname,
+                        line=line_of(doc, [section]),
+                        field=section,
+                    )
+                )
+            for key, value in body.items():
+                into[str(key)] = Setting(
+                    value, fname, line_of(doc, [section, key]), doc, (section, key)
+                )
+    return env
+
+
 def disabled_services(environments: list[Path | str]) -> dict[str, str]:
     """THT service names the environment files map to `OS::Heat::None` (not deployed), with
     the file that says so; a later file overrides an earlier one, as `openstack overcloud
     deploy -e` does."""
-    registry: dict[str, tuple[Any, str]] = {}
-    for env in environments:
-        doc = load_yaml(Path(env))
-        reg = doc.get("resource_registry") if isinstance(doc, dict) else None
-        if reg is None:
-            continue
-        if not isinstance(reg, dict):
-            raise InputError(
-                Problem(
-                    "resource_registry must be a mapping",
-                    file=str(env),
-                    line=line_of(doc, ["resource_registry"]),
-                )
-            )
-        for key, value in reg.items():
-            registry[str(key)] = (value, str(env))
-    return {k: src for k, (v, src) in registry.items() if v == "OS::Heat::None"}
+    return read_environments(environments).disabled()
 
 
 __all__ = [
@@ -165,6 +235,10 @@ __all__ = [
     "MANAGEMENT_ROLES",
     "RolesFile",
     "ThtRole",
+    "RENAMED",
+    "Environment",
+    "Setting",
     "disabled_services",
     "load_roles_file",
+    "read_environments",
 ]

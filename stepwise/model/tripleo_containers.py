@@ -30,9 +30,13 @@ def _registry_part(first: str) -> bool:
     return "." in first or ":" in first or first == "localhost"
 
 
-def load_containers_prepare(path: Path | str) -> dict[str, Any]:
+def load_containers_prepare(
+    path: Path | str, *, undercloud_registry: str | None = None
+) -> dict[str, Any]:
     """The `containers:` block the file describes (checked again by the deployment's schema).
-    Raises InputError naming the file, line and field of what is missing or wrong."""
+    `undercloud_registry` is where `push_destination: true` pushes (TripleO's undercloud
+    registry); without it the file's DockerInsecureRegistryAddress is taken. Raises
+    InputError naming the file, line and field of what is missing or wrong."""
     fname = str(path)
     doc = load_yaml(Path(path))
     data = to_plain(doc)
@@ -51,6 +55,7 @@ def load_containers_prepare(path: Path | str) -> dict[str, Any]:
             trail if isinstance(defaults, dict) else [],
             "parameter_defaults.ContainerImagePrepare",
         )
+    _one_strategy(prepare, trail, problem)
     strategy = prepare[0]
     at = "parameter_defaults.ContainerImagePrepare[0]"
     settings = strategy.get("set")
@@ -66,7 +71,7 @@ def load_containers_prepare(path: Path | str) -> dict[str, Any]:
         if rest and _registry_part(first)
         else ("", first + "/" + rest if rest else first)
     )
-    registry, registry_trail = _registry(data, strategy, source, problem, at)
+    registry, registry_trail = _registry(data, strategy, source, problem, at, undercloud_registry)
     block: dict[str, Any] = {"registry": registry, "namespace": namespace, "tag": settings["tag"]}
     for key in ("name_prefix", "name_suffix"):
         if key in settings:
@@ -99,8 +104,31 @@ def _check_block(block: dict[str, Any], where: dict[str, list[Any]], problem: An
         ) from None
 
 
+def _one_strategy(prepare: list[Any], trail: list[Any], problem: Any) -> None:
+    """Refuses what stepwise cannot plan as TripleO would prepare it: a second entry (its
+    `includes` take some images from elsewhere, e.g. a hotfix tag) or `includes`/`excludes`
+    on the first. Dropped, its images would be planned from the first entry's tag."""
+    for i, entry in enumerate(prepare):
+        keys = [k for k in ("includes", "excludes") if isinstance(entry, dict) and k in entry]
+        if i == 0 and not keys:
+            continue
+        what = f"entry {i} ({', '.join(keys) or 'a second strategy'})"
+        raise problem(
+            f"ContainerImagePrepare {what}: stepwise plans every image from one strategy "
+            "(one namespace and tag), so images prepared by another entry or left out by "
+            "excludes would be planned wrong",
+            [*trail, i, keys[0]] if keys else [*trail, i],
+            f"parameter_defaults.ContainerImagePrepare[{i}]" + (f".{keys[0]}" if keys else ""),
+        )
+
+
 def _registry(
-    data: dict, strategy: dict, source: str, problem: Any, at: str
+    data: dict,
+    strategy: dict,
+    source: str,
+    problem: Any,
+    at: str,
+    undercloud: str | None = None,
 ) -> tuple[str, list[Any]]:
     """The registry the nodes pull from: the push destination, else the namespace's own;
     with the trail of the file's field it came from."""
@@ -108,13 +136,17 @@ def _registry(
     push = strategy.get("push_destination")
     if isinstance(push, str) and push.strip():
         return push.strip(), trail
+    if push is True and undercloud:
+        # what TripleO's image uploader resolves `true` to: the undercloud's registry
+        return undercloud.strip(), trail
     if push is True:
         insecure = data["parameter_defaults"].get("DockerInsecureRegistryAddress")
         if isinstance(insecure, list) and insecure and isinstance(insecure[0], str):
             return insecure[0], ["parameter_defaults", "DockerInsecureRegistryAddress", 0]
         raise problem(
             "push_destination: true pushes to the undercloud's registry, which this file does "
-            "not name (no DockerInsecureRegistryAddress)",
+            "not name (no DockerInsecureRegistryAddress): give it with --undercloud-registry "
+            "HOST:PORT (the undercloud's ctlplane address, port 8787)",
             trail,
             f"{at}.push_destination",
         )

@@ -65,7 +65,12 @@ def _map(loader: Any, node: yaml.MappingNode):
                 knode.start_mark,
             )
         key = loader.construct_object(knode, deep=True)
-        if key in m:
+        dups = getattr(loader, "duplicates", None)
+        if key in m and dups is not None:
+            # Heat's and PyYAML's reading: the last one wins; the caller warns, naming both
+            dups.append((key, m.lines[key], knode.start_mark.line + 1))
+            del m[key]
+        elif key in m:
             raise _DuplicateKey(
                 "while constructing a mapping",
                 node.start_mark,
@@ -89,8 +94,18 @@ _Loader.add_constructor("tag:yaml.org,2002:map", _map)
 _Loader.add_constructor("tag:yaml.org,2002:seq", _seq)
 
 
-def load_yaml(path: Path | str, *, follow: bool = True, field: str | None = None) -> Any:
+def load_yaml(
+    path: Path | str,
+    *,
+    follow: bool = True,
+    field: str | None = None,
+    duplicates: list[tuple[Any, int, int]] | None = None,
+) -> Any:
     """Parse one YAML file. Raises InputError naming the file and line on bad input.
+
+    A key given twice in one mapping is refused, unless `duplicates` is a list: then the
+    last one wins (as Heat reads its environment files) and (key, first line, last line) is
+    appended to it for the caller to warn about.
 
     The file is read through `stepwise.paths.read_input`: a regular file only (a FIFO or a
     device is refused, never waited on), within the size limit, and not through a link when
@@ -108,16 +123,25 @@ def load_yaml(path: Path | str, *, follow: bool = True, field: str | None = None
                 hint="save the file as UTF-8",
             )
         ) from None
-    return parse_yaml(text, str(path))
+    return parse_yaml(text, str(path), duplicates)
 
 
-def parse_yaml(text: str, filename: str) -> Any:
+def parse_yaml(
+    text: str, filename: str, duplicates: list[tuple[Any, int, int]] | None = None
+) -> Any:
     """Parse YAML text within the input limits (`limits.py`); errors name `filename` and the
-    line of the problem."""
+    line of the problem. `duplicates`: as for `load_yaml`."""
     limits.check_text_size(text, filename)
     limits.check_yaml_events(text, filename, _Base)
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader with positions
+        if duplicates is None:
+            return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader with positions
+        loader = _Loader(text)
+        loader.duplicates = duplicates
+        try:
+            return loader.get_single_data()
+        finally:
+            loader.dispose()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None

@@ -151,6 +151,7 @@ ALLOWED = {
         "vars",
         "tool_packages",
         "style",
+        "unmanaged",
     ],
     "node": ["name", "address", "vars"],
     "count": ["count", "name", "address", "start", "vars"],
