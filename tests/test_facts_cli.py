@@ -71,3 +71,32 @@ def test_a_deployment_given_as_facts_is_recognised():
         and "this is a deployment file, not facts" in r.err
         and "unknown key" not in r.err
     )
+
+
+def test_a_large_cloud_gets_the_shared_template_which_the_loader_reads_and_plans(tmp_path):
+    """Above 1,000 nodes the template names each package once in `defaults` (a per-node one of
+    100,000 nodes was 80 MiB, past the loader's limit); filled in there, it changes every node
+    that runs the package, and --per-node still gives each node its own entries."""
+    from benchmarks.clouds import write_big_cloud
+
+    dep = write_big_cloud(tmp_path, 1200, 60)
+    out = tmp_path / "facts.yaml"
+    r = cli("facts", "template", "-d", dep, "-o", out)
+    assert r.code == 0 and "1200 node(s)" in r.out and "in defaults" in r.out, r.text
+    doc = yaml.safe_load(out.read_text())
+    assert len(doc["nodes"]) == 1200 and all(v == {} for v in doc["nodes"].values())
+    pkgs = doc["defaults"]["packages"]
+    assert pkgs and all(v == {"installed": None, "available": None} for v in pkgs.values())
+    # 1,200 empty node entries and a few packages: a line per node, not a block
+    assert out.stat().st_size < 100 * 1200
+    name = sorted(pkgs)[0]
+    pkgs[name] = {"installed": "1.0.0", "available": "1.1.0"}
+    out.write_text(yaml.safe_dump(doc))
+    plan = cli("plan", "update", "-d", dep, "--facts", out, "--json", "--no-prestage")
+    assert plan.code == 0, plan.text
+    assert {n for u in json.loads(plan.out)["units"] for n in u["nodes"]}
+    per_node = tmp_path / "per-node.yaml"
+    assert cli("facts", "template", "-d", dep, "-o", per_node, "--per-node").code == 0
+    full = yaml.safe_load(per_node.read_text())
+    assert "packages" not in full["defaults"]
+    assert all(v["packages"] for v in full["nodes"].values())

@@ -27,6 +27,13 @@ def template_cmd(
         ..., "--output", "-o", metavar="FILE", help="The facts file to write ('-': stdout)."
     ),
     force: bool = typer.Option(False, "--force", help="Replace a file stepwise did not write."),
+    per_node: bool | None = typer.Option(
+        None,
+        "--per-node/--shared",
+        help="Every node with its packages (the default up to 1,000 nodes), or what nodes share "
+        "once in `defaults` with an empty entry per node to override (the default above: a "
+        "per-node template of a large cloud is larger than the facts loader reads).",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
 ) -> None:
     """Write a facts skeleton for a deployment: every node with the packages of its services,
@@ -40,7 +47,7 @@ def template_cmd(
 
     with reported():
         dep = load_deployment(deployment)
-        doc = facts_template(dep)
+        doc = facts_template(dep, per_node=per_node)
         # node and package names are data: serialised by the YAML library, never put in the
         # comment (a constant header)
         text = (
@@ -74,13 +81,19 @@ def template_cmd(
             ours=HEADER.encode("utf-8"),
             mode=0o644,
         )
-        packages = sum(len(n["packages"]) for n in doc["nodes"].values())
+        shared = len(doc["defaults"].get("packages", {}))
+        packages = shared or sum(len(n["packages"]) for n in doc["nodes"].values())
         if json_out:
             print_json({"wrote": output, "nodes": len(doc["nodes"]), "packages": packages})
         else:
             console.print(
                 f"wrote {output}: {len(doc['nodes'])} node(s), "
-                f"{packages} package entries to fill in",
+                f"{packages} package entries to fill in"
+                + (
+                    " (in defaults: every node reads them; override a node under nodes)"
+                    if shared
+                    else ""
+                ),
                 markup=False,
                 soft_wrap=True,
             )
