@@ -258,3 +258,75 @@ def import_inventory_cmd(
             catalog_ref=_catalog_ref(catalog, output),
         )
         _write(result, output, force, json_out)
+
+
+@import_app.command("kolla")
+def import_kolla_cmd(
+    inventory: Path = typer.Argument(
+        ..., metavar="INVENTORY", help="Kolla-Ansible's inventory (multinode, all-in-one)."
+    ),
+    globals_file: Path | None = typer.Option(
+        None,
+        "--globals",
+        metavar="PATH",
+        help="globals.yml: the enabled projects (enable_*), neutron_plugin_agent and the "
+        "images (docker_registry, docker_namespace, openstack_release); default: "
+        "Kolla-Ansible's defaults.",
+    ),
+    name: str = typer.Option("kolla", "--name", help="Name of the deployment."),
+    catalog: Path | None = CATALOG_OPT,
+    output: str = OUT_OPT,
+    force: bool = FORCE_OPT,
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Import a Kolla-Ansible cloud: the service groups its hosts are in (nova-api,
+    neutron-server, ...) as catalog services, one role per set of hosts running the same,
+    style kolla; groups of no service (deployment, baremetal, common) left out."""
+    from stepwise.model import load_catalog
+    from stepwise.model.import_kolla import import_kolla
+
+    with reported():
+        _check_name(name)
+        result = import_kolla(
+            inventory,
+            load_catalog(catalog),
+            globals_file=globals_file,
+            name=name,
+            catalog_ref=_catalog_ref(catalog, output),
+        )
+        _write(result, output, force, json_out)
+
+
+@import_app.command("openstack-ansible")
+def import_osa_cmd(
+    user_config: Path = typer.Argument(
+        ..., metavar="USER_CONFIG", help="OpenStack-Ansible's openstack_user_config.yml."
+    ),
+    name: str = typer.Option("openstack", "--name", help="Name of the deployment."),
+    catalog: Path | None = CATALOG_OPT,
+    output: str = OUT_OPT,
+    force: bool = FORCE_OPT,
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Import an OpenStack-Ansible cloud: its host groups (shared_infra_hosts,
+    compute_hosts, ...) as the services OpenStack-Ansible places there, one role per set of
+    hosts running the same."""
+    from stepwise.model import load_catalog
+    from stepwise.model.import_osa import import_openstack_ansible
+
+    with reported():
+        _check_name(name)
+        result = import_openstack_ansible(
+            user_config, load_catalog(catalog), name=name, catalog_ref=_catalog_ref(catalog, output)
+        )
+        _write(result, output, force, json_out)
+
+
+def _check_name(name: str) -> None:
+    """--name is the deployment's name: a name, or refused before anything is read."""
+    import re
+
+    from stepwise.model.specs import NAME_RE
+
+    if not re.fullmatch(NAME_RE, name) or len(name) > 128:
+        raise InputError(Problem(f"deployment name '{name}' is not a valid name", field="--name"))

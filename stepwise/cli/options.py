@@ -323,18 +323,14 @@ def connector(lab: Path | None, inventory_file: Path | None):
             )
         found = labmod.connector(lab)
     if inventory_file is not None:
-        from stepwise.model.yamlsrc import load_yaml, to_plain
+        from stepwise.model.inventory import effective_hosts, load_inventory
+        from stepwise.model.yamlsrc import to_plain
 
-        data = to_plain(load_yaml(inventory_file, field="--inventory")) or {}
-        if not isinstance(data, dict):
-            raise InputError(
-                Problem(
-                    "an inventory must be a mapping (groups, hosts, vars)",
-                    file=str(inventory_file),
-                    field="--inventory",
-                )
-            )
-        given = Connector.from_inventory(data, "inventory")
+        # read as Ansible reads it (INI or YAML; groups at the top or under all:, children of
+        # children, group vars inherited): a TripleO inventory's ansible_ssh_user is on its
+        # role groups, and a host's connection must be the one the operator's Ansible uses
+        hosts = effective_hosts(load_inventory(inventory_file))
+        given = Connector("inventory", {h.name: to_plain(h.vars) for h in hosts.values()})
         found = found.merged(given) if found else given
     return found
 

@@ -261,3 +261,40 @@ def checked(
             "--accept-downtime"
         )
     return Imported(doc, dep, notes)
+
+
+def roles_of_hosts(
+    placed: list[tuple[Host, tuple[str, ...], tuple[str, ...]]],
+    catalog: Catalog,
+    source: str,
+    found: Findings,
+) -> list[dict[str, Any]]:
+    """Roles of hosts placed by a deployer's groups: `placed` is (host, the host groups that
+    name its role, its service names); hosts with the same host groups and services are one
+    role, named after its host groups. Unknown services are left unmanaged (noted)."""
+    roles: dict[tuple[tuple[str, ...], tuple[str, ...]], dict[str, Any]] = {}
+    for host, host_groups, services in placed:
+        role = roles.get((host_groups, services))
+        if role is None:
+            name = "-".join(host_groups) or "services"
+            taken = {r["name"] for r in roles.values()}
+            while name in taken:
+                name += "-b"
+            unmanaged: list[str] = []
+            at = ListAt(source, line=host.line, key="groups")
+            resolved = resolve_services(
+                list(services), catalog, name, at, found, unmanaged=unmanaged
+            )
+            role = {
+                "name": name,
+                "tags": role_tags(name, [], resolved, catalog) if resolved else [],
+                "update_serial": 1,
+                "services": resolved,
+                "unmanaged": unmanaged,
+                "hosts": [],
+            }
+            roles[(host_groups, services)] = role
+        role["hosts"].append(host)
+    for role in roles.values():
+        role["nodes"] = nodes_from_hosts(role.pop("hosts"), source, found.problems)
+    return list(roles.values())
