@@ -244,3 +244,26 @@ def test_the_generated_openstack_ansible_inventory_is_refused_for_what_it_is(tmp
     r = runner.invoke(app, ["import", "openstack-ansible", str(f), "-o", str(out)])
     assert r.exit_code == 2 and not out.exists()
     assert "generated inventory" in r.stderr and "openstack_user_config.yml" in r.stderr
+
+
+def test_a_json_inventory_is_read_with_its_meta_hostvars(catalog, tmp_path):
+    """`ansible-inventory --list` JSON (what OpenStack-Ansible generates) was read as INI: its
+    lone '{' a host, every line an error."""
+    from stepwise.model.importing import import_inventory
+
+    f = tmp_path / "inventory.json"
+    f.write_text(
+        json.dumps(
+            {
+                "_meta": {
+                    "hostvars": {"ctl1": {"ansible_host": "10.0.0.11", "ansible_user": "ops"}}
+                },
+                "all": {"children": ["controllers", "ungrouped"]},
+                "controllers": {"hosts": ["ctl1"]},
+            },
+            indent=1,
+        )
+    )
+    imp = import_inventory(f, catalog, services={"controllers": ["keystone"]})
+    (node,) = imp.deployment.role_by_name["controllers"].nodes
+    assert (node.address, dict(node.vars)) == ("10.0.0.11", {"ansible_user": "ops"})

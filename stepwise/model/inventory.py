@@ -77,7 +77,9 @@ def load_inventory(path: Path | str) -> Inventory:
         raise InputError(
             Problem(f"not UTF-8 text (byte {exc.start})", file=fname, hint="save the file as UTF-8")
         ) from None
-    if _looks_like_ini(text):
+    # JSON (`ansible-inventory --list`, OpenStack-Ansible's openstack_inventory.json) is YAML;
+    # its first line, a lone '{', would read as an INI host
+    if not text.lstrip().startswith("{") and _looks_like_ini(text):
         return _parse_ini(text, fname)
     return _parse_yaml(parse_yaml(text, fname), fname)
 
@@ -226,10 +228,33 @@ def _parse_yaml(doc: Any, fname: str) -> Inventory:
         )
     reader = _YamlGroups(doc, fname)
     for name, body in doc.items():
+        if name == "_meta":
+            continue  # the --list shape's host variables: applied below
         reader.read_group(name, body, [name])
+    _apply_meta(doc.get("_meta"), reader)
     if reader.problems:
         raise InputError(reader.problems)
     return Inventory(fname, reader.groups)
+
+
+def _apply_meta(meta: Any, reader: _YamlGroups) -> None:
+    """`_meta.hostvars` of `ansible-inventory --list`'s shape: each host's variables, as if
+    given where the host is listed."""
+    if meta is None:
+        return
+    hostvars = meta.get("hostvars") if isinstance(meta, dict) else None
+    if not isinstance(hostvars, dict):
+        reader.problems.append(
+            reader.problem_at(["_meta"], "_meta must be a mapping with hostvars: {HOST: {...}}")
+        )
+        return
+    for group in reader.groups.values():
+        for h in group.hosts:
+            hv = hostvars.get(h.name)
+            if isinstance(hv, dict):
+                h.vars = {**hv, **h.vars}
+                if h.address is None and hv.get("ansible_host") is not None:
+                    h.address = str(hv["ansible_host"])
 
 
 class _YamlGroups:
@@ -245,6 +270,10 @@ class _YamlGroups:
 
     def _at(self, trail: list[Any]) -> _At:
         return _At(self.fname, line_of(self.doc, trail))
+
+    def problem_at(self, trail: list[Any], message: str) -> Problem:
+        """A problem at the line `trail` leads to."""
+        return self._at(trail).problem(message)
 
     def read_group(self, name: Any, body: Any, trail: list[Any]) -> None:
         """Group `name` with its `body` (hosts:, vars:, children:) at `trail`, then its children."""
