@@ -308,7 +308,8 @@ def _rebuilt(req: RunRequest, prev: RunInfo) -> VerifiedPlan:
     if diff:
         was, now = prev.params.get("prestage"), plan.params.get("prestage")
         hint = (
-            f"it was planned with --prestage-parallel {was}"
+            f"it was planned with --prestage-parallel {was} (nodes fetching at once: what "
+            "--prestage-parallel gave, or --forks x --max-parallel-units when that was fewer)"
             if was
             else "it was planned with --no-prestage"
         ) + ": continue it with that, or start over with --fresh"

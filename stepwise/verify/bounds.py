@@ -83,8 +83,7 @@ def prestage_bound(plan: Plan, dep: Deployment) -> float:
     for u in first:
         if u.step is not Step.PRESTAGE:
             continue
-        for n in u.nodes:
-            services = u.services_on(n)
+        for services in u.work.values() if u.work is not None else [u.services] * len(u.nodes):
             if services not in known:
                 known[services] = node_step_seconds(
                     [catalog[s] for s in services if s in catalog], Step.PRESTAGE
