@@ -216,7 +216,7 @@ def _earlier_marks(full: Plan, selected: Plan) -> set[str]:
     the operator runs before this command."""
     from stepwise.plan.progress import implicit_marks
 
-    chosen = {u.id for u in selected.units}
+    chosen = {u.id for u in selected.units if not u.is_barrier}  # a kept gate does no step
     out: set[str] = set()
     for u in full.units:
         if u.id in chosen:

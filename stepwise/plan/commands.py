@@ -255,6 +255,22 @@ def seed_commands(dep: Deployment, target_release: str) -> list[tuple[str, ...]]
     return out
 
 
+def seed_preview(command: tuple[str, ...]) -> tuple[str, ...]:
+    """The `stepwise plan` arguments that preview one of `seed_commands`' commands on any
+    cloud, a fresh one too (what earlier commands would do is assumed, and said): the
+    workflow the command runs during the OS upgrade, with its own options; `upgrade run`
+    without --tags is the seed's `upgrade` tag, `upgrade converge` step 11 alone."""
+    verb, rest = command[:2], tuple(command[2:])
+    if verb == ("upgrade", "prepare"):
+        return ("plan", "upgrade", "--stage", str(Stage.PREPARE), *rest)
+    if verb == ("upgrade", "converge"):
+        skip = ("--skip-tags", str(Stage.ONLINE_UPGRADE))
+        return ("plan", "system-upgrade", "--tags", str(Stage.CONVERGE), *skip, *rest)
+    if "--tags" not in rest:
+        rest = ("--tags", str(Stage.UPGRADE), *rest)
+    return ("plan", "system-upgrade", *rest)
+
+
 def _into_new_os(nodes: str) -> list[tuple[str, ...]]:
     """Prepare the OS upgrade of `nodes` (theirs and the external services'), then run it."""
     return [

@@ -1,22 +1,20 @@
 """The parts of a plan as the operator reads them, named the same wherever a plan is shown
 (the CLI tree, `plan --json`, the HTML report).
 
-A part is a run of units between level gates. It is named by its stage; the OS upgrade's
-parts are named by the seed's steps they cover instead, since the units of one of its parts
-alternate between the seed's tags (`system_upgrade_prepare`, `system_upgrade_run`, `upgrade`)
-node by node: "steps 1-8" holds the first node of each sensitive role (steps 1-7) and then the
-others one by one (step 8).
+A part is a run of units between level gates. It is named by its stage; a procedure whose
+units carry the seed's step they belong to (`Unit.seed_step`: the OS upgrade) names its parts
+by the steps they cover instead, since the units of one of its parts alternate between the
+seed's tags (`system_upgrade_prepare`, `system_upgrade_run`, `upgrade`) node by node: "steps
+1-8" holds the first node of each sensitive role (steps 1-7) and then the others one by one
+(step 8), and its heading says so.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from stepwise.model.vocab import Step, Workflow
+from stepwise.model.vocab import Step
 from stepwise.plan.units import Plan, Unit
-
-_SEED_STEP = re.compile(r"^(?:[\w-]+: )?step (\d+)\b")
 
 
 @dataclass(frozen=True)
@@ -29,22 +27,25 @@ class Part:
     units: tuple[Unit, ...]
 
 
-def seed_step(why: str) -> int | None:
-    """The seed's step number a reason starts with ("step 5: ..."), if any."""
-    m = _SEED_STEP.match(why or "")
-    return int(m.group(1)) if m else None
+def _span(steps: set[int]) -> str:
+    lo, hi = min(steps), max(steps)
+    return f"step {lo}" if lo == hi else f"steps {lo}-{hi}"
 
 
-def _name(plan: Plan, units: list[Unit], closing_why: str) -> str:
-    if plan.workflow is Workflow.SYSTEM_UPGRADE:
-        steps = {n for n in (seed_step(u.why) for u in units) if n is not None}
-        closing = seed_step(closing_why)
-        if closing is not None:
-            steps.add(closing)
-        if steps:
-            lo, hi = min(steps), max(steps)
-            return f"step {lo}" if lo == hi else f"steps {lo}-{hi}"
-    return str(units[0].stage)
+def _part(units: list[Unit], closing: Unit | None) -> Part:
+    """The part of `units`, closed by the level gate `closing` (None: the plan's last part):
+    named by its stage, or by the seed steps of its units and its gate; its heading is the
+    gate's reason (else its first unit's), after the steps of the units before the gate's
+    step when there are any ("steps 1-7, then step 8: the other nodes ...")."""
+    heading = closing.why if closing is not None else units[0].why
+    steps = {u.seed_step for u in units if u.seed_step is not None}
+    if closing is not None and closing.seed_step is not None:
+        earlier = {n for n in steps if n < closing.seed_step}
+        if earlier:
+            heading = f"{_span(earlier)}, then {heading}"
+        steps.add(closing.seed_step)
+    name = _span(steps) if steps else str(units[0].stage)
+    return Part(name, heading, tuple(units))
 
 
 def parts(plan: Plan) -> list[Part]:
@@ -54,12 +55,12 @@ def parts(plan: Plan) -> list[Part]:
     for u in plan.units:
         if u.step is Step.GATE:
             if cur:
-                out.append(Part(_name(plan, cur, u.why), u.why, tuple(cur)))
+                out.append(_part(cur, u))
             cur = []
         else:
             cur.append(u)
     if cur:
-        out.append(Part(_name(plan, cur, ""), cur[0].why, tuple(cur)))
+        out.append(_part(cur, None))
     return out
 
 

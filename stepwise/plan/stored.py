@@ -49,6 +49,7 @@ class _UnitDoc(BaseModel):
     end_s: Seconds = Field(0.0, ge=-MAX_SECONDS, le=MAX_SECONDS)
     marks: list[Name] = Field(default_factory=list)
     requires: list[Name] = Field(default_factory=list)
+    seed_step: int | None = Field(None, ge=1, le=12)
 
 
 class _EstimateDoc(BaseModel):

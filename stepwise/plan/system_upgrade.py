@@ -27,6 +27,10 @@ Management roles are not part of it (their OS upgrade is the management-node wor
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
+from types import MappingProxyType
+
 from stepwise.errors import InputError, Problem
 from stepwise.model.availability import service_allowances
 from stepwise.model.deployment import Deployment
@@ -40,6 +44,7 @@ from stepwise.plan.os_first_wave import first_wave, waves
 from stepwise.plan.os_milestones import annotate
 from stepwise.plan.os_visits import Pass, Rules, role_visits, roll
 from stepwise.plan.planes import Cursor
+from stepwise.plan.units import Unit
 
 __all__ = ["initial_state", "is_sensitive", "plan_system_upgrade"]
 
@@ -125,6 +130,7 @@ def plan_system_upgrade(
     rules = Rules(*service_allowances(dep))
     for wave in waves(dep, firsts, rules.allowance):
         cur = first_wave(builder, c, wave, cur)
+    passes = [len(builder.units)]  # where steps 8 and 9 begin, and where they end
     later = [
         n.name
         for r in c.sensitive
@@ -140,6 +146,7 @@ def plan_system_upgrade(
             "clusters (no data transfer)",
         )
         cur = roll(builder, c, visits, rules, cur, step8)
+    passes.append(len(builder.units))
     rest = [n.name for r in c.roles if r not in c.sensitive for n in r.nodes if not c.done(n.name)]
     if rest:
         step9 = Pass(
@@ -148,8 +155,39 @@ def plan_system_upgrade(
             "step 9: the other nodes in batches, workloads moved away first",
         )
         cur = roll(builder, c, role_visits(c, rest, evacuate=True), rules, cur, step9)
+    passes.append(len(builder.units))
     finish(builder, c, cur)
     annotate(builder, c, start)
+    mark_seed_steps(builder.units, start, passes)
+
+
+#: the seed's step of a unit of the first nodes or of the end, by its stage (the external
+#: services' return, step 7, shares step 4's stage and is told by its step)
+_SEED_STEPS: Mapping[Stage, int] = MappingProxyType(
+    {
+        Stage.PREPARE: 1,
+        Stage.SYSTEM_UPGRADE_PREPARE: 2,
+        Stage.SYSTEM_UPGRADE_RUN: 4,
+        Stage.SYSTEM_UPGRADE_TRANSFER_DATA: 5,
+        Stage.UPGRADE: 6,
+        Stage.ONLINE_UPGRADE: 10,
+        Stage.CONVERGE: 11,
+        Stage.SYSTEM_UPGRADE_CLEANUP: 12,
+    }
+)
+
+
+def mark_seed_steps(units: list[Unit], start: int, passes: list[int]) -> None:
+    """Give every unit from `start` on the seed's step it belongs to: the units between
+    `passes[0]` and `passes[1]` are step 8 (the other nodes of the sensitive roles: steps 2,
+    4, 6 and 7 again, node by node), those up to `passes[2]` step 9; the others by kind."""
+    for i in range(start, len(units)):
+        u = units[i]
+        if passes[0] <= i < passes[2]:
+            n = 8 if i < passes[1] else 9
+        else:
+            n = 7 if u.step is Step.EXTERNAL_SYSTEM_UPGRADE_RUN else _SEED_STEPS[u.stage]
+        units[i] = replace(u, seed_step=n)
 
 
 def _prerequisites(builder: PlanBuilder, c: OsCloud, cur: Cursor) -> Cursor:

@@ -55,6 +55,9 @@ class Unit:
     #: the OS upgrade plans what is left from them), and those it needs done before it starts
     marks: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()
+    #: the seed's step (1-12) the unit belongs to, in a procedure that has them (the OS
+    #: upgrade): what the tree, the report and `plan --json` name its part by
+    seed_step: int | None = None
 
     @property
     def external(self) -> bool:
@@ -99,6 +102,8 @@ class Unit:
             d["marks"] = list(self.marks)
         if self.requires:
             d["requires"] = list(self.requires)
+        if self.seed_step is not None:
+            d["seed_step"] = self.seed_step
         return d
 
     @staticmethod
@@ -127,7 +132,13 @@ class Unit:
             end_s=float(d.get("end_s", 0.0)),
             marks=tuple(d.get("marks", ())),
             requires=tuple(d.get("requires", ())),
+            seed_step=_seed_step(d.get("seed_step")),
         )
+
+
+def _seed_step(value: Any) -> int | None:
+    """A stored unit's seed step: a whole number, else none (a stored plan is data)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True, slots=True)
