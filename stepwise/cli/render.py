@@ -220,13 +220,18 @@ def _add_folded(seg: Tree, batches: OrderedDict[str, list[Unit]]) -> None:
         lengths = [us[-1].end_s - us[0].start_s for us in groups]
         down = sorted({s for us in groups for s in us[0].stops})
         steps = {" → ".join(str(u.step) for u in us) for us in groups}
-        what = "unit(s)" if groups[0][0].step is Step.PRESTAGE else "batches"
-        node = seg.add(
-            f"[bold]{escape(key)}[/]: {len(groups)} {what} of "
-            f"{_span(min(sizes), max(sizes))} node(s) "
-            f"({sum(sizes)} in all), {_span(min(lengths), max(lengths), hms)} each, "
+        span = (
             f"[dim]{hms(min(us[0].start_s for us in groups))} → "
             f"{hms(max(us[-1].end_s for us in groups))}[/]"
+        )
+        if groups[0][0].step is Step.PRESTAGE:
+            # one short line a role (it fits 80 columns): the stage's gate says what and why
+            seg.add(f"[bold]{escape(key)}[/]: {sum(sizes)} node(s), {len(groups)} unit(s), {span}")
+            continue
+        node = seg.add(
+            f"[bold]{escape(key)}[/]: {len(groups)} batches of "
+            f"{_span(min(sizes), max(sizes))} node(s) "
+            f"({sum(sizes)} in all), {_span(min(lengths), max(lengths), hms)} each, {span}"
             + (f"  down: {', '.join(down[:6])}{' …' if len(down) > 6 else ''}" if down else "")
             + "  [dim](--expand shows all)[/]"
         )

@@ -124,11 +124,8 @@ def test_the_tree_of_10000_nodes_folds_the_prestage_per_role(big):
     assert len(text.splitlines()) < 200
     pre = _prestages(plan)
     leaf0 = [u for u in pre if u.vars[ROLE_VAR] == "ComputeLeaf0"]
-    sizes = sorted(len(u.nodes) for u in leaf0)
-    assert (
-        f"ComputeLeaf0: {len(leaf0)} unit(s) of {sizes[0]}-{sizes[-1]} node(s) "
-        f"({sum(sizes)} in all)"
-    ) in text
+    n = sum(len(u.nodes) for u in leaf0)
+    assert f"ComputeLeaf0: {n} node(s), {len(leaf0)} unit(s)," in text
     assert not any(f" {u.id}\n" in text for u in leaf0)
     # the report's batch table folds them the same way: one row per role
     keys = [k for k in batch_groups(plan) if k.startswith("prestage ")]
@@ -141,7 +138,7 @@ def test_expand_shows_every_prestage_unit():
     plan = verify_plan(make_plan(Workflow.UPDATE, dep, selection=sel), dep)
     pre = _prestages(plan)
     assert len(pre) >= 40  # enough to fold
-    assert "unit(s) of" in _tree(plan)
+    assert " unit(s), " in _tree(plan)
     text = _tree(plan, expand=True)
-    assert "unit(s) of" not in text
+    assert " unit(s), " not in text
     assert all(f" {u.id}\n" in text for u in pre)
