@@ -20,6 +20,44 @@ app.add_typer(facts_app, name="facts")
 HEADER = "# stepwise facts template"
 
 
+def _template_text(doc: dict) -> str:
+    """The template as written: the constant header, then the document. Node and package names
+    are data: serialised by the YAML library, never put in the comment."""
+    import yaml
+
+    return (
+        f"{HEADER}: fill in the versions (a package whose available version differs from the\n"
+        "# installed one changes); `stepwise plan ... --facts FILE` reads it. "
+        "Format: docs/facts.md\n"
+        # libyaml's emitter where PyYAML has it (the loader reads with it too): the same
+        # text, about 3x faster than the pure-Python one on a 4,000-node template
+        + yaml.dump(
+            doc,
+            Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper),
+            sort_keys=False,
+            default_flow_style=None,
+            width=120,
+        )
+    )
+
+
+def _say_written(output: str, doc: dict, json_out: bool) -> None:
+    """What was written: its nodes and the package entries to fill in (once, in the shared
+    form's defaults)."""
+    shared = len(doc["defaults"].get("packages", {}))
+    packages = shared or sum(len(n["packages"]) for n in doc["nodes"].values())
+    if json_out:
+        print_json({"wrote": output, "nodes": len(doc["nodes"]), "packages": packages})
+        return
+    where = " (in defaults: every node reads them; override a node under nodes)" if shared else ""
+    console.print(
+        f"wrote {output}: {len(doc['nodes'])} node(s), {packages} package entries to fill in"
+        + where,
+        markup=False,
+        soft_wrap=True,
+    )
+
+
 @facts_app.command("template")
 def template_cmd(
     deployment: Path = DEP,
@@ -38,32 +76,14 @@ def template_cmd(
 ) -> None:
     """Write a facts skeleton for a deployment: every node with the packages of its services,
     versions left empty to fill in (`installed`, `available`), the OS major and target."""
-    import yaml
-
     from stepwise.errors import InputError, Problem
     from stepwise.model import load_deployment
     from stepwise.model.facts import facts_template
     from stepwise.paths import write_output
 
     with reported():
-        dep = load_deployment(deployment)
-        doc = facts_template(dep, per_node=per_node)
-        # node and package names are data: serialised by the YAML library, never put in the
-        # comment (a constant header)
-        text = (
-            f"{HEADER}: fill in the versions (a package whose available version differs from the\n"
-            "# installed one changes); `stepwise plan ... --facts FILE` reads it. "
-            "Format: docs/facts.md\n"
-            # libyaml's emitter where PyYAML has it (the loader reads with it too): the same
-            # text, about 3x faster than the pure-Python one on a 4,000-node template
-            + yaml.dump(
-                doc,
-                Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper),
-                sort_keys=False,
-                default_flow_style=None,
-                width=120,
-            )
-        )
+        doc = facts_template(load_deployment(deployment), per_node=per_node)
+        text = _template_text(doc)
         if output == "-":
             if json_out:
                 raise InputError(
@@ -81,19 +101,4 @@ def template_cmd(
             ours=HEADER.encode("utf-8"),
             mode=0o644,
         )
-        shared = len(doc["defaults"].get("packages", {}))
-        packages = shared or sum(len(n["packages"]) for n in doc["nodes"].values())
-        if json_out:
-            print_json({"wrote": output, "nodes": len(doc["nodes"]), "packages": packages})
-        else:
-            console.print(
-                f"wrote {output}: {len(doc['nodes'])} node(s), "
-                f"{packages} package entries to fill in"
-                + (
-                    " (in defaults: every node reads them; override a node under nodes)"
-                    if shared
-                    else ""
-                ),
-                markup=False,
-                soft_wrap=True,
-            )
+        _say_written(output, doc, json_out)
