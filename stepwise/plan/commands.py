@@ -260,15 +260,16 @@ def seed_preview(command: tuple[str, ...]) -> tuple[str, ...]:
     cloud, a fresh one too (what earlier commands would do is assumed, and said): the
     workflow the command runs during the OS upgrade, with its own options; `upgrade run`
     without --tags is the seed's `upgrade` tag, `upgrade converge` step 11 alone."""
-    verb, rest = command[:2], tuple(command[2:])
-    if verb == ("upgrade", "prepare"):
-        return ("plan", "upgrade", "--stage", str(Stage.PREPARE), *rest)
-    if verb == ("upgrade", "converge"):
+    verb, rest = " ".join(command[:2]), tuple(command[2:])
+    if verb == Command.UPGRADE_PREPARE:
+        return ("plan", str(Workflow.UPGRADE), "--stage", str(Stage.PREPARE), *rest)
+    os_upgrade = ("plan", str(Workflow.SYSTEM_UPGRADE))
+    if verb == Command.UPGRADE_CONVERGE:
         skip = ("--skip-tags", str(Stage.ONLINE_UPGRADE))
-        return ("plan", "system-upgrade", "--tags", str(Stage.CONVERGE), *skip, *rest)
+        return (*os_upgrade, "--tags", str(Stage.CONVERGE), *skip, *rest)
     if "--tags" not in rest:
         rest = ("--tags", str(Stage.UPGRADE), *rest)
-    return ("plan", "system-upgrade", *rest)
+    return (*os_upgrade, *rest)
 
 
 def _into_new_os(nodes: str) -> list[tuple[str, ...]]:
