@@ -81,6 +81,9 @@ def _real_openstack(dep: Deployment, services: dict[str, Any]) -> dict[str, Any]
             schema=False,
             health_path=RL.SERVICES[name].health_path,
             stop_timeout=REAL_STOP_TIMEOUT,
+            # the wrapper waits 90 s for uWSGI to answer; systemctl waited only 30 (a loaded
+            # machine's keystone start "timed out" while it was still coming up)
+            start_timeout=REAL_START_TIMEOUT,
         )
     from stepwise.lab import memcached, rabbitmq
 
