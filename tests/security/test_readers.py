@@ -197,7 +197,12 @@ def _process(*args, stdout, env: dict[str, str] | None = None) -> subprocess.Com
         stderr=subprocess.PIPE,
         text=True,
         timeout=120,
-        env={**os.environ, **(env or {})},
+        # the terminal size only as the test gives it: another test of the worker may have
+        # left $COLUMNS in this process's environment (click's runner sets it)
+        env={
+            **{k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")},
+            **(env or {}),
+        },
     )
 
 
