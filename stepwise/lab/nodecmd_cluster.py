@@ -10,7 +10,7 @@ import sys
 from stepwise.lab import health as H
 from stepwise.lab import repos as R
 from stepwise.lab import services as S
-from stepwise.lab.nodecmd import command, disk_full, err, faults, out
+from stepwise.lab.nodecmd import command, disk_full, err, faults, job_timeout, out
 from stepwise.lab.nodes import Lab
 
 
@@ -45,7 +45,12 @@ def pcs(lab: Lab, node: str, args: list[str]) -> int:
     if words[:1] == ["cluster"] and words[1:2] in (["stop"], ["start"]):
         rc = 0
         for n in targets:
-            res = lab.call(words[1], node=n, unit=svc)
+            # the cluster stack brings up what it manages (a real RabbitMQ member boots in over
+            # a minute on 2 busy cores): wait as long as the slowest unit may take
+            wait = job_timeout(lab, svc) + max(
+                float(s.get("start_timeout", 0)) for s in lab.spec["services"].values()
+            )
+            res = lab.call(words[1], node=n, unit=svc, timeout=wait)
             out(
                 f"{n}: {'Stopping' if words[1] == 'stop' else 'Starting'} Cluster... "
                 f"{res.get('message')}"
