@@ -214,17 +214,7 @@ def check_output(
                 hint="create the directory first, or give a path in one that exists",
             )
         )
-    try:
-        fd, probe = tempfile.mkstemp(prefix=f".{p.name[:200]}.", suffix=".tmp", dir=p.parent)
-    except OSError as exc:
-        raise InputError(
-            Problem(
-                f"cannot write: {exc.strerror or exc}",
-                file=str(p),
-                field=field,
-                hint="give a path in a directory you can write",
-            )
-        ) from None
+    fd, probe = _temp_beside(p, field)
     os.close(fd)
     _unlink(probe)
 
@@ -261,21 +251,27 @@ def _check_replaceable(p: Path, field: str | None, force: bool, ours: bytes | No
         )
 
 
-def _write_atomically(p: Path, data: bytes, field: str | None, mode: int) -> None:
-    """Write into a private temporary file beside `p`, then rename it over `p`; the temporary
-    file is removed on any failure."""
-    fname = str(p)
+def _temp_beside(p: Path, field: str | None) -> tuple[int, str]:
+    """A private temporary file in `p`'s directory (fd, path); one that cannot be made is bad
+    input naming `p`."""
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name[:200]}.", suffix=".tmp", dir=p.parent)
+        return tempfile.mkstemp(prefix=f".{p.name[:200]}.", suffix=".tmp", dir=p.parent)
     except OSError as exc:
         raise InputError(
             Problem(
                 f"cannot write: {exc.strerror or exc}",
-                file=fname,
+                file=str(p),
                 field=field,
                 hint="give a path in a directory you can write",
             )
         ) from None
+
+
+def _write_atomically(p: Path, data: bytes, field: str | None, mode: int) -> None:
+    """Write into a private temporary file beside `p`, then rename it over `p`; the temporary
+    file is removed on any failure."""
+    fname = str(p)
+    fd, tmp = _temp_beside(p, field)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
