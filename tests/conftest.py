@@ -15,7 +15,15 @@ lost, every test was its own work unit, and a file's module-scoped lab came up o
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# stepwise's consoles take their width when first imported: a $COLUMNS of the shell or CI that
+# runs the suite (CI's is 80) would wrap every test's output; tests that are about the width
+# give it to the process they start
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
 
 #: seconds each slow test took in CI (`--durations`); a new e2e test counts as DEFAULT_SECONDS
 E2E_SECONDS = {

@@ -46,18 +46,54 @@ def _each_on(work: Work) -> dict[str, list[str]]:
 
 
 def waves(dep: Deployment, first: list[str], allowance: dict[str, int]) -> list[list[str]]:
-    """Split the first nodes so no wave takes down more instances than a rule allows."""
+    """Split the first nodes so no wave takes down more instances than a rule allows.
+
+    First nodes whose roles share a cluster that cannot span two OS majors stay in one wave:
+    step 5 stops that cluster's old members role by role, so a later wave's role would still
+    run old members beside the new-OS member the earlier wave starts."""
     waves: list[tuple[list[str], dict[str, int]]] = []
-    for n in first:
-        for nodes, used in waves:
-            if all(used.get(s, 0) + 1 <= allowance.get(s, 1 << 30) for s in dep.services_on(n)):
-                nodes.append(n)
-                for s in dep.services_on(n):
-                    used[s] = used.get(s, 0) + 1
-                break
-        else:
-            waves.append(([n], {s: 1 for s in dep.services_on(n)}))
+    for group in _sharing_a_cluster(dep, first):
+        need: dict[str, int] = {}
+        for n in group:
+            for s in dep.services_on(n):
+                need[s] = need.get(s, 0) + 1
+        # the shared cluster stops whole at step 5 anyway: its allowance does not split it
+        bounded = {s: k for s, k in need.items() if not (k > 1 and _one_os_cluster(dep, s))}
+        wave = next(
+            (
+                w
+                for w in waves
+                if all(w[1].get(s, 0) + k <= allowance.get(s, 1 << 30) for s, k in bounded.items())
+            ),
+            None,
+        )
+        if wave is None:
+            wave = ([], {})
+            waves.append(wave)
+        wave[0].extend(group)
+        for s, k in need.items():
+            wave[1][s] = wave[1].get(s, 0) + k
     return [w for w, _ in waves]
+
+
+def _one_os_cluster(dep: Deployment, service: str) -> bool:
+    spec = dep.catalog[service]
+    return bool(spec.cluster) and not spec.mixed_os
+
+
+def _sharing_a_cluster(dep: Deployment, first: list[str]) -> list[list[str]]:
+    """The first nodes in groups (in their order): nodes running a common one-OS cluster."""
+    groups: list[list[str]] = []
+    for n in first:
+        mine = {s for s in dep.services_on(n) if _one_os_cluster(dep, s)}
+        joined = [i for i, g in enumerate(groups) if any(mine & set(dep.services_on(m)) for m in g)]
+        if not joined:
+            groups.append([n])
+            continue
+        # the merged group takes the place of the earliest one it joins
+        groups[joined[0]] = [m for i in joined for m in groups[i]] + [n]
+        groups = [g for i, g in enumerate(groups) if i not in joined[1:]]
+    return groups
 
 
 def first_wave(builder: PlanBuilder, c: OsCloud, wave: list[str], cur: Cursor) -> Cursor:

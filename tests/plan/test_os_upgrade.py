@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from stepwise.errors import InputError, UnsafePlanError
-from stepwise.model import NO_FACTS, load_deployment, load_facts
+from stepwise.model import NO_FACTS, load_catalog, load_deployment, load_facts
 from stepwise.model.vocab import Stage, Step, Workflow
 from stepwise.plan import make_plan
 from stepwise.plan import progress as M
@@ -291,3 +291,36 @@ def test_the_seed_commands_of_a_deployment_run_the_whole_procedure(example: str)
         r for r in c.dep.roles if any(s in ("galera", "pacemaker", "rabbitmq") for s in r.services)
     ]
     assert len(into_new_os) == sum(len(r.nodes) for r in c.dep.roles) - len(firsts) + 1
+
+
+def test_a_cluster_across_two_roles_stops_all_its_old_members_before_a_new_one_starts(tmp_path):
+    """RabbitMQ on two roles (found by tests/test_import_properties.py): their first nodes go
+    through steps 2-7 together, so no old-OS member of either role still runs when the first
+    new-OS member starts (a cluster cannot span two OS majors)."""
+    from stepwise.model.importing import import_tripleo
+
+    def role(name: str, services: list[str]) -> str:
+        listed = "".join(f"\n  - OS::TripleO::Services::{s}" for s in services)
+        return f"- name: {name}\n  CountDefault: 3\n  ServicesDefault:{listed}\n"
+
+    roles = tmp_path / "roles_data.yaml"
+    roles.write_text(
+        role("Controller", ["Aide"])
+        + role("ControllerOpenstack", ["HAproxy", "AodhApi", "OsloMessagingNotify"])
+        + role("Database", ["HAproxy", "AodhListener", "OsloMessagingNotify"])
+    )
+    dep = import_tripleo(roles, load_catalog(), stack="overcloud").deployment
+    plan = verify_plan(make_plan(Workflow.SYSTEM_UPGRADE, dep), dep)
+    prepare = next(u for u in plan.units if u.step == Step.SYSTEM_UPGRADE_PREPARE)
+    assert set(prepare.nodes) == {"overcloud-controlleropenstack-0", "overcloud-database-0"}
+    first_start = next(
+        i for i, u in enumerate(plan.units) if u.step == Step.START and "rabbitmq" in u.services
+    )
+    stopped = {
+        n
+        for u in plan.units[:first_start]
+        if u.step == Step.STOP
+        for n in u.stops.get("rabbitmq", ())
+    }
+    others = {f"overcloud-{r}-{i}" for r in ("controlleropenstack", "database") for i in (1, 2)}
+    assert others <= stopped

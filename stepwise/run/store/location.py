@@ -70,7 +70,17 @@ def _check_given(url: str, source: str, existing: bool) -> None:
             )
         )
     parent = Path(db).parent
-    if existing and not parent.is_dir():
+    try:
+        parent_is_dir = parent.is_dir()
+    except OSError as e:  # a name too long, a loop of links: no store can be there
+        raise InputError(
+            Problem(
+                f"the state store {shown} cannot be used: {e.strerror or e}",
+                field=source,
+                hint="give a shorter path to a directory that exists",
+            )
+        ) from None
+    if existing and not parent_is_dir:
         raise InputError(
             Problem(
                 f"the state store {shown} cannot exist: its directory {parent} does not",
