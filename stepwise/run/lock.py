@@ -183,8 +183,9 @@ _ANSIBLE_FIELDS: dict[str, type] = {
     "sid": int,
 }
 
-#: the fields that hold a process id (positive)
-_PID_FIELDS = ("pid", "pgid", "sid")
+#: the fields that hold a process id: a pid is positive; a process group or session is 0 when
+#: its leader is outside this PID namespace (a container's processes, CI's), as proc(5) shows
+_PID_FIELDS = {"pid": 1, "pgid": 0, "sid": 0}
 
 
 def _read(fd: int, path: Path, held: bool) -> dict[str, Any]:
@@ -223,7 +224,7 @@ def _check_record(data: Any, fields: dict[str, type], path: Path, held: bool, wh
         if key in data and not ok:
             field = f"{where}.{key}" if where else key
             _bad(path, held, f"a JSON {_json_type(value)} where a {kind.__name__} belongs", field)
-        if key in _PID_FIELDS and key in data and value <= 0:
+        if key in _PID_FIELDS and key in data and value < _PID_FIELDS[key]:
             _bad(path, held, f"{value} is not a process id", f"{where}.{key}" if where else key)
 
 

@@ -90,7 +90,15 @@ def test_a_stale_lock_stops_the_ansible_its_run_started(tmp_path: Path):
 
 @pytest.mark.parametrize(
     "content",
-    ["[]", '"x"', '{"pid": "12"}', '{"pid": 5, "ansible": {}}', '{"pid": 5, "ansible": [{}]}'],
+    [
+        "[]",
+        '"x"',
+        '{"pid": "12"}',
+        '{"pid": 0}',
+        '{"pid": 5, "sid": -1}',
+        '{"pid": 5, "ansible": {}}',
+        '{"pid": 5, "ansible": [{}]}',
+    ],
 )
 def test_a_lock_file_of_the_wrong_shape_is_bad_input(tmp_path: Path, content: str):
     path = tmp_path / "c.lock"
@@ -99,6 +107,21 @@ def test_a_lock_file_of_the_wrong_shape_is_bad_input(tmp_path: Path, content: st
         RunLock.acquire(path, "c")
     assert exc.value.exit_code == 2 and str(path) in str(exc.value)
     assert path.read_text() == content  # nothing changed
+
+
+def test_a_holder_whose_session_leader_is_outside_its_pid_namespace_is_named(tmp_path: Path):
+    """In a container (CI's) /proc shows process group and session 0 for a process whose
+    leader is outside the namespace: the record is a holder's like any other."""
+    import fcntl
+
+    path = tmp_path / "c.lock"
+    path.write_text('{"pid": 4242, "pgid": 0, "sid": 0, "command": "stepwise update run"}')
+    with open(path) as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        assert read_holder(path)["sid"] == 0
+        with pytest.raises(StepwiseError, match="update run") as exc:
+            RunLock.acquire(path, "c")
+        assert exc.value.exit_code != 2
 
 
 def test_a_held_lock_file_of_the_wrong_shape_is_bad_input_for_its_readers(tmp_path: Path):
