@@ -152,6 +152,7 @@ def test_lab_probe_merges_client_records(real_cloud, tmp_path):
     (lab_dir / "lab.json").write_text(
         json.dumps(
             {
+                "nodes": {},  # a lab with no node of its own: the real cloud is the fixture's
                 "vips": {},
                 "workloads": {},
                 "openstack": {
