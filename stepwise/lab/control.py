@@ -21,8 +21,8 @@ from stepwise.errors import InputError, Problem, StepwiseError
 from stepwise.lab import containers as C
 from stepwise.lab import haproxy, mariadb
 from stepwise.lab import services as S
-from stepwise.lab.nodes import ENV_LAB, Lab, write_json
-from stepwise.lab.slots import claim_index, lab_pids, labs_home, release_index
+from stepwise.lab.nodes import ADDRESS_BASE, ENV_LAB, Lab, write_json
+from stepwise.lab.slots import claim_index, lab_pids, labs_home, listeners, release_index
 from stepwise.lab.spec import build_spec
 from stepwise.lab.status import status
 from stepwise.processes import pid_alive
@@ -185,6 +185,7 @@ def up(
     directory.mkdir(parents=True)
     index = claim_index(directory)
     try:
+        _refuse_taken_addresses(index)
         spec = build_spec(dep, str(directory), index, workloads_per_compute)
         spec["reboot_packages"] = list(dep.reboot_packages)
         write_json(lab.spec_file, spec)
@@ -206,6 +207,28 @@ def up(
         raise
     progress(f"lab up in {time.monotonic() - t0:.1f}s")
     return lab
+
+
+def _refuse_taken_addresses(index: int) -> None:
+    """Before anything starts: the slot's addresses and loopback ports are free. A process
+    left running by a lab whose supervisor was killed (a RabbitMQ member, a mariadbd) would
+    otherwise make this lab's members fail to bind, or join the wrong cluster."""
+    from stepwise.lab import rabbitmq
+
+    ports = {rabbitmq.EPMD_BASE + index} | {
+        rabbitmq.DIST_BASE + 100 * index + k for k in range(100)
+    }
+    taken = listeners(f"127.{ADDRESS_BASE + index}.", ports)
+    if taken:
+        raise StepwiseError(
+            Problem(
+                f"lab slot {index}: its addresses are in use by processes no lab runs "
+                f"({', '.join(taken[:6])}{', ...' if len(taken) > 6 else ''})",
+                hint="they are left from a lab whose supervisor was killed: end them "
+                "(`ss -ltnp` names them) or `stepwise lab down --dir` that lab, then bring "
+                "this one up again",
+            )
+        )
 
 
 def start_infra(lab: Lab) -> None:

@@ -46,8 +46,13 @@ EPMD_UNIT = "epmd"
 #: node state file: the OS major the member formed or joined its cluster on
 STATE = "rabbitmq.json"
 POLICY = ("ha-all", r"^(?!amq\.).*", '{"ha-mode":"all","ha-promote-on-shutdown":"always"}')
-#: one scheduler, few async threads: 3 members share 2 cores with everything else
-ERL_ARGS = "+S 1:1 +A 4 -kernel inet_dist_use_interface {127,0,0,1} -start_epmd false"
+#: one scheduler, few async threads, and no scheduler busy-waiting (an idle Erlang VM spins
+#: its schedulers before sleeping: three members per lab, two labs side by side in CI, took
+#: the CPU galera and keystone needed): 3 members share 2 cores with everything else
+ERL_ARGS = (
+    "+S 1:1 +A 4 +sbwt none +sbwtdcpu none +sbwtdio none "
+    "-kernel inet_dist_use_interface {127,0,0,1} -start_epmd false"
+)
 
 
 class RabbitError(RuntimeError):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from stepwise.errors import Problem, StepwiseError
@@ -25,11 +24,17 @@ def labs_home() -> Path:
     )
 
 
+#: where the slot files live: one place for every process of the user on this machine, never
+#: $TMPDIR or `tempfile.tempdir` (a process that moved its temporary directory claimed slot 0
+#: in a registry of its own while another lab held it: two labs on one set of addresses and
+#: ports, whose Galera members and keystones answered each other, failed CI's lab scenarios)
+REGISTRY_BASE = Path("/tmp")
+
+
 def registry() -> Path:
     """The directory of slot files, shared by every lab of this user on this machine."""
     d = Path(
-        os.environ.get("STEPWISE_LAB_REGISTRY")
-        or Path(tempfile.gettempdir()) / f"stepwise-labs-{os.getuid()}"
+        os.environ.get("STEPWISE_LAB_REGISTRY") or REGISTRY_BASE / f"stepwise-labs-{os.getuid()}"
     )
     d.mkdir(parents=True, exist_ok=True)
     return d
@@ -101,3 +106,30 @@ def lab_pids(lab: Lab) -> list[int]:
         if entry.name.isdigit():
             pids.add(int(entry.name))
     return sorted(p for p in pids if p != os.getpid() and pid_belongs_to(p, lab.dir))
+
+
+def listeners(prefix: str, ports: set[int]) -> list[str]:
+    """The TCP sockets that listen on an address starting with `prefix` (a slot's
+    127.<100+index>.) or on 127.0.0.1 at one of `ports`: what a lab of that slot must find
+    free before it starts (a process left by a lab whose supervisor was killed holds them)."""
+    import socket
+    import struct
+
+    found = []
+    try:
+        lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    except OSError:
+        return []  # no /proc: the services say it themselves when they cannot bind
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 4 or fields[3] != "0A":  # 0A: LISTEN
+            continue
+        hex_ip, _, hex_port = fields[1].partition(":")
+        try:
+            ip = socket.inet_ntoa(struct.pack("<I", int(hex_ip, 16)))
+            port = int(hex_port, 16)
+        except (ValueError, struct.error):
+            continue
+        if ip.startswith(prefix) or (ip == "127.0.0.1" and port in ports):
+            found.append(f"{ip}:{port}")
+    return sorted(set(found))

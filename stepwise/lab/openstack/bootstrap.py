@@ -79,10 +79,12 @@ def tool(
     )
 
 
-def _checked(res: subprocess.CompletedProcess, what: str) -> None:
+def _checked(res: subprocess.CompletedProcess, what: str, logs: Callable[[], str] = str) -> None:
+    """Raise when a bootstrap tool failed, with its last output and `logs()` (the service's
+    own log tails: the *-manage tools write their errors there, not to stderr)."""
     if res.returncode != 0:
         tail = (res.stderr or res.stdout).strip().splitlines()[-3:]
-        raise RuntimeError(f"{what} failed: " + " | ".join(tail))
+        raise RuntimeError(f"{what} failed (exit {res.returncode}): " + " | ".join(tail) + logs())
 
 
 def _placed(lab: Any) -> list[str]:
@@ -121,7 +123,13 @@ def _keystone(lab: Any) -> None:
     svc = lab.service("keystone")
     boot = svc["bootstrap"]
     user, group = pwd.getpwuid(os.getuid()).pw_name, grp.getgrgid(os.getgid()).gr_name
-    _checked(tool(lab, boot, "keystone", ["keystone-manage", "db_sync"]), "keystone-manage db_sync")
+
+    def logs() -> str:
+        return service_log_tails(lab, "keystone")
+
+    _checked(
+        tool(lab, boot, "keystone", ["keystone-manage", "db_sync"]), "keystone-manage db_sync", logs
+    )
     for what in ("fernet_setup", "credential_setup"):
         _checked(
             tool(
@@ -131,6 +139,7 @@ def _keystone(lab: Any) -> None:
                 ["keystone-manage", what, "--keystone-user", user, "--keystone-group", group],
             ),
             f"keystone-manage {what}",
+            logs,
         )
     src = lab.node_root(boot) / "etc" / "keystone"
     for node in svc["instances"]:
@@ -165,6 +174,7 @@ def _keystone(lab: Any) -> None:
             ],
         ),
         "keystone-manage bootstrap",
+        logs,
     )
 
 
@@ -222,7 +232,7 @@ _CATALOG_ENTRIES = {
 }
 
 
-def register(lab: Any, say: Say, timeout: float = 60.0) -> None:
+def register(lab: Any, say: Say, timeout: float = 120.0) -> None:
     """Service users and catalog entries for placement and glance; the lab's clouds.yaml."""
     url = C.keystone_url(lab) + "/v3"
     token = _first_token(lab, timeout)
@@ -252,10 +262,30 @@ def _first_token(lab: Any, timeout: float) -> str:
     while True:
         try:
             return admin_token(lab)
-        except (urllib.error.URLError, OSError, KeyError):
+        except (urllib.error.URLError, OSError, KeyError) as exc:
             if time.monotonic() > deadline:
-                raise RuntimeError("keystone did not issue a token through the VIP") from None
+                raise RuntimeError(
+                    f"keystone did not issue a token through the VIP in {timeout:.0f} s "
+                    f"(last answer: {exc})" + service_log_tails(lab, "keystone")
+                ) from None
             time.sleep(0.5)
+
+
+def service_log_tails(lab: Any, service: str, lines: int = 12) -> str:
+    """The last lines of a real service's own logs on its nodes (keystone-manage and uwsgi
+    log there, not to the lab's unit logs): what a failed lab up shows after it is gone."""
+    out = []
+    for node in lab.nodes():
+        if service not in lab.node(node).get("services", ()):
+            continue
+        log = C.paths(lab, node, service)["log"]
+        for f in (log, log.with_suffix(".uwsgi.log")):
+            try:
+                tail = f.read_text(errors="replace").splitlines()[-lines:]
+            except OSError:
+                continue
+            out.append(f"\n--- {node}: {f} (last lines)\n" + "\n".join(tail))
+    return "".join(out)
 
 
 def _register_service(
