@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from stepwise.cli.main import _register, app
 from stepwise.errors import InputError
 from stepwise.model import load_catalog, load_deployment
+from stepwise.model.containers import image_ref
 from stepwise.model.importing import import_tripleo
 from stepwise.model.tripleo import RENAMED
 from stepwise.plan import make_plan
@@ -298,29 +299,75 @@ def test_push_destination_true_is_the_undercloud_registry_given(catalog, tmp_pat
     assert imp.doc["containers"]["namespace"] == "tripleowallaby"
 
 
+HOTFIX = (
+    "  - push_destination: r.example:8787\n"
+    "    excludes: [nova-api]\n" + SET + "  - push_destination: r.example:8787\n"
+    "    includes: [nova-api]\n"
+    "    set: {namespace: quay.io/tripleowallaby, tag: hotfix-1}\n"
+)
+
+
+@pytest.mark.parametrize("first_excludes", [True, False])
+def test_a_hotfix_entry_prepares_its_images_from_its_own_tag(catalog, tmp_path, first_excludes):
+    """tripleo-docs' hotfix: nova-api from another tag. The last entry that takes an image is
+    its source, whether the first entry excludes it or not (TripleO merges in order)."""
+    entries = HOTFIX if first_excludes else HOTFIX.replace("    excludes: [nova-api]\n", "")
+    f = _prepare(tmp_path, "parameter_defaults:\n  ContainerImagePrepare:\n" + entries)
+    imp = import_tripleo(MASTER, catalog, containers_prepare=f)
+    block = imp.doc["containers"]
+    assert block["tag"] == "current-tripleo"
+    assert set(block["images"]) == {"nova_api"}
+    assert block["images"]["nova_api"]["tag"] == "hotfix-1"
+    dep = imp.deployment
+    role = next(r for r in dep.roles if "nova_api" in dep.containerized(r))
+    refs = {
+        s: image_ref(s, role.style, dep.containers, image=dep.catalog[s].image)
+        for s in dep.containerized(role)
+    }
+    assert refs["nova_api"] == "r.example:8787/tripleowallaby/openstack-nova-api:hotfix-1"
+    assert refs["keystone"] == "r.example:8787/tripleowallaby/openstack-keystone:current-tripleo"
+    # a major upgrade's target is the next release's image for every service, hotfixed or not
+    assert image_ref(
+        "nova_api", role.style, dep.containers, image="", namespace="tripleoxena"
+    ).endswith("/tripleoxena/openstack-nova-api:current-tripleo")
+
+
 @pytest.mark.parametrize(
-    ("entries", "line", "field"),
+    ("entries", "line", "field", "said"),
     [
-        # a hotfix: nova-api from another tag, after the default strategy
+        # excluded by the only entry: TripleO would deploy keystone with no image
         (
-            "  - push_destination: r.example:8787\n"
-            + SET
-            + "  - push_destination: r.example:8787\n"
-            "    includes: [nova-api]\n"
-            "    set: {namespace: quay.io/tripleowallaby, tag: hotfix-1}\n",
-            6,
-            "parameter_defaults.ContainerImagePrepare[1].includes",
+            "  - push_destination: r.example:8787\n    excludes: [keystone]\n" + SET,
+            2,
+            "parameter_defaults.ContainerImagePrepare",
+            "keystone (keystone)",
         ),
         (
-            "  - push_destination: r.example:8787\n    excludes: [ceph]\n" + SET,
+            "  - push_destination: r.example:8787\n    includes: ['nova-(']\n" + SET,
+            4,
+            "parameter_defaults.ContainerImagePrepare[0].includes[0]",
+            "not a regular expression",
+        ),
+        (
+            "  - push_destination: r.example:8787\n    excludes: nova-api\n" + SET,
             4,
             "parameter_defaults.ContainerImagePrepare[0].excludes",
+            "not a list",
+        ),
+        (
+            "  - push_destination: r.example:8787\n" + SET + "  - includes: [nova-api]\n",
+            5,
+            "parameter_defaults.ContainerImagePrepare[1].set",
+            "no 'set:'",
         ),
     ],
 )
-def test_prepare_entries_stepwise_cannot_plan_are_refused(catalog, tmp_path, entries, line, field):
+def test_prepare_entries_that_cannot_be_planned_are_refused_where_they_are(
+    catalog, tmp_path, entries, line, field, said
+):
     f = _prepare(tmp_path, "parameter_defaults:\n  ContainerImagePrepare:\n" + entries)
     with pytest.raises(InputError) as info:
         import_tripleo(MASTER, catalog, containers_prepare=f)
     (p,) = info.value.problems
-    assert (p.file, p.line, p.field) == (str(f), line, field)
+    assert (p.file, p.line, p.field) == (str(f), line, field), p
+    assert said in p.message

@@ -22,9 +22,9 @@ TAG_RE = r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}$"
 REGISTRY_RE = r"^[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?(?::[0-9]{1,5})?$"
 
 
-class ContainersSpec(_Strict):
-    """`containers:` of a deployment: where its images come from, as TripleO's
-    ContainerImagePrepare `set:` says it."""
+class ImageSourceSpec(_Strict):
+    """Where one service's image comes from when it is not the block's (`containers.images`):
+    a second ContainerImagePrepare entry's `includes` (a hotfix tag, another namespace)."""
 
     registry: str = Field(pattern=REGISTRY_RE, max_length=255)
     namespace: str = Field(pattern=NAMESPACE_RE, max_length=255)
@@ -32,13 +32,22 @@ class ContainersSpec(_Strict):
     name_prefix: str | None = Field(default=None, pattern=IMAGE_PART_RE, max_length=100)
     name_suffix: str = Field(default="", pattern=IMAGE_PART_RE, max_length=100)
     tag: str = Field(pattern=TAG_RE)
-    #: the namespace of the next release's images (a major upgrade's target)
-    upgrade_namespace: str | None = Field(default=None, pattern=NAMESPACE_RE, max_length=255)
 
     @field_validator("registry")
     @classmethod
     def _port(cls, value: str) -> str:
         return check_registry_port(value)
+
+
+class ContainersSpec(ImageSourceSpec):
+    """`containers:` of a deployment: where its images come from, as TripleO's
+    ContainerImagePrepare `set:` says it (`images`: the services whose image another entry
+    prepares)."""
+
+    #: the namespace of the next release's images (a major upgrade's target)
+    upgrade_namespace: str | None = Field(default=None, pattern=NAMESPACE_RE, max_length=255)
+    #: service -> its own image source (the block's for every service not named)
+    images: dict[str, ImageSourceSpec] = Field(default_factory=dict)
 
 
 def check_registry_port(registry: str) -> str:

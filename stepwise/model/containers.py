@@ -43,6 +43,8 @@ class Containers:
     name_prefix: str | None = None
     name_suffix: str = ""
     upgrade_namespace: str | None = None
+    #: service -> where its own image comes from (another ContainerImagePrepare entry's)
+    images: Mapping[str, Containers] = field(default_factory=lambda: MappingProxyType({}))
 
     @staticmethod
     def from_spec(spec: ContainersSpec) -> Containers:
@@ -54,6 +56,14 @@ class Containers:
             spec.name_prefix,
             spec.name_suffix,
             spec.upgrade_namespace,
+            MappingProxyType(
+                {
+                    service: Containers(
+                        src.registry, src.namespace, src.tag, src.name_prefix, src.name_suffix
+                    )
+                    for service, src in spec.images.items()
+                }
+            ),
         )
 
     def prefix(self, style: DeployStyle) -> str:
@@ -90,9 +100,12 @@ def image_ref(
     namespace: str | None = None,
 ) -> str:
     """The full reference `registry/namespace/<prefix><image><suffix>:tag` of a service's
-    image (`namespace`: another release's, for a major upgrade's target)."""
-    name = containers.prefix(style) + image_name(service, style, image) + containers.name_suffix
-    return f"{containers.registry}/{namespace or containers.namespace}/{name}:{containers.tag}"
+    image: its own source when `containers.images` names it (a hotfix tag), else the block's.
+    `namespace`: another release's, for a major upgrade's target, which is the block's for
+    every service (a hotfix of this release is no image of the next)."""
+    src = containers if namespace else containers.images.get(service, containers)
+    name = src.prefix(style) + image_name(service, style, image) + src.name_suffix
+    return f"{src.registry}/{namespace or src.namespace}/{name}:{src.tag}"
 
 
 def container_name(service: str) -> str:

@@ -302,9 +302,22 @@ def build_deployment(
 
 
 def _containers_problems(spec: DeploymentSpec, doc: Any, fname: str) -> list[Problem]:
-    """A containerized role needs the deployment's `containers:` (where its images come from)."""
+    """A containerized role needs the deployment's `containers:` (where its images come from);
+    `containers.images` names services of the deployment."""
     if spec.containers is not None:
-        return []
+        running = {s for rs in spec.roles for s in rs.services}
+        return [
+            Problem(
+                f"containers.images names '{service}', which no role runs",
+                file=fname,
+                line=line_of(doc, ["containers", "images", service]),
+                field=f"containers.images.{service}",
+                hint="name a service of a role's services (the image another "
+                "ContainerImagePrepare entry prepares), or remove it",
+            )
+            for service in spec.containers.images
+            if service not in running
+        ]
     hint = (
         "add containers: {registry: HOST:PORT, namespace: NAME, tag: TAG} (TripleO's "
         "ContainerImagePrepare set:, or `stepwise import tripleo --containers-prepare FILE`)"

@@ -17,6 +17,7 @@ from typing import Any
 
 from stepwise.errors import InputError, Problem
 from stepwise.model.catalog import Catalog
+from stepwise.model.containers import image_name
 from stepwise.model.import_common import (
     Findings,
     Imported,
@@ -36,6 +37,7 @@ from stepwise.model.tripleo import (
     read_environments,
 )
 from stepwise.model.tripleo_containers import load_containers_prepare
+from stepwise.model.vocab import DeployStyle
 from stepwise.model.yamlsrc import line_of
 
 
@@ -138,11 +140,24 @@ def _import_stack(roles_data: Path | str, catalog: Catalog, opts: TripleoOptions
         "name": stack,
         "description": f"imported from {names_} (TripleO stack {stack})",
     }
-    if containers_prepare is not None:
-        result["style"] = "tripleo"
-        result["containers"] = load_containers_prepare(
-            containers_prepare, undercloud_registry=opts.undercloud_registry
-        )
+    if containers_prepare is None:
+        return checked(result, roles, catalog, opts.catalog_ref, fname, found.notes)
+    result["style"] = "tripleo"
+    result["containers"] = load_containers_prepare(
+        containers_prepare, undercloud_registry=opts.undercloud_registry
+    )
+    imported = checked(result, roles, catalog, opts.catalog_ref, fname, [])
+    # which entry prepares each image needs the services' image names: the roles first
+    dep = imported.deployment
+    images = {
+        s: image_name(s, DeployStyle.TRIPLEO, dep.catalog[s].image)
+        for r in dep.roles
+        if r.nodes
+        for s in dep.containerized(r)
+    }
+    result["containers"] = load_containers_prepare(
+        containers_prepare, undercloud_registry=opts.undercloud_registry, images=images
+    )
     return checked(result, roles, catalog, opts.catalog_ref, fname, found.notes)
 
 

@@ -101,6 +101,22 @@ def test_a_tripleo_deployment_gets_its_containers(tmp_path):
     assert dep.service_on("db", "c0").unit == "tripleo_db"
 
 
+def test_a_service_with_its_own_image_source_is_pulled_from_it(tmp_path):
+    f = cloud(
+        tmp_path,
+        "style: tripleo\n"
+        "containers:\n  registry: r:8787\n  namespace: tripleo\n  tag: current\n"
+        "  images:\n    db: {registry: r:8787, namespace: hotfix, tag: fix-1}\n"
+        "roles:\n  - {name: C, services: [db], nodes: [{name: c0}]}\n",
+    )
+    dep = load_deployment(f)
+    assert image_ref("db", TRIPLEO, dep.containers) == "r:8787/hotfix/openstack-db:fix-1"
+    # a major upgrade's target is the next release's, for it as for every service
+    assert image_ref("db", TRIPLEO, dep.containers, namespace="next") == (
+        "r:8787/next/openstack-db:current"
+    )
+
+
 def test_a_container_style_without_containers_is_refused_at_its_style(tmp_path):
     f = cloud(
         tmp_path, "style: kolla\nroles:\n  - {name: C, services: [db], nodes: [{name: c0}]}\n"
@@ -125,6 +141,15 @@ def test_a_container_style_without_containers_is_refused_at_its_style(tmp_path):
         ("{registry: r, namespace: ns, tag: 'x{{y}}'}", "containers.tag"),
         ("{registry: r, namespace: ns}", "containers.tag"),
         ("{registry: r, namespace: ns, tag: t, tags: t}", "containers.tags"),
+        (
+            "{registry: r, namespace: ns, tag: t, images: {db: {registry: r, namespace: ns}}}",
+            "containers.images.db.tag",
+        ),
+        (
+            "{registry: r, namespace: ns, tag: t, images: {web: {registry: r, namespace: n, "
+            "tag: h}}}",
+            "containers.images.web",
+        ),
     ],
 )
 def test_containers_schema_errors_are_located(tmp_path, block, field):
