@@ -41,7 +41,7 @@ set +e
 # share the machine's two cores (each worker takes whole files, the longest scenarios first:
 # tests/conftest.py);
 # the slowest tests are listed so CI time stays visible (the budget is 45 minutes)
-.venv/bin/python -m pytest -q -p no:cacheprovider --durations=25 \
+.venv/bin/python -m pytest -q -rfEx -p no:cacheprovider --durations=25 \
   -n "${STEPWISE_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"
 rc=$?
 set -e
