@@ -50,7 +50,9 @@ class _Cli:
             env=env,
             capture_output=True,
             text=True,
-            timeout=900,
+            # a safety net against a hang, not a time budget: the upgrade's 101 units took over
+            # 15 minutes on 2 cores shared with another real-OpenStack scenario
+            timeout=2400,
         )
         assert not ok or p.returncode == 0, f"stepwise {' '.join(args)}: {p.stdout}{p.stderr}"
         return p
