@@ -63,7 +63,9 @@ def test_real_openstack_through_the_os_upgrade(tmp_path: Path, lab_dir: Path):  
             env=env,
             capture_output=True,
             text=True,
-            timeout=600,
+            # against a hang only: step 8's run took 6 minutes on a machine shared with another
+            # real-OpenStack scenario
+            timeout=1800,
         )
         log.append(
             f"$ stepwise {' '.join(args)} -> {p.returncode}\n{p.stdout[-1500:]}{p.stderr[-1500:]}"
