@@ -215,10 +215,7 @@ def _refuse_taken_addresses(index: int) -> None:
     otherwise make this lab's members fail to bind, or join the wrong cluster."""
     from stepwise.lab import rabbitmq
 
-    ports = {rabbitmq.EPMD_BASE + index} | {
-        rabbitmq.DIST_BASE + 100 * index + k for k in range(100)
-    }
-    taken = listeners(f"127.{ADDRESS_BASE + index}.", ports)
+    taken = listeners(f"127.{ADDRESS_BASE + index}.", rabbitmq.loopback_ports(index))
     if taken:
         raise StepwiseError(
             Problem(

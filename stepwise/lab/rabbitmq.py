@@ -90,6 +90,16 @@ def epmd_port(lab: Any) -> int:
     return EPMD_BASE + int(lab.index)
 
 
+def dist_port(index: int, k: int) -> int:
+    """The Erlang distribution port of member `k` (0-based) of lab slot `index`."""
+    return DIST_BASE + 100 * index + k
+
+
+def loopback_ports(index: int) -> set[int]:
+    """Every port on 127.0.0.1 a lab of slot `index` may listen on (its epmd, its members)."""
+    return {EPMD_BASE + index} | {dist_port(index, k) for k in range(100)}
+
+
 def epmd_command(lab: Any) -> list[str]:
     """The lab's own Erlang port mapper (a unit of the lab-wide pseudo-node)."""
     return ["epmd", "-port", str(epmd_port(lab)), "-address", "127.0.0.1"]
@@ -128,7 +138,7 @@ def env(lab: Any, node: str, service: str) -> dict[str, str]:
         RABBITMQ_NODENAME=node_name(lab, service, node),
         RABBITMQ_NODE_IP_ADDRESS=lab.node(node)["address"],
         RABBITMQ_NODE_PORT=str(AMQP_PORT),
-        RABBITMQ_DIST_PORT=str(DIST_BASE + 100 * int(lab.index) + k),
+        RABBITMQ_DIST_PORT=str(dist_port(int(lab.index), k)),
         RABBITMQ_MNESIA_BASE=str(b / "mnesia"),
         RABBITMQ_LOG_BASE=str(lab.node_path(node, "/var/log/rabbitmq")),
         RABBITMQ_CONFIG_FILE=str(b / "rabbitmq"),

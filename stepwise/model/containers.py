@@ -44,7 +44,10 @@ class Containers:
     name_suffix: str = ""
     upgrade_namespace: str | None = None
     #: service -> where its own image comes from (another ContainerImagePrepare entry's)
-    images: Mapping[str, Containers] = field(default_factory=lambda: MappingProxyType({}))
+    #: (compared, not hashed: a mapping proxy has no hash, and a frozen value must have one)
+    images: Mapping[str, Containers] = field(
+        default_factory=lambda: MappingProxyType({}), hash=False
+    )
 
     @staticmethod
     def from_spec(spec: ContainersSpec) -> Containers:
