@@ -6,7 +6,9 @@ worker a whole test file (a file's tests may share a lab or a database through a
 fixture: it is brought up once), taking the files in collection order as workers free up; so
 the files come in the order of the seconds their scenarios took in CI, longest first
 (longest-processing-time first: the last file to start is a short one), then every other file
-in its own order. Without xdist the order is the same.
+in its own order. Without xdist the order is the same. One exception (the scheduler below):
+a file that brings up a lab running real OpenStack goes to a worker only while no other worker
+has one unfinished, so the other worker runs stand-in scenarios and unit tests meanwhile.
 
 Why not `--dist loadgroup` with two fixed lanes (what this file did before): pytest 9 builds a
 test's id from a structured `_id`, so xdist 3.8's group suffix (`item._nodeid = ...@group`) is
@@ -48,11 +50,63 @@ E2E_SECONDS = {
 }
 DEFAULT_SECONDS = 120
 
+#: files whose tests bring up a lab running real OpenStack (uWSGI services, a real RabbitMQ
+#: cluster, Galera): one of them takes both cores for minutes, two at once overloaded CI's
+#: machine (requests timed out, scenarios ran past their bounds), so at most one runs at a time
+#: (the scheduler below); the other worker takes the stand-in scenarios and unit tests meanwhile
+REAL_LAB_FILES = frozenset(
+    {
+        "tests/run/test_e2e_real_openstack.py",
+        "tests/run/test_e2e_real_openstack_os_upgrade.py",
+        "tests/run/test_e2e_containers.py",
+        "tests/lab/test_containers.py",
+    }
+)
+
 
 def seconds(item: pytest.Item) -> int:
     """What CI measured for a slow test (an e2e test not measured yet: DEFAULT_SECONDS)."""
     default = DEFAULT_SECONDS if item.get_closest_marker("e2e") else 0
     return E2E_SECONDS.get(getattr(item, "originalname", item.name), default)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """xdist's `loadfile` scheduling, except that a file of REAL_LAB_FILES goes to a worker only
+    while no other worker has one unfinished.
+
+    A worker runs a test only once it holds the next one (or is told to shut down): a worker
+    refused a real-lab file keeps its last test until the queue empties, never forever."""
+    from xdist.scheduler import LoadFileScheduling
+
+    class OneRealLabAtATime(LoadFileScheduling):
+        def _real_lab_elsewhere(self, node: object) -> bool:
+            """Another worker has a real-lab file assigned and unfinished (this worker may
+            queue the next one behind its own: they run one after the other)."""
+            return any(
+                scope in REAL_LAB_FILES and not all(tests.values())
+                for worker, work in self.assigned_work.items()
+                if worker is not node
+                for scope, tests in work.items()
+            )
+
+        def _assign_work_unit(self, node: object) -> None:
+            if self._real_lab_elsewhere(node):
+                other = next((s for s in self.workqueue if s not in REAL_LAB_FILES), None)
+                if other is None:
+                    # only real-lab files are left: this worker waits for the running one
+                    return
+                self.workqueue.move_to_end(other, last=False)
+            super()._assign_work_unit(node)
+
+        def mark_test_complete(self, node: object, item_index: int, duration: float = 0) -> None:
+            super().mark_test_complete(node, item_index, duration)
+            # a worker that waited (see above) may take the next real-lab file now; xdist
+            # asks only the worker that reported
+            for other in self.nodes:
+                if other is not node:
+                    self._reschedule(other)
+
+    return OneRealLabAtATime(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
