@@ -45,6 +45,7 @@ from stepwise.cli.options import (
     parse_secrets,
     prestage_bound,
 )
+from stepwise.cli.pause import batch_asker, require_terminal
 from stepwise.errors import InputError, Problem
 from stepwise.model import load_deployment
 from stepwise.model.vocab import RunState
@@ -89,6 +90,7 @@ class RunOptions:
     of_run: int | None = None
     prestage_parallel: int = DEFAULT_PARALLEL
     no_prestage: bool = False
+    pause: bool = False
 
     @property
     def prestage(self) -> int:
@@ -112,6 +114,7 @@ def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
     from stepwise.verify.downtime import refuse_unaccepted_downtime
 
     with reported():
+        require_terminal(opts.pause)
         dep = load_deployment(opts.deployment)
         ev = parse_extra_vars(opts.extra_vars)
         hidden = parse_secrets(opts.secrets)
@@ -138,7 +141,8 @@ def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
         refuse_unaccepted_downtime(plan, dep, opts.accept_downtime)
         cmd = redact(command_line())
         # a bad --inventory is refused before the store is created
-        engine = _engine_options(dep, opts, ev, hidden, redact, cmd)
+        observer = None if opts.json_out else _progress(title)
+        engine = _engine_options(dep, opts, ev, hidden, redact, cmd, observer)
         result = run_plan(
             RunRequest(
                 store=store or open_cloud_store(dep, opts.store_url),
@@ -151,7 +155,7 @@ def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
                 options=engine,
                 fresh=opts.fresh,
                 rerun=split_list(opts.rerun),
-                observer=None if opts.json_out else _progress(title),
+                observer=observer,
                 plan=plan,
                 confirm=confirm(opts.yes) if ask or opts.fresh else None,
                 accept_downtime=opts.accept_downtime,
@@ -161,9 +165,9 @@ def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
         _end(title, result, opts.json_out)
 
 
-def _engine_options(dep, opts: RunOptions, ev, hidden, redact, cmd: str):
+def _engine_options(dep, opts: RunOptions, ev, hidden, redact, cmd: str, observer=None):
     """How the engine runs: the operator's -e and secrets, Ansible's forks and failure
-    percentage, the connection, and where work files are kept."""
+    percentage, the connection, where work files are kept, and `--pause`'s question."""
     from stepwise.run.engine import EngineOptions
 
     base = Path(dep.path).resolve().parent / ".stepwise"
@@ -179,6 +183,7 @@ def _engine_options(dep, opts: RunOptions, ev, hidden, redact, cmd: str):
         continue_command=cmd.replace(" --fresh", ""),
         work_dir=(base / "work") if opts.keep else None,
         persist_dir=base / "persist" / dep.name,
+        before_batch=batch_asker(observer) if opts.pause else None,
     )
 
 
@@ -242,6 +247,12 @@ def _say(title: str, result) -> None:
         )
 
 
+PAUSE = typer.Option(
+    False,
+    "--pause",
+    help="Stop before each batch and ask: continue, or abort there (a safe point; the same "
+    "command continues later). Needs a terminal.",
+)
 ACCEPT_DOWNTIME_OPT = typer.Option(
     False,
     "--accept-downtime",
@@ -286,6 +297,7 @@ def _workflow_command(group: typer.Typer, command: Command, info: CommandInfo) -
         no_prestage: bool = typer.Option(
             *NO_PRESTAGE_ARGS, **NO_PRESTAGE_KW, hidden=not with_prestage
         ),
+        pause: bool = PAUSE,
     ) -> None:
         # the options in signature order are RunOptions's fields in order
         given = locals()

@@ -72,6 +72,10 @@ class EngineOptions:
     continue_command: str = ""
     verbosity: int = 0
     env: Mapping[str, str] = field(default_factory=dict)
+    #: `--pause`: asked once before each batch's first unit starts, with the batch, its nodes
+    #: and a function that says whether the run is stopping meanwhile; True goes on, False
+    #: aborts the run there (a safe point: no unit of that batch started)
+    before_batch: Callable[[str, list[str], Callable[[], bool]], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -147,6 +151,12 @@ class Engine:
         self.threads: list[threading.Thread] = []
         self.all_hosts = {h for u in todo for h in unit_hosts(u, deployment)}
         self.aborts = AbortWatch(store, run_id, self.sched, self.observer)
+        #: batches the operator let go (`--pause`; a batch begun before this execution, in a
+        #: run continued, is not asked about again), and the one being asked about now
+        self.batches_confirmed: set[str] = {
+            u.batch for u in plan.units if u.batch and u.id in done_before
+        }
+        self.asking: str | None = None
 
     # -- the main loop ---------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -332,10 +342,42 @@ class Engine:
                 if r.seen == unit_id and r.current is None:
                     if not self.sched.allowed(unit_id):
                         return "stop"
-                    if self.sched.may_start(unit_id):
+                    if self.sched.may_start(unit_id) and self._batch_confirmed(u):
                         self._start_unit(r, u)
                         return "go"
                 self.cond.wait(1.0)
+
+    def _batch_confirmed(self, u: Unit) -> bool:
+        """With `--pause`: whether the operator let the unit's batch go. Asked once, before the
+        batch's first unit; the engine's lock is released while the operator thinks (the units
+        running finish, an abort or Ctrl-C is taken), so after asking this says False and the
+        gate looks again at whether the unit may start."""
+        ask = self.options.before_batch
+        if (
+            ask is None
+            or not u.batch
+            or u.batch in self.batches_confirmed
+            or self.sched.batch_begun(u.batch)
+        ):
+            return True
+        if self.asking is not None:
+            return False  # another chain's unit is being asked about: its answer comes first
+        self.asking = u.batch
+        nodes = sorted({n for x in self.sched.units if x.batch == u.batch for n in x.nodes})
+        self.cond.release()
+        try:
+            go = ask(u.batch, nodes, lambda: self.sched.stop is not None)
+        finally:
+            self.cond.acquire()
+            self.asking = None
+            self.cond.notify_all()
+        if go:
+            self.batches_confirmed.add(u.batch)
+        elif self.sched.stop is None and self.sched.abort_asked is None:
+            # the same path as a first Ctrl-C: recorded, shown, and the same command continues
+            self.sched.abort_asked = f"aborted by the operator before batch {u.batch}"
+            self.aborts.poll()
+        return False
 
     def _start_unit(self, r: _ChainRun, u: Unit) -> None:
         r.current = u

@@ -84,6 +84,13 @@ class Scheduler:
             return all(self.started(p) for p in self.preds[uid])
         return False
 
+    def batch_begun(self, batch: str) -> bool:
+        """A unit of the batch is done (in this run or before it) or running."""
+        return any(
+            u.batch == batch and (self.is_done(u.id) or self.state[u.id] is UnitState.RUNNING)
+            for u in self.units
+        )
+
     def running(self) -> list[str]:
         return [u for u, s in self.state.items() if s is UnitState.RUNNING]
 
