@@ -41,9 +41,9 @@ set +e
 # share the machine's two cores (each worker takes whole files, the longest scenarios first:
 # tests/conftest.py);
 # the slowest tests are listed so CI time stays visible (the budget is 45 minutes)
-# the scenarios marked slow (real OpenStack through the seed's whole OS upgrade: 20 commands,
-# ~20 minutes alone on 2 cores) do not fit CI's hour beside the rest: STEPWISE_TEST_SLOW=1 runs
-# them too (`benchmarks/real_upgrade.py --os-upgrade` runs the same procedure and prints its figures)
+# the scenarios marked slow (real OpenStack through the seed's whole OS upgrade, the
+# containerized update and upgrade, the imported TripleO cloud's update: 20-40 minutes each
+# beside the rest on 2 cores) do not fit CI's hour: STEPWISE_TEST_SLOW=1 runs them too
 slow=(-m "not slow")
 if [ "${STEPWISE_TEST_SLOW:-0}" = "1" ]; then slow=(); fi
 .venv/bin/python -m pytest -q -rfEx -p no:cacheprovider --durations=25 \
