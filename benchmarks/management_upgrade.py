@@ -37,8 +37,8 @@ def _unhealthy(lab) -> list[str]:
 def _stepwise(dep, work: Path, lab_dir: Path, name: str) -> tuple[float, str]:
     import stepwise.lab as lab
     from stepwise.run.discover import discover, stored_facts
-    from stepwise.run.engine import EngineOptions
     from stepwise.run.resume import RunRequest, run_plan
+    from stepwise.run.run_options import EngineOptions
     from stepwise.run.store import open_store
 
     conn = lab.connector(lab_dir)

@@ -51,9 +51,9 @@ def main() -> int:
 
     from stepwise.model import load_deployment
     from stepwise.run import ansible_env
-    from stepwise.run.engine import EngineOptions
     from stepwise.run.export import export
     from stepwise.run.resume import RunRequest, plan_run, run_plan
+    from stepwise.run.run_options import EngineOptions
     from stepwise.run.store import open_store
 
     root = Path(tempfile.mkdtemp(prefix="stepwise-bench-"))

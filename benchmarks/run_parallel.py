@@ -41,8 +41,8 @@ def one_run(deployment: Path, max_parallel: int) -> dict[str, float]:
     import stepwise.lab as lab
     from stepwise.model import load_deployment
     from stepwise.run.discover import discover, stored_facts
-    from stepwise.run.engine import EngineOptions
     from stepwise.run.resume import RunRequest, plan_run, run_plan
+    from stepwise.run.run_options import EngineOptions
     from stepwise.run.store import open_store
 
     work = Path(tempfile.mkdtemp(prefix="swb-"))

@@ -76,8 +76,8 @@ def _phase(
     from stepwise.lab.nodes import Lab
     from stepwise.lab.probe import Probe
     from stepwise.plan import selection_for
-    from stepwise.run.engine import EngineOptions
     from stepwise.run.resume import RunRequest, run_plan
+    from stepwise.run.run_options import EngineOptions
     from stepwise.verify import plan_verified
 
     extra = kw.pop("extra_vars", {})

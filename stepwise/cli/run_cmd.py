@@ -105,7 +105,6 @@ def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
     """Plan the command's part, verify it, run it (or continue its unfinished run), say how it
     ended; the exit code says it to scripts."""
     from stepwise.plan import PLAN_VARIABLES
-    from stepwise.plan.commands import command_selection
     from stepwise.plan.select import split_list
     from stepwise.run.resume import RunRequest, run_plan
     from stepwise.run.store.store import existing_store
@@ -120,20 +119,8 @@ def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
         hidden = parse_secrets(opts.secrets)
         # every secret value is masked in whatever is recorded or shown (the command line too)
         redact = Redactor(secret_values(ev, hidden))
-        nodes = ev.get("system_upgrade_nodes")  # the seed's external-upgrade --limit
-        limit = opts.limit if opts.limit is not None or not nodes else str(nodes)
         store = existing_store(dep, opts.store_url)
-        progress = store.progress(dep.name) if store is not None else frozenset()
-        workflow, selection = command_selection(
-            command,
-            progress=progress,
-            limit=limit,
-            tags=split_list(opts.tags),
-            skip_tags=split_list(opts.skip_tags),
-            plane=opts.plane,
-            of_run=opts.of_run,
-            prestage=opts.prestage,
-        )
+        workflow, selection = _select(command, opts, dep, store, ev)
         fx = facts_for(dep, opts.facts, store, workflow, opts.of_run)
         variables = {k: ev[k] for k in PLAN_VARIABLES if k in ev}
         # bad input and unsafe plans are refused here, before any file is created
@@ -165,10 +152,31 @@ def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
         _end(title, result, opts.json_out)
 
 
+def _select(command: Command, opts: RunOptions, dep, store, ev: dict):
+    """The workflow and the part of it the command's options select (the seed's
+    `-e system_upgrade_nodes=` is external-upgrade's --limit), given what the store says
+    is done already."""
+    from stepwise.plan.commands import command_selection
+    from stepwise.plan.select import split_list
+
+    nodes = ev.get("system_upgrade_nodes")
+    limit = opts.limit if opts.limit is not None or not nodes else str(nodes)
+    return command_selection(
+        command,
+        progress=store.progress(dep.name) if store is not None else frozenset(),
+        limit=limit,
+        tags=split_list(opts.tags),
+        skip_tags=split_list(opts.skip_tags),
+        plane=opts.plane,
+        of_run=opts.of_run,
+        prestage=opts.prestage,
+    )
+
+
 def _engine_options(dep, opts: RunOptions, ev, hidden, redact, cmd: str, observer=None):
     """How the engine runs: the operator's -e and secrets, Ansible's forks and failure
     percentage, the connection, where work files are kept, and `--pause`'s question."""
-    from stepwise.run.engine import EngineOptions
+    from stepwise.run.run_options import EngineOptions
 
     base = Path(dep.path).resolve().parent / ".stepwise"
     return EngineOptions(

@@ -1,19 +1,19 @@
 """Execute a verified plan through ansible-runner, as parallel as the plan allows.
 
-Units run as soon as the units they wait for are done (a DAG executor). The units are cut
-into chains (`chains.py`); each chain is one ansible-playbook process, one play per unit,
-started as soon as its first unit could start soon (its predecessors have started), so
-Ansible's start-up overlaps the work before it. Before each play the `stepwise_gate`
-callback asks the engine over a Unix socket whether the unit may start; the engine answers
-when its predecessors are done and the run is not stopping (`scheduler.py`). Why this
-mechanism and not one process per unit or one for everything: docs/architecture.md.
+Units run as soon as the units they wait for are done (a DAG executor). The units are cut into
+chains (`chains.py`); each chain is one ansible-playbook process, one play per unit, started as
+soon as its first unit could start soon (its predecessors have started), so Ansible's start-up
+overlaps the work before it. Before each play the `stepwise_gate` callback asks the engine over
+a Unix socket whether the unit may start; the engine answers when its predecessors are done and
+the run is not stopping (`scheduler.py`). Why this mechanism and not one process per unit or one
+for everything: docs/architecture.md.
 
-Events stream back per task and host and are mapped to units by play name. A unit is done
-once its play has ended with no failed host: at the next play's start in its process, or at
-the end of the process. A SIGKILL of stepwise at any moment leaves it `running`, and the
-resume runs it again (or, for a once-only unit, lets its flag-file guard decide); a first
-SIGINT or `stepwise abort` stops at the next safe point (`abort.py`); a second SIGINT or a
-SIGTERM cut the running units and record them `interrupted`.
+Events stream back per task and host and are mapped to units by play name. A unit is done once
+its play has ended with no failed host: at the next play's start in its process, or at the end
+of the process. A SIGKILL of stepwise at any moment leaves it `running`, and the resume runs it
+again (or, for a once-only unit, lets its flag-file guard decide); a first SIGINT or `stepwise
+abort` stops at the next safe point (`abort.py`); a second SIGINT or a SIGTERM cut the running
+units and record them `interrupted`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,14 +34,14 @@ from stepwise.plan.units import Unit
 from stepwise.run import ansible_env
 from stepwise.run.abort import AbortWatch
 from stepwise.run.ansible_files import to_yaml, write_private
+from stepwise.run.batch_pause import BatchPause
 from stepwise.run.chains import Chain, make_chains
 from stepwise.run.discover import valid_node_facts
-from stepwise.run.events import Estimator, Failure, Observer, RunResult
+from stepwise.run.events import Estimator, Failure, RunResult
 from stepwise.run.gate import GateServer
-from stepwise.run.inventory import Connector
-from stepwise.run.lock import RunLock
 from stepwise.run.outcome import failures_summary, record_done, run_result, task_row
 from stepwise.run.render import marker_keys, render_unit, unit_hosts
+from stepwise.run.run_options import EngineOptions, RunContext
 from stepwise.run.scheduler import Scheduler, catch_interrupts
 from stepwise.run.store.store import Store
 from stepwise.run.workfiles import RunFiles
@@ -50,45 +50,6 @@ from stepwise.verify import VerifiedPlan
 #: exit code of a playbook stopped at a play boundary (see callback/stepwise_gate.py)
 STOPPED_RC = 75
 GATE_CALLBACK_DIR = Path(__file__).resolve().parent / "ansible" / "callback"
-
-
-@dataclass
-class EngineOptions:
-    """How to run: Ansible knobs and where to keep the working files."""
-
-    extra_vars: Mapping[str, Any] = field(default_factory=dict)
-    #: variables given with --secret: secret whatever their name
-    secrets: Mapping[str, Any] = field(default_factory=dict)
-    #: masks known secret values in every message recorded or shown
-    redact: Callable[[str], str] = str
-    forks: int = 50
-    max_fail_percentage: int = 0
-    max_parallel_units: int = 8
-    connector: Connector | None = None
-    #: where an OS upgrade by reprovisioning keeps each node's data (private to the upgrade user)
-    persist_dir: Path | None = None
-    work_dir: Path | None = None
-    keep_work_dir: bool = False
-    continue_command: str = ""
-    verbosity: int = 0
-    env: Mapping[str, str] = field(default_factory=dict)
-    #: `--pause`: asked once before each batch's first unit starts, with the batch, its nodes
-    #: and a function that says whether the run is stopping meanwhile; True goes on, False
-    #: aborts the run there (a safe point: no unit of that batch started)
-    before_batch: Callable[[str, list[str], Callable[[], bool]], bool] | None = None
-
-
-@dataclass(frozen=True)
-class RunContext:
-    """Where a run goes and under whom: cloud, engine options, observer, the cloud's lock held."""
-
-    cloud: str
-    options: EngineOptions
-    observer: Observer
-    lock: RunLock | None = None
-    #: Ctrl-C / SIGTERM that came after the run was recorded and before the engine's handlers
-    #: were in place (`scheduler.interrupts_held`): the engine acts on them as they came
-    held_signals: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -151,12 +112,8 @@ class Engine:
         self.threads: list[threading.Thread] = []
         self.all_hosts = {h for u in todo for h in unit_hosts(u, deployment)}
         self.aborts = AbortWatch(store, run_id, self.sched, self.observer)
-        #: batches the operator let go (`--pause`; a batch begun before this execution, in a
-        #: run continued, is not asked about again), and the one being asked about now
-        self.batches_confirmed: set[str] = {
-            u.batch for u in plan.units if u.batch and u.id in done_before
-        }
-        self.asking: str | None = None
+        begun = {u.batch for u in plan.units if u.batch and u.id in done_before}
+        self.pause = BatchPause(options.before_batch, self.sched, self.aborts, begun)
 
     # -- the main loop ---------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -342,42 +299,10 @@ class Engine:
                 if r.seen == unit_id and r.current is None:
                     if not self.sched.allowed(unit_id):
                         return "stop"
-                    if self.sched.may_start(unit_id) and self._batch_confirmed(u):
+                    if self.sched.may_start(unit_id) and self.pause.let_go(u):
                         self._start_unit(r, u)
                         return "go"
                 self.cond.wait(1.0)
-
-    def _batch_confirmed(self, u: Unit) -> bool:
-        """With `--pause`: whether the operator let the unit's batch go. Asked once, before the
-        batch's first unit; the engine's lock is released while the operator thinks (the units
-        running finish, an abort or Ctrl-C is taken), so after asking this says False and the
-        gate looks again at whether the unit may start."""
-        ask = self.options.before_batch
-        if (
-            ask is None
-            or not u.batch
-            or u.batch in self.batches_confirmed
-            or self.sched.batch_begun(u.batch)
-        ):
-            return True
-        if self.asking is not None:
-            return False  # another chain's unit is being asked about: its answer comes first
-        self.asking = u.batch
-        nodes = sorted({n for x in self.sched.units if x.batch == u.batch for n in x.nodes})
-        self.cond.release()
-        try:
-            go = ask(u.batch, nodes, lambda: self.sched.stop is not None)
-        finally:
-            self.cond.acquire()
-            self.asking = None
-            self.cond.notify_all()
-        if go:
-            self.batches_confirmed.add(u.batch)
-        elif self.sched.stop is None and self.sched.abort_asked is None:
-            # the same path as a first Ctrl-C: recorded, shown, and the same command continues
-            self.sched.abort_asked = f"aborted by the operator before batch {u.batch}"
-            self.aborts.poll()
-        return False
 
     def _start_unit(self, r: _ChainRun, u: Unit) -> None:
         r.current = u

@@ -34,10 +34,11 @@ from stepwise.plan import PLAN_VARIABLES
 from stepwise.plan.select import Selection
 from stepwise.plan.stored import check_plan_doc
 from stepwise.plan.units import Plan, Unit
-from stepwise.run.engine import EngineOptions, RunContext, execute
+from stepwise.run.engine import execute
 from stepwise.run.events import Observer, RunResult
 from stepwise.run.lock import DbLock, RunLock
 from stepwise.run.render import DEFAULT_FLAG_DIR, FLAG_VAR, flag_hosts, flag_name, marker_keys
+from stepwise.run.run_options import EngineOptions, RunContext
 from stepwise.run.scheduler import interrupts_held
 from stepwise.run.store.store import RunInfo, RunOrigin, Store
 from stepwise.verify import VerifiedPlan, plan_verified, verify_plan

@@ -18,7 +18,7 @@ from stepwise.run.inventory import inventory, plan_vars
 from stepwise.secrets import split_secret
 
 if TYPE_CHECKING:
-    from stepwise.run.engine import EngineOptions
+    from stepwise.run.run_options import EngineOptions
 
 
 @dataclass

@@ -20,9 +20,9 @@ from stepwise.cli.main import _register
 from stepwise.model import load_deployment
 from stepwise.model.vocab import Step, UnitState
 from stepwise.plan.units import Unit
-from stepwise.run.engine import EngineOptions
 from stepwise.run.events import Observer
 from stepwise.run.resume import RunRequest, run_plan
+from stepwise.run.run_options import EngineOptions
 from stepwise.run.scheduler import Scheduler
 from stepwise.run.store import open_store
 

@@ -13,8 +13,8 @@ from stepwise.model import load_deployment
 from stepwise.model.vocab import Step, Workflow
 from stepwise.plan.select import Selection
 from stepwise.plan.units import Plan, Unit
-from stepwise.run.engine import EngineOptions
 from stepwise.run.resume import RunRequest, run_plan
+from stepwise.run.run_options import EngineOptions
 from stepwise.run.store import open_store
 
 

@@ -14,9 +14,9 @@ import pytest
 from conftest import trace_lines, write_cloud
 
 from stepwise.model import load_deployment
-from stepwise.run.engine import EngineOptions
 from stepwise.run.inventory import Connector
 from stepwise.run.resume import RunRequest, run_plan
+from stepwise.run.run_options import EngineOptions
 from stepwise.run.store import open_store
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
