@@ -1,19 +1,19 @@
 """Execute a verified plan through ansible-runner, as parallel as the plan allows.
 
-Units run as soon as the units they wait for are done (a DAG executor). The units are cut into
-chains (`chains.py`); each chain is one ansible-playbook process, one play per unit, started as
-soon as its first unit could start soon (its predecessors have started), so Ansible's start-up
-overlaps the work before it. Before each play the `stepwise_gate` callback asks the engine over
-a Unix socket whether the unit may start; the engine answers when its predecessors are done and
-the run is not stopping (`scheduler.py`). Why this mechanism and not one process per unit or one
-for everything: docs/architecture.md.
+Units run as soon as the units they wait for are done (a DAG executor). The units are cut
+into chains (`chains.py`); each chain is one ansible-playbook process, one play per unit,
+started as soon as its first unit could start soon (its predecessors have started), so
+Ansible's start-up overlaps the work before it. Before each play the `stepwise_gate`
+callback asks the engine over a Unix socket whether the unit may start; the engine answers
+when its predecessors are done and the run is not stopping (`scheduler.py`). Why this
+mechanism and not one process per unit or one for everything: docs/architecture.md.
 
-Events stream back per task and host and are mapped to units by play name. A unit is done once
-its play has ended with no failed host: at the next play's start in its process, or at the end
-of the process. A SIGKILL of stepwise at any moment leaves it `running`, and the resume runs it
-again (or, for a once-only unit, lets its flag-file guard decide); a first SIGINT or `stepwise
-abort` stops at the next safe point (`abort.py`); a second SIGINT or a SIGTERM cut the running
-units and record them `interrupted`.
+Events stream back per task and host and are mapped to units by play name. A unit is done
+once its play has ended with no failed host: at the next play's start in its process, or at
+the end of the process. A SIGKILL of stepwise at any moment leaves it `running`, and the
+resume runs it again (or, for a once-only unit, lets its flag-file guard decide); a first
+SIGINT or `stepwise abort` stops at the next safe point (`abort.py`); a second SIGINT or a
+SIGTERM cut the running units and record them `interrupted`.
 """
 
 from __future__ import annotations

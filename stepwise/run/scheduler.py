@@ -85,7 +85,8 @@ class Scheduler:
         return False
 
     def batch_begun(self, batch: str) -> bool:
-        """A unit of the batch is done (in this run or before it) or running."""
+        """A unit of the batch among this execution's is done or running (a batch begun in
+        an earlier execution of the run is the caller's to know: its units are not here)."""
         return any(
             u.batch == batch and (self.is_done(u.id) or self.state[u.id] is UnitState.RUNNING)
             for u in self.units
