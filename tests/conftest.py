@@ -121,3 +121,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         by_file.setdefault(it.nodeid.split("::")[0], []).append(it)
     files = sorted(by_file.values(), key=lambda its: -sum(seconds(it) for it in its))
     items[:] = [it for its in files for it in its]
+
+
+#: seconds each file and each worker spent in tests, for the lanes' summary at the very end
+_FILE_SECONDS: dict[str, float] = {}
+_WORKER_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Add a test phase's duration to its file and its worker (xdist's controller gets every
+    worker's reports, each with the worker it came from)."""
+    path = report.nodeid.split("::")[0]
+    _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
+    node = getattr(report, "node", None)
+    worker = getattr(getattr(node, "gateway", None), "id", "main")
+    _WORKER_SECONDS[worker] = _WORKER_SECONDS.get(worker, 0.0) + report.duration
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Where CI's time went, per file and per worker, printed last: CI shows a run's tail only,
+    and the suite's order (E2E_SECONDS, HEAVY_LAB_FILES) is tuned from these figures."""
+    if not _FILE_SECONDS:
+        return
+    tr = terminalreporter
+    tr.write_sep("-", "seconds per file (the 12 longest) and per worker")
+    for path, s in sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1])[:12]:
+        tr.write_line(f"{s:8.0f}s  {path}")
+    tr.write_line(
+        "workers: " + ", ".join(f"{w} {s:.0f}s" for w, s in sorted(_WORKER_SECONDS.items()))
+    )

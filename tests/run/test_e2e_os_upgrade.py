@@ -311,9 +311,16 @@ def test_the_seeds_twelve_steps_on_composed_roles(tmp_path: Path, lab_dir: Path)
             )
         workloads = {k: v for k, v in summary["targets"].items() if k.startswith("workload:")}
         assert workloads and all(v["failed"] == 0 for v in workloads.values()), workloads
-        assert outside_windows(probe.records, intervals) == {}
+        outside = outside_windows(probe.records, intervals)
+        late = [r for r in probe.records if not r.get("ok") and outside_windows([r], intervals)]
+        assert outside == {}, (
+            f"{outside}; the requests: {late[:6]}; "
+            f"units then: {_units_near(store, float(late[0]['t'])) if late else []}"
+        )
     finally:
         lab.down(lab_dir)
         (tmp_path / "commands.log").write_text("\n".join(log))
+        if "probe" in locals():
+            (tmp_path / "probe.json").write_text(json.dumps(probe.records))
         if "sampler" in locals():  # what the clusters looked like, for a failure's post-mortem
             (tmp_path / "samples.json").write_text(json.dumps(sampler.samples, default=str))
