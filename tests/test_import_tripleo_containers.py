@@ -176,3 +176,29 @@ def test_push_destination_true_takes_the_undercloud_registry_the_file_names(tmp_
     )
     assert load_containers_prepare(f)["registry"] == "quay.io"
     assert load_containers_prepare(f)["namespace"] == "tripleo/x"
+
+
+def test_the_prepare_file_is_read_once(monkeypatch: pytest.MonkeyPatch):
+    # read twice (once for the registry, once for each image's entry), a file rewritten in
+    # between would give the cloud a registry of one version and images of another
+    import stepwise.model.import_tht as tht
+    import stepwise.model.tripleo_containers as tc
+    from stepwise.model.yamlsrc import load_yaml
+
+    reads: list[str] = []
+
+    def counted(path, **kw):
+        reads.append(str(path))
+        return load_yaml(path, **kw)
+
+    monkeypatch.setattr(tht, "load_yaml", counted)
+    monkeypatch.setattr(tc, "load_yaml", counted)
+    result = import_tripleo(
+        CLASSIC,
+        load_catalog(),
+        inventory=INVENTORY,
+        containers_prepare=PREPARE,
+        counts={"Controller": 3},
+    )
+    assert result.doc["containers"]["registry"] == "192.168.24.1:8787"
+    assert reads.count(str(PREPARE)) == 1, reads

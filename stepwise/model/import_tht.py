@@ -38,7 +38,7 @@ from stepwise.model.tripleo import (
 )
 from stepwise.model.tripleo_containers import load_containers_prepare
 from stepwise.model.vocab import DeployStyle
-from stepwise.model.yamlsrc import line_of
+from stepwise.model.yamlsrc import line_of, load_yaml
 
 
 @dataclass(frozen=True)
@@ -143,8 +143,9 @@ def _import_stack(roles_data: Path | str, catalog: Catalog, opts: TripleoOptions
     if containers_prepare is None:
         return checked(result, roles, catalog, opts.catalog_ref, fname, found.notes)
     result["style"] = "tripleo"
+    prepare_doc = load_yaml(Path(containers_prepare))
     result["containers"] = load_containers_prepare(
-        containers_prepare, undercloud_registry=opts.undercloud_registry
+        containers_prepare, undercloud_registry=opts.undercloud_registry, doc=prepare_doc
     )
     imported = checked(result, roles, catalog, opts.catalog_ref, fname, [])
     # which entry prepares each image needs the services' image names: the roles first
@@ -156,7 +157,10 @@ def _import_stack(roles_data: Path | str, catalog: Catalog, opts: TripleoOptions
         for s in dep.containerized(r)
     }
     result["containers"] = load_containers_prepare(
-        containers_prepare, undercloud_registry=opts.undercloud_registry, images=images
+        containers_prepare,
+        undercloud_registry=opts.undercloud_registry,
+        images=images,
+        doc=prepare_doc,
     )
     return checked(result, roles, catalog, opts.catalog_ref, fname, found.notes)
 

@@ -43,6 +43,7 @@ def load_containers_prepare(
     *,
     undercloud_registry: str | None = None,
     images: Mapping[str, str] | None = None,
+    doc: Any = None,
 ) -> dict[str, Any]:
     """The `containers:` block the file describes (checked again by the deployment's schema).
     `undercloud_registry` is where `push_destination: true` pushes (TripleO's undercloud
@@ -51,9 +52,11 @@ def load_containers_prepare(
     prepared by the last entry whose `includes` and `excludes` take it, as TripleO merges the
     entries' parameters in order; one another entry than the first prepares gets its own
     source in the block's `images:`. Raises InputError naming the file, line and field of
-    what is missing or wrong."""
+    what is missing or wrong. `doc`: the file as `load_yaml` read it, when the caller has it (a
+    file read twice may have changed in between, and a pipe gives nothing the second time)."""
     fname = str(path)
-    doc = load_yaml(Path(path))
+    if doc is None:
+        doc = load_yaml(Path(path))
     data = to_plain(doc)
 
     def problem(message: str, trail: list[Any], field: str) -> InputError:
