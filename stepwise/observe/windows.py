@@ -77,7 +77,9 @@ def outside_windows(
     slack: float = 3.0,
 ) -> dict[str, int]:
     """Failed probe requests outside the windows of the services they need: a `vip:<service>`
-    target needs that service, a `client:*` call its service and keystone."""
+    target needs that service, a `client:*` call its service and keystone. A request counts
+    from its start (`t`) to its answer or timeout (`t` + `ms`): one that started before a
+    window and failed inside it is inside."""
     out: dict[str, int] = {}
     for r in records:
         target = str(r.get("target", ""))
@@ -85,7 +87,12 @@ def outside_windows(
             continue
         services = CLIENT_NEEDS.get(target) or (target[4:],)
         t = float(r["t"])
-        if any(a - slack <= t <= b + slack for svc in services for a, b in intervals.get(svc, [])):
+        end = t + float(r.get("ms") or 0.0) / 1000.0
+        if any(
+            a - slack <= end and t <= b + slack
+            for svc in services
+            for a, b in intervals.get(svc, [])
+        ):
             continue
         out[target] = out.get(target, 0) + 1
     return out

@@ -32,3 +32,15 @@ def test_the_slack_around_a_window():
     windows = {"keystone": [(100.0, 200.0)]}
     assert outside_windows([_fail("client:keystone", 202.0)], windows) == {}
     assert outside_windows([_fail("client:keystone", 204.0)], windows) == {"client:keystone": 1}
+
+
+def test_a_request_counts_from_its_start_to_its_answer_or_timeout():
+    windows = {"keystone": [(100.0, 200.0)]}
+    # started 9 s before the window, timed out 10 s later: inside it
+    slow = {"t": 91.0, "target": "vip:keystone", "ok": False, "ms": 10000.0}
+    assert outside_windows([slow], windows) == {}
+    # started as long before and failed at once: outside
+    fast = {"t": 91.0, "target": "vip:keystone", "ok": False, "ms": 3.0}
+    assert outside_windows([fast], windows) == {"vip:keystone": 1}
+    # records without a duration (older stores) count at their start
+    assert outside_windows([_fail("vip:keystone", 91.0)], windows) == {"vip:keystone": 1}
