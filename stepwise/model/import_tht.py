@@ -142,14 +142,25 @@ def _import_stack(roles_data: Path | str, catalog: Catalog, opts: TripleoOptions
     }
     if containers_prepare is None:
         return checked(result, roles, catalog, opts.catalog_ref, fname, found.notes)
+    return _containerized(result, roles, catalog, opts, containers_prepare, fname, found.notes)
+
+
+def _containerized(
+    result: dict[str, Any],
+    roles: list[dict[str, Any]],
+    catalog: Catalog,
+    opts: TripleoOptions,
+    prepare: Path | str,
+    fname: str,
+    notes: list[str],
+) -> Imported:
+    """The imported cloud with its containers (style tripleo) from the prepare file, read once:
+    the roles are checked first, as which entry prepares each image needs their services."""
     result["style"] = "tripleo"
-    prepare_doc = load_yaml(Path(containers_prepare))
-    result["containers"] = load_containers_prepare(
-        containers_prepare, undercloud_registry=opts.undercloud_registry, doc=prepare_doc
-    )
-    imported = checked(result, roles, catalog, opts.catalog_ref, fname, [])
-    # which entry prepares each image needs the services' image names: the roles first
-    dep = imported.deployment
+    doc = load_yaml(Path(prepare))
+    registry = opts.undercloud_registry
+    result["containers"] = load_containers_prepare(prepare, undercloud_registry=registry, doc=doc)
+    dep = checked(result, roles, catalog, opts.catalog_ref, fname, []).deployment
     images = {
         s: image_name(s, DeployStyle.TRIPLEO, dep.catalog[s].image)
         for r in dep.roles
@@ -157,12 +168,9 @@ def _import_stack(roles_data: Path | str, catalog: Catalog, opts: TripleoOptions
         for s in dep.containerized(r)
     }
     result["containers"] = load_containers_prepare(
-        containers_prepare,
-        undercloud_registry=opts.undercloud_registry,
-        images=images,
-        doc=prepare_doc,
+        prepare, undercloud_registry=registry, images=images, doc=doc
     )
-    return checked(result, roles, catalog, opts.catalog_ref, fname, found.notes)
+    return checked(result, roles, catalog, opts.catalog_ref, fname, notes)
 
 
 def _containerized_problems(env: Environment, prepare: Path | str | None) -> list[Problem]:

@@ -107,15 +107,28 @@ def offline_group(
 
 
 def _if_any(units: _GroupUnits, on_node: dict[str, tuple[str, ...]], step: Step, why: str) -> None:
-    """A unit of `step` for the group's services with work in it, on their nodes, if any."""
+    """A unit of `step` for the group's services with work in it, on their nodes, if any. A
+    leave takes the APIs behind a load balancer out of service when it begins: every instance
+    leaves, so their downtime window opens there rather than at the stop after it."""
     ctx = units.ctx
     work = {
         n: tuple(s for s in ss if ctx.dep.service_on(s, n).has_step(ctx.workflow, step))
         for n, ss in on_node.items()
     }
     work = {n: ss for n, ss in work.items() if ss}
-    if work:
-        units.unit(step, work, f"{units.label}: {why}")
+    if not work:
+        return
+    kw: dict[str, Any] = {}
+    if step is Step.LEAVE:
+        fronted = {
+            s: [n for n, ss in work.items() if s in ss]
+            for ss in work.values()
+            for s in ss
+            if ctx.dep.catalog[s].frontend
+        }
+        if fronted:
+            kw["stops"] = fronted
+    units.unit(step, work, f"{units.label}: {why}", **kw)
 
 
 def _group_migrations(

@@ -240,8 +240,13 @@ def _stop(chain: _Chain, n: _Node) -> None:
     # an API behind the node's load balancer finishes its requests in flight before it stops
     leave = [s for s in svcs if chain.dep.catalog[s].frontend]
     if leave:
+        # the node's only instance of each: its downtime starts when it leaves the balancer
         chain.add(
-            Step.LEAVE, leave, "out of the load balancer first", chain.secs(leave, Step.LEAVE)
+            Step.LEAVE,
+            leave,
+            "out of the load balancer first",
+            chain.secs(leave, Step.LEAVE),
+            stops={s: [node] for s in leave},
         )
     chain.add(
         Step.STOP,
