@@ -1,7 +1,7 @@
 """Rollback of a minor update on the lab (slow: minutes; `pytest -m e2e`): an update of two
-of the three controllers and one of the two computes (`update run --limit`), then `rollback
-run --run N` while the probe calls every API through its VIP: no failed request, and every
-node runs exactly the versions it ran before the update."""
+of the three controllers (`update run --limit`), then `rollback run --run N` while the probe
+calls every API through its VIP and every workload: no failed request, and every node runs
+exactly the versions it ran before the update."""
 
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ from test_e2e_lab import _lab_or_skip, lab_dir, small_classic  # noqa: F401 - th
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPWISE = str(Path(sys.executable).parent / "stepwise")
-#: half the cloud or more: two of three controllers (a quorum's majority ran the new code), one
-#: of two computes
-UPDATED = ("controller-0", "controller-1", "compute-0")
+#: two of three controllers: a quorum's majority ran the new code. A compute was updated too
+#: until stop 42: its visit and its rollback (a drain each) were a third of the scenario's
+#: 733 s in CI, and the suite ran past CI's hour; a compute's downgrade is planned as a
+#: controller's is (tests/plan/test_rollback.py holds every role to the same rules)
+UPDATED = ("controller-0", "controller-1")
 
 pytestmark = [pytest.mark.e2e, pytest.mark.lab]
 
