@@ -37,16 +37,20 @@ def test_the_fixture_gives_the_undercloud_registry_and_the_namespace_path():
     }
 
 
-def test_an_imported_containerized_cloud_plans_container_units():
-    # the composed stack's inventory has no Controller group: the classic roles file's
-    # controllers are counted, as asked
-    result = import_tripleo(
+def _classic_with_containers():
+    """The classic roles file with the composed stack's inventory and the fixture's prepare
+    file: the inventory has no Controller group, so the controllers are counted, as asked."""
+    return import_tripleo(
         CLASSIC,
         load_catalog(),
         inventory=INVENTORY,
         containers_prepare=PREPARE,
         counts={"Controller": 3},
     )
+
+
+def test_an_imported_containerized_cloud_plans_container_units():
+    result = _classic_with_containers()
     dep = result.deployment
     assert result.doc["style"] == "tripleo"
     assert {r.style for r in dep.roles} == {DeployStyle.TRIPLEO}
@@ -193,12 +197,6 @@ def test_the_prepare_file_is_read_once(monkeypatch: pytest.MonkeyPatch):
 
     monkeypatch.setattr(tht, "load_yaml", counted)
     monkeypatch.setattr(tc, "load_yaml", counted)
-    result = import_tripleo(
-        CLASSIC,
-        load_catalog(),
-        inventory=INVENTORY,
-        containers_prepare=PREPARE,
-        counts={"Controller": 3},
-    )
+    result = _classic_with_containers()
     assert result.doc["containers"]["registry"] == "192.168.24.1:8787"
     assert reads.count(str(PREPARE)) == 1, reads

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -214,6 +214,17 @@ class Catalog:
     def known_names(self) -> list[str]:
         """Every name a deployment may use (names and aliases), for "did you mean"."""
         return [*self.services, *self.aliases]
+
+    def behind_balancer(self, work: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
+        """service -> the nodes of `work` (node -> services) where it is behind a load
+        balancer (`frontend:`): what a leave of that work takes out of service, since an
+        API out of its balancer serves no more through its VIP."""
+        out: dict[str, list[str]] = {}
+        for node, services in work.items():
+            for s in services:
+                if self.services[s].frontend:
+                    out.setdefault(s, []).append(node)
+        return out
 
     def __contains__(self, name: object) -> bool:
         return name in self.services

@@ -118,17 +118,8 @@ def _if_any(units: _GroupUnits, on_node: dict[str, tuple[str, ...]], step: Step,
     work = {n: ss for n, ss in work.items() if ss}
     if not work:
         return
-    kw: dict[str, Any] = {}
-    if step is Step.LEAVE:
-        fronted = {
-            s: [n for n, ss in work.items() if s in ss]
-            for ss in work.values()
-            for s in ss
-            if ctx.dep.catalog[s].frontend
-        }
-        if fronted:
-            kw["stops"] = fronted
-    units.unit(step, work, f"{units.label}: {why}", **kw)
+    stops = ctx.dep.catalog.behind_balancer(work) if step is Step.LEAVE else None
+    units.unit(step, work, f"{units.label}: {why}", stops=stops)
 
 
 def _group_migrations(

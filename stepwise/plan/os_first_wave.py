@@ -123,16 +123,15 @@ def _prepare(chain: _Chain, c: OsCloud, wave: list[str]) -> None:
     # the first nodes' services still serve: they leave the load balancers and clusters before
     # they stop (a database member holding the traffic stopped under it fails requests)
     leave = {n: c.leaving(n) for n in prep}
-    # an API out of its load balancer serves no more through the VIP (a cluster member that
-    # leaves still counts in its cluster until it stops)
-    out_of_lb = {n: tuple(s for s in ss if catalog[s].frontend) for n, ss in leave.items()}
     chain.add(
         Step.LEAVE,
         {n: ss for n, ss in leave.items() if ss},
         f"step 2: the services of {', '.join(prep)} leave the load balancers and clusters",
         max([secs(dep, ss, Step.LEAVE) for ss in leave.values()] + [0.0]),
         Stage.SYSTEM_UPGRADE_PREPARE,
-        stops=_each_on({n: ss for n, ss in out_of_lb.items() if ss}),
+        # its APIs serve no more through their VIPs (a cluster member that leaves still
+        # counts in its cluster until it stops)
+        stops=catalog.behind_balancer(leave),
     )
     chain.add(
         Step.SYSTEM_UPGRADE_PREPARE,
@@ -200,16 +199,16 @@ def _transfer_data(chain: _Chain, c: OsCloud, n: str) -> None:
         # the APIs behind a VIP finish the requests in flight before they stop. Their downtime
         # starts with that leave, not with the stop: the role's new-OS node runs nothing yet,
         # so once the old ones leave no server is left behind the VIP
-        fronted = {m: ss for m, ss in stop_old.items() if any(dep.catalog[s].frontend for s in ss)}
-        fronted = {m: tuple(s for s in ss if dep.catalog[s].frontend) for m, ss in fronted.items()}
+        work = {m: tuple(s for s in ss if dep.catalog[s].frontend) for m, ss in stop_old.items()}
+        work = {m: ss for m, ss in work.items() if ss}
         chain.add(
             Step.LEAVE,
-            fronted,
+            work,
             f"step 5: control-plane downtime starts for {r.name}: "
             "the APIs of its old-OS nodes leave the load balancer",
-            max([secs(dep, ss, Step.LEAVE) for ss in fronted.values()] + [0.0]),
+            max([secs(dep, ss, Step.LEAVE) for ss in work.values()] + [0.0]),
             Stage.SYSTEM_UPGRADE_TRANSFER_DATA,
-            stops=_each_on(fronted),
+            stops=dep.catalog.behind_balancer(work),
         )
         chain.add(
             Step.STOP,

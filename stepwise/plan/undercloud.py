@@ -246,7 +246,7 @@ def _stop(chain: _Chain, n: _Node) -> None:
             leave,
             "out of the load balancer first",
             chain.secs(leave, Step.LEAVE),
-            stops={s: [node] for s in leave},
+            stops=chain.dep.catalog.behind_balancer({node: leave}),
         )
     chain.add(
         Step.STOP,
