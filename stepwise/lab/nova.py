@@ -27,6 +27,8 @@ MIGRATION_SECONDS = 4.0
 #: and `done_at`, `migrated_at` once moved; `verify_resize` after a cold migration; `tags`;
 #: `no_live_migrate`
 STATUS = {"running": "ACTIVE", "stopped": "SHUTOFF", "lost": "ERROR"}
+#: the client's options that take no value
+FLAGS = ("--all-projects", "--wait", "--long", "--live-migration", "--disable", "--enable")
 
 
 def compute_service(lab: Lab) -> str | None:
@@ -126,6 +128,29 @@ def _evacuate_live(lab: Lab, host: str) -> int:
     return rc
 
 
+def _live_migrate(lab: Lab, vm: str) -> int:
+    """`openstack server migrate --live-migration ID`: accepted (it completes later, see
+    `settle`), refused for an instance that cannot move or has nowhere to go."""
+    with lab.node_lock("_lab"):
+        wl = S.workloads(lab)
+        st = wl.get(vm)
+        if st is None:
+            return err(f"No server with a name or ID of '{vm}' exists.")
+        if st["state"] != "running" or st.get("migrating_to"):
+            state = "migrating" if st.get("migrating_to") else st["state"]
+            return err(f"Cannot 'os-migrateLive' instance {vm} while it is in {state} (HTTP 409)")
+        if not H.read_unit(lab, st["host"], compute_service(lab) or ""):
+            return err(f"Compute service of {st['host']} is unavailable at this time. (HTTP 400)")
+        if st.get("no_live_migrate"):
+            return err(f"Migration pre-check error: {vm} is not live-migratable (HTTP 400)")
+        dst = _target(lab, wl, st["host"])
+        if dst is None:
+            return err(f"No valid host was found. No valid host found for live migration of {vm}")
+        st["migrating_to"], st["done_at"] = dst, time.time() + MIGRATION_SECONDS
+        S.save_workloads(lab, wl)
+    return 0
+
+
 def _opts(args: list[str]) -> tuple[dict[str, str], list[str], list[str]]:
     """`--key value` options, `-c` columns in their order, the positional words."""
     opts: dict[str, str] = {}
@@ -134,7 +159,7 @@ def _opts(args: list[str]) -> tuple[dict[str, str], list[str], list[str]]:
     i = 0
     while i < len(args):
         a = args[i]
-        if a in ("--all-projects", "--wait", "--long"):
+        if a in FLAGS:
             opts[a] = "1"
         elif a == "-c" and i + 1 < len(args):
             cols.append(args[i + 1])
@@ -150,7 +175,13 @@ def _opts(args: list[str]) -> tuple[dict[str, str], list[str], list[str]]:
 
 @command("openstack")
 def openstack(lab: Lab, node: str, args: list[str]) -> int:
+    from stepwise.lab.openstack import client
+
+    if client.real_compute(lab):  # real nova: the real client, as the node's admin
+        return client.run_openstack(lab, args)
     opts, cols, words = _opts(args)
+    if words[:3] == ["compute", "service", "set"]:
+        return _service_set(lab, opts, words[3:])
     if words[:1] == ["server"]:
         if compute_service(lab) is None:
             return err("Public endpoint for compute service not found")
@@ -163,9 +194,19 @@ def openstack(lab: Lab, node: str, args: list[str]) -> int:
     return err(f"openstack: '{' '.join(words[:2])}' is not an openstack command")
 
 
+def _service_set(lab: Lab, opts: dict[str, str], words: list[str]) -> int:
+    """`openstack compute service set --disable|--enable HOST nova-compute`."""
+    comp = compute_service(lab)
+    if comp is None or len(words) != 2 or ("--disable" in opts) == ("--enable" in opts):
+        return err("usage: openstack compute service set --disable|--enable HOST nova-compute")
+    return nova(lab, "", ["service-disable" if "--disable" in opts else "service-enable", words[0]])
+
+
 def _server(lab: Lab, opts: dict[str, str], cols: list[str], words: list[str]) -> int:
     if words[:1] == ["list"]:
         return _server_list(lab, opts, cols)
+    if words[:1] == ["migrate"] and "--live-migration" in opts and len(words) == 2:
+        return _live_migrate(lab, words[1])
     verb, ids = words[:1], words[1:]
     if words[:2] == ["resize", "confirm"] or words[:2] == ["migration", "confirm"]:
         verb, ids = ["confirm"], words[2:]

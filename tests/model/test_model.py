@@ -428,9 +428,11 @@ def test_storage_and_compute_leave_and_rejoin(catalog):
     assert "active+clean" in osd.steps("upgrade")["verify"][0]["name"]
     compute = catalog["nova_compute"]
     leave = str(compute.steps("update")["leave"])
-    assert "nova service-disable {{ inventory_hostname }}" in leave
-    assert "nova host-evacuate-live {{ inventory_hostname }}" in leave
-    assert "nova service-enable" in str(compute.steps("update")["rejoin"])
+    assert "service set --disable --disable-reason stepwise-drain {{ inventory_hostname }}" in leave
+    assert "openstack server migrate --live-migration {{ item }}" in leave
+    assert "compute service set --enable {{ inventory_hostname }}" in str(
+        compute.steps("update")["rejoin"]
+    )
     assert "pcs node standby" in str(catalog["pacemaker"].steps("update")["leave"])
 
 
