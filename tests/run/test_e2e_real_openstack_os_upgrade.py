@@ -131,11 +131,9 @@ def test_real_openstack_through_the_os_upgrade(tmp_path: Path, lab_dir: Path):  
         intervals = cloud_intervals(store, "openstack")
         outside = outside_windows(probe.records, intervals)
         if outside:
-            # Known defect (stop 40, issue #33): with real RabbitMQ and memcached, run beside a
-            # second loaded scenario, requests failed outside the announced windows (keystone's
-            # VIP 45, placement's 21, the client's 16) while every other check here held. Not
-            # diagnosed yet: the times and errors go to the log for the next look, and the test
-            # says xfail rather than pass; everything asserted above still fails it.
+            # stop 40's failures outside the windows were a plan defect (a leave that drained an
+            # API's last servers opened no window: fixed in stop 42); the failed requests go to
+            # the log kept beside the test, and the test fails
             failed = [
                 r for r in probe.records if not r.get("ok") and str(r.get("target")) in outside
             ]
@@ -144,11 +142,7 @@ def test_real_openstack_through_the_os_upgrade(tmp_path: Path, lab_dir: Path):  
                 f"  t={float(r['t']):.1f} {r.get('target')} {str(r.get('error', ''))[:200]}"
                 for r in failed[:60]
             )
-            first = "; ".join(
-                f"t={float(r['t']):.0f} {r.get('target')} {str(r.get('error', ''))[:80]}"
-                for r in failed[:5]
-            )
-            pytest.xfail(f"requests failed outside the announced windows: {outside}; {first}")
+        assert not outside, f"requests failed outside the announced windows: {outside}"
     finally:
         lab.down(lab_dir)
         (tmp_path / "commands.log").write_text("\n".join(log))
