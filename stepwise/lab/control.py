@@ -200,7 +200,16 @@ def up(
         start_infra(lab)
         if spec.get("containers"):
             start_registry(lab, progress)
-        boot_all(lab, progress)
+        try:
+            boot_all(lab, progress)
+        except RuntimeError as exc:  # a real service's own tool or API refused: its words
+            raise StepwiseError(
+                Problem(
+                    f"lab up: {exc}",
+                    file=str(lab.dir),
+                    hint="the services' own logs are under nodes/NODE/root/var/log/ there",
+                )
+            ) from None
         wait_healthy(lab, timeout)
     except BaseException:
         down(directory)
@@ -328,12 +337,21 @@ def boot_all(lab: Lab, progress: Progress) -> None:
             progress(f"database up on {len(lab.service(db)['instances'])} node(s)")
         real = lab.spec.get("openstack")
         if real:
-            from stepwise.lab.openstack import bootstrap
+            from stepwise.lab.openstack import bootstrap, nova_cells
 
             bootstrap.databases(lab, progress)
-        list(ex.map(lambda n: boot(n, [s for s in lab.node(n)["services"] if s != db]), nodes))
-    if real:
-        bootstrap.register(lab, progress)
+            if nova_cells.placed(lab):
+                nova_cells.databases(lab, progress)
+        # real nova-compute reports to placement when it starts: once keystone lists placement
+        late = {"nova_compute"} if real and nova_cells.computes(lab) else set()
+        list(ex.map(lambda n: boot(n, [s for s in lab.node(n)["services"]
+                                       if s != db and s not in late]), nodes))  # fmt: skip
+        if real:
+            bootstrap.register(lab, progress)
+        if late:
+            list(ex.map(lambda n: boot(n, sorted(late)), nova_cells.computes(lab)))
+            nova_cells.discover(lab, progress)
+            nova_cells.servers(lab, progress)
     wl = S.workloads(lab)
     from stepwise.lab import routers
 

@@ -3,8 +3,9 @@
 The lab runs the real thing wherever it can run on one machine: a Galera cluster of MariaDB
 members, HAProxy (the VIPs),
 and, when the deployment asks for it (`lab: {openstack: SERIES}`), keystone, placement and
-glance from PyPI under uWSGI, a RabbitMQ cluster (`rabbitmq.py`) and memcached
-(`memcached.py`). Everything else (nova-compute and its instances, neutron agents,
+glance (and nova: its API under uWSGI, its conductor, scheduler and compute as processes with
+the fake virt driver) from PyPI under uWSGI, a RabbitMQ cluster (`rabbitmq.py`) and memcached
+(`memcached.py`). Everything else (nova-compute and its instances without real nova, neutron,
 pacemaker, ceph, leapp, reboots; rabbitmq and memcached without real OpenStack) is a stand-in
 in Python that fails the way the real service fails in an upgrade.
 """
@@ -34,7 +35,8 @@ def service_kind(lab: Any, node: str, service: str, unit: dict[str, Any] | None)
             if (unit or {}).get("venv", "").startswith(str(lab.node_root(node)))
             else ""
         )
-        return REAL, f"{code} ({release.label}) under uWSGI{where}"
+        how = "as a process" if RL.SERVICES[service].command else "under uWSGI"
+        return REAL, f"{code} ({release.label}) {how}{where}"
     if svc.get("db"):
         from stepwise.lab.galera import versions
 
@@ -52,6 +54,7 @@ def components(lab: Any, ask_clusters: bool = True) -> list[dict[str, str]]:
     """The lab-wide parts: the VIP and the database, and which services run real code
     (`ask_clusters`: each RabbitMQ member's state, one `rabbitmqctl` call)."""
     from stepwise.lab import memcached, rabbitmq
+    from stepwise.lab.openstack import releases as RL
 
     out = [
         {"name": "VIP", "kind": REAL, "detail": f"HAProxy on {lab.spec['vip']} (Debian's haproxy)"}
@@ -79,7 +82,8 @@ def components(lab: Any, ask_clusters: bool = True) -> list[dict[str, str]]:
             {
                 "name": s,
                 "kind": REAL,
-                "detail": f"OpenStack {real['series']} code from PyPI under uWSGI{how}",
+                "detail": f"OpenStack {real['series']} code from PyPI "
+                f"{'as a process' if RL.SERVICES[s].command else 'under uWSGI'}{how}",
             }
         )
     out += _stand_ins(lab)

@@ -82,6 +82,15 @@ def is_real(lab: Any, service: str) -> bool:
     return lab.spec["services"].get(service, {}).get("kind") == KIND
 
 
+def transport_url(lab: Any) -> str:
+    """oslo.messaging's URL of every member of the lab's cluster (the services fail over
+    between them, as TripleO's and Kolla's templates list them). The default user: the
+    members listen on loopback addresses, where RabbitMQ lets guest in."""
+    members = [lab.node(n)["address"] for s in real_services(lab)
+               for n in lab.service(s)["instances"]]  # fmt: skip
+    return "rabbit://" + ",".join(f"guest:guest@{a}:{AMQP_PORT}" for a in members) + "/"
+
+
 def node_name(lab: Any, service: str, node: str) -> str:
     return f"rabbit{lab.service(service)['instances'].index(node) + 1}@localhost"
 

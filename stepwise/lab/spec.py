@@ -72,7 +72,14 @@ def _real_openstack(dep: Deployment, services: dict[str, Any]) -> dict[str, Any]
                 hint=f"use one of {', '.join(RL.series_names())}, or remove it for stand-ins",
             )
         )
-    placed = [s for s in RL.SERVICES if s in services]
+    rabbit = any(s.get("cluster") == "rabbitmq" for s in services.values())
+    placed = [
+        s
+        for s in RL.series_services(series)
+        if s in services
+        and all(n in services for n in RL.SERVICES[s].needs)
+        and (rabbit or not RL.SERVICES[s].messaging)
+    ]
     for name in placed:
         # a real uWSGI finishes its requests before it exits: on 2 busy cores that can take
         # longer than the stand-ins' 3 s (systemd's own default is 90 s)
@@ -84,6 +91,9 @@ def _real_openstack(dep: Deployment, services: dict[str, Any]) -> dict[str, Any]
             # the wrapper waits 90 s for uWSGI to answer; systemctl waited only 30 (a loaded
             # machine's keystone start "timed out" while it was still coming up)
             start_timeout=REAL_START_TIMEOUT,
+            # a console service (nova's conductor, scheduler, compute) is a process the unit
+            # runs as its child, health its own (stepwise/lab/openstack/process.py)
+            **({"kind": "openstack.process"} if RL.SERVICES[name].command else {}),
         )
     from stepwise.lab import memcached, rabbitmq
 
@@ -109,7 +119,8 @@ def build_spec(
                 hint="place the galera service on a role; the lab runs a real MariaDB for it",
             )
         )
-    compute = _workload_host(services)
+    # real nova's servers are the workloads of a compute running real nova-compute
+    compute = None if services.get("nova_compute", {}).get("real") else _workload_host(services)
     if compute:
         services[compute]["workloads"] = True
     nodes = _lab_nodes(dep, index)

@@ -23,16 +23,13 @@ import time
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 from stepwise.lab import containers as C
 from stepwise.lab import health as H
 from stepwise.lab import podman as P
 from stepwise.lab import repos as R
 from stepwise.lab.nodes import Lab, write_json
-
-if TYPE_CHECKING:
-    from stepwise.lab.openstack import releases as RL
 
 
 class _Server(ThreadingHTTPServer):
@@ -104,6 +101,7 @@ class Unit:
         self.cache: tuple[float, tuple[bool, str]] = (0.0, (False, "starting"))
         self.child: subprocess.Popen | None = None
         self.stopping = False
+        self.extra: dict[str, Any] = {}  # what a real service's start said of its code
 
     def publish(self, **extra) -> None:
         data = {
@@ -116,7 +114,8 @@ class Unit:
             "ready": True,
             "since": time.time(),
         }
-        data.update(extra)
+        self.extra.update(extra)  # kept by later publications (a pin read on SIGHUP)
+        data.update(self.extra)
         write_json(self.lab.unit_file(self.node, self.name), data)
 
     def health(self) -> tuple[bool, str]:
@@ -258,12 +257,14 @@ def start_real(unit: Unit) -> None:
 
     lab, node, name = unit.lab, unit.node, unit.name
     svc = lab.service(name)
-    release = _installed_release(unit)
+    from stepwise.lab.openstack.process import installed_release
+
+    release = installed_release(unit)
     uwsgi = shutil.which("uwsgi") or "/usr/bin/uwsgi"
     if not os.path.exists(uwsgi):
         fail("uwsgi not found: install the Debian packages uwsgi-core and uwsgi-plugin-python3")
     unit.child = subprocess.Popen(
-        [uwsgi, "--ini", str(C.paths(lab, node, name)["uwsgi"])],
+        [uwsgi, "--ini", str(C.paths(lab, node, name)["run"])],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=False,
@@ -276,35 +277,6 @@ def start_real(unit: Unit) -> None:
         release=release.label,
         venv=str(C.code_of(lab, node, name, release)),
     )
-
-
-def _installed_release(unit: Unit) -> RL.Release:
-    """The real release the node's package stands for (sets the unit's version); fails
-    without the package, without real code for its version, or on another release's
-    configuration."""
-    from stepwise.lab import containers, services
-    from stepwise.lab.openstack import config as C
-    from stepwise.lab.openstack import releases as RL
-
-    lab, node, name = unit.lab, unit.node, unit.name
-    version = services.service_version(lab, node, name)  # its container's image's, or package's
-    if not version:
-        if containers.containerized(lab.spec, node, name):
-            fail(f"{name}: its container or the container's image is absent")
-        fail(f"{name}: package {lab.service(name)['packages'][0]} is not installed")
-    unit.version = version
-    unit.major = R.major(unit.version)
-    release = C.release_on(lab, node, name)
-    if release is None:
-        fail(f"{name} {unit.version}: no real OpenStack code stands for this version")
-    have = C.rendered_for(lab, node, name)
-    if have != release.lock:
-        fail(
-            f"{name} {RL.version_of(release, name)}: "
-            f"configuration is for '{have or 'nothing'}', not "
-            f"{release.lock}: apply the configuration of the new version"
-        )
-    return release
 
 
 def _wait_answering(unit: Unit, url: str) -> None:
@@ -459,8 +431,9 @@ def main(argv: list[str]) -> None:
     signals = _Signals(unit)
     signal.signal(signal.SIGTERM, signals.on_term)
     routers = lab.spec.get("routers", {})
-    if name not in lab.spec["workloads"] and name not in routers and lab.service(name).get("real"):
-        _serve_real(unit)
+    own = name not in lab.spec["workloads"] and name not in routers
+    if own and lab.service(name).get("real") and not lab.service(name).get("kind"):
+        _serve_real(unit)  # a real API: uWSGI answers on the unit's port
     if name in routers:
         addr, port, reuse = start_router(unit)
     elif name in lab.spec["workloads"]:
@@ -468,8 +441,11 @@ def main(argv: list[str]) -> None:
     else:
         svc = lab.service(name)
         signals.cluster = svc.get("cluster")
-        addr, port, reuse = (start_db if svc["db"] else start_service)(unit)
-        if svc.get("kind"):
+        if svc.get("real"):  # a real OpenStack process: its module checks and runs it
+            addr, port, reuse = _kind(svc).start(unit)
+        else:
+            addr, port, reuse = (start_db if svc["db"] else start_service)(unit)
+        if svc.get("kind") and not svc.get("real"):
             _kind(svc).start(unit)  # the real server, as the unit's child
         signal.signal(signal.SIGHUP, signals.on_hup)
     try:

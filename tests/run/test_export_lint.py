@@ -28,6 +28,7 @@ NOT_APPLYING = {
     ("openstack", "management-upgrade"),
     ("undercloud", "system-upgrade"),
     ("tripleo-containers", "management-upgrade"),
+    ("openstack-nova", "management-upgrade"),
     # the OS upgrade of container-style roles is refused (not planned yet)
     ("tripleo-containers", "system-upgrade"),
 }

@@ -79,7 +79,7 @@ def tool(
     )
 
 
-def _checked(res: subprocess.CompletedProcess, what: str, logs: Callable[[], str] = str) -> None:
+def checked(res: subprocess.CompletedProcess, what: str, logs: Callable[[], str] = str) -> None:
     """Raise when a bootstrap tool failed, with its last output and `logs()` (the service's
     own log tails: the *-manage tools write their errors there, not to stderr)."""
     if res.returncode != 0:
@@ -96,25 +96,34 @@ def databases(lab: Any, say: Say) -> None:
     from stepwise.lab import mariadb
 
     vip = lab.spec["vips"][lab.spec["db_service"]]
-    names = {"keystone": "keystone", "placement_api": "placement", "glance_api": "glance"}
+    names = {"keystone": "keystone", "placement_api": "placement", "glance_api": "glance",
+             "neutron_server": "neutron"}  # fmt: skip
     for s in _placed(lab):
-        mariadb.execute(vip["address"], vip["port"], f"CREATE DATABASE IF NOT EXISTS {names[s]}")
+        if s in names:  # nova's three: nova_cells.databases
+            sql = f"CREATE DATABASE IF NOT EXISTS {names[s]}"
+            mariadb.execute(vip["address"], vip["port"], sql)
     t0 = time.monotonic()
     if "keystone" in _placed(lab):
         _keystone(lab)
     if "placement_api" in _placed(lab):
         boot = lab.service("placement_api")["bootstrap"]
-        _checked(
+        checked(
             tool(lab, boot, "placement_api", ["placement-manage", "db", "sync"]),
             "placement-manage db sync",
         )
+    if "neutron_server" in _placed(lab):
+        boot = lab.service("neutron_server")["bootstrap"]
+        checked(
+            tool(lab, boot, "neutron_server", ["neutron-db-manage", "upgrade", "heads"]),
+            "neutron-db-manage upgrade heads",
+        )
     if "glance_api" in _placed(lab):
         boot = lab.service("glance_api")["bootstrap"]
-        _checked(
+        checked(
             tool(lab, boot, "glance_api", ["glance-manage", "db_sync"]), "glance-manage db_sync"
         )
     say(
-        f"real OpenStack databases synced ({', '.join(_placed(lab))}) "
+        f"real OpenStack databases synced ({', '.join(s for s in _placed(lab) if s in names)}) "
         f"in {time.monotonic() - t0:.1f}s"
     )
 
@@ -127,11 +136,11 @@ def _keystone(lab: Any) -> None:
     def logs() -> str:
         return service_log_tails(lab, "keystone")
 
-    _checked(
+    checked(
         tool(lab, boot, "keystone", ["keystone-manage", "db_sync"]), "keystone-manage db_sync", logs
     )
     for what in ("fernet_setup", "credential_setup"):
-        _checked(
+        checked(
             tool(
                 lab,
                 boot,
@@ -149,7 +158,7 @@ def _keystone(lab: Any) -> None:
                 shutil.rmtree(dst, ignore_errors=True)
                 shutil.copytree(src / keys, dst)
     url = C.keystone_url(lab) + "/v3"
-    _checked(
+    checked(
         tool(
             lab,
             boot,
@@ -225,10 +234,13 @@ def _find_or_create(
     return made[kind]["id"]
 
 
-#: The services the lab's keystone catalog lists: service -> (user, service type, description).
+#: The services the lab's keystone catalog lists: service -> (user, service type, description,
+#: the endpoint's path)
 _CATALOG_ENTRIES = {
-    "placement_api": ("placement", "placement", "Placement API"),
-    "glance_api": ("glance", "image", "Image service"),
+    "placement_api": ("placement", "placement", "Placement API", ""),
+    "glance_api": ("glance", "image", "Image service", ""),
+    "nova_api": ("nova", "compute", "Compute service", "/v2.1"),
+    "neutron_server": ("neutron", "network", "Networking service", ""),
 }
 
 
@@ -244,11 +256,13 @@ def register(lab: Any, say: Say, timeout: float = 120.0) -> None:
         {"name": C.SERVICE_PROJECT},
         {"name": C.SERVICE_PROJECT, "domain_id": "default"},
     )
-    _, roles = _call("GET", f"{url}/roles?name=admin", token=token)
-    admin_role = roles["roles"][0]["id"]
+    # admin, and service: the role keystonemiddleware requires of a service token (nova's
+    # calls to neutron carry one), as deployment tools give every service user since 2023.2
+    roles = [_call("GET", f"{url}/roles?name={name}", token=token)[1]["roles"][0]["id"]
+             for name in ("admin", "service")]  # fmt: skip
     for s in _placed(lab):
         if s in _CATALOG_ENTRIES:
-            _register_service(lab, url, token, s, project, admin_role)
+            _register_service(lab, url, token, s, project, roles)
     write_clouds_yaml(lab)
     say(
         f"keystone catalog: {', '.join(_placed(lab))}; "
@@ -289,11 +303,11 @@ def service_log_tails(lab: Any, service: str, lines: int = 12) -> str:
 
 
 def _register_service(
-    lab: Any, url: str, token: str, service: str, project: str, admin_role: str
+    lab: Any, url: str, token: str, service: str, project: str, roles: list[str]
 ) -> None:
-    """One service's user (admin in the service project), its catalog service and its public,
-    internal and admin endpoints at the service's VIP."""
-    user, kind, description = _CATALOG_ENTRIES[service]
+    """One service's user (admin and service in the service project), its catalog service and
+    its public, internal and admin endpoints at the service's VIP."""
+    user, kind, description, path = _CATALOG_ENTRIES[service]
     uid = _find_or_create(
         url,
         token,
@@ -302,7 +316,8 @@ def _register_service(
         {"name": user},
         {"name": user, "domain_id": "default", "password": C.secret(lab)},
     )
-    _call("PUT", f"{url}/projects/{project}/users/{uid}/roles/{admin_role}", token=token)
+    for role in roles:
+        _call("PUT", f"{url}/projects/{project}/users/{uid}/roles/{role}", token=token)
     sid = _find_or_create(
         url,
         token,
@@ -311,7 +326,7 @@ def _register_service(
         {"type": kind},
         {"name": user, "type": kind, "description": description},
     )
-    endpoint = f"http://{lab.spec['vip']}:{lab.spec['vips'][service]['port']}"
+    endpoint = f"http://{lab.spec['vip']}:{lab.spec['vips'][service]['port']}{path}"
     for iface in ("public", "internal", "admin"):
         _find_or_create(
             url,

@@ -193,6 +193,27 @@ class ClientProbe:
         self.stop()
 
 
+def real_compute(lab: Any) -> bool:
+    """Whether the lab runs real nova: a node's `openstack` command is then the real client."""
+    svc = lab.spec["services"].get("nova_api")
+    return bool(svc and svc.get("real"))
+
+
+def run_openstack(lab: Any, args: list[str], timeout: float = 600.0) -> int:
+    """The real `openstack` CLI (the client venv's, built at `lab up`) as the node's admin
+    with the lab's clouds.yaml, as an operator's overcloudrc gives it on a controller; its
+    output and exit status are the command's."""
+    venv = ensure_venv("client")
+    env = dict(os.environ, OS_CLIENT_CONFIG_FILE=str(Path(lab.dir) / "clouds.yaml"),
+               OS_CLOUD=str(lab.spec["name"]))  # fmt: skip
+    cmd = [str(venv / "bin" / "python"), str(venv / "bin" / "openstack"), *args]
+    try:
+        return subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, timeout=timeout).returncode
+    except subprocess.TimeoutExpired:
+        print(f"openstack {' '.join(args[:3])}: no answer in {timeout:.0f}s", flush=True)
+        return 1
+
+
 def client_probe_for_lab(
     lab: Any, max_seconds: float, interval: float = client_probe.INTERVAL
 ) -> ClientProbe | None:

@@ -7,6 +7,8 @@ never imports stepwise). Until SIGTERM/SIGINT, `--max-seconds` or MAX_ROUNDS, ev
   client:keystone   issue a token (every `--token-every` rounds) and list projects
   client:placement  create and delete a resource provider
   client:glance     list images, create a small image with a few bytes of data, delete it
+  client:nova       list every project's servers and show the first (when the cloud has nova)
+  client:neutron    list networks and ports (when the cloud has neutron)
 
 and appends one JSON line per call to `--out` in the lab probe's record format:
 `{"t": epoch, "target": "client:...", "ok": bool, "detail": str, "ms": float}`.
@@ -142,6 +144,13 @@ class Cloud:
         self.providers: set[str] = set()  # ids created and not yet deleted
         self.images: set[str] = set()
 
+    def has(self, service_type: str) -> bool:
+        """Whether the cloud's catalog lists the service (asked once, at the start)."""
+        try:
+            return bool(self.conn.has_service(service_type))
+        except Exception:  # noqa: BLE001 - no catalog at the start: probe what is sure
+            return False
+
     def name(self, kind: str) -> str:
         self.count += 1
         return f"{PREFIX}{self.run_id}-{kind}-{self.count}"
@@ -155,6 +164,25 @@ class Cloud:
                 auth.get_token(self.conn.session)  # POST /v3/auth/tokens
             step = "list projects"
             list(self.conn.identity.projects())
+        except Exception as e:
+            raise Failed(short_error(step, e)) from e
+
+    def nova(self) -> None:
+        step = "list servers"
+        try:
+            found = list(self.conn.compute.servers(all_projects=True))
+            if found:
+                step = "show server"
+                self.conn.compute.get_server(found[0].id)
+        except Exception as e:
+            raise Failed(short_error(step, e)) from e
+
+    def neutron(self) -> None:
+        step = "list networks"
+        try:
+            list(self.conn.network.networks())
+            step = "list ports"
+            list(self.conn.network.ports())
         except Exception as e:
             raise Failed(short_error(step, e)) from e
 
@@ -304,6 +332,15 @@ def main(argv: list[str] | None = None) -> int:
                 ("client:keystone", lambda n: cloud.keystone(issue=n % args.token_every == 0)),
                 ("client:placement", lambda n: cloud.placement()),
                 ("client:glance", lambda n: cloud.glance()),
+            ]
+            # compute and network where the cloud's catalog lists them (a lab with real nova)
+            calls += [
+                (f"client:{name}", call)
+                for name, kind, call in (
+                    ("nova", "compute", lambda n: cloud.nova()),
+                    ("neutron", "network", lambda n: cloud.neutron()),
+                )
+                if cloud.has(kind)
             ]
             nxt = time.monotonic()
             for n in range(MAX_ROUNDS):

@@ -89,7 +89,9 @@ def paths(lab: Any, node: str, service: str) -> dict[str, Path]:
     conf = lab.node_path(node, real.config)
     return {
         "config": conf,
-        "uwsgi": conf.parent / f"{service}-uwsgi.ini",
+        # what runs it, first line the release it was rendered for: uWSGI's file for an API,
+        # the console script's command line for a process
+        "run": conf.parent / (f"{service}.run" if real.command else f"{service}-uwsgi.ini"),
         "log": lab.node_path(node, f"/var/log/{conf.parent.name}/{service}.log"),
     }
 
@@ -177,6 +179,11 @@ def service_ini(lab: Any, node: str, service: str) -> str:
                 **({"cache": cache} if (cache := cache_section(lab)) else {}),
             }
         )
+    if RL.SERVICES[service].project == "nova":
+        # one file for the node's nova services: each logs to its own file (its output)
+        return _ini(nova_conf(lab, node))
+    if service == "neutron_server":
+        return _ini(neutron_conf(lab, node, log))
     if service == "placement_api":
         return _ini(
             {
@@ -208,6 +215,111 @@ def service_ini(lab: Any, node: str, service: str) -> str:
             }
         )
     raise KeyError(service)
+
+
+def nova_state(lab: Any, node: str) -> Path:
+    """nova's `state_path` on the node (instances, locks, a compute's node identity)."""
+    return lab.node_root(node) / "var" / "lib" / "nova"
+
+
+def nova_conf(lab: Any, node: str) -> dict[str, dict[str, str]]:
+    """nova.conf, one file for every nova service of the node (as a real node has it): cells v2
+    on the database VIP, RabbitMQ's members, placement through keystone, the fake virt driver
+    (nova's own, as devstack's fake-virt jobs run it), and the operator's `[upgrade_levels]`
+    pin of the file it replaces kept. A compute gets no database credentials (its conductor
+    reaches the database for it)."""
+    from stepwise.lab import rabbitmq
+
+    state = nova_state(lab, node)
+    auth = {k: v for k, v in _authtoken(lab, "nova").items()
+            if k in ("auth_url", "auth_type", "project_domain_name", "user_domain_name",
+                     "project_name", "username", "password")}  # fmt: skip
+    old = configparser.ConfigParser(interpolation=None)
+    old.read(lab.node_path(node, RL.SERVICES["nova_compute"].config))
+    return {
+        "DEFAULT": dict(
+            use_stderr="true",
+            host=node,
+            my_ip=lab.node(node)["address"],
+            state_path=str(state),
+            instances_path=str(state / "instances"),
+            # nova's fake driver with a stable node identity, as a hypervisor driver has (the
+            # live-migrating variant reports a new one in every process: a restarted compute
+            # then refuses to start, "Duplicate compute node record")
+            compute_driver="fake.PredictableNodeUUIDDriver",
+            transport_url=rabbitmq.transport_url(lab),
+        ),
+        "api": {"auth_strategy": "keystone"},
+        **(
+            {
+                "api_database": {"connection": db_url(lab, "nova_api"), **POOL},
+                "database": {"connection": db_url(lab, "nova"), **POOL},
+            }
+            if {"nova_api", "nova_conductor", "nova_scheduler"} & set(lab.node(node)["services"])
+            else {}
+        ),
+        "keystone_authtoken": _authtoken(lab, "nova"),
+        "placement": dict(auth, region_name=REGION),
+        # required since 2023.1 (`nova-status upgrade check` fails without it): nova's calls to
+        # other services carry its own token beside the user's
+        "service_user": dict(auth, send_service_user_token="true"),
+        **_nova_neutron(lab, auth),
+        # one worker each: two cores run every node of the lab
+        "conductor": {"workers": "1"},
+        "scheduler": {"workers": "1", "discover_hosts_in_cells_interval": "-1"},
+        "oslo_concurrency": {"lock_path": str(state / "tmp")},
+        "vnc": {"enabled": "false"},
+        **({"cache": cache} if (cache := cache_section(lab)) else {}),
+        **({"upgrade_levels": dict(old["upgrade_levels"])} if old.has_section("upgrade_levels")
+           else {}),
+    }  # fmt: skip
+
+
+def neutron_conf(lab: Any, node: str, log: dict[str, str]) -> dict[str, dict[str, str]]:
+    """neutron.conf of neutron-server with ML2 and no agent (the lab runs none: ports stay
+    unbound, servers boot with no network); nova is not notified of port events."""
+    from stepwise.lab import rabbitmq
+
+    state = lab.node_root(node) / "var" / "lib" / "neutron"
+    return {
+        "DEFAULT": dict(
+            log,
+            host=node,
+            core_plugin="ml2",
+            service_plugins="",
+            auth_strategy="keystone",
+            transport_url=rabbitmq.transport_url(lab),
+            state_path=str(state),
+            notify_nova_on_port_status_changes="false",
+            notify_nova_on_port_data_changes="false",
+        ),
+        "database": {"connection": db_url(lab, "neutron"), **POOL},
+        "keystone_authtoken": _authtoken(lab, "neutron"),
+        "oslo_concurrency": {"lock_path": str(state / "tmp")},
+        # no agent reports here: its healthcheck is the API's, not the agents'
+        "agent": {"report_interval": "0"},
+    }
+
+
+#: ML2 with VXLAN tenant networks (made in the database only: no agent wires them) and flat
+#: provider networks; no mechanism driver, so ports stay unbound
+ML2_CONF = {"ml2": {"type_drivers": "flat,vlan,vxlan", "tenant_network_types": "vxlan",
+                    "mechanism_drivers": "", "extension_drivers": "port_security"},
+            "ml2_type_flat": {"flat_networks": "*"},
+            "ml2_type_vxlan": {"vni_ranges": "1:1000"}}  # fmt: skip
+
+
+def _nova_neutron(lab: Any, auth: dict[str, str]) -> dict[str, dict[str, str]]:
+    """nova.conf's `[neutron]` when the lab runs real neutron-server (nova asks it for the
+    servers' ports and security groups), else nothing."""
+    if not is_real_placed(lab, "neutron_server"):
+        return {}
+    return {"neutron": dict(auth, region_name=REGION, service_metadata_proxy="false")}
+
+
+def is_real_placed(lab: Any, service: str) -> bool:
+    """Whether `service` is placed in the lab and runs real code."""
+    return service in lab.spec["services"] and is_real(lab, service)
 
 
 def uwsgi_ini(lab: Any, node: str, service: str, release: RL.Release) -> str:
@@ -248,7 +360,7 @@ def uwsgi_ini(lab: Any, node: str, service: str, release: RL.Release) -> str:
 def rendered_for(lab: Any, node: str, service: str) -> str | None:
     """The release lock the node's WSGI file was rendered for (None: never rendered)."""
     try:
-        first = paths(lab, node, service)["uwsgi"].read_text().splitlines()[0]
+        first = paths(lab, node, service)["run"].read_text().splitlines()[0]
     except (FileNotFoundError, IndexError):
         return None
     return first[len(MARKER) :].strip() if first.startswith(MARKER) else None
@@ -269,10 +381,39 @@ def render(lab: Any, node: str, service: str) -> RL.Release | None:
     p = paths(lab, node, service)
     p["log"].parent.mkdir(parents=True, exist_ok=True)
     _write_private(p["config"], service_ini(lab, node, service))
+    if service == "neutron_server":
+        paste = code_of(lab, node, service, release) / "etc" / "neutron" / "api-paste.ini"
+        shutil.copyfile(paste, p["config"].parent / "api-paste.ini")
+        ml2 = p["config"].parent / "plugins" / "ml2" / "ml2_conf.ini"
+        ml2.parent.mkdir(parents=True, exist_ok=True)
+        ml2.write_text(_ini(ML2_CONF))
+    if service == "nova_api":
+        paste = code_of(lab, node, service, release) / "etc" / "nova" / "api-paste.ini"
+        shutil.copyfile(paste, p["config"].parent / "api-paste.ini")
     if service == "glance_api":
         paste = code_of(lab, node, service, release) / "etc" / "glance" / "glance-api-paste.ini"
         shutil.copyfile(paste, p["config"].parent / "glance-api-paste.ini")
         for d in ("images", "staging", "tasks"):
             (lab.dir / "shared" / "glance" / d).mkdir(parents=True, exist_ok=True)
-    _write_private(p["uwsgi"], uwsgi_ini(lab, node, service, release))
+    _write_private(p["run"], run_file(lab, node, service, release))
     return release
+
+
+def run_file(lab: Any, node: str, service: str, release: RL.Release) -> str:
+    """The file that says how the node runs the service's code (marked with the release)."""
+    real = RL.SERVICES[service]
+    if not real.command:
+        return uwsgi_ini(lab, node, service, release)
+    code = code_of(lab, node, service, release)
+    conf = paths(lab, node, service)["config"]
+    return f"{MARKER}{release.lock}\n{code / 'bin' / real.command} --config-file {conf}\n"
+
+
+def command_of(lab: Any, node: str, service: str, release: RL.Release) -> list[str]:
+    """The command line of a console service: the venv's python running its script (a
+    script's first line names where the venv was built, not where an image unpacked it)."""
+    real = RL.SERVICES[service]
+    code = code_of(lab, node, service, release)
+    conf = paths(lab, node, service)["config"]
+    return [str(code / "bin" / "python"), str(code / "bin" / real.command), "--config-file",
+            str(conf)]  # fmt: skip

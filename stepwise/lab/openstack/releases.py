@@ -42,6 +42,13 @@ class RealService:
     manage: str  # its schema tool
     status: str  # its upgrade-check tool
     health_path: str  # an unauthenticated path that answers 200 when the API serves
+    # a service that is not a WSGI API runs this console script of the venv instead (nova's
+    # conductor, scheduler and compute); its health is the process running
+    command: str = ""
+    # what must be placed too for it to run real (else it stays a stand-in): the project's
+    # other services, and a RabbitMQ cluster for a service that talks RPC
+    needs: tuple[str, ...] = ()
+    messaging: bool = False
 
 
 SERIES: dict[str, tuple[Release, Release, Release]] = {
@@ -50,19 +57,37 @@ SERIES: dict[str, tuple[Release, Release, Release]] = {
             "2023.2.0",
             "2023.2",
             "2023.2, first patch",
-            (("keystone", "24.0.0"), ("openstack-placement", "10.0.0"), ("glance", "27.0.0")),
+            (
+                ("keystone", "24.0.0"),
+                ("openstack-placement", "10.0.0"),
+                ("glance", "27.0.0"),
+                ("nova", "28.0.0"),
+                ("neutron", "23.0.0"),
+            ),
         ),
         Release(
             "2023.2.latest",
             "2023.2",
             "2023.2, latest patch",
-            (("keystone", "24.1.0"), ("openstack-placement", "10.0.1"), ("glance", "27.1.1")),
+            (
+                ("keystone", "24.1.0"),
+                ("openstack-placement", "10.0.1"),
+                ("glance", "27.1.1"),
+                ("nova", "28.3.1"),
+                ("neutron", "23.5.0"),
+            ),
         ),
         Release(
             "2024.1",
             "2024.1",
             "2024.1",
-            (("keystone", "25.0.0"), ("openstack-placement", "11.0.1"), ("glance", "28.1.0")),
+            (
+                ("keystone", "25.0.0"),
+                ("openstack-placement", "11.0.1"),
+                ("glance", "28.1.0"),
+                ("nova", "29.2.2"),
+                ("neutron", "24.2.2"),
+            ),
         ),
     ),
     "2025.1": (
@@ -108,6 +133,35 @@ SERVICES: dict[str, RealService] = {
         "placement-status",
         "/",
     ),
+    **{
+        name: RealService(
+            name,
+            "nova",
+            "nova-api-wsgi" if name == "nova_api" else "",
+            "/etc/nova/nova.conf",
+            "OS_NOVA_CONFIG_DIR",
+            "nova-manage",
+            "nova-status",
+            "/",
+            "" if name == "nova_api" else name.replace("_", "-"),
+            # nova runs real only whole: its API, conductor and scheduler, over RabbitMQ
+            needs=("nova_api", "nova_conductor", "nova_scheduler"),
+            messaging=True,
+        )
+        # conductor first: `nova-manage` on a controller is the conductor's (it owns the cells)
+        for name in ("nova_api", "nova_scheduler", "nova_compute", "nova_conductor")
+    },
+    "neutron_server": RealService(
+        "neutron_server",
+        "neutron",
+        "neutron-api",
+        "/etc/neutron/neutron.conf",
+        "OS_NEUTRON_CONFIG_DIR",
+        "neutron-db-manage",
+        "neutron-status",
+        "/healthcheck",
+        messaging=True,
+    ),
     "glance_api": RealService(
         "glance_api",
         "glance",
@@ -122,6 +176,13 @@ SERVICES: dict[str, RealService] = {
 
 #: schema tool name -> the real service it belongs to
 TOOLS: dict[str, str] = {t: s.name for s in SERVICES.values() for t in (s.manage, s.status)}
+
+
+def series_services(series: str) -> list[str]:
+    """The services whose real code every release of `series` carries (nova from 2023.2's
+    locks on; the 2025.1 series' venvs hold keystone, placement and glance only)."""
+    projects = set.intersection(*({p for p, _ in r.versions} for r in SERIES[series]))
+    return [name for name, s in SERVICES.items() if s.project in projects]
 
 
 def series_names() -> list[str]:

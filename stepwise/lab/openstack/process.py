@@ -1,0 +1,91 @@
+"""A real OpenStack service that is a process, not a WSGI API: nova's conductor, scheduler and
+compute, run by the unit's wrapper (`svcproc`) as its child from the installed release's venv.
+
+As for the APIs (`svcproc.start_real`) the package step swaps the code and the config step
+renders the configuration and the run file (first line: the release it was rendered for); a
+unit whose run file was rendered for another release refuses to start, the restart loop of new
+code on old configuration. The unit answers its health on its own port while the process runs:
+what `systemctl is-active` says of a real unit. Whether the service is up for its peers is the
+service's own (nova's service records, RPC versions), asked through its API.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from typing import Any, NoReturn
+
+from stepwise.lab import containers, services
+from stepwise.lab import repos as R
+from stepwise.lab.openstack import config as C
+from stepwise.lab.openstack import releases as RL
+
+#: how long a process must keep running after its start to count as started (nova's services
+#: fail on a bad configuration or an unreachable database within a second or two)
+SETTLE_SECONDS = 3.0
+
+
+def _fail(msg: str) -> NoReturn:
+    print(f"error: {msg}", flush=True)
+    raise SystemExit(1)
+
+
+def installed_release(unit: Any) -> RL.Release:
+    """The real release the node's package stands for (sets the unit's version); fails
+    without the package, without real code for its version, or on another release's
+    configuration."""
+    lab, node, name = unit.lab, unit.node, unit.name
+    version = services.service_version(lab, node, name)  # its container's image's, or package's
+    if not version:
+        if containers.containerized(lab.spec, node, name):
+            _fail(f"{name}: its container or the container's image is absent")
+        _fail(f"{name}: package {lab.service(name)['packages'][0]} is not installed")
+    unit.version = version
+    unit.major = R.major(unit.version)
+    release = C.release_on(lab, node, name)
+    if release is None:
+        _fail(f"{name} {unit.version}: no real OpenStack code stands for this version")
+    have = C.rendered_for(lab, node, name)
+    if have != release.lock:
+        _fail(
+            f"{name} {RL.version_of(release, name)}: "
+            f"configuration is for '{have or 'nothing'}', not "
+            f"{release.lock}: apply the configuration of the new version"
+        )
+    return release
+
+
+def start(unit: Any) -> tuple[str, int, bool]:
+    """Run the service's console script as the unit's child; the unit's own address and port
+    (where it answers its health)."""
+    lab, node, name = unit.lab, unit.node, unit.name
+    release = installed_release(unit)
+    log = C.paths(lab, node, name)["log"]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:  # the service logs to its output (nova.conf is the node's)
+        unit.child = subprocess.Popen(
+            C.command_of(lab, node, name, release),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while time.monotonic() < deadline:
+        if unit.child.poll() is not None:
+            code = unit.child.returncode
+            _fail(f"{name}: {RL.SERVICES[name].command} exited ({code}); see {log}")
+        time.sleep(0.1)
+    unit.publish(
+        real=True,
+        code=f"{RL.SERVICES[name].project} {RL.version_of(release, name)}",
+        release=release.label,
+        venv=str(C.code_of(lab, node, name, release)),
+    )
+    return lab.node(node)["address"], lab.service(name)["port"], False
+
+
+def health(unit: Any) -> tuple[bool, str]:
+    """Healthy while the process runs."""
+    if unit.child is None or unit.child.poll() is not None:
+        return False, f"{RL.SERVICES[unit.name].command} not running"
+    return True, f"{RL.SERVICES[unit.name].command} running (pid {unit.child.pid})"
