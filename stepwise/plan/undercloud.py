@@ -3,9 +3,10 @@
 Update the tool and its content first (a new tool drives the rest), dump the database while
 it still runs when its major version changes (or may: no facts), stop every service (a
 package update must not restart one with its old config, and an old service left running
-can block the new one), update all packages, restore the dump into the new database, re-run
-the install/config, start the database, always run every DB sync (idempotent), start
-everything else, check health.
+can block the new one), update all packages, open the old datadir with the new database and
+upgrade its system tables (the dump stays as the way back), re-run the install/config, start
+the database, always run every DB sync (idempotent), start everything else, then every sync to
+its end (the data migrations and the contracts: nothing old runs any more), check health.
 
 With its OS upgrade (`-e system_upgrade_mode=in-place`; the seed: `leapp upgrade`, reboot,
 then the undercloud upgrade): after every service is stopped, leapp prepares the new OS and the
@@ -290,9 +291,11 @@ def _after_stop(chain: _Chain, n: _Node) -> None:
         chain.add(
             Step.RESTORE,
             db,
-            "restore the dump into the new database version"
+            "open the old datadir with the new database version and upgrade its system "
+            "tables (mariadb-upgrade); the dump stays as the way back"
             if n.change
-            else "restore the dump (the database's major version may have changed)",
+            else "upgrade the datadir's system tables if the database's major version "
+            "changed (mariadb-upgrade; the dump stays as the way back)",
             chain.secs(db, Step.BACKUP),
         )
     chain.add(
@@ -313,7 +316,8 @@ def _after_stop(chain: _Chain, n: _Node) -> None:
 
 
 def _migrate_and_start(chain: _Chain, n: _Node) -> None:
-    """Every DB sync, then everything else started, then health checks."""
+    """Every DB sync to its end (expand, data migrations, contract), then everything else
+    started, then health checks."""
     catalog, node, svcs = chain.dep.catalog, n.name, n.services
     sync = [s for s in svcs if catalog[s].has_step(WF, Step.MIGRATE)]
     if sync:
@@ -331,6 +335,26 @@ def _migrate_and_start(chain: _Chain, n: _Node) -> None:
             "start everything else on the new version",
             chain.secs(n.rest, Step.START),
             starts={s: [node] for s in n.rest},
+        )
+    # every sync to its end, as the services' guides order them: once the new release runs
+    # (nothing old is left on the one node), the data migrations and the contract (an expand
+    # alone would leave keystone's and glance's schemas half-migrated for good)
+    migrate = [s for s in svcs if catalog[s].converge]
+    if migrate:
+        chain.add(
+            Step.CONVERGE,
+            migrate,
+            "then the data migrations (online_data_migrations, db_sync --migrate): only the "
+            "new release runs",
+            chain.secs(migrate, Step.CONVERGE),
+        )
+    contract = [s for s in svcs if catalog[s].contract]
+    if contract:
+        chain.add(
+            Step.CONTRACT,
+            contract,
+            "and contract the expanded schemas: no old code is left to read the old columns",
+            chain.secs(contract, Step.CONTRACT),
         )
     back = [s for s in svcs if catalog[s].frontend]
     if back:

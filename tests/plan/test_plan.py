@@ -226,6 +226,8 @@ def test_undercloud_upgrade_order_and_database_major_change():
         "start",
         "migrate",
         "start",
+        "converge",
+        "contract",
         "rejoin",
         "verify",
     ]
@@ -245,6 +247,12 @@ def test_undercloud_upgrade_order_and_database_major_change():
     assert set(migrate.services) == {
         s for s in dep.services_on(node) if dep.catalog[s].has_step("upgrade", "migrate")
     }
+    # every sync to its end once the new release runs (#36 item 6): not the expand alone
+    rest, converge, contract = plan.units[10], plan.units[11], plan.units[12]
+    assert rest.end_s <= converge.start_s and converge.end_s <= contract.start_s
+    assert set(converge.services) == {"keystone", "glance_api", "nova_conductor"}
+    assert set(contract.services) == {"keystone", "glance_api", "neutron_server"}
+    assert "mariadb-upgrade" in plan.units[6].why and "restore the dump" not in plan.units[6].why
     # same path for a minor update, without the dump/restore when the major version stays
     minor = make_plan("undercloud-upgrade", dep, fx("10.3.9"))
     assert [u.step for u in minor.units] == [
@@ -257,6 +265,8 @@ def test_undercloud_upgrade_order_and_database_major_change():
         "start",
         "migrate",
         "start",
+        "converge",
+        "contract",
         "rejoin",
         "verify",
     ]
@@ -292,6 +302,8 @@ def test_management_node_os_upgrade_is_asked_for_and_runs_between_stop_and_packa
         "start",
         "migrate",
         "start",
+        "converge",
+        "contract",
         "rejoin",
         "verify",
     ]
