@@ -127,12 +127,19 @@ def status_cmd(
 
 
 def _say_workloads(st: dict) -> None:
-    """The workloads with their (stand-in) nova status, and their routers."""
+    """The workloads with their (stand-in) nova status, real nova's servers, the routers."""
     for w in st["workloads"]:
         console.print(
             esc(f"  workload {w['name']} on {w['host']} {w['address']} ")
             + f"[{'green' if w['healthy'] else 'red'}]{esc(w['state'])}[/]"
             + esc(f"  nova (stand-in): {w['status']}")
+        )
+    for s in st.get("servers", []):
+        ok = s["status"] == "ACTIVE"
+        console.print(
+            esc(f"  server {s['name']} on {s['host']} ")
+            + f"[{'green' if ok else 'red'}]{esc(s['status'])}[/]"
+            + esc("  nova (real)")
         )
     for r in st.get("routers", []):
         console.print(

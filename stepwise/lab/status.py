@@ -39,12 +39,30 @@ def status(lab: Lab, ask_clusters: bool = True) -> dict[str, Any]:
         "supervisor": bool(sup["units"]) or lab.supervisor_alive(),
         "nodes": nodes,
         "workloads": wls,
+        **({"servers": _servers(lab)} if ask_clusters else {}),
         "routers": _router_rows(lab, states),
         "quorum": {
             s: H.quorum(lab, s)[1] for s, v in lab.spec["services"].items() if v.get("cluster")
         },
         "database": mariadb.galera_status(lab),
     }
+
+
+def _servers(lab: Lab) -> list[dict[str, Any]]:
+    """Real nova's servers (the lab's own workloads when nova runs real), asked of its API;
+    one row saying why when it does not answer. None without real nova."""
+    from stepwise.lab.openstack import client, nova_cells
+
+    if not client.real_compute(lab):
+        return []
+    try:
+        found = nova_cells.call(lab, "GET", "/servers/detail?all_tenants=1")["servers"]
+    except Exception as exc:  # noqa: BLE001 - nova down is a state to show, not a failure
+        return [{"name": "-", "status": f"nova's API did not answer: {exc}", "host": "-"}]
+    return sorted(
+        ({"name": s["name"], "status": s["status"], "host": nova_cells.host_of(s)} for s in found),
+        key=lambda r: r["name"],
+    )
 
 
 def _supervisor_view(lab: Lab) -> dict[str, Any]:

@@ -112,6 +112,9 @@ def test_real_nova_servers_kept_through_the_computes_rolling_update(
         for node in ("compute-0", "compute-1"):
             assert "nova 28.3.1" in rows[(node, "nova_compute")]["runs"]
         assert "nova 28.0.0" in rows[("controller-0", "nova_conductor")]["runs"]
+        # `lab status` lists them from nova's API
+        shown = control.status(lab)["servers"]
+        assert [(r["status"], r["host"]) for r in shown] == [("ACTIVE", "compute-0")] * 4
         listed = nova_cells.call(lab, "GET", "/os-services?binary=nova-compute")["services"]
         assert {(s["host"], s["state"], s["status"]) for s in listed} == {
             ("compute-0", "up", "enabled"),
