@@ -338,9 +338,10 @@ def boot_all(lab: Lab, progress: Progress) -> None:
         real = lab.spec.get("openstack")
         if real:
             from stepwise.lab.openstack import bootstrap, nova_cells
+            from stepwise.lab.openstack.config import is_real_placed
 
             bootstrap.databases(lab, progress)
-            if nova_cells.placed(lab):
+            if is_real_placed(lab, "nova_api"):
                 nova_cells.databases(lab, progress)
         # real nova-compute reports to placement when it starts: once keystone lists placement
         late = {"nova_compute"} if real and nova_cells.computes(lab) else set()

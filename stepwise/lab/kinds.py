@@ -35,8 +35,7 @@ def service_kind(lab: Any, node: str, service: str, unit: dict[str, Any] | None)
             if (unit or {}).get("venv", "").startswith(str(lab.node_root(node)))
             else ""
         )
-        how = "as a process" if RL.SERVICES[service].command else "under uWSGI"
-        return REAL, f"{code} ({release.label}) {how}{where}"
+        return REAL, f"{code} ({release.label}) {RL.SERVICES[service].runs}{where}"
     if svc.get("db"):
         from stepwise.lab.galera import versions
 
@@ -82,8 +81,7 @@ def components(lab: Any, ask_clusters: bool = True) -> list[dict[str, str]]:
             {
                 "name": s,
                 "kind": REAL,
-                "detail": f"OpenStack {real['series']} code from PyPI "
-                f"{'as a process' if RL.SERVICES[s].command else 'under uWSGI'}{how}",
+                "detail": f"OpenStack {real['series']} code from PyPI {RL.SERVICES[s].runs}{how}",
             }
         )
     out += _stand_ins(lab)

@@ -175,9 +175,9 @@ def _opts(args: list[str]) -> tuple[dict[str, str], list[str], list[str]]:
 
 @command("openstack")
 def openstack(lab: Lab, node: str, args: list[str]) -> int:
-    from stepwise.lab.openstack import client
+    from stepwise.lab.openstack import client, config
 
-    if client.real_compute(lab):  # real nova: the real client, as the node's admin
+    if config.is_real_placed(lab, "nova_api"):  # real nova: the real client, as its admin
         return client.run_openstack(lab, args)
     opts, cols, words = _opts(args)
     if words[:3] == ["compute", "service", "set"]:

@@ -51,9 +51,9 @@ def status(lab: Lab, ask_clusters: bool = True) -> dict[str, Any]:
 def _servers(lab: Lab) -> list[dict[str, Any]]:
     """Real nova's servers (the lab's own workloads when nova runs real), asked of its API;
     one row saying why when it does not answer. None without real nova."""
-    from stepwise.lab.openstack import client, nova_cells
+    from stepwise.lab.openstack import config, nova_cells
 
-    if not client.real_compute(lab):
+    if not config.is_real_placed(lab, "nova_api"):
         return []
     try:
         found = nova_cells.call(lab, "GET", "/servers/detail?all_tenants=1")["servers"]

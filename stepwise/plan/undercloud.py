@@ -339,23 +339,22 @@ def _migrate_and_start(chain: _Chain, n: _Node) -> None:
     # every sync to its end, as the services' guides order them: once the new release runs
     # (nothing old is left on the one node), the data migrations and the contract (an expand
     # alone would leave keystone's and glance's schemas half-migrated for good)
-    migrate = [s for s in svcs if catalog[s].converge]
-    if migrate:
-        chain.add(
+    for step, has, why in (
+        (
             Step.CONVERGE,
-            migrate,
+            lambda s: bool(s.converge),
             "then the data migrations (online_data_migrations, db_sync --migrate): only the "
             "new release runs",
-            chain.secs(migrate, Step.CONVERGE),
-        )
-    contract = [s for s in svcs if catalog[s].contract]
-    if contract:
-        chain.add(
+        ),
+        (
             Step.CONTRACT,
-            contract,
+            lambda s: bool(s.contract),
             "and contract the expanded schemas: no old code is left to read the old columns",
-            chain.secs(contract, Step.CONTRACT),
-        )
+        ),
+    ):
+        these = [s for s in svcs if has(catalog[s])]
+        if these:
+            chain.add(step, these, why, chain.secs(these, step))
     back = [s for s in svcs if catalog[s].frontend]
     if back:
         chain.add(

@@ -13,14 +13,12 @@ computes run the new code and are up and enabled again, and the lab says which p
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -164,15 +162,10 @@ def _wait_host(lab: Lab, server_id: str, host: str, timeout: float = 120.0) -> N
 
 
 def _neutron(lab: Lab, path: str, body: dict | None = None) -> dict:
-    from stepwise.lab.openstack.bootstrap import admin_token
+    from stepwise.lab.openstack.bootstrap import admin_token, api_call
 
     url = f"http://{lab.spec['vip']}:{lab.spec['vips']['neutron_server']['port']}{path}"
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method="POST" if body is not None else "GET")
-    req.add_header("X-Auth-Token", admin_token(lab))
-    req.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(req, timeout=30) as r:
-        return json.loads(r.read())
+    return api_call("POST" if body is not None else "GET", url, body, admin_token(lab))[1]
 
 
 def _status_rows(lab: Lab) -> list[dict]:

@@ -187,13 +187,21 @@ def _keystone(lab: Any) -> None:
     )
 
 
-# --- the catalog, through keystone's API ---------------------------------------------------
-def _call(
-    method: str, url: str, body: Any = None, token: str | None = None
+# --- the real APIs (keystone's catalog first) -----------------------------------------------
+def api_call(
+    method: str,
+    url: str,
+    body: Any = None,
+    token: str | None = None,
+    headers: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any], Any]:
-    data = json.dumps(body).encode() if body is not None else None
+    """One call to a real API: (the answer's headers, its JSON or None). A `bytes` body is
+    sent as it is (an image's data), anything else as JSON."""
+    raw_body = isinstance(body, bytes)
+    data = body if raw_body else (json.dumps(body).encode() if body is not None else None)
+    ctype = "application/octet-stream" if raw_body else "application/json"
     req = urllib.request.Request(
-        url, data=data, method=method, headers={"Content-Type": "application/json"}
+        url, data=data, method=method, headers={"Content-Type": ctype, **(headers or {})}
     )
     if token:
         req.add_header("X-Auth-Token", token)
@@ -219,7 +227,7 @@ def admin_token(lab: Any) -> str:
             "scope": {"project": {"name": C.ADMIN_PROJECT, "domain": {"id": "default"}}},
         }
     }
-    headers, _ = _call("POST", C.keystone_url(lab) + "/v3/auth/tokens", auth)
+    headers, _ = api_call("POST", C.keystone_url(lab) + "/v3/auth/tokens", auth)
     return headers.get("X-Subject-Token") or headers["x-subject-token"]
 
 
@@ -227,10 +235,10 @@ def _find_or_create(
     url: str, token: str, kind: str, plural: str, match: dict[str, str], body: dict[str, Any]
 ) -> str:
     query = "&".join(f"{k}={v}" for k, v in match.items())
-    _, found = _call("GET", f"{url}/{plural}?{query}", token=token)
+    _, found = api_call("GET", f"{url}/{plural}?{query}", token=token)
     if found.get(plural):
         return found[plural][0]["id"]
-    _, made = _call("POST", f"{url}/{plural}", {kind: body}, token)
+    _, made = api_call("POST", f"{url}/{plural}", {kind: body}, token)
     return made[kind]["id"]
 
 
@@ -258,7 +266,7 @@ def register(lab: Any, say: Say, timeout: float = 120.0) -> None:
     )
     # admin, and service: the role keystonemiddleware requires of a service token (nova's
     # calls to neutron carry one), as deployment tools give every service user since 2023.2
-    roles = [_call("GET", f"{url}/roles?name={name}", token=token)[1]["roles"][0]["id"]
+    roles = [api_call("GET", f"{url}/roles?name={name}", token=token)[1]["roles"][0]["id"]
              for name in ("admin", "service")]  # fmt: skip
     for s in _placed(lab):
         if s in _CATALOG_ENTRIES:
@@ -317,7 +325,7 @@ def _register_service(
         {"name": user, "domain_id": "default", "password": C.secret(lab)},
     )
     for role in roles:
-        _call("PUT", f"{url}/projects/{project}/users/{uid}/roles/{role}", token=token)
+        api_call("PUT", f"{url}/projects/{project}/users/{uid}/roles/{role}", token=token)
     sid = _find_or_create(
         url,
         token,

@@ -193,12 +193,6 @@ class ClientProbe:
         self.stop()
 
 
-def real_compute(lab: Any) -> bool:
-    """Whether the lab runs real nova: a node's `openstack` command is then the real client."""
-    svc = lab.spec["services"].get("nova_api")
-    return bool(svc and svc.get("real"))
-
-
 def run_openstack(lab: Any, args: list[str], timeout: float = 600.0) -> int:
     """The real `openstack` CLI (the client venv's, built at `lab up`) as the node's admin
     with the lab's clouds.yaml, as an operator's overcloudrc gives it on a controller; its

@@ -401,12 +401,9 @@ def render(lab: Any, node: str, service: str) -> RL.Release | None:
 
 def run_file(lab: Any, node: str, service: str, release: RL.Release) -> str:
     """The file that says how the node runs the service's code (marked with the release)."""
-    real = RL.SERVICES[service]
-    if not real.command:
+    if not RL.SERVICES[service].command:
         return uwsgi_ini(lab, node, service, release)
-    code = code_of(lab, node, service, release)
-    conf = paths(lab, node, service)["config"]
-    return f"{MARKER}{release.lock}\n{code / 'bin' / real.command} --config-file {conf}\n"
+    return f"{MARKER}{release.lock}\n{' '.join(command_of(lab, node, service, release))}\n"
 
 
 def command_of(lab: Any, node: str, service: str, release: RL.Release) -> list[str]:

@@ -11,7 +11,6 @@ waited ACTIVE.
 
 from __future__ import annotations
 
-import json
 import time
 import urllib.error
 import urllib.request
@@ -19,7 +18,13 @@ from collections.abc import Callable
 from typing import Any
 
 from stepwise.lab.openstack import config as C
-from stepwise.lab.openstack.bootstrap import admin_token, checked, service_log_tails, tool
+from stepwise.lab.openstack.bootstrap import (
+    admin_token,
+    api_call,
+    checked,
+    service_log_tails,
+    tool,
+)
 
 Say = Callable[[str], None]
 DATABASES = ("nova_api", "nova", "nova_cell0")
@@ -29,11 +34,6 @@ FLAVOR = "lab.tiny"
 IMAGE = "lab-image"
 #: how long a server may take to become ACTIVE (fake driver: a few seconds on 2 busy cores)
 ACTIVE_TIMEOUT = 120.0
-
-
-def placed(lab: Any) -> bool:
-    """Whether the lab runs real nova (its API at least)."""
-    return "nova_api" in lab.spec["services"] and C.is_real(lab, "nova_api")
 
 
 def _manage(lab: Any, args: list[str], timeout: float = 300.0) -> str:
@@ -69,14 +69,8 @@ def computes(lab: Any) -> list[str]:
 def call(lab: Any, method: str, path: str, body: Any = None, token: str | None = None) -> Any:
     """One call to nova's API through its VIP, as an admin (the answer's JSON, or None)."""
     url = f"http://{lab.spec['vip']}:{lab.spec['vips']['nova_api']['port']}/v2.1{path}"
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, method=method, data=data)
-    req.add_header("Content-Type", "application/json")
-    req.add_header("X-Auth-Token", token or admin_token(lab))
-    req.add_header("OpenStack-API-Version", f"compute {MICROVERSION}")
-    with urllib.request.urlopen(req, timeout=30) as r:
-        raw = r.read()
-    return json.loads(raw) if raw else None
+    version = {"OpenStack-API-Version": f"compute {MICROVERSION}"}
+    return api_call(method, url, body, token or admin_token(lab), version)[1]
 
 
 def discover(lab: Any, say: Say, timeout: float = 180.0) -> None:
@@ -89,10 +83,10 @@ def discover(lab: Any, say: Say, timeout: float = 180.0) -> None:
         _manage(lab, ["cell_v2", "discover_hosts"])
         services = call(lab, "GET", "/os-services?binary=nova-compute")["services"]
         up = {s["host"] for s in services if s["state"] == "up" and s["status"] == "enabled"}
-        hypervisors = {h["hypervisor_hostname"] for h in
+        hypervisors = {h["hypervisor_hostname"]: h["id"] for h in
                        call(lab, "GET", "/os-hypervisors")["hypervisors"]}  # fmt: skip
-        if want <= up and want <= hypervisors:
-            _keep_node_identity(lab)
+        if want <= up and want <= set(hypervisors):
+            _keep_node_identity(lab, hypervisors)
             say(f"nova: {len(want)} compute(s) mapped to cell1 and up")
             return
         if time.monotonic() > deadline:
@@ -101,16 +95,16 @@ def discover(lab: Any, say: Say, timeout: float = 180.0) -> None:
         time.sleep(2)
 
 
-def _keep_node_identity(lab: Any) -> None:
+def _keep_node_identity(lab: Any, hypervisors: dict[str, str]) -> None:
     """Each compute's node identity (`compute_id` in its state path), which nova-compute
     demands on every start after its first (nova 2023.1's stable compute UUIDs): libvirt's
     driver writes it at the first start, the fake driver never does, so the lab writes what
     a hypervisor driver would have, the compute node's UUID in nova's database."""
-    for h in call(lab, "GET", "/os-hypervisors")["hypervisors"]:
-        path = C.nova_state(lab, h["hypervisor_hostname"]) / "compute_id"
-        if h["hypervisor_hostname"] in computes(lab) and not path.exists():
+    for node in computes(lab):
+        path = C.nova_state(lab, node) / "compute_id"
+        if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(h["id"] + "\n")
+            path.write_text(hypervisors[node] + "\n")
 
 
 def servers(lab: Any, say: Say, per_compute: int = 2) -> list[dict[str, Any]]:
@@ -166,22 +160,13 @@ def _image(lab: Any) -> str:
     """A small image in the real glance (made once), active: nova's API checks it exists."""
     token = admin_token(lab)
     base = f"http://{lab.spec['vip']}:{lab.spec['vips']['glance_api']['port']}/v2/images"
-
-    def glance(method: str, url: str, data: bytes | None, ctype: str) -> Any:
-        req = urllib.request.Request(url, method=method, data=data)
-        req.add_header("X-Auth-Token", token)
-        req.add_header("Content-Type", ctype)
-        with urllib.request.urlopen(req, timeout=30) as r:
-            raw = r.read()
-        return json.loads(raw) if raw else None
-
-    found = glance("GET", f"{base}?name={IMAGE}", None, "application/json")["images"]
+    found = api_call("GET", f"{base}?name={IMAGE}", token=token)[1]["images"]
     if found and found[0]["status"] == "active":
         return found[0]["id"]
     meta = {"name": IMAGE, "disk_format": "raw", "container_format": "bare",
             "visibility": "public"}  # fmt: skip
-    image = glance("POST", base, json.dumps(meta).encode(), "application/json")
-    glance("PUT", f"{base}/{image['id']}/file", b"\0" * 1024, "application/octet-stream")
+    image = api_call("POST", base, meta, token)[1]
+    api_call("PUT", f"{base}/{image['id']}/file", b"\0" * 1024, token)
     return image["id"]
 
 

@@ -50,6 +50,11 @@ class RealService:
     needs: tuple[str, ...] = ()
     messaging: bool = False
 
+    @property
+    def runs(self) -> str:
+        """How the lab runs it, as `lab status` says it."""
+        return "as a process" if self.command else "under uWSGI"
+
 
 SERIES: dict[str, tuple[Release, Release, Release]] = {
     "2023.2": (
