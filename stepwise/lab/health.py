@@ -12,7 +12,8 @@ import json
 import time
 from typing import Any
 
-from stepwise.lab.nodes import Lab
+from stepwise.lab import repos as R
+from stepwise.lab.nodes import Lab, ini_section
 from stepwise.processes import pid_alive
 
 #: Clusters whose members leave the membership when stopped cleanly (expected votes shrink,
@@ -65,8 +66,8 @@ def quorum(lab: Lab, service: str) -> tuple[bool, str]:
     return True, f"quorate: {len(running)} of {len(expected)} members"
 
 
-def rpc_state(lab: Lab, group: str) -> tuple[bool, str]:
-    """A group of RPC peers works when nobody sends a newer version than some peer runs."""
+def rpc_peers(lab: Lab, group: str) -> list[tuple[str, str, int, int]]:
+    """The running peers of an RPC group: (node, service, release major, version it sends)."""
     peers = []
     for name, svc in lab.spec["services"].items():
         if svc.get("rpc") != group:
@@ -75,6 +76,35 @@ def rpc_state(lab: Lab, group: str) -> tuple[bool, str]:
             u = read_unit(lab, n, name)
             if u and u.get("ready"):
                 peers.append((n, name, int(u["major"]), int(u.get("rpc_send") or u["major"])))
+    return peers
+
+
+def oldest_peer(lab: Lab, group: str) -> int | None:
+    """The oldest release a running peer of the RPC group runs (what nova's `auto` pin asks
+    its service records), None when none runs."""
+    return min((p[2] for p in rpc_peers(lab, group)), default=None)
+
+
+def rpc_pin(lab: Lab, node: str, service: str, major: int) -> int | None:
+    """The RPC version a unit of `service` running release `major` sends when pinned (nova's
+    `[upgrade_levels]` semantics), None when unpinned: its own file's `[upgrade_levels] GROUP =
+    R<n>`, else its group's shared file (`/etc/nova/nova.conf [upgrade_levels] compute`) where
+    `auto` means the oldest release a running peer of the group runs, as nova asks its service
+    records."""
+    group = lab.service(service).get("rpc")
+    if not group:
+        return None
+    own = ini_section(lab.node_path(node, f"/etc/{service}/{service}.conf"), "upgrade_levels")
+    shared = ini_section(lab.node_path(node, f"/etc/{group}/{group}.conf"), "upgrade_levels")
+    pin = (own.get(group) or next(iter(shared.values()), "")).strip()
+    if pin == "auto":
+        return min(major, oldest_peer(lab, group) or major)
+    return min(major, R.major(pin.lstrip("Rr"))) if pin else None
+
+
+def rpc_state(lab: Lab, group: str) -> tuple[bool, str]:
+    """A group of RPC peers works when nobody sends a newer version than some peer runs."""
+    peers = rpc_peers(lab, group)
     if not peers:
         return True, "no peers"
     oldest = min(p[2] for p in peers)

@@ -351,6 +351,7 @@ def _schema_action(words: list[str], args: list[str]) -> str | None:
     # barbican says `db upgrade`, designate `database sync`, octavia/mistral `upgrade head`
     if words[:2] in (
         ["db", "sync"],
+        ["api_db", "sync"],
         ["db", "expand"],
         ["upgrade", "heads"],
         ["db", "upgrade"],

@@ -5,6 +5,7 @@ Stdlib only: node commands import this on every call, so it must load fast.
 
 from __future__ import annotations
 
+import configparser
 import fcntl
 import hashlib
 import json
@@ -233,6 +234,16 @@ class Lab:
 
 class SupervisorDown(RuntimeError):
     """The lab's supervisor cannot be reached."""
+
+
+def ini_section(path: Path, section: str) -> dict[str, str]:
+    """The options a section of an ini file sets itself (configparser's section view adds
+    DEFAULT's: copied into another file they would land in the wrong section); empty when
+    the file or the section is absent."""
+    cp = configparser.ConfigParser(interpolation=None, default_section="\0")
+    cp.optionxform = str  # type: ignore[assignment,method-assign]
+    cp.read(path)
+    return dict(cp[section]) if cp.has_section(section) else {}
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -182,6 +182,8 @@ def openstack(lab: Lab, node: str, args: list[str]) -> int:
     opts, cols, words = _opts(args)
     if words[:3] == ["compute", "service", "set"]:
         return _service_set(lab, opts, words[3:])
+    if words[:3] == ["compute", "service", "list"]:
+        return _service_list(lab, opts, cols)
     if words[:1] == ["server"]:
         if compute_service(lab) is None:
             return err("Public endpoint for compute service not found")
@@ -200,6 +202,26 @@ def _service_set(lab: Lab, opts: dict[str, str], words: list[str]) -> int:
     if comp is None or len(words) != 2 or ("--disable" in opts) == ("--enable" in opts):
         return err("usage: openstack compute service set --disable|--enable HOST nova-compute")
     return nova(lab, "", ["service-disable" if "--disable" in opts else "service-enable", words[0]])
+
+
+def _service_list(lab: Lab, opts: dict[str, str], cols: list[str]) -> int:
+    """`openstack compute service list [--host HOST] [--service nova-compute]`: a compute is
+    `up` while its unit runs (nova: while its heartbeats reach the conductor)."""
+    comp = compute_service(lab)
+    if comp is None or opts.get("--service", "nova-compute") != "nova-compute":
+        return 0
+    disabled = set(lab.read_state("_lab", "nova_disabled.json", []) or [])
+    for host in lab.service(comp)["instances"]:
+        if opts.get("--host", host) != host:
+            continue
+        row = {
+            "Binary": "nova-compute",
+            "Host": host,
+            "Status": "disabled" if host in disabled else "enabled",
+            "State": "up" if H.read_unit(lab, host, comp) else "down",
+        }
+        out(" ".join(row[c] for c in (cols or ["Binary", "Host", "Status", "State"])))
+    return 0
 
 
 def _server(lab: Lab, opts: dict[str, str], cols: list[str], words: list[str]) -> int:

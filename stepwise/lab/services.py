@@ -6,7 +6,7 @@ import configparser
 from typing import Any
 
 from stepwise.lab import repos as R
-from stepwise.lab.nodes import Lab
+from stepwise.lab.nodes import Lab, ini_section
 
 
 def installed(lab: Lab, node: str) -> dict[str, dict[str, str]]:
@@ -99,8 +99,7 @@ def render_config(lab: Lab, node: str, service: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(staged.read_bytes())
         return
-    old = configparser.ConfigParser(interpolation=None)
-    old.read(path)
+    pins = ini_section(path, "upgrade_levels")
     cp = configparser.ConfigParser(interpolation=None)
     cp["DEFAULT"] = {"config_for": R.release_of(version) or "", "host": node}
     if svc.get("schema"):
@@ -109,9 +108,7 @@ def render_config(lab: Lab, node: str, service: str) -> None:
             "connection": f"mysql+pymysql://stepwise@{vip['address']}:{vip['port']}/{svc['project']}"
         }
     if svc.get("rpc"):
-        cp["upgrade_levels"] = (
-            dict(old["upgrade_levels"]) if old.has_section("upgrade_levels") else {}
-        )
+        cp["upgrade_levels"] = pins
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as fh:
         cp.write(fh)

@@ -144,15 +144,8 @@ class Unit:
         return galera.clustercheck(self.lab.node_root(self.node))
 
     def read_pin(self) -> None:
-        svc = self.lab.service(self.name)
-        self.rpc_send = None
-        if svc.get("rpc"):
-            pin = read_config(self.lab, self.node, self.name).get(
-                "upgrade_levels", svc["rpc"], fallback=""
-            )
-            pin = pin.strip()
-            if pin and pin != "auto":
-                self.rpc_send = min(self.major, R.major(pin.lstrip("Rr")))
+        """The RPC version this unit sends, read at its start and on SIGHUP (`H.rpc_pin`)."""
+        self.rpc_send = H.rpc_pin(self.lab, self.node, self.name, self.major)
 
 
 def make_handler(unit: Unit):
@@ -369,8 +362,34 @@ class _Signals:
         _stop_child_and_exit(unit)
 
     def on_hup(self, signum, frame) -> None:
-        self.unit.read_pin()
-        self.unit.publish()
+        unit = self.unit
+        unit.read_pin()
+        unit.publish()
+        # a real OpenStack service reloads itself (nova asks again which compute RPC version to
+        # speak); the database, RabbitMQ and memcached children are not told: the stand-in's
+        # reload only re-reads the pin
+        svc = unit.lab.service(unit.name)
+        if not svc.get("real") or unit.child is None or unit.child.poll() is not None:
+            return
+        if svc.get("kind"):
+            unit.child.send_signal(signal.SIGHUP)  # a process: oslo.service's reload
+            return
+        from stepwise.lab.openstack import config as OC
+
+        # an API: uWSGI's chain reload, one worker after the other, so that one always serves
+        # (SIGHUP would reload them all at once: the API refuses calls meanwhile), as httpd's
+        # graceful restart keeps serving
+        try:  # non-blocking: a FIFO nobody reads would hang the handler
+            fd = os.open(
+                OC.paths(unit.lab, unit.node, unit.name)["fifo"], os.O_WRONLY | os.O_NONBLOCK
+            )
+        except OSError:
+            unit.child.send_signal(signal.SIGHUP)  # an older file without the FIFO
+            return
+        try:
+            os.write(fd, b"c")
+        finally:
+            os.close(fd)
 
 
 def _stop_child_and_exit(unit: Unit) -> None:
@@ -432,6 +451,8 @@ def main(argv: list[str]) -> None:
     signal.signal(signal.SIGTERM, signals.on_term)
     routers = lab.spec.get("routers", {})
     own = name not in lab.spec["workloads"] and name not in routers
+    if own:
+        signal.signal(signal.SIGHUP, signals.on_hup)
     if own and lab.service(name).get("real") and not lab.service(name).get("kind"):
         _serve_real(unit)  # a real API: uWSGI answers on the unit's port
     if name in routers:
@@ -447,7 +468,6 @@ def main(argv: list[str]) -> None:
             addr, port, reuse = (start_db if svc["db"] else start_service)(unit)
         if svc.get("kind") and not svc.get("real"):
             _kind(svc).start(unit)  # the real server, as the unit's child
-        signal.signal(signal.SIGHUP, signals.on_hup)
     try:
         server = _Server((addr, port), make_handler(unit), reuse_port=reuse)
     except OSError as exc:

@@ -123,9 +123,9 @@ def test_rpc_pinning(lab, node):
     )
     assert "not pinned" in h["health"]
     assert not health(lab, "cmp-0", "nova_compute")["healthy"]
-    # Pinned: works.
+    # Pinned as nova is (`auto`: the oldest running peer's version, asked on reload): works.
     for n in CTRLS:
-        node(n).run("crudini --set /etc/nova_conductor/nova_conductor.conf upgrade_levels nova R1")
+        node(n).run("crudini --set /etc/nova/nova.conf upgrade_levels compute auto")
         node(n).run("systemctl reload nova_conductor")
     wait_for(
         lambda: (
@@ -143,7 +143,7 @@ def test_rpc_pinning(lab, node):
         c.run("os-apply-config")
         c.run("systemctl start nova_compute")
     for n in CTRLS:
-        node(n).run("crudini --del /etc/nova_conductor/nova_conductor.conf upgrade_levels nova")
+        node(n).run("crudini --del /etc/nova/nova.conf upgrade_levels compute")
         node(n).run("systemctl reload nova_conductor")
     settle(lab)
     assert all(health(lab, n, "nova_conductor")["healthy"] for n in CTRLS)

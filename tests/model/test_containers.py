@@ -411,12 +411,16 @@ def test_a_styled_service_is_not_styled_again(builtin):
 
 def test_a_container_pin_reads_the_release_from_the_running_image(builtin):
     """An RPC pin reads the release a node runs now: on a container node that is the image
-    its container runs (its `version` label), not a host package it does not have."""
-    pin = builtin["nova_compute"].styled(TRIPLEO).steps(Section.UPGRADE)[UpgradeKey.PIN]
+    its container runs (its `version` label), not a host package it does not have (nova's
+    own `auto` pin asks nova instead)."""
+    pin = builtin["neutron_server"].styled(TRIPLEO).steps(Section.UPGRADE)[UpgradeKey.PIN]
     cmd = pin[0]["ansible.builtin.shell"]["cmd"]
     assert "dnf list installed" not in cmd
-    assert "podman inspect nova_compute" in cmd and '["Labels"]["version"]' in cmd
-    assert 'crudini --set /etc/nova_compute/nova_compute.conf upgrade_levels nova "R$major"' in cmd
+    assert "podman inspect neutron_server" in cmd and '["Labels"]["version"]' in cmd
+    assert (
+        'crudini --set /etc/neutron_server/neutron_server.conf upgrade_levels neutron "R$major"'
+        in cmd
+    )
     # the packages style keeps the entry as written
-    written = builtin["nova_compute"].steps(Section.UPGRADE)[UpgradeKey.PIN]
+    written = builtin["neutron_server"].steps(Section.UPGRADE)[UpgradeKey.PIN]
     assert "dnf list installed" in written[0]["ansible.builtin.shell"]["cmd"]

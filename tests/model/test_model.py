@@ -174,7 +174,12 @@ def _all_tasks(svc):
 
 
 #: what `ansible.builtin.systemd_service` runs for each state (`systemctl show` first)
-SYSTEMD_VERBS = {"started": "start", "stopped": "stop", "reloaded": "reload"}
+SYSTEMD_VERBS = {
+    "started": "start",
+    "stopped": "stop",
+    "reloaded": "reload",
+    "restarted": "restart",
+}
 
 
 def _unit_command(task) -> str | None:
@@ -360,8 +365,22 @@ def test_rpc_services_pin_before_and_unpin_after(catalog):
     assert {s.rpc for s in rpc_services} >= {"nova", "neutron", "cinder"}
     for svc in rpc_services:
         steps = svc.steps("upgrade")
-        conf = f"/etc/{svc.name}/{svc.name}.conf"
+        unpin = [_unit_command(t) or t["ansible.builtin.command"] for t in steps["unpin"]]
         (pin,) = steps["pin"]
+        if svc.rpc == "nova":
+            # nova's own pin: every nova service of a node reads /etc/nova/nova.conf, `auto` caps
+            # the compute RPC at the oldest compute's version; conductor and scheduler only ask
+            # again when they restart
+            assert pin["ansible.builtin.command"] == (
+                "crudini --set /etc/nova/nova.conf upgrade_levels compute auto"
+            )
+            again = "restart" if svc.name in ("nova_conductor", "nova_scheduler") else "reload"
+            assert unpin == [
+                "crudini --del /etc/nova/nova.conf upgrade_levels compute",
+                f"systemctl {again} {svc.unit}",
+            ], svc.name
+            continue
+        conf = f"/etc/{svc.name}/{svc.name}.conf"
         script = pin["ansible.builtin.shell"]["cmd"]
         # a pipe into awk: bash with pipefail, so a failing dnf fails the task
         assert (
@@ -370,7 +389,7 @@ def test_rpc_services_pin_before_and_unpin_after(catalog):
         )
         assert f'crudini --set {conf} upgrade_levels {svc.rpc} "R$major"' in script, svc.name
         assert f"dnf list installed {svc.packages[0]}" in script
-        assert [_unit_command(t) or t["ansible.builtin.command"] for t in steps["unpin"]] == [
+        assert unpin == [
             f"crudini --del {conf} upgrade_levels {svc.rpc}",
             f"systemctl reload {svc.unit}",
         ]
@@ -387,14 +406,17 @@ def test_schema_owners_expand_once_on_the_bootstrap_node_and_contract_in_converg
     expand = {
         "keystone": "keystone-manage db_sync --expand",
         "glance_api": "glance-manage db expand",
-        "nova_conductor": "nova-manage db sync",
+        # nova's API database (cell mappings) first, then the cells' schema
+        "nova_conductor": ("nova-manage api_db sync", "nova-manage db sync"),
         "neutron_server": "neutron-db-manage upgrade --expand",
         "cinder_api": "cinder-manage db sync",
     }
-    for name, cmd in expand.items():
+    for name, cmds in expand.items():
         assert catalog[name].schema == "expand_contract" and catalog[name].rolling
-        (task,) = catalog[name].steps("upgrade")["migrate"]
-        assert task["ansible.builtin.command"] == cmd
+        tasks = catalog[name].steps("upgrade")["migrate"]
+        assert tuple(t["ansible.builtin.command"] for t in tasks) == (
+            cmds if isinstance(cmds, tuple) else (cmds,)
+        )
         assert not catalog[name].has_step("update", "migrate")  # a minor update keeps the schema
     assert "online_data_migrations" in str(catalog["nova_conductor"].converge)
     assert "db_sync --migrate" in str(catalog["keystone"].converge)
@@ -443,8 +465,9 @@ def test_api_health_checks_use_distinct_ports(catalog):
             continue
         url = svc.health.get("http")
         if url:
-            # /healthcheck (oslo.middleware), or placement's unauthenticated version document
-            m = re.fullmatch(r"http://\{address\}:(\d+)/(healthcheck)?", url)
+            # /healthcheck (oslo.middleware), or an unauthenticated version document (placement's
+            # root, nova's v2.1: nova has no /healthcheck)
+            m = re.fullmatch(r"http://\{address\}:(\d+)/(healthcheck|v2\.1)?", url)
             assert m, url
             assert m.group(1) not in ports, (svc.name, ports.get(m.group(1)))
             ports[m.group(1)] = svc.name

@@ -25,101 +25,171 @@ from pathlib import Path
 import pytest
 
 from stepwise.lab import control, kinds
-from stepwise.lab.nodes import Lab
+from stepwise.lab.nodes import Lab, ini_section
+from stepwise.lab.openstack import config as C
 from stepwise.lab.openstack import nova_cells
 from stepwise.lab.openstack.client import client_probe_for_lab
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "openstack-nova.yaml"
+COMPUTES = ("compute-0", "compute-1")
+NOVA_NODES = ("controller-0", *COMPUTES)
 STEPWISE = str(Path(sys.executable).parent / "stepwise")
 
 pytestmark = [pytest.mark.e2e, pytest.mark.lab]
 
 
-@pytest.fixture
-def lab_dir() -> Iterator[Path]:
-    """A short path: the lab's unix sockets live under it (108-byte limit)."""
-    d = Path(tempfile.mkdtemp(prefix="swn-"))
-    yield d / "lab"
-    shutil.rmtree(d, ignore_errors=True)
-
-
-def test_real_nova_servers_kept_through_the_computes_rolling_update(
-    tmp_path: Path, lab_dir: Path, monkeypatch
-):
-    monkeypatch.setenv("STEPWISE_LAB_HOME", str(tmp_path / "labs"))
-    dep = tmp_path / "openstack-nova.yaml"  # its store beside it, not in examples/
+@pytest.fixture(scope="module")
+def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, Path, Path, list[str]]]:
+    """The example's lab, up once for the file's tests (they run in order): the lab, the
+    deployment file (its store beside it, not in examples/), the lab's directory (a short
+    path: its unix sockets live under it, 108-byte limit) and what `lab up` said."""
+    tmp = tmp_path_factory.mktemp("real-nova")
+    short = Path(tempfile.mkdtemp(prefix="swn-"))
+    lab_dir = short / "lab"
+    dep = tmp / "openstack-nova.yaml"
     dep.write_text(EXAMPLE.read_text())
     said: list[str] = []
-    lab = control.up(dep, lab_dir, progress=said.append, timeout=240)
-    try:
-        assert any("2 compute(s) mapped to cell1 and up" in m for m in said), said
-        assert _services_up(lab) == [
-            ("nova-compute", "compute-0"),
-            ("nova-compute", "compute-1"),
-            ("nova-conductor", "controller-0"),
-            ("nova-scheduler", "controller-0"),
-        ]
-        servers = _servers(lab)
-        assert len(servers) == 4 and all(s["status"] == "ACTIVE" for s in servers.values())
-        hosts = sorted(s["host"] for s in servers.values())
-        assert hosts == ["compute-0", "compute-0", "compute-1", "compute-1"]
-        # nova picks the destination and moves the instance (real conductor, scheduler, RPC)
-        moving = next(i for i, s in servers.items() if s["host"] == "compute-0")
-        nova_cells.live_migrate(lab, moving)
-        _wait_host(lab, moving, "compute-1")
-        # the lab says what is real; a node's nova-manage and nova-status are nova's own
-        rows = {(r["node"], r["service"]): r for r in _status_rows(lab)}
-        assert rows[("compute-0", "nova_compute")]["kind"] == kinds.REAL
-        assert "nova 28.0.0" in rows[("compute-0", "nova_compute")]["runs"]
-        assert "as a process" in rows[("compute-0", "nova_compute")]["runs"]
-        assert "under uWSGI" in rows[("controller-0", "nova_api")]["runs"]
-        assert "under uWSGI" in rows[("controller-0", "neutron_server")]["runs"]
-        cells = _node_run(lab, "controller-0", "nova-manage cell_v2 list_cells")
-        assert "cell0" in cells and "cell1" in cells
-        # nova's own checks pass (a warning, exit 1, for the fake driver's machine type)
-        check = _node_run(lab, "controller-0", "nova-status upgrade check", ok=(0, 1))
-        assert "Cells v2" in check and "Failure" not in check
-        # neutron-server answers through its VIP and keeps a tenant network (VXLAN, in its
-        # database: no agent wires it)
-        made = _neutron(lab, "/v2.0/networks", {"network": {"name": "lab-net"}})["network"]
-        assert made["provider:network_type"] == "vxlan" and made["status"] == "ACTIVE"
-        assert [n["name"] for n in _neutron(lab, "/v2.0/networks")["networks"]] == ["lab-net"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("STEPWISE_LAB_HOME", str(tmp / "labs"))
+        lab = control.up(dep, lab_dir, progress=said.append, timeout=240)
+        try:
+            yield lab, dep, lab_dir, said
+        finally:
+            control.down(lab.dir)
+            shutil.rmtree(short, ignore_errors=True)
 
-        before = _servers(lab)
-        _stepwise("discover", "-d", str(dep), "--lab", str(lab_dir))
-        # a real client lists and shows servers and lists networks through the VIPs meanwhile
+
+def test_real_nova_servers_kept_through_the_computes_rolling_update(cloud):
+    lab, dep, lab_dir, said = cloud
+    assert any("2 compute(s) mapped to cell1 and up" in m for m in said), said
+    assert _services_up(lab) == [
+        ("nova-compute", "compute-0"),
+        ("nova-compute", "compute-1"),
+        ("nova-conductor", "controller-0"),
+        ("nova-scheduler", "controller-0"),
+    ]
+    servers = _servers(lab)
+    assert len(servers) == 4 and all(s["status"] == "ACTIVE" for s in servers.values())
+    hosts = sorted(s["host"] for s in servers.values())
+    assert hosts == ["compute-0", "compute-0", "compute-1", "compute-1"]
+    # nova picks the destination and moves the instance (real conductor, scheduler, RPC)
+    moving = next(i for i, s in servers.items() if s["host"] == "compute-0")
+    nova_cells.live_migrate(lab, moving)
+    _wait_host(lab, moving, "compute-1")
+    # the lab says what is real; a node's nova-manage and nova-status are nova's own
+    rows = {(r["node"], r["service"]): r for r in _status_rows(lab)}
+    assert rows[("compute-0", "nova_compute")]["kind"] == kinds.REAL
+    assert "nova 28.0.0" in rows[("compute-0", "nova_compute")]["runs"]
+    assert "as a process" in rows[("compute-0", "nova_compute")]["runs"]
+    assert "under uWSGI" in rows[("controller-0", "nova_api")]["runs"]
+    assert "under uWSGI" in rows[("controller-0", "neutron_server")]["runs"]
+    cells = _node_run(lab, "controller-0", "nova-manage cell_v2 list_cells")
+    assert "cell0" in cells and "cell1" in cells
+    # nova's own checks pass (a warning, exit 1, for the fake driver's machine type)
+    check = _node_run(lab, "controller-0", "nova-status upgrade check", ok=(0, 1))
+    assert "Cells v2" in check and "Failure" not in check
+    # neutron-server answers through its VIP and keeps a tenant network (VXLAN, in its
+    # database: no agent wires it)
+    made = _neutron(lab, "/v2.0/networks", {"network": {"name": "lab-net"}})["network"]
+    assert made["provider:network_type"] == "vxlan" and made["status"] == "ACTIVE"
+    assert [n["name"] for n in _neutron(lab, "/v2.0/networks")["networks"]] == ["lab-net"]
+
+    before = _servers(lab)
+    _stepwise("discover", "-d", str(dep), "--lab", str(lab_dir))
+    # a real client lists and shows servers and lists networks through the VIPs meanwhile
+    probe = client_probe_for_lab(lab, max_seconds=900, interval=1.0)
+    assert probe is not None
+    with probe:
+        _stepwise("update", "run", "-d", str(dep), "--lab", str(lab_dir), "--limit",
+                  "Compute", "--no-prestage")  # fmt: skip
+    records = probe.stop()
+    calls = {t: [r for r in records if r["target"] == t] for t in ("client:nova", "client:neutron")}
+    assert all(len(c) >= 10 for c in calls.values()), {t: len(c) for t, c in calls.items()}
+    failed = [r for r in records if not r["ok"]]
+    assert failed == [], failed[:5]
+    after = _servers(lab)
+    assert set(after) == set(before)
+    assert all(s["status"] == "ACTIVE" and s["power_state"] == 1 for s in after.values()), after
+    # the second compute's drain moved every server onto the first, already updated one
+    assert {s["host"] for s in after.values()} == {"compute-0"}, after
+    rows = {(r["node"], r["service"]): r for r in _status_rows(lab)}
+    for node in ("compute-0", "compute-1"):
+        assert "nova 28.3.1" in rows[(node, "nova_compute")]["runs"]
+    assert "nova 28.0.0" in rows[("controller-0", "nova_conductor")]["runs"]
+    # `lab status` lists them from nova's API
+    shown = control.status(lab)["servers"]
+    assert [(r["status"], r["host"]) for r in shown] == [("ACTIVE", "compute-0")] * 4
+    listed = nova_cells.call(lab, "GET", "/os-services?binary=nova-compute")["services"]
+    assert {(s["host"], s["state"], s["status"]) for s in listed} == {
+        ("compute-0", "up", "enabled"),
+        ("compute-1", "up", "enabled"),
+    }
+
+
+def test_real_nova_major_upgrade_pins_compute_rpc_until_no_old_compute_remains(cloud):
+    """2023.2 -> 2024.1 with the README's commands: nova's and neutron's own upgrade checks
+    first, the schemas expanded by their own tools, the controllers upgraded (an announced
+    window: one controller), then the computes rolled while nova itself caps the compute RPC
+    at the old computes' version (`[upgrade_levels] compute = auto`, what nova's conductor
+    logs), then converge lifts the pin, runs the online data migrations and contracts."""
+    lab, dep, lab_dir, _ = cloud
+    before = _servers(lab)
+    common = ("-d", str(dep), "--lab", str(lab_dir), "-e", "target_release=R2", "--yes")
+    _stepwise("upgrade", "prepare", *common)
+    assert {_pin(lab, n) for n in NOVA_NODES} == {"auto"}
+    _stepwise("upgrade", "run", *common, "--plane", "control", "--accept-downtime")
+    rows = {(r["node"], r["service"]): r for r in _status_rows(lab)}
+    for svc in ("nova_api", "nova_conductor", "nova_scheduler"):
+        assert "nova 29.2.2" in rows[("controller-0", svc)]["runs"], svc
+    assert "neutron 24.2.2" in rows[("controller-0", "neutron_server")]["runs"]
+    assert all("nova 28.3.1" in rows[(n, "nova_compute")]["runs"] for n in COMPUTES)
+    # nova 2024.1 (service version 67) speaks the old computes' compute RPC (2023.2's 6.2):
+    # what the upgraded conductor logs when it first calls a compute
+    log = C.paths(lab, "controller-0", "nova_conductor")["log"]
+    seen = log.stat().st_size
+    _wait_computes_up(lab)  # their heartbeats stalled while the conductor restarted
+    nova_cells.live_migrate(lab, next(iter(before)))
+    _wait_moved(lab, next(iter(before)), before)
+    with open(log, "rb") as fh:
+        fh.seek(seen)
+        assert b"Automatically selected compute RPC version 6.2" in fh.read()
+    # the computes roll with real drains while a client calls nova and neutron
+    for step in (("run", "--plane", "data"), ("converge",)):
         probe = client_probe_for_lab(lab, max_seconds=900, interval=1.0)
         assert probe is not None
         with probe:
-            _stepwise("update", "run", "-d", str(dep), "--lab", str(lab_dir), "--limit",
-                      "Compute", "--no-prestage")  # fmt: skip
+            _stepwise("upgrade", *step, *common)
         records = probe.stop()
-        calls = {
-            t: [r for r in records if r["target"] == t] for t in ("client:nova", "client:neutron")
-        }
-        assert all(len(c) >= 10 for c in calls.values()), {t: len(c) for t, c in calls.items()}
-        failed = [r for r in records if not r["ok"]]
-        assert failed == [], failed[:5]
-        after = _servers(lab)
-        assert set(after) == set(before)
-        assert all(s["status"] == "ACTIVE" and s["power_state"] == 1 for s in after.values()), after
-        # the second compute's drain moved every server onto the first, already updated one
-        assert {s["host"] for s in after.values()} == {"compute-0"}, after
-        rows = {(r["node"], r["service"]): r for r in _status_rows(lab)}
-        for node in ("compute-0", "compute-1"):
-            assert "nova 28.3.1" in rows[(node, "nova_compute")]["runs"]
-        assert "nova 28.0.0" in rows[("controller-0", "nova_conductor")]["runs"]
-        # `lab status` lists them from nova's API
-        shown = control.status(lab)["servers"]
-        assert [(r["status"], r["host"]) for r in shown] == [("ACTIVE", "compute-0")] * 4
-        listed = nova_cells.call(lab, "GET", "/os-services?binary=nova-compute")["services"]
-        assert {(s["host"], s["state"], s["status"]) for s in listed} == {
-            ("compute-0", "up", "enabled"),
-            ("compute-1", "up", "enabled"),
-        }
-    finally:
-        control.down(lab.dir)
+        assert len(records) >= 10 and [r for r in records if not r["ok"]] == [], step
+    assert {_pin(lab, n) for n in NOVA_NODES} == {""}  # lifted at converge
+    rows = {(r["node"], r["service"]): r for r in _status_rows(lab)}
+    assert all("nova 29.2.2" in rows[(n, "nova_compute")]["runs"] for n in COMPUTES)
+    after = _servers(lab)
+    assert set(after) == set(before)
+    assert all(s["status"] == "ACTIVE" and s["power_state"] == 1 for s in after.values()), after
+    listed = nova_cells.call(lab, "GET", "/os-services")["services"]
+    assert all(s["state"] == "up" for s in listed) and len(listed) == 4, listed
+    # nothing left for the online data migrations (nova's exit 0: no further update possible):
+    # a second run completes none. The one row 2024.1 still counts is nova's own marker, the
+    # soft-deleted all-zero instance 2023.2's fill_virtual_interface_list leaves in cell0 (no
+    # host: populate_instance_compute_id cannot map it, nor needs to)
+    migrations = _node_run(lab, "controller-0", "nova-manage db online_data_migrations")
+    rows = [
+        [c.strip() for c in r.split("|")[1:4]] for r in migrations.splitlines() if r.count("|") == 4
+    ]
+    assert rows[0] == ["Migration", "Total Needed", "Completed"], migrations
+    assert {done for _, _, done in rows[1:]} == {"0"}, migrations
+    assert {name for name, needed, _ in rows[1:] if needed != "0"} <= {
+        "populate_instance_compute_id"
+    }
+    heads = _node_run(lab, "controller-0", "neutron-db-manage current")
+    assert heads.count("(head)") == 2, heads
+    # unpinned, nova still moves a server (the computes now speak 2024.1's compute RPC)
+    _wait_computes_up(lab)
+    moving = next(iter(after))
+    nova_cells.live_migrate(lab, moving)
+    _wait_moved(lab, moving, after)
 
 
 def _stepwise(*args: str) -> str:
@@ -178,3 +248,28 @@ def _node_run(lab: Lab, node: str, cmd: str, ok: tuple[int, ...] = (0,)) -> str:
                        capture_output=True, text=True, timeout=120)  # fmt: skip
     assert r.returncode in ok, f"{cmd}: {r.returncode}\n{r.stdout}\n{r.stderr}"
     return r.stdout
+
+
+def _pin(lab: Lab, node: str) -> str:
+    """The node's `[upgrade_levels] compute` in /etc/nova/nova.conf ("" when unset)."""
+    return ini_section(lab.node_path(node, "/etc/nova/nova.conf"), "upgrade_levels").get(
+        "compute", ""
+    )
+
+
+def _wait_moved(lab: Lab, server_id: str, was: dict[str, dict], timeout: float = 120.0) -> None:
+    """Wait until the server is ACTIVE on another host than it was on."""
+    other = next(h for h in COMPUTES if h != was[server_id]["host"])
+    _wait_host(lab, server_id, other, timeout)
+
+
+def _wait_computes_up(lab: Lab, timeout: float = 180.0) -> None:
+    """Wait until nova counts every compute up (a live migration off a compute nova counts
+    down fails)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        listed = nova_cells.call(lab, "GET", "/os-services?binary=nova-compute")["services"]
+        if len(listed) == len(COMPUTES) and all(s["state"] == "up" for s in listed):
+            return
+        assert time.monotonic() < deadline, listed
+        time.sleep(2)

@@ -18,6 +18,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from stepwise.lab.nodes import ini_section
 from stepwise.lab.openstack import releases as RL
 
 MARKER = "# stepwise-lab: rendered for "
@@ -93,6 +94,8 @@ def paths(lab: Any, node: str, service: str) -> dict[str, Path]:
         # the console script's command line for a process
         "run": conf.parent / (f"{service}.run" if real.command else f"{service}-uwsgi.ini"),
         "log": lab.node_path(node, f"/var/log/{conf.parent.name}/{service}.log"),
+        # uWSGI's master FIFO: `c` reloads the workers one at a time (a reload that keeps serving)
+        "fifo": conf.parent / f"{service}-uwsgi.fifo",
     }
 
 
@@ -234,8 +237,7 @@ def nova_conf(lab: Any, node: str) -> dict[str, dict[str, str]]:
     auth = {k: v for k, v in _authtoken(lab, "nova").items()
             if k in ("auth_url", "auth_type", "project_domain_name", "user_domain_name",
                      "project_name", "username", "password")}  # fmt: skip
-    old = configparser.ConfigParser(interpolation=None)
-    old.read(lab.node_path(node, RL.SERVICES["nova_compute"].config))
+    pins = ini_section(lab.node_path(node, RL.SERVICES["nova_compute"].config), "upgrade_levels")
     return {
         "DEFAULT": dict(
             use_stderr="true",
@@ -270,8 +272,7 @@ def nova_conf(lab: Any, node: str) -> dict[str, dict[str, str]]:
         "oslo_concurrency": {"lock_path": str(state / "tmp")},
         "vnc": {"enabled": "false"},
         **({"cache": cache} if (cache := cache_section(lab)) else {}),
-        **({"upgrade_levels": dict(old["upgrade_levels"])} if old.has_section("upgrade_levels")
-           else {}),
+        **({"upgrade_levels": pins} if pins else {}),
     }  # fmt: skip
 
 
@@ -348,6 +349,7 @@ def uwsgi_ini(lab: Any, node: str, service: str, release: RL.Release) -> str:
             "die-on-term = true",
             # SIGTERM finishes the requests in progress first, as httpd's graceful-stop does
             "hook-master-start = unix_signal:15 gracefully_kill_them_all",
+            f"master-fifo = {paths(lab, node, service)['fifo']}",
             "http-keepalive = false",
             "buffer-size = 65535",
             "disable-logging = true",
