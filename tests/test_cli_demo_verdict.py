@@ -98,6 +98,16 @@ def test_each_failed_check_is_named(report, says):
 
 def test_a_report_whose_checks_passed_has_no_failed_check():
     assert failed_checks(_report(PASSED)) == []
+
+
+def test_client_calls_failed_inside_announced_windows_fail_no_check():
+    """One controller announces its APIs' windows: the client's calls that fail inside them
+    were announced; one outside them fails the demo."""
+    inside = {"client:nova": {"calls": 40, "failed": 5, "outside_windows": 0}}
+    assert failed_checks(_report({**PASSED, "client": inside})) == []
+    outside = {"client:nova": {"calls": 40, "failed": 5, "outside_windows": 1}}
+    (line,) = failed_checks(_report({**PASSED, "client": outside}))
+    assert "client:nova: 1 of 40 calls failed outside the announced windows" in line
     # failures inside the announced windows are the plan's downtime, not a failed check
     assert failed_checks(_report(PASSED, failed=4)) == []
     mismatch = _report(PASSED)

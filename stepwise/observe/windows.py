@@ -68,6 +68,8 @@ CLIENT_NEEDS = {
     "client:keystone": ("keystone",),
     "client:placement": ("placement_api", "keystone"),
     "client:glance": ("glance_api", "keystone"),
+    "client:nova": ("nova_api", "keystone"),
+    "client:neutron": ("neutron_server", "keystone"),
 }
 
 

@@ -266,7 +266,7 @@ def test_every_api_behind_a_vip_drains_through_one_template():
     assert (
         "ansible.builtin.uri" in health and "state ready" in ready["ansible.builtin.shell"]["cmd"]
     )
-    assert back["vars"]["stepwise_health"]["nova_api"]["http"].endswith(":8774/healthcheck")
+    assert back["vars"]["stepwise_health"]["nova_api"]["http"].endswith(":8774/v2.1")
     # the catalog's entries hold no copy of it any more
     for name in ("keystone", "glance_api", "placement_api"):
         assert not dep.catalog[name].steps(Workflow.UPDATE.task_section).get(Step.LEAVE)

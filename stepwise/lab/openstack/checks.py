@@ -104,7 +104,31 @@ def seed(lab: Any) -> dict[str, Any]:
             raise RuntimeError(f"glance refused the seed image's data (HTTP {status})")
         out["image"] = image
         out["image_md5"] = hashlib.md5(SEED_DATA).hexdigest()  # noqa: S324 - glance's own checksum
+    if C.is_real_placed(lab, "nova_api"):  # the servers `lab up` booted, to find ACTIVE after
+        from stepwise.lab.openstack import nova_cells
+
+        found = nova_cells.call(lab, "GET", "/servers?all_tenants=1")["servers"]
+        out["servers"] = sorted(s["id"] for s in found)
     return out
+
+
+def _servers_missing(lab: Any, servers: list[str]) -> list[str]:
+    """The seeded servers that are gone or not ACTIVE (with their status and host)."""
+    if not servers:
+        return []
+    from stepwise.lab.openstack import nova_cells
+
+    found = {
+        s["id"]: s for s in nova_cells.call(lab, "GET", "/servers/detail?all_tenants=1")["servers"]
+    }
+    missing = []
+    for sid in servers:
+        s = found.get(sid)
+        if s is None:
+            missing.append(f"server {sid} (gone)")
+        elif s["status"] != "ACTIVE":
+            missing.append(f"server {s['name']} {s['status']} on {nova_cells.host_of(s)}")
+    return missing
 
 
 def seed_kept(lab: Any, seeded: dict[str, Any]) -> dict[str, Any]:
@@ -134,8 +158,10 @@ def seed_kept(lab: Any, seeded: dict[str, Any]) -> dict[str, Any]:
             )
             if status != 200 or data != SEED_DATA:
                 missing.append(f"image {seeded['image']}'s data (HTTP {status}, {len(data)} bytes)")
+    missing += _servers_missing(lab, seeded.get("servers", []))
     return {
-        "checked": len([k for k in seeded if k != "image_md5"]),
+        "checked": len([k for k in seeded if k not in ("image_md5", "servers")])
+        + len(seeded.get("servers", [])),
         "missing": missing,
         "kept": not missing,
     }
