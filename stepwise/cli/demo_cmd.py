@@ -22,6 +22,7 @@ from stepwise.cli.demo_checks import (
     kernels,
     say_failed_checks,
 )
+from stepwise.cli.run_cmd import ACCEPT_DOWNTIME_OPT
 from stepwise.errors import StepwiseError
 from stepwise.model.vocab import Plane, Stage, Workflow
 
@@ -70,7 +71,15 @@ def _failures_with_units(
 
 
 def _phase(
-    title: str, workflow: Workflow, dep, store, lab_dir: Path, facts, json_out: bool, **kw: Any
+    title: str,
+    workflow: Workflow,
+    dep,
+    store,
+    lab_dir: Path,
+    facts,
+    json_out: bool,
+    accept_downtime: bool = False,
+    **kw: Any,
 ) -> dict[str, Any]:
     import stepwise.lab as lab
     from stepwise.lab.nodes import Lab
@@ -101,6 +110,7 @@ def _phase(
                 options=EngineOptions(connector=conn, extra_vars=extra),
                 observer=observer,
                 command=f"stepwise demo ({title})",
+                accept_downtime=accept_downtime,
             )
         )
         summary = probe.stop()
@@ -329,6 +339,7 @@ def _run_phases(
     report: dict[str, Any],
     report_path: Path,
     json_out: bool,
+    accept_downtime: bool = False,
 ) -> None:
     """Run each phase in turn (the kernels before them kept to tell which nodes rebooted), then
     write the report."""
@@ -336,7 +347,7 @@ def _run_phases(
     try:
         for title, wf, fx, kw in phases:
             report["phases"].append(
-                _phase(title, wf, dep, store, lab_dir, fx, json_out, **dict(kw))
+                _phase(title, wf, dep, store, lab_dir, fx, json_out, accept_downtime, **dict(kw))
             )
             _after_phase(report, wf, before, lab_dir, json_out)
     finally:
@@ -375,6 +386,7 @@ def demo(
         "R2", "--target-release", help="Release of the major upgrade."
     ),
     keep: bool = typer.Option(False, "--keep", help="Leave the lab up at the end."),
+    accept_downtime: bool = ACCEPT_DOWNTIME_OPT,
     json_out: bool = typer.Option(False, "--json", help="Print a JSON report."),
     report_path: Path = typer.Option(
         Path("stepwise-demo-report.html"),
@@ -409,7 +421,7 @@ def demo(
             _plan_update(dep, facts, json_out)
             phases = _demo_phases(dep, facts, target_release)
             seeded = _openstack_before(lab_dir, report, say)
-            _run_phases(phases, dep, store, lab_dir, report, report_path, json_out)
+            _run_phases(phases, dep, store, lab_dir, report, report_path, json_out, accept_downtime)
             _openstack_after(lab_dir, seeded, report, work, json_out)
             discover(dep, store, connector=conn)
             report["status_agrees_with_lab"] = agreement(store, dep, lab_dir)
