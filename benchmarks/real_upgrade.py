@@ -7,10 +7,13 @@ migrations (units of the migrate and contract steps); then tempest's identity an
 after the upgrade and the one-time venv build if this machine had none. With --os-upgrade,
 then the seed's OS upgrade (12 steps as commands, to the new OS and 2024.1 at once) on a fresh
 lab of the same deployment: its wall time, the client's calls and failed calls (and those
-outside the announced windows), the migrations' time and tempest after it.
+outside the announced windows), the migrations' time and tempest after it. On a deployment
+with real nova (examples/openstack-nova.yaml, one controller: --accept-downtime) also per
+phase the compute and network API's failed calls, and per compute the servers nova moved off
+it (live migrations, from nova's own records) and how long they took.
 
     .venv/bin/python benchmarks/real_upgrade.py [--deployment examples/openstack.yaml]
-        [--os-upgrade]
+        [--os-upgrade] [--accept-downtime]
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+#: real nova's and neutron's client targets, whose failed calls get a column each
+APIS = ("nova", "neutron")
 
 
 def main() -> int:
@@ -31,6 +36,11 @@ def main() -> int:
     ap.add_argument("--deployment", default=str(ROOT / "examples" / "openstack.yaml"))
     ap.add_argument(
         "--os-upgrade", action="store_true", help="also run the seed's OS upgrade on a fresh lab"
+    )
+    ap.add_argument(
+        "--accept-downtime",
+        action="store_true",
+        help="pass --accept-downtime to the demo (a deployment with one controller)",
     )
     args = ap.parse_args()
     stepwise = str(Path(sys.executable).parent / "stepwise")
@@ -47,11 +57,15 @@ def main() -> int:
                 f"{tmp}/lab",
                 "--report",
                 f"{tmp}/report.html",
+                "--keep",  # nova's migration records are read before the lab goes down
+                *(["--accept-downtime"] if args.accept_downtime else []),
             ],
             capture_output=True,
             text=True,
         )
         wall = time.monotonic() - t0
+        moved = servers_moved(Path(tmp) / "lab")
+        subprocess.run([stepwise, "lab", "down", "--dir", f"{tmp}/lab"], capture_output=True)
     if r.returncode != 0:
         print(r.stdout[-3000:], r.stderr[-3000:], sep="\n", file=sys.stderr)
         return 1
@@ -61,15 +75,23 @@ def main() -> int:
         "(lab up, runs, checks, tempest, lab down)"
     )
     print(
-        f"{'phase':<30} {'wall s':>7} {'units':>6} "
-        f"{'client calls':>13} {'failed':>7} {'migrations s':>13}"
+        f"{'phase':<30} {'wall s':>7} {'units':>6} {'client calls':>13} {'failed':>7} "
+        f"{'outside windows':>16} {'nova failed':>12} {'neutron failed':>15} {'migrations s':>13}"
     )
     for p in report["phases"]:
-        calls = sum(c["requests"] for c in p["probe"]["client"].values())
-        failed = sum(c["failed"] for c in p["probe"]["client"].values())
+        client = p["probe"]["client"]
+        calls = sum(c["requests"] for c in client.values())
+        failed = sum(c["failed"] for c in client.values())
+        outside = sum(n for t, n in p["probe"]["failed_outside_windows"].items() if "client:" in t)
+        nova, neutron = (client.get(f"client:{api}", {}).get("failed", "-") for api in APIS)
         print(
-            f"{p['phase']:<30} {p['elapsed_s']:>7.1f} {p['units']:>6} "
-            f"{calls:>13} {failed:>7} {p['migration_s']:>13.1f}"
+            f"{p['phase']:<30} {p['elapsed_s']:>7.1f} {p['units']:>6} {calls:>13} {failed:>7} "
+            f"{outside:>16} {nova:>12} {neutron:>15} {p['migration_s']:>13.1f}"
+        )
+    for host, m in sorted((moved or {}).items()):
+        print(
+            f"{host}: {m['servers']} server(s) live-migrated off it, "
+            f"{m['mean_s']:.1f} s each on average (longest {m['max_s']:.0f} s)"
         )
     os_report = report.get("openstack", {})
     t = os_report.get("tempest", {})
@@ -81,6 +103,37 @@ def main() -> int:
     for svc, sc in os_report.get("schemas", {}).items():
         print(f"{svc}: schema {sc['version']} at the head of {sc['code']}: {sc['at_head']}")
     return os_upgrade(Path(args.deployment), stepwise) if args.os_upgrade else 0
+
+
+def servers_moved(lab_dir: Path) -> dict[str, dict[str, float]] | None:
+    """Per compute: the servers nova live-migrated off it and how long each took (nova's
+    os-migrations records, second resolution), None without real nova."""
+    from stepwise.lab.nodes import Lab
+    from stepwise.lab.openstack import config, nova_cells
+
+    if not (lab_dir / "lab.json").exists():
+        return None
+    lab = Lab(lab_dir)
+    if not config.is_real_placed(lab, "nova_api"):
+        return None
+    out: dict[str, dict[str, float]] = {}
+    for m in nova_cells.call(lab, "GET", "/os-migrations")["migrations"]:
+        if m["status"] != "completed" or m.get("migration_type") != "live-migration":
+            continue
+        took = _epoch(m["updated_at"]) - _epoch(m["created_at"])
+        row = out.setdefault(m["source_compute"], {"servers": 0, "total_s": 0.0, "max_s": 0.0})
+        row["servers"] += 1
+        row["total_s"] += took
+        row["max_s"] = max(row["max_s"], took)
+    for row in out.values():
+        row["mean_s"] = row["total_s"] / row["servers"]
+    return out
+
+
+def _epoch(stamp: str) -> float:
+    from datetime import UTC, datetime
+
+    return datetime.fromisoformat(stamp.split(".")[0]).replace(tzinfo=UTC).timestamp()
 
 
 def os_upgrade(deployment: Path, stepwise: str) -> int:

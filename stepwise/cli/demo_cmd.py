@@ -118,7 +118,7 @@ def _phase(
 
     # the probe's measurements stay with the run: its report needs no lab
     store.add_probe_samples(result.run_id, per_second(probe.records))
-    out = _phase_report(title, plan, result, summary, probe.records, store, t0)
+    out = _phase_report(title, plan, result, summary, probe.records, store, t0, dep)
     if not json_out:
         _say_phase(title, plan, result, summary, out)
     if not result.ok:
@@ -143,13 +143,18 @@ def _phase_report(
     records: list[dict[str, Any]],
     store: Any,
     t0: float,
+    dep: Any,
 ) -> dict[str, Any]:
-    """What a phase did and what the probe saw meanwhile, against the planned windows."""
+    """What a phase did and what the probe saw meanwhile, against the planned windows (a
+    target's failure is announced inside a window of its service or of what it needs)."""
     failed = {k: v for k, v in summary["targets"].items() if v["failed"]}
     windows = [w.to_json() for w in plan.windows]
-    from stepwise.observe.windows import outside_windows, window_intervals
+    from stepwise.observe.windows import outside_windows, target_needs, window_intervals
 
-    unannounced = outside_windows(records, window_intervals(plan, store, result.run_id))
+    needs = target_needs({s: dep.catalog[s].depends_on for s in dep.instances})
+    unannounced = outside_windows(
+        records, window_intervals(plan, store, result.run_id), needs=needs
+    )
     client = {
         k: {"requests": v["requests"], "failed": v["failed"]}
         for k, v in summary["targets"].items()

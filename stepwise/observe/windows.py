@@ -73,21 +73,50 @@ CLIENT_NEEDS = {
 }
 
 
+#: what every VIP rides on (the reference catalog's names): the load balancer behind the VIPs
+#: and the cluster manager that holds them (a node's standby moves them)
+VIP_CARRIERS = ("haproxy", "pacemaker")
+
+
+def target_needs(depends_on: Mapping[str, Iterable[str]]) -> dict[str, tuple[str, ...]]:
+    """target -> the services whose announced windows cover its failures, from each
+    service's `depends_on`: a `vip:S` target needs S, what S depends on (transitively:
+    keystone's galera) and the VIP's carriers; a `client:*` call what its service's VIP
+    needs and keystone's (its token)."""
+
+    def closure(service: str) -> set[str]:
+        seen, todo = {service}, [service]
+        while todo:
+            for d in depends_on.get(todo.pop(), ()):
+                if d not in seen:
+                    seen.add(d)
+                    todo.append(d)
+        return seen
+
+    out = {f"vip:{s}": tuple(sorted(closure(s) | set(VIP_CARRIERS))) for s in depends_on}
+    for target, services in CLIENT_NEEDS.items():
+        needs = set().union(*(closure(s) for s in services if s in depends_on), services)
+        out[target] = tuple(sorted(needs | set(VIP_CARRIERS)))
+    return out
+
+
 def outside_windows(
     records: Iterable[Mapping[str, Any]],
     intervals: Mapping[str, list[tuple[float, float]]],
     slack: float = 3.0,
+    needs: Mapping[str, tuple[str, ...]] | None = None,
 ) -> dict[str, int]:
-    """Failed probe requests outside the windows of the services they need: a `vip:<service>`
-    target needs that service, a `client:*` call its service and keystone. A request counts
-    from its start (`t`) to its answer or timeout (`t` + `ms`): one that started before a
-    window and failed inside it is inside."""
+    """Failed probe requests outside the windows of the services they need (`needs`, as
+    `target_needs` gives it; without it a `vip:<service>` target needs that service, a
+    `client:*` call its service and keystone). A request counts from its start (`t`) to its
+    answer or timeout (`t` + `ms`): one that started before a window and failed inside it is
+    inside."""
     out: dict[str, int] = {}
     for r in records:
         target = str(r.get("target", ""))
         if r.get("ok") or not (target.startswith("vip:") or target in CLIENT_NEEDS):
             continue
-        services = CLIENT_NEEDS.get(target) or (target[4:],)
+        services = (needs or {}).get(target) or CLIENT_NEEDS.get(target) or (target[4:],)
         t = float(r["t"])
         end = t + float(r.get("ms") or 0.0) / 1000.0
         if any(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stepwise.observe.windows import outside_windows
+from stepwise.observe.windows import outside_windows, target_needs
 
 
 def _fail(target: str, t: float) -> dict:
@@ -44,3 +44,31 @@ def test_a_request_counts_from_its_start_to_its_answer_or_timeout():
     assert outside_windows([fast], windows) == {"vip:keystone": 1}
     # records without a duration (older stores) count at their start
     assert outside_windows([_fail("vip:keystone", 91.0)], windows) == {"vip:keystone": 1}
+
+
+def test_what_a_target_needs_covers_its_dependencies_and_the_vip_carriers():
+    """One controller: galera's and haproxy's windows take every API down with them, so a
+    failure of keystone's VIP or of nova's client calls inside them was announced; one in no
+    window of what it needs was not."""
+    depends_on = {
+        "galera": (),
+        "haproxy": (),
+        "keystone": ("galera",),
+        "nova_conductor": ("keystone", "placement_api"),
+        "placement_api": ("keystone",),
+        "nova_api": ("keystone", "nova_conductor"),
+        "neutron_server": ("keystone",),
+    }
+    needs = target_needs(depends_on)
+    assert needs["vip:keystone"] == ("galera", "haproxy", "keystone", "pacemaker")
+    assert set(needs["client:nova"]) >= {"nova_api", "nova_conductor", "placement_api", "galera"}
+    assert "nova_api" not in needs["client:neutron"]
+    windows = {"galera": [(100.0, 200.0)], "haproxy": [(300.0, 310.0)]}
+    records = [
+        _fail("vip:keystone", 150.0),  # galera's window
+        _fail("client:nova", 305.0),  # haproxy's window
+        _fail("vip:keystone", 250.0),  # no window
+    ]
+    assert outside_windows(records, windows, needs=needs) == {"vip:keystone": 1}
+    # without what they need, only their own windows count
+    assert outside_windows(records, windows) == {"vip:keystone": 2, "client:nova": 1}
