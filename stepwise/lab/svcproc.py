@@ -384,7 +384,8 @@ class _Signals:
                 OC.paths(unit.lab, unit.node, unit.name)["fifo"], os.O_WRONLY | os.O_NONBLOCK
             )
         except OSError:
-            unit.child.send_signal(signal.SIGHUP)  # an older file without the FIFO
+            # nobody reads the FIFO (uWSGI's master is itself restarting): the plain reload
+            unit.child.send_signal(signal.SIGHUP)
             return
         try:
             os.write(fd, b"c")
