@@ -151,7 +151,7 @@ def _phase_report(
     windows = [w.to_json() for w in plan.windows]
     from stepwise.observe.windows import outside_windows, target_needs, window_intervals
 
-    needs = target_needs({s: dep.catalog[s].depends_on for s in dep.instances})
+    needs = target_needs(dep.catalog, dep.instances)
     unannounced = outside_windows(
         records, window_intervals(plan, store, result.run_id), needs=needs
     )

@@ -215,6 +215,18 @@ class Catalog:
         """Every name a deployment may use (names and aliases), for "did you mean"."""
         return [*self.services, *self.aliases]
 
+    def needs(self, service: str) -> frozenset[str]:
+        """What `service` depends on, transitively (the `depends_on` of its `depends_on`, ...;
+        a name the catalog does not know is left out)."""
+        out: set[str] = set()
+        todo = list(self.services[service].depends_on) if service in self.services else []
+        while todo:
+            d = todo.pop()
+            if d not in out and d in self.services:
+                out.add(d)
+                todo.extend(self.services[d].depends_on)
+        return frozenset(out)
+
     def behind_balancer(self, work: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
         """service -> the nodes of `work` (node -> services) where it is behind a load
         balancer (`frontend:`): what a leave of that work takes out of service, since an

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from stepwise.model.catalog import Catalog
 from stepwise.plan.units import Plan
 from stepwise.run.store.base import epoch
 from stepwise.run.store.store import Store
@@ -78,25 +79,16 @@ CLIENT_NEEDS = {
 VIP_CARRIERS = ("haproxy", "pacemaker")
 
 
-def target_needs(depends_on: Mapping[str, Iterable[str]]) -> dict[str, tuple[str, ...]]:
-    """target -> the services whose announced windows cover its failures, from each
-    service's `depends_on`: a `vip:S` target needs S, what S depends on (transitively:
-    keystone's galera) and the VIP's carriers; a `client:*` call what its service's VIP
-    needs and keystone's (its token)."""
-
-    def closure(service: str) -> set[str]:
-        seen, todo = {service}, [service]
-        while todo:
-            for d in depends_on.get(todo.pop(), ()):
-                if d not in seen:
-                    seen.add(d)
-                    todo.append(d)
-        return seen
-
-    out = {f"vip:{s}": tuple(sorted(closure(s) | set(VIP_CARRIERS))) for s in depends_on}
-    for target, services in CLIENT_NEEDS.items():
-        needs = set().union(*(closure(s) for s in services if s in depends_on), services)
-        out[target] = tuple(sorted(needs | set(VIP_CARRIERS)))
+def target_needs(catalog: Catalog, services: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """target -> the services whose announced windows cover its failures, for the deployed
+    `services`: a `vip:S` target needs S, what S depends on (transitively: keystone's galera)
+    and the VIP's carriers; a `client:*` call what its service's VIP needs and keystone's
+    (its token)."""
+    carriers = set(VIP_CARRIERS)
+    out = {f"vip:{s}": tuple(sorted({s} | catalog.needs(s) | carriers)) for s in services}
+    for target, needed in CLIENT_NEEDS.items():
+        closure = set(needed).union(*(catalog.needs(s) for s in needed))
+        out[target] = tuple(sorted(closure | carriers))
     return out
 
 

@@ -431,14 +431,7 @@ def _feeders(dep: Deployment, pl: _PartLayout, level: int) -> frozenset[str]:
 @lru_cache(maxsize=4096)
 def _all_deps(dep: Deployment, service: str) -> frozenset[str]:
     """What `service` depends on, transitively (asked once per visit: cached)."""
-    out: set[str] = set()
-    todo = list(dep.catalog[service].depends_on)
-    while todo:
-        d = todo.pop()
-        if d not in out and d in dep.catalog:
-            out.add(d)
-            todo.extend(dep.catalog[d].depends_on)
-    return frozenset(out)
+    return dep.catalog.needs(service)
 
 
 __all__ = ["Cursor", "describe_rule", "home_part", "service_part", "rollout", "rollout_merged"]

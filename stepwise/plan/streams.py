@@ -186,14 +186,7 @@ def components(visits: dict[str, list[Visit]]) -> list[dict[str, list[Visit]]]:
 
 def _needed(dep: Deployment, services: set[str]) -> set[str]:
     """What `services` depend on, transitively."""
-    out: set[str] = set()
-    todo = [d for s in services for d in dep.catalog[s].depends_on]
-    while todo:
-        d = todo.pop()
-        if d not in out and d in dep.catalog:
-            out.add(d)
-            todo.extend(dep.catalog[d].depends_on)
-    return out
+    return set().union(*(dep.catalog.needs(s) for s in services))
 
 
 def _joined(ctx: RolloutContext, curs: list[Cursor], why: str, part: Phase) -> Cursor:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from stepwise.observe.windows import outside_windows, target_needs
+from tests.plan.cloud import catalog, service
 
 
 def _fail(target: str, t: float) -> dict:
@@ -59,7 +60,8 @@ def test_what_a_target_needs_covers_its_dependencies_and_the_vip_carriers():
         "nova_api": ("keystone", "nova_conductor"),
         "neutron_server": ("keystone",),
     }
-    needs = target_needs(depends_on)
+    cat = catalog(*(service(s, deps=deps) for s, deps in depends_on.items()))
+    needs = target_needs(cat, depends_on)
     assert needs["vip:keystone"] == ("galera", "haproxy", "keystone", "pacemaker")
     assert set(needs["client:nova"]) >= {"nova_api", "nova_conductor", "placement_api", "galera"}
     assert "nova_api" not in needs["client:neutron"]
