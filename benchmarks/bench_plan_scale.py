@@ -103,7 +103,8 @@ def phases(dep_file: Path) -> None:
     from stepwise.model import load_deployment
     from stepwise.model.vocab import Step
     from stepwise.plan import make_plan, selection_for
-    from stepwise.plan.prestage import DEFAULT_PARALLEL, nodes_at_once, prestage_seconds
+    from stepwise.plan.prestage import DEFAULT_PARALLEL, nodes_at_once
+    from stepwise.plan.units import prestage_seconds
     from stepwise.verify import PERTURBATIONS, verify_plan
 
     print(

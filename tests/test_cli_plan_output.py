@@ -226,7 +226,7 @@ def test_the_os_upgrade_parts_are_named_by_the_seed_steps_alike_in_tree_json_and
     tmp_path: Path,
 ):
     from stepwise.observe.report import model as report_model
-    from stepwise.plan.sections import parts
+    from stepwise.plan.units import parts
 
     dep = load_deployment(ROOT / "examples" / "composed.yaml")
     plan = verify_plan(make_plan("system-upgrade", dep), dep)

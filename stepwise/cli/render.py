@@ -10,8 +10,7 @@ from rich.markup import escape
 from rich.tree import Tree
 
 from stepwise.model.vocab import Step
-from stepwise.plan.sections import parts, unit_count
-from stepwise.plan.units import Plan, Unit
+from stepwise.plan.units import Plan, Unit, parts, prestage_seconds, unit_count
 
 
 def hms(seconds: float) -> str:
@@ -104,8 +103,6 @@ def _estimate(plan: Plan) -> str:
     """The estimate against its bound; with a prestage stage, the disruptive part's estimate
     and bound without it, and the prestage apart as the work before it (nothing stops then:
     hours of fetching must not read as hours of rolling, nor hide a poor rollout)."""
-    from stepwise.plan.prestage import prestage_seconds
-
     fetch = prestage_seconds(plan)
     rest, rest_bound = plan.duration_s - fetch, plan.lower_bound_s - plan.prestage_bound_s
     shown = f"estimated [bold]{hms(rest)}[/]" + (" for the disruptive part" if fetch else "")

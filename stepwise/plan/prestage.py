@@ -29,7 +29,6 @@ from stepwise.model.vocab import Scope, Stage, Step
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.changes import NodeChange
 from stepwise.plan.rollout_context import Cursor
-from stepwise.plan.units import Plan
 
 #: the mirror's (or registry's) bound an operator gets without --prestage-parallel: nodes it
 #: serves at once at full speed. A large cloud's mirror serves thousands; the connection
@@ -143,9 +142,3 @@ def _seconds_of(dep: Deployment) -> Callable[[tuple[str, ...]], float]:
         return known[services]
 
     return seconds
-
-
-def prestage_seconds(plan: Plan) -> float:
-    """How long the plan's prestage stage takes by its estimate (0 without one): the rest of
-    the plan, the disruptive part, starts when it ends."""
-    return max((u.end_s for u in plan.units if u.stage is Stage.PRESTAGE), default=0.0)

@@ -18,8 +18,8 @@ from stepwise.cli.render import render_plan
 from stepwise.model.vocab import Step, Workflow
 from stepwise.observe.report.batches import batch_groups
 from stepwise.plan import make_plan, selection_for
-from stepwise.plan.prestage import DEFAULT_PARALLEL, ROLE_VAR, nodes_at_once, prestage_seconds
-from stepwise.plan.units import Plan
+from stepwise.plan.prestage import DEFAULT_PARALLEL, ROLE_VAR, nodes_at_once
+from stepwise.plan.units import Plan, prestage_seconds
 from stepwise.verify import verify_plan
 from stepwise.verify.bounds import prestage_bound
 

@@ -15,8 +15,7 @@ from stepwise.errors import InputError
 from stepwise.model import NO_FACTS, load_deployment
 from stepwise.model.vocab import Step, Workflow
 from stepwise.plan import make_plan, selection_for
-from stepwise.plan.sections import parts
-from stepwise.plan.units import Plan, Unit
+from stepwise.plan.units import Plan, Unit, parts
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSED = ROOT / "examples" / "composed.yaml"

@@ -13,7 +13,7 @@ from stepwise.model.step_kinds import StepKind
 from stepwise.model.vocab import Stage, Step, Workflow
 from stepwise.observe.report.model import BUCKETS, _fmt_s, _plan_events, plan_section
 from stepwise.plan import make_plan, selection_for
-from stepwise.plan.prestage import prestage_seconds
+from stepwise.plan.units import prestage_seconds
 from stepwise.verify import verify_plan
 from stepwise.verify.invariants import check
 from tests.plan.cloud import classic, deployment

@@ -28,8 +28,7 @@ from stepwise.observe.report.batches import (
     plain,
     unit_kind,
 )
-from stepwise.plan.sections import parts, unit_count
-from stepwise.plan.units import Plan, Unit
+from stepwise.plan.units import Plan, Unit, parts, prestage_seconds, unit_count
 from stepwise.run.store.base import epoch
 
 NODE_LANES_MAX = 60
@@ -383,8 +382,6 @@ def _plan_summary(plan: Plan, dep: Deployment) -> list[tuple[str, str]]:
 def _estimate_rows(plan: Plan) -> list[tuple[str, str]]:
     """The estimate and its bound; with a prestage, the disruptive part's without it and the
     prestage apart, as the work before it (nothing stops then)."""
-    from stepwise.plan.prestage import prestage_seconds
-
     fetch = prestage_seconds(plan)
     if not fetch:
         return [("estimate", _fmt_s(plan.duration_s)), ("lower bound", _fmt_s(plan.lower_bound_s))]
