@@ -105,7 +105,7 @@ def _run(title: str, command: Command, opts: RunOptions, ask: bool) -> None:
     """Plan the command's part, verify it, run it (or continue its unfinished run), say how it
     ended; the exit code says it to scripts."""
     from stepwise.plan import PLAN_VARIABLES
-    from stepwise.plan.select import split_list
+    from stepwise.plan.selection import split_list
     from stepwise.run.resume import RunRequest, run_plan
     from stepwise.run.store.store import existing_store
     from stepwise.secrets import Redactor, secret_values
@@ -156,8 +156,8 @@ def _select(command: Command, opts: RunOptions, dep, store, ev: dict):
     """The workflow and the part of it the command's options select (the seed's
     `-e system_upgrade_nodes=` is external-upgrade's --limit), given what the store says
     is done already."""
-    from stepwise.plan.commands import command_selection
-    from stepwise.plan.select import split_list
+    from stepwise.plan.options import command_selection
+    from stepwise.plan.selection import split_list
 
     nodes = ev.get("system_upgrade_nodes")
     limit = opts.limit if opts.limit is not None or not nodes else str(nodes)

@@ -4,21 +4,23 @@ what the operator selected."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
 from stepwise.errors import InputError, Problem
 from stepwise.model.deployment import Deployment
 from stepwise.model.facts import NO_FACTS, Facts
-from stepwise.model.vocab import Plane, Stage, Step, Workflow
+from stepwise.model.vocab import Step, Workflow
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.changes import image_params
 from stepwise.plan.limits import resolve_limit
+from stepwise.plan.options import PLANES, STAGES, selection_for
 from stepwise.plan.progress import refuse_prepared_nodes
 from stepwise.plan.schedule import asap
-from stepwise.plan.select import Selection, check_requires, select, split_list
-from stepwise.plan.table import WORKFLOW_TABLE, StoredFacts, entry
+from stepwise.plan.select import check_requires, select
+from stepwise.plan.selection import Selection
+from stepwise.plan.table import WORKFLOW_TABLE, entry, workflow_label
 from stepwise.plan.units import WORKFLOWS, Plan, Unit, Window
 from stepwise.plan.variables import RULED, checked_variables
 
@@ -27,19 +29,11 @@ from stepwise.plan.variables import RULED, checked_variables
 PLAN_VARIABLES = tuple(dict.fromkeys(v for e in WORKFLOW_TABLE.values() for v in e.variables))
 assert RULED >= set(PLAN_VARIABLES), "every plan variable needs a rule in plan/variables.py"
 
-STAGES = {wf: e.stages for wf, e in WORKFLOW_TABLE.items() if e.stages}
-PLANES = tuple(Plane)
-
 
 #: the names an operator may type for a workflow besides its own: the management node's
 #: upgrade is `management-upgrade` in every command (`management-upgrade run`, `plan
 #: management-upgrade`); `undercloud-upgrade`, TripleO's word, stays accepted and stored
 WORKFLOW_ALIASES = {e.label: wf for wf, e in WORKFLOW_TABLE.items() if e.label}
-
-
-def workflow_label(workflow: Workflow) -> str:
-    """The name an operator types for `workflow` (`management-upgrade`, not the stored value)."""
-    return entry(workflow).name
 
 
 def parse_workflow(workflow: str | Workflow) -> Workflow:
@@ -56,87 +50,6 @@ def parse_workflow(workflow: str | Workflow) -> Workflow:
                 hint=f"one of: {', '.join([*WORKFLOWS, *WORKFLOW_ALIASES])}",
             )
         ) from None
-
-
-def selection_for(
-    workflow: Workflow,
-    limit: str | None = None,
-    *,
-    stage: str | Stage | None = None,
-    plane: str | Plane | None = None,
-    tags: Iterable[str] | str | None = (),
-    skip_tags: Iterable[str] | str | None = (),
-    of_run: int | None = None,
-    prestage: int = 0,
-) -> Selection:
-    """Check the operator's options against the workflow and return them as a Selection
-    (`of_run`: the run a rollback takes back, which only a rollback takes; `prestage`: at most
-    this many nodes fetch at once in a prestage stage, for the workflows that have one)."""
-    st: Stage | None = None
-    if stage is not None:
-        valid = STAGES.get(workflow, ())
-        if stage not in valid:
-            raise InputError(
-                Problem(
-                    f"--stage '{stage}' is not a stage of {workflow}",
-                    field="--stage",
-                    hint=f"stages are: {', '.join(valid)}"
-                    if valid
-                    else f"{workflow} has no stages",
-                )
-            )
-        st = Stage(stage)
-    pl: Plane | None = None
-    if plane is not None:
-        if plane not in PLANES:
-            raise InputError(
-                Problem(
-                    f"--plane '{plane}' is not a plane", field="--plane", hint="use control or data"
-                )
-            )
-        pl = Plane(plane)
-    return Selection(
-        limit=limit,
-        tags=split_list(tags),
-        skip_tags=split_list(skip_tags),
-        stage=st,
-        plane=pl,
-        of_run=_of_run(workflow, of_run),
-        prestage=_prestage(workflow, prestage),
-    )
-
-
-def _prestage(workflow: Workflow, parallel: int) -> int:
-    """--prestage-parallel N: the bound of a workflow that prestages (0 for the others)."""
-    if parallel < 0:
-        raise InputError(
-            Problem(
-                f"--prestage-parallel {parallel} is negative",
-                field="--prestage-parallel",
-                hint="give how many nodes may fetch at once (1 or more), or --no-prestage",
-            )
-        )
-    return parallel if entry(workflow).prestages else 0
-
-
-def _of_run(workflow: Workflow, of_run: int | None) -> int | None:
-    """--run N: what a rollback needs, and what no other workflow takes."""
-    takes = entry(workflow).stored_facts is StoredFacts.ROLLBACK
-    if takes and of_run is None:
-        raise InputError(
-            Problem(
-                f"{workflow_label(workflow)} needs the update run it takes back",
-                field="--run",
-                hint="add --run N (`stepwise history -d ...` lists the runs)",
-            )
-        )
-    if not takes and of_run is not None:
-        raise InputError(
-            Problem(
-                f"--run applies to a rollback, not to {workflow_label(workflow)}", field="--run"
-            )
-        )
-    return of_run
 
 
 def make_plan(

@@ -1,22 +1,18 @@
-"""The operator's commands, as the seeds spell them, and the part of which workflow each one
-runs. `upgrade run --tags system_upgrade_prepare --limit N` is the OS upgrade's prepare of N;
-`external-upgrade run --tags system_upgrade_run -e system_upgrade_nodes=N` its external run;
-while an OS upgrade is under way, `upgrade run --limit N` is its step 6 on N and `upgrade
-converge` its step 11. `stepwise plan` previews the same part with the same arguments.
+"""The operator's commands, as the seeds spell them: their names, how each presents itself,
+and the seed's whole OS-upgrade procedure as the commands an operator types (`seed_commands`).
+Which workflow and part a command runs is `options.command_selection`: it reads the workflow
+table, which names these commands.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from stepwise.errors import InputError, Problem
-from stepwise.model.vocab import EXTERNAL_STAGES, Stage, Workflow
-from stepwise.plan import progress as M
-from stepwise.plan.select import Selection, split_list
+from stepwise.model.vocab import Stage, Workflow
 
 if TYPE_CHECKING:
     from stepwise.model.deployment import Deployment
@@ -124,95 +120,6 @@ COMMANDS: Mapping[Command, CommandInfo] = MappingProxyType(
             "rules (continues an unfinished rollback of that run).",
             of_run=True,
         ),
-    }
-)
-
-
-SYSTEM_UPGRADE_TAG = "system_upgrade_"
-#: the tags `external-upgrade run` takes, in the OS upgrade's order (a hint shows them): the
-#: external installers' prepare and run, and the stages only that command runs
-EXTERNAL_TAGS: tuple[Stage, ...] = tuple(
-    s for s in Stage if s.startswith(SYSTEM_UPGRADE_TAG) or s in EXTERNAL_STAGES
-)
-
-
-#: the commands that run one workflow whatever is under way
-_ONE_WORKFLOW: Mapping[Command, Workflow] = MappingProxyType(
-    {
-        Command.UPDATE_RUN: Workflow.UPDATE,
-        Command.ROLLBACK_RUN: Workflow.ROLLBACK,
-        Command.MANAGEMENT_UPGRADE_RUN: Workflow.UNDERCLOUD_UPGRADE,
-    }
-)
-
-
-def command_selection(
-    command: Command | str,
-    *,
-    progress: Iterable[str] = (),
-    limit: str | None = None,
-    tags: Iterable[str] | str | None = (),
-    skip_tags: Iterable[str] | str | None = (),
-    plane: str | None = None,
-    of_run: int | None = None,
-    prestage: int = 0,
-) -> tuple[Workflow, Selection]:
-    """The workflow and selection a command runs (`of_run`: the run a rollback takes back;
-    `prestage`: the prestage's bound, 0 for none); InputError when it names nothing to run."""
-    from stepwise.plan import selection_for
-
-    cmd = Command(command)
-    tag_list, skip = split_list(tags), split_list(skip_tags)
-    os_tags = any(t.startswith(SYSTEM_UPGRADE_TAG) for t in tag_list)
-    in_os = M.in_os_upgrade(progress)
-    if cmd in _ONE_WORKFLOW:
-        wf = _ONE_WORKFLOW[cmd]
-        return wf, selection_for(
-            wf,
-            limit,
-            plane=plane if cmd is Command.UPDATE_RUN else None,
-            tags=tag_list,
-            skip_tags=skip,
-            of_run=of_run,
-            prestage=prestage,
-        )
-    if cmd is Command.EXTERNAL_UPGRADE_RUN:
-        if not tag_list:
-            raise InputError(
-                Problem(
-                    "external-upgrade run needs --tags naming the operation",
-                    field="--tags",
-                    hint=f"one of: {', '.join(EXTERNAL_TAGS)}",
-                )
-            )
-        return Workflow.SYSTEM_UPGRADE, Selection(
-            limit=limit, tags=tag_list, skip_tags=skip, external=True
-        )
-    if cmd is Command.UPGRADE_RUN and (os_tags or in_os):
-        if plane is not None:
-            raise InputError(
-                Problem("--plane does not apply to the OS upgrade's steps", field="--plane")
-            )
-        return Workflow.SYSTEM_UPGRADE, Selection(
-            limit=limit, tags=tag_list or (str(Stage.UPGRADE),), skip_tags=skip, external=False
-        )
-    if cmd is Command.UPGRADE_CONVERGE and in_os:
-        return Workflow.SYSTEM_UPGRADE, Selection(
-            limit=limit, tags=tag_list, skip_tags=skip, stage=Stage.CONVERGE, external=False
-        )
-    stage = _UPGRADE_STAGE[cmd]  # the prestage runs with prepare: run and converge as always
-    return Workflow.UPGRADE, selection_for(
-        Workflow.UPGRADE, limit, stage=stage, plane=plane, tags=tag_list, skip_tags=skip,
-        prestage=prestage if stage is Stage.PREPARE else 0,
-    )  # fmt: skip
-
-
-#: the stage each of the upgrade's commands runs
-_UPGRADE_STAGE: Mapping[Command, Stage] = MappingProxyType(
-    {
-        Command.UPGRADE_PREPARE: Stage.PREPARE,
-        Command.UPGRADE_RUN: Stage.RUN,
-        Command.UPGRADE_CONVERGE: Stage.CONVERGE,
     }
 )
 

@@ -10,63 +10,21 @@ done or left for another command); the estimated times are recomputed.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from types import MappingProxyType
 
 from stepwise.errors import InputError, Problem, UnsafePlanError
 from stepwise.model.deployment import Deployment
-from stepwise.model.vocab import UPGRADE_STAGES, Phase, Plane, Stage, Step, Workflow
+from stepwise.model.vocab import UPGRADE_STAGES, Phase, Stage, Step, Workflow
 from stepwise.plan.limits import resolve_limit
 from stepwise.plan.schedule import asap
+from stepwise.plan.selection import Selection
+from stepwise.plan.table import entry
 from stepwise.plan.units import Plan, Unit
 
 #: Ansible's special tag: every unit but the by-name-only ones.
 ALL = "all"
-
-
-def split_list(values: Iterable[str] | str | None) -> tuple[str, ...]:
-    """`--tags a,b --tags c` -> (a, b, c)."""
-    if values is None:
-        return ()
-    if isinstance(values, str):
-        values = [values]
-    out: list[str] = []
-    for v in values:
-        out.extend(p.strip() for p in str(v).split(",") if p.strip())
-    return tuple(dict.fromkeys(out))
-
-
-@dataclass(frozen=True)
-class Selection:
-    """What part of a workflow the operator asked for."""
-
-    limit: str | None = None
-    tags: tuple[str, ...] = ()
-    skip_tags: tuple[str, ...] = ()
-    stage: Stage | None = None
-    plane: Plane | None = None
-    #: True: only the seed's `external-upgrade run` operations; False: only `upgrade run` ones
-    external: bool | None = None
-    #: a rollback: the run whose changes it takes back (`--run N`)
-    of_run: int | None = None
-    #: the prestage stage, at most this many nodes fetching at once; 0: no prestage stage
-    prestage: int = 0
-
-    def params(self) -> dict[str, object]:
-        out: dict[str, object] = {
-            "limit": self.limit,
-            "tags": list(self.tags),
-            "skip_tags": list(self.skip_tags),
-            "stage": str(self.stage) if self.stage else None,
-            "plane": str(self.plane) if self.plane else None,
-            "external": self.external,
-        }
-        if self.of_run is not None:  # only a rollback has it: other plans keep their params
-            out["of_run"] = self.of_run
-        if self.prestage:  # only a plan with a prestage stage: --no-prestage keeps today's
-            out["prestage"] = self.prestage
-        return out
 
 
 def unit_tags(unit: Unit) -> set[str]:
@@ -96,8 +54,6 @@ def select(
     # Asked for by name: with no --tags, an OS-upgrade plan is the preview of the whole
     # procedure, and the management node's plan has its OS upgrade only when asked for
     # (-e system_upgrade_mode); any other workflow leaves its by-name-only operations out.
-    from stepwise.plan.table import entry  # the table imports the commands, which import this
-
     by_name = bool(asked) or not entry(plan.workflow).shows_named_steps
     for u in plan.units:
         kept = _narrow(u, keep_nodes) if _wanted(u, selection, asked, skip, by_name) else None
@@ -236,8 +192,6 @@ def check_safety(
     """The seed's rules: `system_upgrade_*` operations never without --limit; reboots and
     reprovisioning never on every node of a role (of more than one node) at once."""
     named = [u for u in units if u.step.info.by_name_only]
-    from stepwise.plan.table import entry  # the table imports the commands, which import this
-
     traits = entry(workflow)
     if traits.whole_outage:
         return  # one management node, its OS upgrade asked for explicitly (-e system_upgrade_mode)
@@ -374,9 +328,7 @@ def _next_command(
 
 
 __all__ = [
-    "Selection",
     "select",
-    "split_list",
     "unit_tags",
     "check_safety",
     "check_requires",

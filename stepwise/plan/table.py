@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from stepwise.model.deployment import Deployment
     from stepwise.model.facts import Facts
     from stepwise.plan.builder import PlanBuilder
-    from stepwise.plan.select import Selection
+    from stepwise.plan.selection import Selection
 
 
 class StoredFacts(Enum):
@@ -208,3 +208,8 @@ WORKFLOW_TABLE: Mapping[Workflow, WorkflowEntry] = MappingProxyType(
 def entry(workflow: Workflow) -> WorkflowEntry:
     """The table's entry for `workflow`."""
     return WORKFLOW_TABLE[workflow]
+
+
+def workflow_label(workflow: Workflow) -> str:
+    """The name an operator types for `workflow` (`management-upgrade`, not the stored value)."""
+    return entry(workflow).name

@@ -31,7 +31,7 @@ from stepwise.model import Deployment
 from stepwise.model.facts import NO_FACTS, Facts, facts_from_dict, facts_to_dict
 from stepwise.model.vocab import MarkerState, RunState, UnitState, Workflow
 from stepwise.plan import PLAN_VARIABLES
-from stepwise.plan.select import Selection
+from stepwise.plan.selection import Selection
 from stepwise.plan.stored import check_plan_doc
 from stepwise.plan.units import Plan, Unit
 from stepwise.run.engine import execute

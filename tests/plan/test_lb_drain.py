@@ -15,7 +15,7 @@ from stepwise.model import Deployment, load_deployment, load_facts
 from stepwise.model.facts import NO_FACTS, Facts
 from stepwise.model.vocab import Step, Workflow
 from stepwise.plan import make_plan
-from stepwise.plan.commands import command_selection
+from stepwise.plan.options import command_selection
 from stepwise.plan.progress import implicit_clears, implicit_marks
 from stepwise.plan.units import Plan, Unit
 from stepwise.verify import verify_plan

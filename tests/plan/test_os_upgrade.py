@@ -14,7 +14,7 @@ from stepwise.model import NO_FACTS, load_catalog, load_deployment, load_facts
 from stepwise.model.vocab import Stage, Step, Workflow
 from stepwise.plan import make_plan
 from stepwise.plan import progress as M
-from stepwise.plan.commands import command_selection
+from stepwise.plan.options import command_selection
 from stepwise.plan.progress import implicit_clears, implicit_marks
 from stepwise.verify import verify_plan
 

@@ -10,7 +10,8 @@ import pytest
 from stepwise.errors import InputError
 from stepwise.model.vocab import Stage, Step, Workflow
 from stepwise.plan import make_plan, selection_for
-from stepwise.plan.commands import Command, command_selection
+from stepwise.plan.commands import Command
+from stepwise.plan.options import command_selection
 from stepwise.plan.units import prestage_seconds
 from stepwise.verify import verify_plan
 from stepwise.verify.bounds import lower_bound, prestage_bound

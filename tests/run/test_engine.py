@@ -11,7 +11,7 @@ from conftest import trace_lines
 from stepwise.errors import InputError, UnsafePlanError
 from stepwise.model import load_deployment
 from stepwise.model.vocab import Step, Workflow
-from stepwise.plan.select import Selection
+from stepwise.plan.selection import Selection
 from stepwise.plan.units import Plan, Unit
 from stepwise.run.resume import RunRequest, run_plan
 from stepwise.run.run_options import EngineOptions

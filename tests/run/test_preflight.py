@@ -21,7 +21,7 @@ from stepwise.errors import InputError
 from stepwise.model import load_deployment
 from stepwise.model.catalog import load_catalog
 from stepwise.model.vocab import RunState, UnitState, Verdict, Workflow
-from stepwise.plan.select import Selection
+from stepwise.plan.selection import Selection
 from stepwise.run.preflight import (
     Answer,
     Context,

@@ -12,7 +12,8 @@ from stepwise.errors import InputError, UnsafePlanError
 from stepwise.model import load_deployment
 from stepwise.model.vocab import Stage, Step, Workflow
 from stepwise.plan import make_plan, selection_for
-from stepwise.plan.select import Selection, select
+from stepwise.plan.select import select
+from stepwise.plan.selection import Selection
 from stepwise.plan.units import Plan, Unit
 
 

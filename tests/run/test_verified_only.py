@@ -18,7 +18,7 @@ from stepwise.errors import InputError, UnsafePlanError
 from stepwise.model import load_deployment
 from stepwise.model.vocab import RunState
 from stepwise.plan.limits import resolve_limit
-from stepwise.plan.select import Selection
+from stepwise.plan.selection import Selection
 from stepwise.run.events import RunResult
 from stepwise.run.resume import RunRequest, run_plan
 from stepwise.run.store import open_store
