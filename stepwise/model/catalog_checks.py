@@ -1,19 +1,52 @@
 """Whole-catalog checks (references to unknown services, dependency cycles) and the "did you
-mean" of a mistyped name; `catalog.py` re-exports them."""
+mean" of a mistyped name; `catalog.py` re-exports them.
+
+The catalog runs these checks when it loads, so they never import it back: they take the
+catalog as an argument and say what they read of it (`CatalogEntries`, `CatalogEntry`), which
+`catalog.Catalog` and `catalog.Service` are."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from stepwise.errors import Problem
+from stepwise.model.yamlsrc import line_of
 
 if TYPE_CHECKING:
-    from stepwise.model.catalog import Catalog, Service
     from stepwise.model.specs import ServiceSpec
 
 
-def check_catalog(catalog: Catalog) -> list[Problem]:
+class CatalogEntry(Protocol):
+    """What the checks read of one service (`catalog.Service`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def plane(self) -> str: ...
+    @property
+    def has_runtime(self) -> bool: ...
+    @property
+    def depends_on(self) -> tuple[str, ...]: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def line(self) -> int | None: ...
+    @property
+    def lines(self) -> Mapping[str, int]: ...
+
+
+class CatalogEntries(Protocol):
+    """What the checks read of the catalog (`catalog.Catalog`): its services by name."""
+
+    @property
+    def services(self) -> Mapping[str, CatalogEntry]: ...
+    def __contains__(self, name: object) -> bool: ...
+    def __getitem__(self, name: str) -> CatalogEntry: ...
+    def __iter__(self) -> Iterator[CatalogEntry]: ...
+
+
+def check_catalog(catalog: CatalogEntries) -> list[Problem]:
     """Whole-catalog checks: references to unknown services and dependency cycles."""
     problems = [
         p
@@ -33,8 +66,6 @@ def duplicate_preflights(spec: ServiceSpec, doc: Any, fname: str) -> list[Proble
     """A service's preflight checks with a name an earlier check has, each with both lines:
     `stepwise preflight` reports and records its checks by name, so the second would hide
     the first's verdict."""
-    from stepwise.model.yamlsrc import line_of
-
     first: dict[str, int] = {}
     problems: list[Problem] = []
     for j, check in enumerate(spec.preflight):
@@ -55,7 +86,9 @@ def duplicate_preflights(spec: ServiceSpec, doc: Any, fname: str) -> list[Proble
     return problems
 
 
-def _dependency_problem(catalog: Catalog, svc: Service, i: int, dep: str) -> Problem | None:
+def _dependency_problem(
+    catalog: CatalogEntries, svc: CatalogEntry, i: int, dep: str
+) -> Problem | None:
     """What is wrong with the service's i-th depends_on entry, if anything."""
     where = f"depends_on[{i}]"
     line = svc.lines.get(where, svc.lines.get("depends_on", svc.line))
@@ -95,7 +128,7 @@ def _dependency_problem(catalog: Catalog, svc: Service, i: int, dep: str) -> Pro
     return None
 
 
-def _cycle_problem(catalog: Catalog, cycle: list[str]) -> Problem:
+def _cycle_problem(catalog: CatalogEntries, cycle: list[str]) -> Problem:
     first = catalog[cycle[0]]
     i = first.depends_on.index(cycle[1])
     where = f"depends_on[{i}]"

@@ -11,22 +11,56 @@ its health checks) is kept, with a systemd task on its packaged unit moved to th
 The image's reference and digests reach the tasks as the variable `stepwise_images`
 (node -> service -> {ref, target}), which the run layer marks unsafe: no reference or digest
 is ever template code.
+
+`catalog.Service.styled` calls this module, so it never imports the catalog back: it says what
+it reads of a service (`StyledEntry`) and returns the same kind of value it is given.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import replace
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
-from stepwise.model.catalog import Service
 from stepwise.model.connection import NodeAccess
-from stepwise.model.containers import container_name, startup_config, unit_name
-from stepwise.model.vocab import WORKFLOW_SECTIONS, DeployStyle, Step, TaskKey, UpgradeKey
+from stepwise.model.containers import StyleTasks, container_name, startup_config, unit_name
+from stepwise.model.vocab import (
+    WORKFLOW_SECTIONS,
+    DeployStyle,
+    Section,
+    Step,
+    SystemUpgradeKey,
+    TaskKey,
+    UpgradeKey,
+)
 
 Tasks = tuple[dict[str, Any], ...]
+
+
+class StyledEntry(Protocol):
+    """What styling reads of a catalog entry (`catalog.Service`, a frozen dataclass that
+    `dataclasses.replace` copies with the style's tasks)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def unit(self) -> str: ...
+    @property
+    def has_runtime(self) -> bool: ...
+    @property
+    def health(self) -> Mapping[str, str]: ...
+    @property
+    def style_tasks(self) -> Mapping[DeployStyle, StyleTasks]: ...
+    @property
+    def system_upgrade(self) -> Mapping[SystemUpgradeKey, Tasks]: ...
+    def steps(self, section: Section) -> Mapping[TaskKey, Tasks]: ...
+
+
+#: the entry's own type: a styled `catalog.Service` is a `catalog.Service`
+Entry = TypeVar("Entry", bound=StyledEntry)
 #: a loopback or lab registry without TLS sets the host variable to false
 _TLS_VERIFY = "--tls-verify={{ stepwise_registry_tls_verify | default(true) | bool | lower }}"
 _SYSTEMD = ("ansible.builtin.systemd_service", "ansible.builtin.systemd", "systemd_service")
@@ -38,7 +72,7 @@ def images_var(service: str) -> str:
 
 
 @lru_cache(maxsize=4096)
-def styled_service(svc: Service, style: DeployStyle) -> Service:
+def styled_service(svc: Entry, style: DeployStyle) -> Entry:
     """`svc` on a node of container style `style` (cached per service and style)."""
     own = svc.style_tasks.get(style)
     unit = (own.unit if own is not None else None) or unit_name(svc.name, style)
