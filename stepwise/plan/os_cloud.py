@@ -9,7 +9,7 @@ from stepwise.model.catalog import QUORUM_CLUSTERS, Service, node_step_seconds
 from stepwise.model.deployment import Deployment, Role
 from stepwise.model.facts import Facts
 from stepwise.model.vocab import CatalogKey, Section, Stage, Step
-from stepwise.plan import progress as M
+from stepwise.plan import progress
 
 WF = Section.UPGRADE
 UPGRADE_TAGS = (Stage.UPGRADE,)
@@ -41,7 +41,9 @@ class OsCloud:
             self.first[r.name] = self._first(r, chosen)
 
     def _first(self, r: Role, chosen: set[str]) -> str:
-        recorded = [m.split("=", 1)[1] for m in self.p if m.startswith(f"{M.OS}first@{r.name}=")]
+        recorded = [
+            m.split("=", 1)[1] for m in self.p if m.startswith(f"{progress.OS}first@{r.name}=")
+        ]
         if recorded:
             return recorded[0]
         on_new = [n.name for n in r.nodes if self.new_os(n.name)]
@@ -53,9 +55,9 @@ class OsCloud:
     def new_os(self, n: str) -> bool:
         if n not in self._new_os:  # asked several times per node; facts and progress are fixed
             f = self.facts.of(n)
-            self._new_os[n] = (self.facts.os_known and f.os_major >= f.os_target) or M.new_os(
-                n
-            ) in self.p
+            self._new_os[n] = (
+                self.facts.os_known and f.os_major >= f.os_target
+            ) or progress.new_os(n) in self.p
         return self._new_os[n]
 
     def internal(self, n: str) -> tuple[str, ...]:
@@ -83,16 +85,16 @@ class OsCloud:
         return self._external[role]
 
     def prepared(self, n: str) -> bool:
-        return M.prepared(n) in self.p or self.new_os(n)
+        return progress.prepared(n) in self.p or self.new_os(n)
 
     def ext_prepared(self, n: str) -> bool:
-        return not self.external(n) or M.external_prepared(n) in self.p or self.new_os(n)
+        return not self.external(n) or progress.external_prepared(n) in self.p or self.new_os(n)
 
     def started(self, n: str) -> bool:
-        return M.started(n) in self.p or (not self.internal(n) and self.new_os(n))
+        return progress.started(n) in self.p or (not self.internal(n) and self.new_os(n))
 
     def ext_started(self, n: str) -> bool:
-        return not self.external(n) or M.external_started(n) in self.p
+        return not self.external(n) or progress.external_started(n) in self.p
 
     def done(self, n: str) -> bool:
         return self.new_os(n) and self.started(n) and self.ext_started(n)
@@ -106,9 +108,9 @@ class OsCloud:
         for r in roles if roles is not None else self.roles:
             for n in r.nodes:
                 if self.internal(n.name):
-                    out.append(M.started(n.name))
+                    out.append(progress.started(n.name))
                 if self.external(n.name):
-                    out.append(M.external_started(n.name))
+                    out.append(progress.external_started(n.name))
         return out
 
     def per_node(self, keep: Callable[[Service], bool]) -> dict[str, tuple[str, ...]]:

@@ -4,7 +4,7 @@ migrations, converge (RPC unpinned, schemas contracted), cleanup."""
 from __future__ import annotations
 
 from stepwise.model.vocab import Scope, Stage, Step, SystemUpgradeKey, UpgradeKey
-from stepwise.plan import progress as M
+from stepwise.plan import progress
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.os_cloud import WF, OsCloud, secs
 from stepwise.plan.planes import Cursor
@@ -15,9 +15,9 @@ def finish(builder: PlanBuilder, c: OsCloud, cur: Cursor) -> None:
     """Steps 10-12: online data migrations, converge, cleanup."""
     after = cur.after
     services = {s for r in c.roles for s in r.services}
-    if M.ONLINE_UPGRADED not in c.p:
+    if progress.ONLINE_UPGRADED not in c.p:
         after = _online_migrations(builder, c, services, after)
-    if M.CONVERGED not in c.p:
+    if progress.CONVERGED not in c.p:
         after = _unpin(builder, c, after)
         after = _contract(builder, c, services, after)
         after = _converge_verify(builder, c, after)
@@ -35,7 +35,7 @@ def _online_migrations(
             [after],
             "step 10: no online data migration to run",
             Stage.ONLINE_UPGRADE,
-            marks=[M.ONLINE_UPGRADED],
+            marks=[progress.ONLINE_UPGRADED],
         )  # reached with the rest: nothing to migrate
     return builder.add(
         Step.CONVERGE,
@@ -47,7 +47,7 @@ def _online_migrations(
         scope=Scope.DEPLOYMENT,
         duration_s=max(secs(dep, ss, Step.CONVERGE) for ss in conv.values()),
         why="step 10: online data migrations, now that every node runs the new release",
-        marks=[M.ONLINE_UPGRADED],
+        marks=[progress.ONLINE_UPGRADED],
         requires=c.all_started(),
     )
 
@@ -69,7 +69,7 @@ def _unpin(builder: PlanBuilder, c: OsCloud, after: str | None) -> str | None:
         scope=Scope.DEPLOYMENT,
         duration_s=max(secs(dep, ss, UpgradeKey.UNPIN) for ss in set(unpin.values())),
         why="step 11: converge: lift the RPC pins, every peer runs the new release",
-        requires=[M.ONLINE_UPGRADED],
+        requires=[progress.ONLINE_UPGRADED],
     )
 
 
@@ -93,7 +93,7 @@ def _contract(
         scope=Scope.DEPLOYMENT,
         duration_s=max(secs(dep, ss, Step.CONTRACT) for ss in contract.values()),
         why="step 11: converge: contract the expanded schemas, no old code reads them",
-        requires=[M.ONLINE_UPGRADED],
+        requires=[progress.ONLINE_UPGRADED],
     )
 
 
@@ -111,8 +111,8 @@ def _converge_verify(builder: PlanBuilder, c: OsCloud, after: str | None) -> str
         scope=Scope.DEPLOYMENT,
         duration_s=secs(dep, [], Step.VERIFY),
         why="step 11: converge: re-assert the state",
-        marks=[M.CONVERGED],
-        requires=[M.ONLINE_UPGRADED],
+        marks=[progress.CONVERGED],
+        requires=[progress.ONLINE_UPGRADED],
     )
 
 
@@ -129,7 +129,7 @@ def _cleanup(builder: PlanBuilder, c: OsCloud, after: str | None) -> None:
         stage=Stage.SYSTEM_UPGRADE_CLEANUP,
         scope=Scope.DEPLOYMENT,
         duration_s=secs(dep, [], SystemUpgradeKey.CLEANUP),
-        requires=[M.CONVERGED],
+        requires=[progress.CONVERGED],
         why="step 12: remove what the OS upgrade persisted (it may hold secrets) "
         "and re-assert flags",
     )

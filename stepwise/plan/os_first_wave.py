@@ -7,7 +7,7 @@ from __future__ import annotations
 from stepwise.errors import Problem, UnsafePlanError
 from stepwise.model.deployment import Deployment
 from stepwise.model.vocab import Phase, Stage, Step, SystemUpgradeKey
-from stepwise.plan import progress as M
+from stepwise.plan import progress
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.os_cloud import WF, OsCloud, secs
 from stepwise.plan.planes import Cursor
@@ -142,7 +142,7 @@ def _prepare(chain: _Chain, c: OsCloud, wave: list[str]) -> None:
         + secs(dep, [], SystemUpgradeKey.PREPARE),
         Stage.SYSTEM_UPGRADE_PREPARE,
         stops={s: [n for n in prep if s in c.internal(n)] for n in prep for s in c.internal(n)},
-        marks=[f"{M.OS}first@{dep.role_of(n).name}={n}" for n in prep],
+        marks=[f"{progress.OS}first@{dep.role_of(n).name}={n}" for n in prep],
     )
 
 
@@ -188,12 +188,12 @@ def _transfer_data(chain: _Chain, c: OsCloud, n: str) -> None:
     """Step 5 for the role of first node `n`: its old nodes stop, the data moves to `n`."""
     dep = c.dep
     r = dep.role_of(n)
-    if M.transferred(r.name) in c.p:
+    if progress.transferred(r.name) in c.p:
         return
     old = c.old_nodes(r)
     if not old:
         return
-    if M.stopped_old(r.name) not in c.p:
+    if progress.stopped_old(r.name) not in c.p:
         stop_old = {m: c.internal(m) for m in old if c.internal(m)}
         keep = sorted({s for m in old for s in c.external(m)})
         # the APIs behind a VIP finish the requests in flight before they stop. Their downtime
@@ -221,7 +221,7 @@ def _transfer_data(chain: _Chain, c: OsCloud, n: str) -> None:
             Stage.SYSTEM_UPGRADE_TRANSFER_DATA,
             stops=_each_on(stop_old),
             vars={"stepwise_roles": [r.name]},
-            marks=[M.stopped_old(r.name)],
+            marks=[progress.stopped_old(r.name)],
         )
     movers = tuple(
         s
@@ -242,7 +242,7 @@ def _transfer_data(chain: _Chain, c: OsCloud, n: str) -> None:
                 "stepwise_roles": [r.name],
                 "stepwise_role_nodes": [m.name for m in r.nodes],
             },
-            marks=[M.transferred(r.name)],
+            marks=[progress.transferred(r.name)],
         )
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 
 from stepwise.model.deployment import Role
 from stepwise.model.vocab import Stage, Step, SystemUpgradeKey
-from stepwise.plan import progress as M
+from stepwise.plan import progress
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.os_cloud import OsCloud
 from stepwise.plan.units import Unit
@@ -52,7 +52,7 @@ def annotate(builder: PlanBuilder, c: OsCloud, start: int) -> None:
             if upgrade:  # most units of a big cloud: the same answer for each of a node's
                 requires += place.upgrade_requires(c, n)
                 if last_upgrade.get(n) == i:
-                    marks.append(M.started(n))
+                    marks.append(progress.started(n))
                 continue
             more_marks, more_requires = _milestones(c, u, n, place, last_upgrade.get(n) == i)
             requires += more_requires
@@ -79,7 +79,7 @@ def _place(c: OsCloud, n: str, control_plane: list[str]) -> _Place:
         join: list[str] = []
     else:
         f = c.first[role.name]
-        join = [M.started(f)] + ([M.external_started(f)] if c.external(f) else [])
+        join = [progress.started(f)] + ([progress.external_started(f)] if c.external(f) else [])
     return _Place(role, sensitive, [] if sensitive else control_plane, join)
 
 
@@ -92,30 +92,30 @@ def _milestones(
     if u.step is Step.SYSTEM_UPGRADE_PREPARE or (
         u.step is Step.LEAVE and u.stage is Stage.SYSTEM_UPGRADE_PREPARE
     ):
-        requires += [M.repos(n), *place.gate, *place.join]
+        requires += [progress.repos(n), *place.gate, *place.join]
         if u.step is Step.SYSTEM_UPGRADE_PREPARE:
-            marks.append(M.prepared(n))
+            marks.append(progress.prepared(n))
     elif u.step is Step.EXTERNAL_SYSTEM_UPGRADE_PREPARE:
         requires += [*place.gate, *place.join]
-        marks.append(M.external_prepared(n))
+        marks.append(progress.external_prepared(n))
     elif u.step is Step.SYSTEM_UPGRADE_RUN:
-        requires.append(M.prepared(n))
+        requires.append(progress.prepared(n))
         if c.external(n) and any(
             c.dep.catalog[s].system_upgrade.get(SystemUpgradeKey.PREPARE) for s in c.external(n)
         ):
-            requires.append(M.external_prepared(n))
-        marks.append(M.new_os(n))
+            requires.append(progress.external_prepared(n))
+        marks.append(progress.new_os(n))
     elif u.stage is Stage.UPGRADE and u.step is not Step.GATE:
         requires += place.upgrade_requires(c, n)
         if last_upgrade:
-            marks.append(M.started(n))
+            marks.append(progress.started(n))
     elif u.step is Step.EXTERNAL_SYSTEM_UPGRADE_RUN:
-        requires.append(M.started(n) if c.internal(n) else M.new_os(n))
-        marks.append(M.external_started(n))
+        requires.append(progress.started(n) if c.internal(n) else progress.new_os(n))
+        marks.append(progress.external_started(n))
     elif u.step is Step.SYSTEM_UPGRADE_TRANSFER_DATA:
-        requires += [M.new_os(n), M.stopped_old(place.role.name)]
+        requires += [progress.new_os(n), progress.stopped_old(place.role.name)]
     elif u.step is Step.STOP and u.stage is Stage.SYSTEM_UPGRADE_TRANSFER_DATA:
-        requires.append(M.new_os(c.first[place.role.name]))
+        requires.append(progress.new_os(c.first[place.role.name]))
     return marks, requires
 
 
@@ -123,19 +123,21 @@ def _upgrade_requires(c: OsCloud, n: str, place: _Place) -> list[str]:
     """What an `upgrade run` unit needs on node `n`: the new OS, the role's data moved (first
     node), the first node joined (other nodes), RPC pinned (services speaking RPC)."""
     role = place.role
-    requires = [M.new_os(n)]
+    requires = [progress.new_os(n)]
     if (
         place.sensitive
         and c.is_first(n)
-        and M.transferred(role.name) not in c.p
+        and progress.transferred(role.name) not in c.p
         and c.old_nodes(role)
     ):
         movers = any(
             c.dep.catalog[s].system_upgrade.get(SystemUpgradeKey.TRANSFER_DATA)
             for s in c.internal(n)
         )
-        requires.append(M.transferred(role.name) if movers else M.stopped_old(role.name))
+        requires.append(
+            progress.transferred(role.name) if movers else progress.stopped_old(role.name)
+        )
     requires += place.join
     if any(c.dep.catalog[s].rpc for s in c.internal(n)):
-        requires.append(M.PINNED)
+        requires.append(progress.PINNED)
     return requires

@@ -36,7 +36,7 @@ from stepwise.model.availability import service_allowances
 from stepwise.model.deployment import Deployment
 from stepwise.model.facts import Facts
 from stepwise.model.vocab import DeployStyle, Phase, Scope, Stage, Step, UpgradeKey
-from stepwise.plan import progress as M
+from stepwise.plan import progress
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.os_cloud import WF, OsCloud, is_sensitive, secs
 from stepwise.plan.os_finish import finish
@@ -56,7 +56,7 @@ def initial_state(dep: Deployment, facts: Facts) -> dict:
     down: dict[str, set[str]] = {}
     new_code: dict[str, set[str]] = {}
     for r in c.roles:
-        old_stopped = M.stopped_old(r.name) in c.p or M.transferred(r.name) in c.p
+        old_stopped = progress.stopped_old(r.name) in c.p or progress.transferred(r.name) in c.p
         for node in r.nodes:
             n = node.name
             if (c.prepared(n) and not c.started(n)) or (
@@ -67,21 +67,21 @@ def initial_state(dep: Deployment, facts: Facts) -> dict:
             if (
                 c.external(n)
                 and not c.ext_started(n)
-                and (c.ext_prepared(n) and M.external_prepared(n) in c.p or c.new_os(n))
+                and (c.ext_prepared(n) and progress.external_prepared(n) in c.p or c.new_os(n))
             ):
                 for s in c.external(n):
                     down.setdefault(s, set()).add(n)
             if c.started(n) and c.internal(n):
                 for s in c.internal(n):
                     new_code.setdefault(s, set()).add(n)
-            if c.external(n) and M.external_started(n) in c.p:
+            if c.external(n) and progress.external_started(n) in c.p:
                 for s in c.external(n):
                     new_code.setdefault(s, set()).add(n)
     return {
         "new_os": sorted(n.name for r in c.roles for n in r.nodes if c.new_os(n.name)),
         "down": {s: sorted(ns) for s, ns in sorted(down.items())},
         "new_code": {s: sorted(ns) for s, ns in sorted(new_code.items())},
-        "pinned": M.PINNED in c.p,
+        "pinned": progress.PINNED in c.p,
     }
 
 
@@ -198,7 +198,7 @@ def _prerequisites(builder: PlanBuilder, c: OsCloud, cur: Cursor) -> Cursor:
         n.name
         for r in c.roles
         for n in r.nodes
-        if M.repos(n.name) not in c.p and not c.new_os(n.name)
+        if progress.repos(n.name) not in c.p and not c.new_os(n.name)
     ]
     after, t = cur.after, cur.t
     if need:
@@ -214,7 +214,7 @@ def _prerequisites(builder: PlanBuilder, c: OsCloud, cur: Cursor) -> Cursor:
             "the OS upgrade downloads the new release for the new OS",
         )
         t += 10.0
-    if M.PINNED not in c.p:
+    if progress.PINNED not in c.p:
         pin = c.per_node(lambda s: bool(s.rpc) and s.has_step(WF, UpgradeKey.PIN))
         pin = {n: ss for n, ss in pin.items() if ss}
         if pin:

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from stepwise.model.deployment import Deployment
 from stepwise.model.vocab import Phase, Stage
-from stepwise.plan import progress as M
+from stepwise.plan import progress
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.changes import NodeChange
 from stepwise.plan.planes import home_part, service_part
@@ -45,8 +45,8 @@ def annotate_upgrade(
     needs the new code on every node that changes (`all_changes`, the whole cloud's)."""
     units = builder.units
     touched = [n for n, ch in all_changes.items() if ch.touched]
-    control = [M.control_plane_done(n) for n in control_part_nodes(dep, all_changes)]
-    everyone = tuple(M.new_code(n) for n in sorted(touched))
+    control = [progress.control_plane_done(n) for n in control_part_nodes(dep, all_changes)]
+    everyone = tuple(progress.new_code(n) for n in sorted(touched))
     last_control: dict[str, int] = {}
     last_run: dict[str, int] = {}
     for i in range(run_start, converge_start):
@@ -56,16 +56,16 @@ def annotate_upgrade(
                 last_control[n] = i
     for i, u in enumerate(units):
         if u.id == prepare_gate:
-            marks = tuple(M.upgrade_prepared(n) for n in all_changes if n in last_run)
+            marks = tuple(progress.upgrade_prepared(n) for n in all_changes if n in last_run)
             units[i] = replace(u, marks=marks)
         elif u.is_barrier or i < run_start:
             continue
         elif i < converge_start:
-            requires = [M.upgrade_prepared(n) for n in u.nodes]
+            requires = [progress.upgrade_prepared(n) for n in u.nodes]
             if u.phase is Phase.DATAPLANE:
                 requires += control
-            marks = [M.control_plane_done(n) for n in u.nodes if last_control.get(n) == i]
-            marks += [M.new_code(n) for n in u.nodes if last_run.get(n) == i]
+            marks = [progress.control_plane_done(n) for n in u.nodes if last_control.get(n) == i]
+            marks += [progress.new_code(n) for n in u.nodes if last_run.get(n) == i]
             units[i] = replace(u, marks=tuple(marks), requires=tuple(requires))
         elif u.stage is Stage.CONVERGE:
             units[i] = replace(u, requires=everyone)

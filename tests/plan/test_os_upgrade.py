@@ -12,8 +12,7 @@ import pytest
 from stepwise.errors import InputError, UnsafePlanError
 from stepwise.model import NO_FACTS, load_catalog, load_deployment, load_facts
 from stepwise.model.vocab import Stage, Step, Workflow
-from stepwise.plan import make_plan
-from stepwise.plan import progress as M
+from stepwise.plan import make_plan, progress
 from stepwise.plan.options import command_selection
 from stepwise.plan.progress import implicit_clears, implicit_marks
 from stepwise.verify import verify_plan
@@ -159,7 +158,9 @@ def test_the_seeds_twelve_steps_as_commands():
     assert steps(c.run("external-upgrade run", tags="system_upgrade_cleanup")) == [
         "system_upgrade_cleanup"
     ]  # 12
-    assert not M.in_os_upgrade(c.progress) and M.PINNED not in c.progress  # the procedure is over
+    assert (
+        not progress.in_os_upgrade(c.progress) and progress.PINNED not in c.progress
+    )  # the procedure is over
 
 
 def test_a_step_out_of_order_is_refused_with_the_command_to_run_first():
@@ -239,7 +240,7 @@ def test_a_node_prepared_for_the_os_upgrade_is_fenced_from_other_plans():
     c.run("upgrade prepare")
     c.run("upgrade run", tags="system_upgrade_prepare", limit=FIRST)
     fx = NO_FACTS.with_progress(c.progress)
-    assert M.prepared_not_upgraded(fx) == sorted(FIRST.split(","))
+    assert progress.prepared_not_upgraded(fx) == sorted(FIRST.split(","))
     # a minor update now would stop, update and maybe reboot them: a reboot runs the staged leapp
     for wf in (Workflow.UPDATE, Workflow.UPGRADE):
         with pytest.raises(UnsafePlanError) as info:
@@ -255,7 +256,7 @@ def test_a_node_prepared_for_the_os_upgrade_is_fenced_from_other_plans():
     # once on the new OS they are no longer fenced
     c.run("external-upgrade run", tags="system_upgrade_prepare", limit=FIRST)
     c.run("upgrade run", tags="system_upgrade_run", limit=FIRST)
-    assert M.prepared_not_upgraded(NO_FACTS.with_progress(c.progress)) == []
+    assert progress.prepared_not_upgraded(NO_FACTS.with_progress(c.progress)) == []
 
 
 def _kwargs(argv: tuple[str, ...]) -> tuple[str, dict[str, str]]:
@@ -284,7 +285,7 @@ def test_the_seed_commands_of_a_deployment_run_the_whole_procedure(example: str)
         assert "system_upgrade_prepare" not in argv or command != "upgrade run" or p.units, argv
         done += [u.step for u in p.units]
     assert done.count(Step.SYSTEM_UPGRADE_TRANSFER_DATA) == 1 and Step.CONTRACT in done
-    assert not M.in_os_upgrade(c.progress)  # the procedure is over
+    assert not progress.in_os_upgrade(c.progress)  # the procedure is over
     # every node goes into the new OS by one command; the first node of each sensitive role together
     into_new_os = [a for a in commands if a[:2] == ("upgrade", "run") and "system_upgrade_run" in a]
     firsts = [

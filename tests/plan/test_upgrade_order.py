@@ -15,8 +15,7 @@ from typer.testing import CliRunner
 from stepwise.errors import InputError, UnsafePlanError
 from stepwise.model import NO_FACTS, load_deployment, load_facts
 from stepwise.model.vocab import Step, Workflow
-from stepwise.plan import make_plan, selection_for
-from stepwise.plan import progress as M
+from stepwise.plan import make_plan, progress, selection_for
 from stepwise.plan.progress import implicit_clears
 from stepwise.verify import plan_verified
 
@@ -43,15 +42,15 @@ def _plan(dep, facts=NO_FACTS, progress=frozenset(), **kw):
 def test_the_units_record_and_need_the_milestones(dep):
     plan = make_plan(Workflow.UPGRADE, dep)
     gate = next(u for u in plan.units if u.is_barrier and u.stage == "prepare")
-    assert set(gate.marks) == _all(dep, M.upgrade_prepared)
+    assert set(gate.marks) == _all(dep, progress.upgrade_prepared)
     marked = {m for u in plan.units for m in u.marks}
-    assert _all(dep, M.new_code) <= marked
-    assert {M.control_plane_done(n) for n in CONTROLLERS} <= marked
+    assert _all(dep, progress.new_code) <= marked
+    assert {progress.control_plane_done(n) for n in CONTROLLERS} <= marked
     unpin = next(u for u in plan.units if u.step is Step.UNPIN_RPC)
-    assert set(unpin.requires) == _all(dep, M.new_code)
+    assert set(unpin.requires) == _all(dep, progress.new_code)
     # a repository switch starts the next upgrade: the last one's milestones say nothing more
     repos = next(u for u in plan.units if u.step is Step.REPOS)
-    assert M.UPGRADE in implicit_clears(repos)
+    assert progress.UPGRADE in implicit_clears(repos)
 
 
 def test_converge_with_every_node_on_the_old_release_is_refused(dep):
@@ -66,7 +65,7 @@ def test_converge_with_every_node_on_the_old_release_is_refused(dep):
 def test_converge_is_unsafe_while_the_facts_show_old_code(dep):
     """Milestones recorded, yet the facts show every node at 1.0.0: exit 3, whatever the
     stage (the verifier's NoOldCodeInFactsAtConverge)."""
-    done = _all(dep, M.upgrade_prepared) | _all(dep, M.new_code)
+    done = _all(dep, progress.upgrade_prepared) | _all(dep, progress.new_code)
     facts = load_facts(OLD_FACTS, dep).with_progress(done)
     with pytest.raises(UnsafePlanError) as exc:
         plan_verified(
@@ -79,10 +78,10 @@ def test_converge_is_unsafe_while_the_facts_show_old_code(dep):
 
 
 def test_converge_after_the_run_on_every_node(dep):
-    done = _all(dep, M.upgrade_prepared) | _all(dep, M.new_code)
+    done = _all(dep, progress.upgrade_prepared) | _all(dep, progress.new_code)
     plan = _plan(dep, progress=done, stage="converge")
     assert Step.UNPIN_RPC in {u.step for u in plan.units}
-    missing = done - {M.new_code("compute-1")}
+    missing = done - {progress.new_code("compute-1")}
     with pytest.raises(InputError, match="needs 'new code' of compute-1 first"):
         _plan(dep, progress=missing, stage="converge")
 
@@ -92,26 +91,26 @@ def test_run_needs_prepare(dep):
         _plan(dep, stage="run")
     assert "needs 'prepared' of" in str(exc.value)
     assert "run first: stepwise upgrade prepare -d" in str(exc.value)
-    assert _plan(dep, progress=_all(dep, M.upgrade_prepared), stage="run").units
+    assert _plan(dep, progress=_all(dep, progress.upgrade_prepared), stage="run").units
     # --limit: the nodes asked for prepared are enough for the control plane's nodes
-    one = {M.upgrade_prepared("controller-1")}
+    one = {progress.upgrade_prepared("controller-1")}
     assert _plan(dep, progress=one, stage="run", plane="control", limit="controller-1").units
 
 
 def test_the_data_plane_needs_the_control_plane_on_every_node(dep):
-    prepared = _all(dep, M.upgrade_prepared)
+    prepared = _all(dep, progress.upgrade_prepared)
     with pytest.raises(InputError) as exc:
         _plan(dep, progress=prepared, stage="run", plane="data")
     assert "needs 'control plane done' of controller-0 (and 2 more) first" in str(exc.value)
     assert "run first: stepwise upgrade run -d" in str(exc.value) and "--plane control" in str(
         exc.value
     )
-    two = prepared | {M.control_plane_done(n) for n in CONTROLLERS[:2]}
+    two = prepared | {progress.control_plane_done(n) for n in CONTROLLERS[:2]}
     with pytest.raises(InputError, match="'control plane done' of controller-2") as exc:
         _plan(dep, progress=two, stage="run", plane="data", limit="compute-0")
     # controller-2 is outside --limit: the command that reaches it is named all the same
     assert "run first: stepwise upgrade run -d" in str(exc.value)
-    done = two | {M.control_plane_done("controller-2")}
+    done = two | {progress.control_plane_done("controller-2")}
     assert _plan(dep, progress=done, stage="run", plane="data", limit="compute-0").units
 
 

@@ -179,9 +179,9 @@ def test_a_node_wide_task_every_service_declares_runs_once_per_node():
     assert len(renders) == 1, [t["name"] for t in tasks]
 
     # two twins with a different task between them: nothing dropped
-    from stepwise.run import render as R
+    from stepwise.run import render
 
-    last = R._Last()
+    last = render._Last()
     twin, other = {"name": "a", "ansible.builtin.command": "x"}, {"ansible.builtin.command": "y"}
     assert not last.repeats(twin, ["n1", "n2"])
     assert last.repeats({**twin, "name": "b"}, ["n1"])  # same task, fewer nodes
