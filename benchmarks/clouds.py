@@ -6,7 +6,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from stepwise.model.catalog import Catalog, check_catalog, service_from_spec
+from stepwise.model.catalog import Catalog, service_from_spec
+from stepwise.model.catalog_checks import check_catalog
 from stepwise.model.deployment import Deployment, build_deployment
 from stepwise.model.facts import Facts, NodeFacts, PackageFact
 from stepwise.model.specs import DeploymentSpec, ServiceSpec

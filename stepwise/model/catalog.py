@@ -10,12 +10,7 @@ from types import MappingProxyType
 from typing import Any
 
 from stepwise.errors import InputError, Problem
-
-# re-exported: the checks moved to catalog_checks.py, their users import them from here
-from stepwise.model.catalog_checks import _did_you_mean as _did_you_mean
-from stepwise.model.catalog_checks import check_catalog as check_catalog
-from stepwise.model.catalog_checks import duplicate_preflights
-from stepwise.model.catalog_checks import find_cycle as find_cycle
+from stepwise.model.catalog_checks import check_catalog, duplicate_preflights
 from stepwise.model.checks import validate
 from stepwise.model.containers import StyleTasks
 from stepwise.model.specs import PERCENT_RE, ServiceSpec, StyleTasksSpec, WorkflowTasksSpec

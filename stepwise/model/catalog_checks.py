@@ -1,5 +1,5 @@
 """Whole-catalog checks (references to unknown services, dependency cycles) and the "did you
-mean" of a mistyped name; `catalog.py` re-exports them.
+mean" of a mistyped name.
 
 The catalog runs these checks when it loads, so they never import it back: they take the
 catalog as an argument and say what they read of it (`CatalogEntries`, `CatalogEntry`), which

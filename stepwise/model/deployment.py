@@ -10,7 +10,8 @@ from types import MappingProxyType
 from typing import Any
 
 from stepwise.errors import InputError, Problem
-from stepwise.model.catalog import Catalog, Service, _did_you_mean, load_catalog
+from stepwise.model.catalog import Catalog, Service, load_catalog
+from stepwise.model.catalog_checks import _did_you_mean
 from stepwise.model.checks import validate
 from stepwise.model.containers import Containers
 from stepwise.model.specs import DeploymentSpec, NodeCountSpec, RoleSpec

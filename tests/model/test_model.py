@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from stepwise.model import Availability, load_catalog, load_deployment, load_facts
-from stepwise.model.catalog import BUILTIN_CATALOG, find_cycle, node_step_seconds
+from stepwise.model.catalog import BUILTIN_CATALOG, node_step_seconds
+from stepwise.model.catalog_checks import find_cycle
 from stepwise.model.vocab import DEFAULT_STEP_SECONDS, NODE_STEPS, UPGRADE_EXTRA_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]

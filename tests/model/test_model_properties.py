@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from stepwise.errors import InputError
 from stepwise.model import Availability, load_catalog, load_deployment
-from stepwise.model.catalog import find_cycle
+from stepwise.model.catalog_checks import find_cycle
 
 SETTINGS = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any
 
-from stepwise.model.catalog import Catalog, check_catalog, service_from_spec
+from stepwise.model.catalog import Catalog, service_from_spec
+from stepwise.model.catalog_checks import check_catalog
 from stepwise.model.deployment import Deployment, build_deployment
 from stepwise.model.facts import Facts, NodeFacts, PackageFact
 from stepwise.model.specs import DeploymentSpec, ServiceSpec
