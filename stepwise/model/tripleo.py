@@ -223,13 +223,6 @@ def read_environments(environments: list[Path | str]) -> Environment:
     return env
 
 
-def disabled_services(environments: list[Path | str]) -> dict[str, str]:
-    """THT service names the environment files map to `OS::Heat::None` (not deployed), with
-    the file that says so; a later file overrides an earlier one, as `openstack overcloud
-    deploy -e` does."""
-    return read_environments(environments).disabled()
-
-
 __all__ = [
     "CONTROL_TAGS",
     "MANAGEMENT_ROLES",
@@ -238,7 +231,6 @@ __all__ = [
     "RENAMED",
     "Environment",
     "Setting",
-    "disabled_services",
     "load_roles_file",
     "read_environments",
 ]

@@ -448,8 +448,6 @@ UPGRADE_EXTRA_KEYS: tuple[TaskKey, ...] = (
     UpgradeKey.PIN,
     UpgradeKey.UNPIN,
 )
-#: Keys of the `system_upgrade:` section, in the order of the OS-upgrade workflow.
-SYSTEM_UPGRADE_KEYS: tuple[SystemUpgradeKey, ...] = tuple(SystemUpgradeKey)
 #: The sections of a service file keyed by node step (`update:` and `upgrade:`).
 WORKFLOW_SECTIONS: tuple[Section, ...] = (Section.UPDATE, Section.UPGRADE)
 
