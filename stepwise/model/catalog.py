@@ -17,9 +17,9 @@ from stepwise.model.specs import PERCENT_RE, ServiceSpec, StyleTasksSpec, Workfl
 from stepwise.model.task_lint import lint_service_file
 from stepwise.model.vocab import (
     DEFAULT_STEP_SECONDS,
+    NODE_STEPS,
     SHARED_STEPS,
     STEP_ALIASES,
-    WORKFLOW_SECTIONS,
     CatalogKey,
     DeployStyle,
     Section,
@@ -261,12 +261,31 @@ def _parse_availability(spec) -> Availability | None:
     return Availability("max_unavailable", int(v))
 
 
-def _workflow_tasks(
-    spec: WorkflowTasksSpec | None,
-) -> Mapping[TaskKey, tuple[dict[str, Any], ...]]:
-    if spec is None:
-        return MappingProxyType({})
-    raw = spec.model_dump(by_alias=True)
+Tasks = tuple[dict[str, Any], ...]
+
+
+def _sections(
+    update: WorkflowTasksSpec | None, upgrade: WorkflowTasksSpec | None
+) -> dict[Section, Mapping[TaskKey, Tasks]]:
+    """The steps of an `update:` and `upgrade:` pair (an entry's or a style's), empty ones out.
+
+    `upgrade:` writes only what differs (docs/catalog.md "What `upgrade:` does not write"): a
+    node step it does not name, by its key or by `pre`/`post`, is `update:`'s; `stop: []`
+    names the step and says it has no tasks. The tasks stay the validated ones of the file,
+    so a problem in a shared step is reported once, where it is written."""
+    first = update.model_dump(by_alias=True) if update is not None else {}
+    second = upgrade.model_dump(by_alias=True) if upgrade is not None else {}
+    written = upgrade.model_dump(by_alias=True, exclude_unset=True) if upgrade is not None else {}
+    named = {STEP_ALIASES.get(k, k) for k in written}
+    for key, tasks in first.items():
+        step = STEP_ALIASES.get(key, key)
+        if step in NODE_STEPS and step not in named:
+            second[key] = tasks
+    steps = ((Section.UPDATE, _workflow_tasks(first)), (Section.UPGRADE, _workflow_tasks(second)))
+    return {section: tasks for section, tasks in steps if tasks}
+
+
+def _workflow_tasks(raw: Mapping[str, list[dict[str, Any]]]) -> Mapping[TaskKey, Tasks]:
     out: dict[CatalogKey, list[dict[str, Any]]] = {}
     # `pre` lands at the start of `stop`, `post` at the end of `start`.
     for key, tasks in raw.items():
@@ -284,11 +303,7 @@ def service_from_spec(
     spec: ServiceSpec, source: str, line: int | None = None, lines: Mapping[str, int] | None = None
 ) -> Service:
     """Build the frozen Service value from a validated spec."""
-    tasks: dict[Section, Mapping[TaskKey, tuple[dict[str, Any], ...]]] = {}
-    for section in WORKFLOW_SECTIONS:
-        steps = _workflow_tasks(getattr(spec, section))
-        if steps:
-            tasks[section] = steps
+    tasks = _sections(spec.update, spec.upgrade)
     su = spec.system_upgrade.model_dump() if spec.system_upgrade else {}
     schema = spec.schema_
     rolling, converge, contract = spec.rolling, tuple(spec.converge), ()
@@ -297,10 +312,11 @@ def service_from_spec(
         # offline sync) in the visit's `migrate` step on the bootstrap node, the online data
         # migrations in `converge`, the contract in its own step after it.
         sync = schema.expand if schema.strategy == "expand_contract" else schema.migrate
-        if sync:
-            up = dict(tasks.get(Section.UPGRADE, {}))
-            up[Step.MIGRATE] = tuple(sync)
-            tasks[Section.UPGRADE] = MappingProxyType(up)
+        up = dict(tasks.get(Section.UPGRADE, {}))
+        up.pop(Step.MIGRATE, None)  # the schema's sync, never a migrate `update:` gives it
+        tasks[Section.UPGRADE] = MappingProxyType(
+            up | ({Step.MIGRATE: tuple(sync)} if sync else {})
+        )
         if schema.strategy == "expand_contract":
             converge = tuple(schema.migrate) + converge
             contract = tuple(schema.contract)
@@ -344,11 +360,7 @@ def service_from_spec(
 
 def _style_tasks(spec: StyleTasksSpec) -> StyleTasks:
     """The frozen value of an entry's tasks for one container style."""
-    tasks = {
-        section: steps
-        for section in WORKFLOW_SECTIONS
-        if (steps := _workflow_tasks(getattr(spec, section)))
-    }
+    tasks = _sections(spec.update, spec.upgrade)
     health = spec.health.model_dump(exclude_none=True) if spec.health else None
     shown = MappingProxyType(health) if health is not None else None
     return StyleTasks(spec.unit, shown, MappingProxyType(tasks), spec.host)

@@ -715,7 +715,7 @@ update:
     assert [t["name"] for t in steps["stop"]] == ["pre-task", "stop-task"]
     assert [t["name"] for t in steps["start"]] == ["start-task", "post-task"]
     assert "pre" not in steps and "post" not in steps and "verify" not in steps
-    assert svc.steps("upgrade") == {}
+    assert svc.steps("upgrade") == steps  # it writes no `upgrade:`: the same steps
     assert set(steps) <= set(NODE_STEPS) | set(UPGRADE_EXTRA_KEYS)
 
 
