@@ -233,14 +233,14 @@ def _inject(
     elif fault.kind == "crash":
         # a node without workloads: a power loss of a compute loses its instances, which no
         # upgrade tool can bring back (the availability check would only measure the fault)
-        from stepwise.lab import services as S
+        from stepwise.lab import services
 
-        hosts = {w["host"] for w in S.workloads(the_lab).values()}
+        hosts = {w["host"] for w in services.workloads(the_lab).values()}
         fault.node = rnd.choice([n for n in nodes if n not in hosts] or nodes)
         inject(the_lab, "crash", fault.node)
     elif fault.kind == "hang-stop":
         fault.node = rnd.choice(nodes)
-        fault.target = rnd.choice(sorted(the_lab.node(fault.node)["services"]))
+        fault.target = rnd.choice(sorted(the_lab.node(fault.node).services))
         inject(the_lab, "hang-stop", fault.node, fault.target)
     elif fault.kind == "slow":
         fault.node = rnd.choice(nodes)

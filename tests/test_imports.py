@@ -25,11 +25,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "stepwise"
 
-#: The lab's own circle (issue #35 item 6) is being untied in stepwise/lab/ by another change;
-#: until it lands, a component made only of stepwise.lab.* modules is allowed. A circle that
-#: reaches outside the lab is never allowed. Remove this constant once the lab is untied.
-LAB_CIRCLE_ALLOWED = True
-
 #: Each layer and what it may not import: data flows model -> plan -> verify -> run -> observe,
 #: the lab plugs in beside run from below and the CLI sits on top (docs/architecture.md).
 FORBIDDEN: dict[str, tuple[str, ...]] = {
@@ -147,8 +142,6 @@ def circles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
     out = []
     for component in strongly_connected(graph):
         if len(component) < 2:
-            continue
-        if LAB_CIRCLE_ALLOWED and all(m.startswith(f"{PACKAGE}.lab.") for m in component):
             continue
         out.append(component)
     return out

@@ -14,7 +14,7 @@ from stepwise.cli.common import console, err_console
 
 def agreement(store, dep, lab_dir: Path) -> dict[str, Any]:
     """Does stepwise's status (store) say what the lab's nodes really have installed?"""
-    from stepwise.lab import services as S
+    from stepwise.lab import services as lab_services
     from stepwise.lab.nodes import Lab
 
     lab = Lab(lab_dir)
@@ -22,7 +22,7 @@ def agreement(store, dep, lab_dir: Path) -> dict[str, Any]:
     mismatches = []
     checked = 0
     for node in dep.nodes:
-        installed = S.installed(lab, node.name)
+        installed = lab_services.installed(lab, node.name)
         for svc in dep.services_on(node):
             pkgs = dep.catalog[svc].packages
             if not pkgs or pkgs[0] not in installed:
@@ -43,13 +43,13 @@ def agreement(store, dep, lab_dir: Path) -> dict[str, Any]:
 
 def kernels(lab_dir: Path) -> dict[str, dict[str, str | None]]:
     """Each lab node's kernel: the newest installed package and the one running."""
-    from stepwise.lab import services as S
+    from stepwise.lab import services as lab_services
     from stepwise.lab.nodes import Lab
 
     lab = Lab(lab_dir)
     return {
         n: {
-            "installed": S.installed(lab, n).get("kernel", {}).get("version"),
+            "installed": lab_services.installed(lab, n).get("kernel", {}).get("version"),
             "running": (lab.read_state(n, "kernel.json", {}) or {}).get("running"),
         }
         for n in lab.nodes()
@@ -61,19 +61,19 @@ def _openstack_before(lab_dir: Path, report: dict[str, Any], say) -> dict[str, A
     from stepwise.lab.nodes import Lab
 
     lab = Lab(lab_dir)
-    if not lab.spec.get("openstack"):
+    if not lab.spec.openstack:
         return None
     from stepwise.lab.openstack import checks
 
     seeded = checks.seed(lab)
     report["openstack"] = {
-        "series": lab.spec["openstack"]["series"],
-        "services": lab.spec["openstack"]["services"],
+        "series": lab.spec.openstack.series,
+        "services": lab.spec.openstack.services,
         "seeded": sorted(k for k in seeded if k != "image_md5"),
         "schemas_before": checks.schemas(lab),
     }
     say(
-        f"real OpenStack {lab.spec['openstack']['series']}: seeded a project, "
+        f"real OpenStack {lab.spec.openstack.series}: seeded a project, "
         "a resource provider and an image to find again after the upgrade"
     )
     return seeded

@@ -231,7 +231,7 @@ def exec_cmd(
 
     with reported():
         lab_ = find_lab(directory)
-        if node not in lab_.spec["nodes"]:
+        if node not in lab_.spec.nodes:
             raise InputError(
                 Problem(f"unknown node '{node}'", hint=f"nodes: {', '.join(lab_.nodes())}")
             )

@@ -32,7 +32,7 @@ def connector(lab_dir: str | Path) -> Connector:
 
     lab = Lab(lab_dir)
     roles: dict[str, dict[str, Any]] = {}
-    for name, node in _checked_nodes(lab.spec_file).items():
+    for name, node in _checked_nodes(lab).items():
         root = lab.node_root(name)
         # lab nodes share one filesystem: their flag files and os-release live in the node's
         # root, `reboot` and `reprovision` are the lab's node commands, and stepwise's own
@@ -48,7 +48,7 @@ def connector(lab_dir: str | Path) -> Connector:
             "ansible_connection": "stepwise_lab",
             "stepwise_lab_dir": str(lab.dir),
             "stepwise_lab_node": name,
-            "ansible_host": node["address"],
+            "ansible_host": node.address,
             "ansible_python_interpreter": "/usr/bin/python3",
             # module files must land where the node's commands see them: inside the lab
             "ansible_remote_tmp": str(root / "tmp" / ".ansible"),
@@ -56,50 +56,36 @@ def connector(lab_dir: str | Path) -> Connector:
         }
         # a lab directory's path and lab.json are data, not the operator's Ansible
         # configuration: Ansible must never render them (a directory named `{{ ... }}`)
-        roles.setdefault(node["role"], {})[name] = {k: Unsafe(v) for k, v in hv.items()}
+        roles.setdefault(node.role, {})[name] = {k: Unsafe(v) for k, v in hv.items()}
     hosts = {name: hv for nodes in roles.values() for name, hv in nodes.items()}
     return Connector("lab", hosts, (ansible_plugin_dir(),))
 
 
-def _checked_nodes(spec_file: Path) -> dict[str, dict[str, str]]:
-    """The nodes of a lab's lab.json, each with a role and an address, checked as a deployment
-    checks its own (a name, an IP address or host name): lab.json is a file in a directory
-    given on the command line, and what it holds reaches the inventory. Refuses anything else
-    with the file, the node and the field."""
-    import json
-
+def _checked_nodes(lab: Any) -> dict[str, Any]:
+    """The nodes of a lab's lab.json, each name and address checked as a deployment checks
+    its own (a name, an IP address or host name): lab.json is a file in a directory given on
+    the command line, and what it holds reaches the inventory. Refuses anything else with the
+    file, the node and the field."""
     from stepwise.errors import InputError, Problem
     from stepwise.model.specs import NAME_RE
     from stepwise.model.values import check_address
 
     hint = "bring the lab up again with `stepwise lab up -d DEPLOYMENT`, or give its directory"
-    try:
-        spec = json.loads(spec_file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InputError(
-            Problem(f"not a lab's description: {exc}", file=str(spec_file), hint=hint)
-        ) from None
-    nodes = spec.get("nodes") if isinstance(spec, dict) else None
-    if not isinstance(nodes, dict):
-        raise InputError(
-            Problem("no mapping of nodes", file=str(spec_file), field="nodes", hint=hint)
-        )
+    nodes = lab.spec.nodes
     for name, node in nodes.items():
         where = f"nodes.{name}" if re.fullmatch(NAME_RE, name) else "nodes"
         problem = None
         if not re.fullmatch(NAME_RE, name) or len(name) > 100:
             problem = f"'{name[:100]}' is not a node name (letters, digits, '_', '.', '-')"
-        elif not isinstance(node, dict) or not isinstance(node.get("address"), str):
-            problem, where = "no address", f"{where}.address"
-        elif not isinstance(node.get("role"), str) or not re.fullmatch(NAME_RE, node["role"]):
+        elif not re.fullmatch(NAME_RE, node.role):
             problem, where = "no role name", f"{where}.role"
         else:
             try:
-                check_address(node["address"])
+                check_address(node.address)
             except ValueError as exc:
                 problem, where = str(exc), f"{where}.address"
         if problem:
-            raise InputError(Problem(problem, file=str(spec_file), field=where, hint=hint))
+            raise InputError(Problem(problem, file=str(lab.spec_file), field=where, hint=hint))
     return nodes
 
 

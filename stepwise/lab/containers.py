@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from stepwise.lab.nodes import lab_address
 
 if TYPE_CHECKING:
+    from stepwise.lab.labspec import LabSpec
     from stepwise.model import Deployment
 
 # The model is imported only where a lab is built (`settings`, `build`): node commands and
@@ -51,7 +52,7 @@ def build(dep: Deployment, index: int, services: dict[str, Any]) -> dict[str, An
     styled = {r.name: str(r.style) for r in dep.roles if r.style in container_styles()}
     if not styled:
         return None
-    from stepwise.model import containers as M
+    from stepwise.model import containers as model_containers
 
     cfg = settings(dep)
     series = dep.lab.get("openstack")
@@ -61,15 +62,17 @@ def build(dep: Deployment, index: int, services: dict[str, Any]) -> dict[str, An
             continue
         for s in dep.containerized(role):  # not what the style runs on the host (pacemaker)
             lab_svc = services.get(s)
-            if lab_svc is None or lab_svc["db"] or s in images:
+            if lab_svc is None or lab_svc["kind"] == "galera" or s in images:
                 continue
-            ref = M.image_ref(s, role.style, dep.containers, image=dep.catalog[s].image)
+            ref = model_containers.image_ref(
+                s, role.style, dep.containers, image=dep.catalog[s].image
+            )
             images[s] = {
                 # the reference's name part: {prefix}{image}{suffix}
                 "image": ref.rsplit("/", 1)[1].rsplit(":", 1)[0],
                 "style": styled[role.name],
-                "unit": M.unit_name(s, role.style),
-                "series": series if lab_svc.get("real") else None,
+                "unit": model_containers.unit_name(s, role.style),
+                "series": series if lab_svc["kind"].startswith("openstack_") else None,
             }
     return {
         **cfg,
@@ -84,37 +87,37 @@ def _port(registry: str) -> int:
     return int(port) if port.isdigit() else 5000
 
 
-def ref(lab_spec: dict[str, Any], service: str, tag: str, namespace: str | None = None) -> str:
+def ref(lab_spec: LabSpec, service: str, tag: str, namespace: str | None = None) -> str:
     """The full reference of a service's image as the deployment names it."""
-    c = lab_spec["containers"]
-    return f"{c['registry']}/{namespace or c['namespace']}/{c['services'][service]['image']}:{tag}"
+    c = lab_spec.containers
+    return f"{c.registry}/{namespace or c.namespace}/{c.services[service].image}:{tag}"
 
 
-def node_style(lab_spec: dict[str, Any], node: str) -> str | None:
+def node_style(lab_spec: LabSpec, node: str) -> str | None:
     """The container style of a node's role, None for a packages-style node."""
-    c = lab_spec.get("containers")
+    c = lab_spec.containers
     if not c:
         return None
-    return c["roles"].get(lab_spec["nodes"][node]["role"])
+    return c.roles.get(lab_spec.nodes[node].role)
 
 
-def containerized(lab_spec: dict[str, Any], node: str, service: str) -> bool:
+def containerized(lab_spec: LabSpec, node: str, service: str) -> bool:
     """Whether a service runs from a container on this node."""
-    return node_style(lab_spec, node) is not None and service in lab_spec["containers"]["services"]
+    return node_style(lab_spec, node) is not None and service in lab_spec.containers.services
 
 
-def to_lab_registry(lab_spec: dict[str, Any], reference: str) -> str:
+def to_lab_registry(lab_spec: LabSpec, reference: str) -> str:
     """The deployment's registry in a reference replaced by the lab's own address, as a
     registries.conf mirror does on a node (several labs cannot all listen on 127.0.0.1:8787)."""
-    c = lab_spec["containers"]
-    if reference.startswith(c["registry"] + "/"):
-        return c["lab_registry"] + reference[len(c["registry"]) :]
+    c = lab_spec.containers
+    if reference.startswith(c.registry + "/"):
+        return c.lab_registry + reference[len(c.registry) :]
     return reference
 
 
-def from_lab_registry(lab_spec: dict[str, Any], reference: str) -> str:
+def from_lab_registry(lab_spec: LabSpec, reference: str) -> str:
     """The inverse of `to_lab_registry`: a name as the deployment's registry gives it."""
-    c = lab_spec["containers"]
-    if reference.startswith(c["lab_registry"] + "/"):
-        return c["registry"] + reference[len(c["lab_registry"]) :]
+    c = lab_spec.containers
+    if reference.startswith(c.lab_registry + "/"):
+        return c.registry + reference[len(c.lab_registry) :]
     return reference

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from stepwise.errors import InputError, Problem, StepwiseError
-from stepwise.lab import containers as C
+from stepwise.lab import containers as lab_containers
 from stepwise.lab import haproxy, mariadb
-from stepwise.lab import services as S
+from stepwise.lab import services as lab_services
 from stepwise.lab.nodes import ADDRESS_BASE, ENV_LAB, Lab, write_json
 from stepwise.lab.slots import claim_index, lab_pids, labs_home, listeners, release_index
 from stepwise.lab.spec import build_spec
@@ -65,19 +65,19 @@ def write_bin(lab: Lab) -> None:
     entry = b / "stepwise-lab-cmd"
     entry.write_text(f"#!{sys.executable}\nfrom stepwise.lab.nodecmd import main\nmain()\n")
     entry.chmod(0o755)
-    names = list(NODE_COMMANDS) + [f"{p}-manage" for p in lab.spec["projects"]]
-    names += [f"{p}-status" for p in lab.spec["projects"]]
-    if "neutron" in lab.spec["projects"]:
+    names = list(NODE_COMMANDS) + [f"{p}-manage" for p in lab.spec.projects]
+    names += [f"{p}-status" for p in lab.spec.projects]
+    if "neutron" in lab.spec.projects:
         names.append("neutron-db-manage")
     # octavia-db-manage, mistral-db-manage, aodh-dbsync, ...: the upstream names of schema tools
     from stepwise.lab.nodecmd import SYNC_TOOLS
 
-    names += [f"{p}-db-manage" for p in lab.spec["projects"] if p in ("octavia", "mistral")]
-    names += [tool for tool, (p, _w) in SYNC_TOOLS.items() if p in lab.spec["projects"]]
-    if lab.spec.get("openstack"):
-        from stepwise.lab.openstack import releases as RL
+    names += [f"{p}-db-manage" for p in lab.spec.projects if p in ("octavia", "mistral")]
+    names += [tool for tool, (p, _w) in SYNC_TOOLS.items() if p in lab.spec.projects]
+    if lab.spec.openstack:
+        from stepwise.lab.openstack import releases
 
-        names += [t for t, svc in RL.TOOLS.items() if svc in lab.spec["openstack"]["services"]]
+        names += [t for t, svc in releases.TOOLS.items() if svc in lab.spec.openstack.services]
     for n in names:
         link = b / n
         if not link.exists():
@@ -85,18 +85,18 @@ def write_bin(lab: Lab) -> None:
 
 
 def prepare_nodes(lab: Lab) -> None:
-    db = lab.spec.get("db_service")
+    db = lab.spec.db_service
     mariadb.ensure_template() if db else None
     for node in lab.nodes():
-        S.install_initial(lab, node)
-        for s in lab.node(node)["services"]:
-            S.render_config(lab, node, s)
-        lab.write_state(node, "units.json", {"enabled": sorted(lab.node(node)["services"])})
-        if db and db in lab.node(node)["services"]:
+        lab_services.install_initial(lab, node)
+        for s in lab.node(node).services:
+            lab_services.render_config(lab, node, s)
+        lab.write_state(node, "units.json", {"enabled": sorted(lab.node(node).services)})
+        if db and db in lab.node(node).services:
             mariadb.init_datadir(
-                lab.node_root(node), mariadb.installed_format(S.installed(lab, node))
+                lab.node_root(node), mariadb.installed_format(lab_services.installed(lab, node))
             )
-    S.save_workloads(lab, S.workloads(lab))
+    lab_services.save_workloads(lab, lab_services.workloads(lab))
     haproxy.write_config(lab.spec, lab.dir)
     for node in lab.nodes():
         # the load balancer's runtime API where a controller has it (TripleO's haproxy
@@ -147,7 +147,7 @@ def check_tools(dep: Any) -> None:
                     "mariadb-backup socat haproxy",
                 )
             ) from None
-    if any(r.style in C.container_styles() for r in dep.roles):
+    if any(r.style in lab_containers.container_styles() for r in dep.roles):
         from stepwise.lab import registry
 
         try:
@@ -187,18 +187,17 @@ def up(
     try:
         _refuse_taken_addresses(index)
         spec = build_spec(dep, str(directory), index, workloads_per_compute)
-        spec["reboot_packages"] = list(dep.reboot_packages)
-        write_json(lab.spec_file, spec)
+        write_json(lab.spec_file, spec.to_json())
         write_bin(lab)
         progress(
-            f"lab {dep.name}: {len(spec['nodes'])} nodes on 127.{100 + index}.0.0/16 in {directory}"
+            f"lab {dep.name}: {len(spec.nodes)} nodes on 127.{100 + index}.0.0/16 in {directory}"
         )
-        if spec.get("openstack"):
+        if spec.openstack:
             prepare_openstack(lab, progress, build)
         prepare_nodes(lab)
         start_supervisor(lab)
         start_infra(lab)
-        if spec.get("containers"):
+        if spec.containers:
             start_registry(lab, progress)
         try:
             boot_all(lab, progress)
@@ -269,16 +268,16 @@ def start_registry(lab: Lab, progress: Progress) -> None:
     except RuntimeError as exc:
         raise StepwiseError(Problem(str(exc), hint=registry.HINT)) from None
     progress(
-        f"registry {lab.spec['containers']['lab_registry']} up: "
-        f"{len(lab.spec['containers']['services'])} image(s) "
+        f"registry {lab.spec.containers.lab_registry} up: "
+        f"{len(lab.spec.containers.services)} image(s) "
         f"(built {times['built']} layout(s) in {times['build_s']:.1f}s, "
         f"pushed in {times['push_s']:.1f}s)"
     )
-    nodes = [n for n in lab.nodes() if C.node_style(lab.spec, n)]
+    nodes = [n for n in lab.nodes() if lab_containers.node_style(lab.spec, n)]
     t1 = time.monotonic()
     try:
         with ThreadPoolExecutor(max_workers=max(1, min(4, len(nodes)))) as ex:
-            list(ex.map(lambda n: podman.deploy(lab, n), nodes))
+            list(ex.map(lambda n: _deploy_containers(lab, n), nodes))
     except podman.PodmanError as exc:
         raise StepwiseError(Problem(str(exc), hint=registry.HINT)) from None
     progress(
@@ -287,11 +286,22 @@ def start_registry(lab: Lab, progress: Progress) -> None:
     )
 
 
+def _deploy_containers(lab: Lab, node: str) -> None:
+    """The deployment on a container-style node: its containers created from the deployed
+    images, then its config step rendering for the version each container runs."""
+    from stepwise.lab import podman
+
+    podman.deploy(lab, node)
+    for s in lab.node(node).services:
+        if lab_containers.containerized(lab.spec, node, s):
+            lab_services.render_config(lab, node, s)
+
+
 def prepare_openstack(lab: Lab, progress: Progress, build: Any = None) -> None:
     """The real OpenStack venvs (built once per machine: said, timed) and the lab's password."""
     from stepwise.lab.openstack import bootstrap, venvs
 
-    series = lab.spec["openstack"]["series"]
+    series = lab.spec.openstack.series
     missing = [n for n in bootstrap.venvs_needed(series) if not venvs.is_built(n)]
     t0 = time.monotonic()
     if missing:
@@ -311,31 +321,31 @@ def prepare_openstack(lab: Lab, progress: Progress, build: Any = None) -> None:
         ) from None
     if missing:
         progress(f"venvs built in {time.monotonic() - t0:.1f}s")
-    progress(f"real OpenStack {series}: {', '.join(lab.spec['openstack']['services'])}")
+    progress(f"real OpenStack {series}: {', '.join(lab.spec.openstack.services)}")
 
 
 def boot_all(lab: Lab, progress: Progress) -> None:
     """Database first (services check their schema on start), then everything else."""
-    db = lab.spec.get("db_service")
+    db = lab.spec.db_service
     nodes = lab.nodes()
 
     # a node's boot waits for its slowest unit (a real RabbitMQ member: over a minute loaded)
-    wait = 120.0 + max(float(s.get("start_timeout", 0)) for s in lab.spec["services"].values())
+    wait = 120.0 + max(s.start_timeout or 0.0 for s in lab.spec.services.values())
 
     def boot(node: str, units: list[str]) -> dict[str, Any]:
         return lab.call("boot", node=node, units=units, timeout=wait)
 
     with ThreadPoolExecutor(max_workers=max(1, len(nodes))) as ex:
         if db:
-            list(ex.map(lambda n: boot(n, [db]) if db in lab.node(n)["services"] else None, nodes))
-            for p in lab.spec["projects"]:
-                S.set_schema(lab, p, 1)
+            list(ex.map(lambda n: boot(n, [db]) if db in lab.node(n).services else None, nodes))
+            for p in lab.spec.projects:
+                lab_services.set_schema(lab, p, 1)
         # The VIP before the services: they reach their database through it.
         lab.call("start", node="_lab", unit="haproxy")
         if db:
             wait_db_vip(lab)
-            progress(f"database up on {len(lab.service(db)['instances'])} node(s)")
-        real = lab.spec.get("openstack")
+            progress(f"database up on {len(lab.service(db).instances)} node(s)")
+        real = lab.spec.openstack
         if real:
             from stepwise.lab.openstack import bootstrap, nova_cells
             from stepwise.lab.openstack.config import is_real_placed
@@ -345,7 +355,7 @@ def boot_all(lab: Lab, progress: Progress) -> None:
                 nova_cells.databases(lab, progress)
         # real nova-compute reports to placement when it starts: once keystone lists placement
         late = {"nova_compute"} if real and nova_cells.computes(lab) else set()
-        list(ex.map(lambda n: boot(n, [s for s in lab.node(n)["services"]
+        list(ex.map(lambda n: boot(n, [s for s in lab.node(n).services
                                        if s != db and s not in late]), nodes))  # fmt: skip
         if real:
             bootstrap.register(lab, progress)
@@ -353,7 +363,7 @@ def boot_all(lab: Lab, progress: Progress) -> None:
             list(ex.map(lambda n: boot(n, sorted(late)), nova_cells.computes(lab)))
             nova_cells.discover(lab, progress)
             nova_cells.servers(lab, progress)
-    wl = S.workloads(lab)
+    wl = lab_services.workloads(lab)
     from stepwise.lab import routers
 
     # Waited for: `lab up` returning before a workload listens made a probe started right
@@ -361,17 +371,15 @@ def boot_all(lab: Lab, progress: Progress) -> None:
     units = [(st["host"], vm) for vm, st in wl.items()] + routers.masters(lab)
     with ThreadPoolExecutor(max_workers=max(1, min(8, len(units)))) as ex:
         list(ex.map(lambda nu: lab.call("start", node=nu[0], unit=nu[1], timeout=60), units))
-    progress(
-        f"services started on {len(nodes)} node(s), {len(wl)} workload(s), VIP {lab.spec['vip']}"
-    )
+    progress(f"services started on {len(nodes)} node(s), {len(wl)} workload(s), VIP {lab.spec.vip}")
 
 
 def wait_db_vip(lab: Lab, timeout: float = 15.0) -> None:
-    vip = lab.spec["vips"][lab.spec["db_service"]]
+    vip = lab.spec.vips[lab.spec.db_service]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            mariadb.execute(vip["address"], vip["port"], "SELECT 1")
+            mariadb.execute(vip.address, vip.port, "SELECT 1")
             return
         except Exception:  # noqa: BLE001 - not up yet
             time.sleep(0.1)
@@ -405,7 +413,7 @@ def wait_healthy(lab: Lab, timeout: float) -> None:
 def _db_log_tails(lab: Lab, bad: list[str]) -> str:
     """The last lines of the logs of the database members among `bad`: where a member stuck
     joining says why (the lab's directory is gone by the time a CI run is read)."""
-    db = lab.spec.get("db_service")
+    db = lab.spec.db_service
     out = []
     for line in bad:
         node, _, rest = line.partition("/")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from stepwise.errors import InputError, Problem
-from stepwise.lab import services as S
+from stepwise.lab import services
 from stepwise.lab.nodes import Lab
 
 KINDS = (
@@ -27,7 +27,7 @@ REGISTRY = "registry"
 
 
 def _check_node(lab: Lab, node: str) -> None:
-    if node not in lab.spec["nodes"]:
+    if node not in lab.spec.nodes:
         raise InputError(Problem(f"unknown node '{node}'", hint=f"nodes: {', '.join(lab.nodes())}"))
 
 
@@ -40,16 +40,16 @@ def inject(lab: Lab, kind: str, node: str, target: str | None = None, seconds: f
         # Power loss: every process dies, the node stays unreachable until `recover`.
         lab.call("poweroff", node=node, down=True)
         with lab.node_lock(node):
-            wl = S.workloads(lab)
+            wl = services.workloads(lab)
             for st in wl.values():
                 if st["host"] == node and st["state"] == "running":
                     st["state"] = "lost"
-            S.save_workloads(lab, wl)
+            services.save_workloads(lab, wl)
         return f"{node} crashed"
     if kind == "no-live-migrate":
         return _no_live_migrate(lab, node, target)
     if kind == "recover":
-        res = lab.call("boot", node=node, units=S.units_enabled(lab, node), timeout=120)
+        res = lab.call("boot", node=node, units=services.units_enabled(lab, node), timeout=120)
         return (
             f"{node} booted "
             f"({sum(1 for r in res.get('units', {}).values() if r.get('ok'))} units started)"
@@ -57,11 +57,10 @@ def inject(lab: Lab, kind: str, node: str, target: str | None = None, seconds: f
     with lab.node_lock(node):
         f: dict[str, Any] = lab.read_state(node, "faults.json", {}) or {}
         if kind == "hang-stop":
-            if not target or target not in lab.node(node)["services"]:
+            if not target or target not in lab.node(node).services:
                 raise InputError(
                     Problem(
-                        f"hang-stop needs a service of {node}: "
-                        f"{', '.join(lab.node(node)['services'])}"
+                        f"hang-stop needs a service of {node}: {', '.join(lab.node(node).services)}"
                     )
                 )
             f["hang_stop"] = sorted(set(f.get("hang_stop", [])) | {target})
@@ -96,14 +95,14 @@ def inject(lab: Lab, kind: str, node: str, target: str | None = None, seconds: f
 def _clear_no_live_migrate(lab: Lab, node: str) -> str:
     """`clear` also lets the node's instances live-migrate again; what it says of them."""
     with lab.node_lock("_lab"):
-        wl = S.workloads(lab)
+        wl = services.workloads(lab)
         freed = sorted(
             v for v, st in wl.items() if st["host"] == node and st.get("no_live_migrate")
         )
         for v in freed:
             wl[v].pop("no_live_migrate")
         if freed:
-            S.save_workloads(lab, wl)
+            services.save_workloads(lab, wl)
     return f" ({', '.join(freed)} can live-migrate again)" if freed else ""
 
 
@@ -111,7 +110,7 @@ def _no_live_migrate(lab: Lab, node: str, vm: str | None) -> str:
     """The instance cannot live-migrate (as one with a PCI device or a local disk): nova's
     host-evacuate-live refuses it, a cold migration or a stop still works."""
     with lab.node_lock("_lab"):
-        wl = S.workloads(lab)
+        wl = services.workloads(lab)
         here = sorted(v for v, st in wl.items() if st["host"] == node)
         if vm not in here:
             raise InputError(
@@ -121,7 +120,7 @@ def _no_live_migrate(lab: Lab, node: str, vm: str | None) -> str:
                 )
             )
         wl[vm]["no_live_migrate"] = True
-        S.save_workloads(lab, wl)
+        services.save_workloads(lab, wl)
     return f"{vm} on {node} cannot live-migrate"
 
 
@@ -130,14 +129,14 @@ def _registry(lab: Lab, down: bool) -> str:
     again (its storage is kept: the same tags and digests)."""
     from stepwise.lab import registry
 
-    if not lab.spec.get("containers"):
+    if not lab.spec.containers:
         raise InputError(Problem("this lab has no container registry (no container-style role)"))
     if down:
         lab.call("stop", node="_lab", unit=registry.UNIT)
-        return f"registry {lab.spec['containers']['lab_registry']} stopped"
+        return f"registry {lab.spec.containers.lab_registry} stopped"
     lab.call("start", node="_lab", unit=registry.UNIT)
     try:
         registry.wait_ready(lab)
     except RuntimeError as exc:
         raise InputError(Problem(str(exc))) from None
-    return f"registry {lab.spec['containers']['lab_registry']} serving again"
+    return f"registry {lab.spec.containers.lab_registry} serving again"

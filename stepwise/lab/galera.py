@@ -4,7 +4,7 @@ Replication, quorum (the primary component), the non-primary state after members
 state transfers (IST from the gcache, SST by mariabackup) and the automatic re-forming of
 the primary component when the crashed members come back (`pc.recovery`) are Galera's own.
 The lab adds only what an init system and a resource agent add around it, in the wrapper
-the supervisor runs (`svcproc.start_db` -> `start`): recover the position after a crash
+the supervisor runs (the `galera` kind's `start` -> `start`): recover the position after a crash
 (as `galera_recovery` does for systemd), bootstrap a new cluster only when no other member
 runs (as `galera_new_cluster` / the pacemaker agent do), otherwise join; and the
 clustercheck HAProxy asks on port 9200 (`clustercheck`).
@@ -18,7 +18,6 @@ on the node's own.
 from __future__ import annotations
 
 import functools
-import os
 import re
 import socket
 import subprocess
@@ -27,15 +26,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from stepwise.lab.nodes import Lab, file_lock
+from stepwise.lab.nodes import Lab, file_lock, read_unit
+from stepwise.lab.wsrep import GCOMM_PORT, SST_METHOD, wsrep_cnf
 
-GCOMM_PORT = 4567
-IST_PORT = 4568
-SST_PORT = 4444
-#: mariabackup streams a hot copy (the donor keeps serving); rsync SST as root fails on the
-#: joiner (its daemon drops to `nobody`, which cannot read a 0700 tree) and running the
-#: members as `mysql` cannot reach node roots under a private (0700) directory.
-SST_METHOD = "mariabackup"
 #: A donor of a mariabackup SST keeps serving: clustercheck keeps it in the balancer
 #: (clustercheck's AVAILABLE_WHEN_DONOR=1, as set up for non-blocking SST methods).
 AVAILABLE_WHEN_DONOR = True
@@ -44,60 +37,14 @@ AVAILABLE_WHEN_DONOR = True
 #: the rejoin step report the rest).
 JOIN_WAIT = 12.0
 BOOTSTRAP_WAIT = 30.0
-PROVIDERS = (
-    "/usr/lib/galera/libgalera_smm.so",
-    "/usr/lib/libgalera_smm.so",
-    "/usr/lib64/galera-4/libgalera_smm.so",
-)
 
 
 class StartError(RuntimeError):
     """The member cannot start (the wrapper exits with this message, as mysqld_safe would)."""
 
 
-def provider() -> str:
-    """Path of galera-4's provider library, or a clear error naming the Debian package."""
-    for p in PROVIDERS:
-        if os.path.exists(p):
-            return p
-    raise RuntimeError("galera-4's libgalera_smm.so not found: install the Debian package galera-4")
-
-
 def cluster_name(lab: Lab) -> str:
     return f"stepwise-lab{lab.index}"
-
-
-def wsrep_cnf(name: str, node: str, address: str, members: list[str]) -> str:
-    """The Galera part of a member's my.cnf (appended after its [mysqld] options)."""
-    gcomm = ",".join(f"{a}:{GCOMM_PORT}" for a in members)
-    opts = ";".join(
-        [
-            f"gmcast.listen_addr=tcp://{address}:{GCOMM_PORT}",
-            f"ist.recv_addr={address}:{IST_PORT}",
-            # the default 128M ring buffer would be most of a member's memory
-            "gcache.size=16M",
-            # join messages resent every 0.2 s, not 1 s: on loopback a member is in
-            # the group's view a second sooner (lab up joins two members)
-            "evs.join_retrans_period=PT0.2S",
-        ]
-    )
-    return f"""binlog_format=ROW
-innodb_autoinc_lock_mode=2
-wsrep_on=ON
-wsrep_provider={provider()}
-wsrep_cluster_name={name}
-wsrep_cluster_address=gcomm://{gcomm}
-wsrep_node_name={node}
-wsrep_node_address={address}
-wsrep_sst_receive_address={address}:{SST_PORT}
-wsrep_provider_options={opts}
-wsrep_sst_method={SST_METHOD}
-wsrep_sst_auth=root:
-wsrep_sync_wait=0
-[sst]
-sockopt=bind={address}
-sst-log-archive=0
-"""
 
 
 def member_cnf(lab: Lab, node: str, service: str) -> str:
@@ -105,8 +52,8 @@ def member_cnf(lab: Lab, node: str, service: str) -> str:
     return wsrep_cnf(
         cluster_name(lab),
         node,
-        lab.node(node)["address"],
-        [lab.node(n)["address"] for n in svc["instances"]],
+        lab.node(node).address,
+        [lab.node(n).address for n in svc.instances],
     )
 
 
@@ -167,8 +114,8 @@ def gcomm_listening(address: str) -> bool:
 def running_members(lab: Lab, service: str, but: str | None = None) -> list[str]:
     return [
         n
-        for n in lab.service(service)["instances"]
-        if n != but and gcomm_listening(lab.node(n)["address"])
+        for n in lab.service(service).instances
+        if n != but and gcomm_listening(lab.node(n).address)
     ]
 
 
@@ -267,7 +214,7 @@ def _refuse_other_os_major(lab: Lab, node: str, service: str, peers: list[str]) 
     """Stand-in: on this machine every member runs the same MariaDB and galera, so Galera would
     happily join across OS majors; on real nodes 10.3 (OS 8) and 10.5 (OS 9) members cannot
     form one cluster. The joiner refuses, as it fails there."""
-    if not (peers and lab.service(service).get("os_bound")):
+    if not (peers and lab.service(service).os_bound):
         return
     other = sorted({lab.os_major(p) for p in peers} - {lab.os_major(node)})
     if other:
@@ -306,8 +253,8 @@ def _configure_member(lab: Lab, node: str, service: str, bootstrap: bool) -> lis
     root = lab.node_root(node)
     mariadb.write_cnf(
         root,
-        lab.node(node)["address"],
-        lab.service(service)["db_port"],
+        lab.node(node).address,
+        lab.service(service).db_port,
         galera=member_cnf(lab, node, service),
     )
     cmd = mariadb.server_command(root)
@@ -366,10 +313,9 @@ def versions() -> str:
 
 def quorum(lab: Lab, service: str) -> tuple[bool, str]:
     """Whether the cluster has a primary component, as its running members report it."""
-    from stepwise.lab.health import read_unit
 
     seen = []
-    for n in lab.service(service)["instances"]:
+    for n in lab.service(service).instances:
         if not read_unit(lab, n, service):
             continue
         try:
@@ -391,13 +337,12 @@ def quorum(lab: Lab, service: str) -> tuple[bool, str]:
 def galera_status(lab: Lab) -> dict[str, Any]:
     """The database service as it really is: a Galera cluster (real MariaDB + galera-4),
     its size and status, and each member's state (for `lab status`)."""
-    from stepwise.lab.health import read_unit
 
-    service = lab.spec.get("db_service")
+    service = lab.spec.db_service
     if not service:
         return {}
     members: dict[str, dict[str, str]] = {}
-    for n in lab.service(service)["instances"]:
+    for n in lab.service(service).instances:
         st: dict[str, str] = {}
         if read_unit(lab, n, service):
             try:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import shutil
 import socket
 from pathlib import Path
-from typing import Any
 
+from stepwise.lab.kinds import kind_named
+from stepwise.lab.labspec import LabService, LabSpec
 from stepwise.lab.nodes import Lab
 
 #: A healthy server is checked every second; after a failed check, and while it is down, every
@@ -39,13 +40,13 @@ def admin_socket(lab: Lab) -> Path:
     return lab.dir / "haproxy" / "admin.sock"
 
 
-def backend(svc: dict[str, Any], name: str) -> str:
+def backend(svc: LabService, name: str) -> str:
     """The backend of lab service `name` (`svc`: its entry in lab.json; a lab made before
     the entries had one named it after the service)."""
-    return svc.get("frontend") or name
+    return svc.frontend or name
 
 
-def render(spec: dict[str, Any], lab_dir: Path) -> str:
+def render(spec: LabSpec, lab_dir: Path) -> str:
     """The haproxy.cfg of a lab."""
     out = [
         "global",
@@ -63,32 +64,16 @@ def render(spec: dict[str, Any], lab_dir: Path) -> str:
         "    retries 2",
         "    option redispatch",
     ]
-    for name, vip in spec["vips"].items():
-        svc = spec["services"][name]
+    for name, vip in spec.vips.items():
+        svc = spec.services[name]
         # named after the catalog's `frontend:` (TripleO's names), which the drains address
         out.append(f"listen {backend(svc, name)}")
-        out.append(f"    bind {vip['address']}:{vip['port']}")
-        if svc["db"]:
-            out += ["    mode tcp", "    option httpchk GET /"]
-            for i, n in enumerate(svc["instances"]):
-                addr = spec["nodes"][n]["address"]
-                out.append(
-                    f"    server {n} {addr}:{svc['db_port']} {CHECK} port {svc['port']}"
-                    + (" backup" if i else "")
-                )
-        else:
-            out.append(f"    option httpchk GET {svc['health_path']}")
-            # uWSGI closes every connection after its response without saying so (no
-            # keep-alive): an idle server connection HAProxy kept for reuse can be closed
-            # under a request sent on it, which the client sees as a 502
-            out.append("    option http-server-close")
-            for n in svc["instances"]:
-                addr = spec["nodes"][n]["address"]
-                out.append(f"    server {n} {addr}:{svc['port']} {CHECK}")
+        out.append(f"    bind {vip.address}:{vip.port}")
+        out += kind_named(svc.kind).backend(spec, svc, CHECK)
     return "\n".join(out) + "\n"
 
 
-def write_config(spec: dict[str, Any], lab_dir: Path) -> Path:
+def write_config(spec: LabSpec, lab_dir: Path) -> Path:
     path = lab_dir / "haproxy" / "haproxy.cfg"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render(spec, lab_dir))
@@ -114,6 +99,6 @@ def command(lab: Lab, cmd: str) -> str:
 
 def set_node_state(lab: Lab, node: str, state: str) -> None:
     """Put every server of `node` into `state` (maint | ready) in all backends."""
-    for name, _svc in lab.spec["vips"].items():
-        if node in lab.service(name)["instances"]:
+    for name, _svc in lab.spec.vips.items():
+        if node in lab.service(name).instances:
             command(lab, f"set server {backend(lab.service(name), name)}/{node} state {state}")

@@ -17,10 +17,8 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from stepwise.lab.nodes import Lab
+from stepwise.lab import wsrep
 
 META_DB = "stepwise_meta"
 USER = "stepwise"
@@ -48,10 +46,8 @@ def binaries() -> dict[str, str]:
 
 def check_installed() -> None:
     """Everything the lab's Galera members need, or a clear error naming the Debian package."""
-    from stepwise.lab import galera
-
     binaries()
-    galera.provider()
+    wsrep.provider()
     for name, pkg in (("mariabackup", "mariadb-backup"), ("socat", "socat")):
         if not shutil.which(name):
             raise RuntimeError(
@@ -83,7 +79,7 @@ def error_log(root: Path, name: str = "mysqld") -> Path:
 def my_cnf(
     root: Path, address: str | None, port: int, galera: str = "", name: str = "mysqld"
 ) -> str:
-    """A server's my.cnf: tiny buffers; `galera` is the member's wsrep part (galera.wsrep_cnf),
+    """A server's my.cnf: tiny buffers; `galera` is the member's wsrep part (wsrep.wsrep_cnf),
     empty for a server without replication (the template, dump and restore); no address
     means no network (Unix socket only)."""
     run = root / "run" / "mysqld"
@@ -219,12 +215,10 @@ def _run_server_once(root: Path, sql: str, extra: tuple[str, ...] = ()) -> None:
 def _write_tables_as_one_member_cluster(root: Path) -> None:
     """The lab's tables, written by a one-member Galera cluster so the datadir carries a cluster
     position; it must shut down cleanly (a crashed member's position is unknown)."""
-    from stepwise.lab import galera
-
     # A one-member cluster on a private port (tcp://127.0.0.1:0: any free one) writes the tables.
-    one = galera.wsrep_cnf("stepwise-template", "template", "127.0.0.1", ["127.0.0.1"])
-    one = one.replace(f"127.0.0.1:{galera.GCOMM_PORT}", "127.0.0.1:0").replace(
-        f"127.0.0.1:{galera.IST_PORT}", "127.0.0.1:0"
+    one = wsrep.wsrep_cnf("stepwise-template", "template", "127.0.0.1", ["127.0.0.1"])
+    one = one.replace(f"127.0.0.1:{wsrep.GCOMM_PORT}", "127.0.0.1:0").replace(
+        f"127.0.0.1:{wsrep.IST_PORT}", "127.0.0.1:0"
     )
     write_cnf(root, None, 0, galera=one)
     _run_server_once(
@@ -321,11 +315,3 @@ def installed_format(packages: dict) -> str:
         if name in packages:
             return ".".join(packages[name]["version"].split(".")[:2])
     return "10.3"
-
-
-def galera_status(lab: Lab) -> dict:
-    """The database service as it really is: a Galera cluster of real MariaDB + galera-4
-    members, its size, status and each member's state (see galera.galera_status)."""
-    from stepwise.lab import galera
-
-    return galera.galera_status(lab)

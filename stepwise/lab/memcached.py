@@ -33,10 +33,10 @@ def claim(services: dict[str, Any]) -> list[str]:
 def servers(lab: Any) -> list[str]:
     """`host:port` of every real memcached member of the lab (what the services point at)."""
     return [
-        f"{lab.node(n)['address']}:{PORT}"
-        for name, svc in lab.spec["services"].items()
-        if svc.get("kind") == KIND
-        for n in svc["instances"]
+        f"{lab.node(n).address}:{PORT}"
+        for name, svc in lab.spec.services.items()
+        if svc.kind == KIND
+        for n in svc.instances
     ]
 
 
@@ -50,7 +50,7 @@ def binary() -> str:
 
 def start(unit: Any) -> None:
     """Run memcached as the unit's child on the node's address (the wrapper's checks passed)."""
-    addr = unit.lab.node(unit.node)["address"]
+    addr = unit.lab.node(unit.node).address
     try:
         exe = binary()
     except RuntimeError as exc:
@@ -91,7 +91,7 @@ def health(unit: Any) -> tuple[bool, str]:
     """The unit is healthy while its memcached runs and answers."""
     if unit.child is None or unit.child.poll() is not None:
         return False, "memcached not running"
-    return ping(unit.lab.node(unit.node)["address"])
+    return ping(unit.lab.node(unit.node).address)
 
 
 def version() -> str:

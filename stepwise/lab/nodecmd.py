@@ -13,12 +13,20 @@ import sys
 import time
 from collections.abc import Callable
 
-from stepwise.lab import containers as C
-from stepwise.lab import repos as R
-from stepwise.lab import services as S
+from stepwise.lab import containers, repos
+from stepwise.lab import services as lab_services
+from stepwise.lab.nodecmd_base import (
+    COMMANDS,
+    command,
+    disk_full,
+    err,
+    faults,
+    job_timeout,
+    out,
+    unit_state,
+)
 from stepwise.lab.nodes import Lab, SupervisorDown, current
 
-COMMANDS: dict[str, Callable[[Lab, str, list[str]], int]] = {}
 MANAGE_SUFFIX = "-manage"
 STATUS_SUFFIX = "-status"
 #: upstream schema tools not named PROJECT-manage -> (project, the `manage` words they mean)
@@ -27,32 +35,6 @@ SYNC_TOOLS: dict[str, tuple[str, list[str]]] = {
     "gnocchi-upgrade": ("gnocchi", ["db", "sync"]),
     "ironic-inspector-dbsync": ("ironic", ["db", "sync"]),
 }
-
-
-def command(*names: str):
-    def deco(fn):
-        for n in names:
-            COMMANDS[n] = fn
-        return fn
-
-    return deco
-
-
-def out(msg: str) -> None:
-    print(msg, flush=True)
-
-
-def err(msg: str) -> int:
-    print(msg, file=sys.stderr, flush=True)
-    return 1
-
-
-def faults(lab: Lab, node: str) -> dict:
-    return lab.read_state(node, "faults.json", {}) or {}
-
-
-def disk_full(lab: Lab, node: str) -> bool:
-    return bool(faults(lab, node).get("disk_full"))
 
 
 #: the stand-in root disk of a lab node (1K blocks): 20 GiB, 8 GiB used
@@ -80,15 +62,15 @@ def _unit(lab: Lab, node: str, name: str) -> str | None:
     """The service of this node that systemd unit `name` runs (the catalog's `unit`, as the
     service's package names it; a catalog without `unit` uses the service's own name)."""
     name = name.removesuffix(".service")
-    services = lab.node(node)["services"]
-    if C.node_style(lab.spec, node) is not None:
+    services = lab.node(node).services
+    if containers.node_style(lab.spec, node) is not None:
         # a container-style node: tripleo_<service> / kolla-<service>-container
         for s in services:
-            if C.containerized(lab.spec, node, s):
-                if lab.spec["containers"]["services"][s]["unit"] == name:
+            if containers.containerized(lab.spec, node, s):
+                if lab.spec.containers.services[s].unit == name:
                     return s
     for s in services:
-        if lab.service(s).get("unit", s) == name:
+        if lab.service(s).unit == name:
             return s
     return name if name in services else None
 
@@ -99,7 +81,7 @@ def http_health(lab: Lab, node: str, service: str, timeout: float = 2.0) -> tupl
     import urllib.request
 
     svc = lab.service(service)
-    url = f"http://{lab.node(node)['address']}:{svc['port']}{svc['health_path']}"
+    url = f"http://{lab.node(node).address}:{svc.port}{svc.health_path}"
     try:
         with urllib.request.urlopen(url, timeout=timeout) as r:
             return r.status == 200, r.read().decode(errors="replace")
@@ -107,14 +89,6 @@ def http_health(lab: Lab, node: str, service: str, timeout: float = 2.0) -> tupl
         return False, e.read().decode(errors="replace")
     except OSError as e:
         return False, f"{url}: {getattr(e, 'reason', e)}"
-
-
-def unit_state(lab: Lab, node: str, unit: str) -> str:
-    st = lab.call("status")
-    for u in st["units"]:
-        if u["node"] == node and u["unit"] == unit:
-            return u["state"]
-    return "inactive"
 
 
 @command("systemctl")
@@ -140,8 +114,8 @@ def systemctl(lab: Lab, node: str, args: list[str]) -> int:
             err(f"Unit {shown}.service could not be found.")
             rc = 5 if verb not in ("is-active", "is-enabled") else 4
             continue
-        if verb in ("start", "restart") and not S.service_version(lab, node, unit):
-            if C.containerized(lab.spec, node, unit):
+        if verb in ("start", "restart") and not lab_services.service_version(lab, node, unit):
+            if containers.containerized(lab.spec, node, unit):
                 # the unit's `podman start` fails: what systemd reports is a failed job
                 err(
                     f"Job for {shown}.service failed: Error: no container with name or ID "
@@ -186,7 +160,7 @@ def _job(lab: Lab, node: str, verb: str, unit: str, shown: str) -> int:
 def _enable(lab: Lab, node: str, verb: str, unit: str, now: bool) -> int:
     """Enable or disable a unit at boot; with --now start or stop it too."""
     with lab.node_lock(node):
-        S.set_enabled(lab, node, unit, verb == "enable")
+        lab_services.set_enabled(lab, node, unit, verb == "enable")
     if not now:
         return 0
     res = lab.call(
@@ -196,13 +170,6 @@ def _enable(lab: Lab, node: str, verb: str, unit: str, now: bool) -> int:
         timeout=job_timeout(lab, unit),
     )
     return 0 if res.get("ok") else 1
-
-
-def job_timeout(lab: Lab, unit: str) -> float:
-    """How long a job's caller waits for the supervisor: beyond the unit's own stop and start
-    timeouts (a real RabbitMQ member boots in over a minute on 2 busy cores)."""
-    svc = lab.spec["services"].get(unit, {})
-    return 60.0 + float(svc.get("start_timeout", 0)) + float(svc.get("stop_timeout", 0))
 
 
 def _show(lab: Lab, node: str, unit: str | None, shown: str) -> None:
@@ -218,7 +185,7 @@ def _show(lab: Lab, node: str, unit: str | None, shown: str) -> None:
     sub = sub.split(",")[0].rstrip(")") or {"active": "running", "failed": "failed"}.get(
         active, "dead"
     )
-    enabled = "enabled" if unit in S.units_enabled(lab, node) else "disabled"
+    enabled = "enabled" if unit in lab_services.units_enabled(lab, node) else "disabled"
     out(
         f"Id={shown}.service\nLoadState=loaded\nActiveState={active}\nSubState={sub}\n"
         f"UnitFileState={enabled}"
@@ -227,7 +194,7 @@ def _show(lab: Lab, node: str, unit: str | None, shown: str) -> None:
 
 def _is_enabled(lab: Lab, node: str, unit: str) -> int:
     """`is-enabled`: says enabled or disabled, 1 when disabled."""
-    on = unit in S.units_enabled(lab, node)
+    on = unit in lab_services.units_enabled(lab, node)
     out("enabled" if on else "disabled")
     return 0 if on else 1
 
@@ -243,9 +210,9 @@ def _show_state(lab: Lab, node: str, verb: str, unit: str, shown: str) -> int:
     else:
         out(
             f"* {shown}.service\n"
-            f"   Loaded: loaded (enabled: {unit in S.units_enabled(lab, node)})\n"
+            f"   Loaded: loaded (enabled: {unit in lab_services.units_enabled(lab, node)})\n"
             f"   Active: {active}\n"
-            f"  Version: {S.service_version(lab, node, unit)}\n"
+            f"  Version: {lab_services.service_version(lab, node, unit)}\n"
             f"   Health: {detail}"
         )
     return 0 if healthy else 3
@@ -302,7 +269,7 @@ def crudini(lab: Lab, node: str, args: list[str]) -> int:
 
 @command("os-apply-config")
 def os_apply_config(lab: Lab, node: str, args: list[str]) -> int:
-    names = lab.node(node)["services"]
+    names = lab.node(node).services
     if "--service" in args:
         i = args.index("--service")
         if i + 1 >= len(args) or args[i + 1] not in names:
@@ -310,9 +277,9 @@ def os_apply_config(lab: Lab, node: str, args: list[str]) -> int:
         names = [args[i + 1]]
     with lab.node_lock(node):
         for s in names:
-            if S.service_version(lab, node, s):
-                S.render_config(lab, node, s)
-                out(f"{s}: configuration for {S.service_version(lab, node, s)} applied")
+            if lab_services.service_version(lab, node, s):
+                lab_services.render_config(lab, node, s)
+                out(f"{s}: configuration for {lab_services.service_version(lab, node, s)} applied")
     return 0
 
 
@@ -363,18 +330,18 @@ def _schema_action(words: list[str], args: list[str]) -> str | None:
 
 def manage(lab: Lab, node: str, project: str, args: list[str]) -> int:
     words = [a for a in args if not a.startswith("-")]
-    if project not in lab.spec["projects"]:
+    if project not in lab.spec.projects:
         return err(f"{project}-manage: no database for project {project} in this cloud")
     versions = [
-        R.major(S.service_version(lab, node, s))
-        for s in lab.node(node)["services"]
-        if lab.service(s)["project"] == project and S.service_version(lab, node, s)
+        repos.major(lab_services.service_version(lab, node, s))
+        for s in lab.node(node).services
+        if lab.service(s).project == project and lab_services.service_version(lab, node, s)
     ]
     if not versions:
         return err(f"{project}-manage: command not found ({project} is not installed on {node})")
     code = max(versions)
     try:
-        cur = S.get_schema(lab, project)
+        cur = lab_services.get_schema(lab, project)
         if cur is None:
             return err('(pymysql.err.OperationalError) (2003, "Can\'t connect to MySQL server")')
         action = _schema_action(words, args)
@@ -384,15 +351,15 @@ def manage(lab: Lab, node: str, project: str, args: list[str]) -> int:
                     f"database schema {cur[0]} is newer than this code ({code}): "
                     "downgrade is not supported"
                 )
-            S.set_schema(lab, project, code)
+            lab_services.set_schema(lab, project, code)
             out(f"{project} database schema at version {code}")
         elif action == "migrate":
-            S.set_schema(lab, project, cur[0], online=cur[0])
+            lab_services.set_schema(lab, project, cur[0], online=cur[0])
             out(f"{project} online data migrations complete for schema {cur[0]}")
         elif action == "contract":
             if code < cur[0]:
                 return err(f"{project}: this code ({code}) cannot contract schema {cur[0]}")
-            S.set_schema(lab, S.contract_key(project), cur[0])
+            lab_services.set_schema(lab, lab_services.contract_key(project), cur[0])
             out(
                 f"{project} database schema {cur[0]} contracted: "
                 f"code older than {cur[0]} can no longer use it"
@@ -415,12 +382,12 @@ def status_check(lab: Lab, node: str, project: str, args: list[str]) -> int:
     if [a for a in args if not a.startswith("-")][:2] != ["upgrade", "check"]:
         return err(f"usage: {project}-status upgrade check")
     if not any(
-        lab.service(s)["project"] == project and S.service_version(lab, node, s)
-        for s in lab.node(node)["services"]
+        lab.service(s).project == project and lab_services.service_version(lab, node, s)
+        for s in lab.node(node).services
     ):
         err(f"{project}-status: command not found ({project} is not installed on {node})")
         return 127  # the shell's code for a command that is not there
-    if project in lab.spec["projects"] and S.get_schema(lab, project) is None:
+    if project in lab.spec.projects and lab_services.get_schema(lab, project) is None:
         out(
             "+----------------------------------+\n| Check: Database                  |\n"
             "| Result: Failure                  |\n| Details: cannot connect          |\n"
@@ -439,18 +406,20 @@ def status_check(lab: Lab, node: str, project: str, args: list[str]) -> int:
 def _real_tool(lab: Lab, node: str, name: str) -> Callable[[list[str]], int] | None:
     """A real service's own tool (`keystone-manage`, `glance-status`, ...) where the lab runs
     that service's real code: the node's installed release with the node's configuration."""
-    if not lab.spec.get("openstack"):
+    if not lab.spec.openstack:
         return None
-    from stepwise.lab.openstack import releases as RL
+    from stepwise.lab.openstack import releases
 
-    service = RL.TOOLS.get(name)
-    if service is None or not lab.spec["services"].get(service, {}).get("real"):
+    service = releases.TOOLS.get(name)
+    if service not in lab.spec.services or not lab.service(service).real_openstack:
         return None
 
     def run(args: list[str]) -> int:
         from stepwise.lab.openstack import bootstrap
 
-        if service not in lab.node(node)["services"] or not S.service_version(lab, node, service):
+        if service not in lab.node(node).services or not lab_services.service_version(
+            lab, node, service
+        ):
             return err(f"{name}: command not found ({service} is not installed on {node})")
         res = bootstrap.tool(lab, node, service, [name, *args])
         sys.stdout.write(res.stdout)
@@ -472,7 +441,7 @@ def main() -> None:
     delay = faults(lab, node).get("slow", {}).get(name)
     if delay:
         time.sleep(float(delay))
-    # registers the package and cluster commands
+    # registers the package, cluster, container and nova commands in COMMANDS
     from stepwise.lab import nodecmd_cluster, nodecmd_containers, nodecmd_packages, nova  # noqa: F401
 
     fn = COMMANDS.get(name)

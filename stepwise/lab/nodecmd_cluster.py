@@ -7,28 +7,28 @@ import shutil
 import subprocess
 import sys
 
-from stepwise.lab import health as H
-from stepwise.lab import repos as R
-from stepwise.lab import services as S
-from stepwise.lab.nodecmd import command, disk_full, err, faults, job_timeout, out
-from stepwise.lab.nodes import Lab
+from stepwise.lab import health as lab_health
+from stepwise.lab import repos as lab_repos
+from stepwise.lab import services as lab_services
+from stepwise.lab.nodecmd_base import command, disk_full, err, faults, job_timeout, out
+from stepwise.lab.nodes import Lab, read_unit
 
 
 def cluster_service(lab: Lab, kinds: tuple[str, ...]) -> str | None:
-    return next((n for n, s in lab.spec["services"].items() if s.get("cluster") in kinds), None)
+    return next((n for n, s in lab.spec.services.items() if s.cluster in kinds), None)
 
 
 # --- pacemaker -------------------------------------------------------------------------
 @command("pcs")
 def pcs(lab: Lab, node: str, args: list[str]) -> int:
     svc = cluster_service(lab, ("pacemaker", "corosync"))
-    if svc is None or node not in lab.service(svc)["instances"]:
+    if svc is None or node not in lab.service(svc).instances:
         return err("Error: unable to get cluster status: no cluster configured on this node")
     words = [a for a in args if not a.startswith("-")]
-    targets = lab.service(svc)["instances"] if "--all" in args else [node]
+    targets = lab.service(svc).instances if "--all" in args else [node]
     if words[:1] == ["status"]:
-        ok, why = H.quorum(lab, svc)
-        running = [n for n in lab.service(svc)["instances"] if H.read_unit(lab, n, svc)]
+        ok, why = lab_health.quorum(lab, svc)
+        running = [n for n in lab.service(svc).instances if read_unit(lab, n, svc)]
         standby = [
             n
             for n in running
@@ -48,7 +48,7 @@ def pcs(lab: Lab, node: str, args: list[str]) -> int:
             # the cluster stack brings up what it manages (a real RabbitMQ member boots in over
             # a minute on 2 busy cores): wait as long as the slowest unit may take
             wait = job_timeout(lab, svc) + max(
-                float(s.get("start_timeout", 0)) for s in lab.spec["services"].values()
+                s.start_timeout or 0.0 for s in lab.spec.services.values()
             )
             res = lab.call(words[1], node=n, unit=svc, timeout=wait)
             out(
@@ -59,9 +59,9 @@ def pcs(lab: Lab, node: str, args: list[str]) -> int:
         return rc
     if words[:1] == ["node"] and words[1:2] in (["standby"], ["unstandby"]):
         target = words[2] if len(words) > 2 else node
-        if target not in lab.service(svc)["instances"]:
+        if target not in lab.service(svc).instances:
             return err(f"Error: node '{target}' does not appear to exist in configuration")
-        if not H.read_unit(lab, node, svc):
+        if not read_unit(lab, node, svc):
             return err("Error: cluster is not currently running on this node")
         on = words[1] == "standby"
         with lab.node_lock(target):
@@ -86,7 +86,7 @@ def rabbitmqctl(lab: Lab, node: str, args: list[str]) -> int:
     from stepwise.lab import rabbitmq
 
     svc = cluster_service(lab, ("rabbitmq",))
-    if svc is None or node not in lab.service(svc)["instances"]:
+    if svc is None or node not in lab.service(svc).instances:
         return err("rabbitmqctl: command not found (rabbitmq-server is not installed here)")
     if rabbitmq.is_real(lab, svc):
         r = rabbitmq.ctl(lab, node, svc, args)
@@ -101,10 +101,10 @@ def _rabbit_members(lab: Lab, node: str, svc: str) -> tuple[list[str], list[str]
     two majors cannot cluster) and which of them run, as rabbitN@localhost names."""
     from stepwise.lab import rabbitmq
 
-    members = lab.service(svc)["instances"]
-    if lab.service(svc).get("os_bound"):
+    members = lab.service(svc).instances
+    if lab.service(svc).os_bound:
         members = [n for n in members if lab.os_major(n) == lab.os_major(node)]
-    running = [n for n in members if H.read_unit(lab, n, svc)]
+    running = [n for n in members if read_unit(lab, n, svc)]
     return (
         [rabbitmq.node_name(lab, svc, n) for n in members],
         [rabbitmq.node_name(lab, svc, n) for n in running],
@@ -166,10 +166,10 @@ def ceph(lab: Lab, node: str, args: list[str]) -> int:
         return 0
     if mon is None:
         return err("Error initializing cluster client: no monitors in this cloud")
-    ok, why = H.quorum(lab, mon)
-    members = lab.service(mon)["instances"]
+    ok, why = lab_health.quorum(lab, mon)
+    members = lab.service(mon).instances
     if args[:2] == ["mon", "stat"]:
-        inq = [n for n in members if H.read_unit(lab, n, mon)]
+        inq = [n for n in members if read_unit(lab, n, mon)]
         out(f"e1: {len(members)} mons, quorum {','.join(inq) if ok else '(none)'}; {why}")
         return 0 if ok else 1
     if args[:1] == ["health"]:
@@ -177,7 +177,7 @@ def ceph(lab: Lab, node: str, args: list[str]) -> int:
             out(f"HEALTH_ERR {why}")
             return 1
         warn = [f"{k} flag(s) set" for k, v in flags.items() if v]
-        down = [n for n in members if not H.read_unit(lab, n, mon)]
+        down = [n for n in members if not read_unit(lab, n, mon)]
         if down:
             warn.append(f"mons down: {','.join(down)}")
         out("HEALTH_WARN " + "; ".join(warn) if warn else "HEALTH_OK")
@@ -220,7 +220,7 @@ def leapp_preupgrade(lab: Lab, node: str) -> int:
     writes it; exit 1 with inhibitors. Nothing else changes (no `leapp.json`)."""
     cur = lab.os_major(node)
     entries = []
-    if cur + 1 not in R.OS_MAJORS:
+    if cur + 1 not in lab_repos.OS_MAJORS:
         entries.append(_inhibitor(f"No upgrade path from OS {cur}", "nothing to upgrade to"))
     if disk_full(lab, node):
         entries.append(
@@ -248,12 +248,12 @@ def leapp(lab: Lab, node: str, args: list[str]) -> int:
         return err("usage: leapp upgrade|preupgrade")
     cur = lab.os_major(node)
     target = cur + 1
-    if target not in R.OS_MAJORS:
+    if target not in lab_repos.OS_MAJORS:
         return err(f"Inhibitor: no upgrade path from OS {cur}")
-    if "leapp" not in S.installed(lab, node):
+    if "leapp" not in lab_services.installed(lab, node):
         return err("leapp: command not found (package leapp is not installed)")
-    rel = S.release(lab, node)
-    if f"openstack-{rel}-el{target}" not in lab.spec["repos"]:
+    rel = lab_services.release(lab, node)
+    if f"openstack-{rel}-el{target}" not in lab.spec.repos:
         return err(
             f"Inhibitor: enabled OpenStack release {rel} has no repositories for OS {target}; "
             "switch the node to the next release (tripleo-repos) first"
@@ -270,16 +270,16 @@ def apply_leapp(lab: Lab, node: str) -> str | None:
     if not plan:
         return None
     target, rel = plan["target"], plan["release"]
-    repos = lab.spec["repos"]
-    enabled = R.enabled_repos(repos, rel, target)
-    pkgs = S.installed(lab, node)
+    repos = lab.spec.repos
+    enabled = lab_repos.enabled_repos(repos, rel, target)
+    pkgs = lab_services.installed(lab, node)
     new = {}
     for p in pkgs:
-        best = R.latest(repos, enabled, p)
+        best = lab_repos.latest(repos, enabled, p)
         if best:
             new[p] = {"version": best[0], "repo": best[1]}
     lab.write_state(node, "packages.json", new)
-    S.write_os_release(lab, node, target)
+    lab_services.write_os_release(lab, node, target)
     # The upgraded node comes up with no service running: they start on the new OS only when
     # the upgrade workflow says so (after the data transfer).
     lab.write_state(node, "units.json", {"enabled": []})
@@ -291,15 +291,15 @@ def apply_leapp(lab: Lab, node: str) -> str | None:
 def reboot(lab: Lab, node: str, args: list[str]) -> int:
     lab.call("poweroff", node=node)
     with lab.node_lock(node):
-        wl = S.workloads(lab)
+        wl = lab_services.workloads(lab)
         for _vm, st in wl.items():
             if st["host"] == node and st["state"] == "running":
                 st["state"] = "lost"  # not moved away: the instance died with its host
-        S.save_workloads(lab, wl)
+        lab_services.save_workloads(lab, wl)
         msg = apply_leapp(lab, node)
-        kernel = S.installed(lab, node).get("kernel", {}).get("version")
+        kernel = lab_services.installed(lab, node).get("kernel", {}).get("version")
         lab.write_state(node, "kernel.json", {"running": kernel})
-    res = lab.call("boot", node=node, units=S.units_enabled(lab, node), timeout=120)
+    res = lab.call("boot", node=node, units=lab_services.units_enabled(lab, node), timeout=120)
     out(f"{node} rebooted{': ' + msg if msg else ''}; running kernel {kernel}")
     failed = [u for u, r in res.get("units", {}).items() if not r.get("ok")]
     if failed:
@@ -314,35 +314,36 @@ def reprovision(lab: Lab, node: str, args: list[str]) -> int:
     data. What the node must keep comes back from what was persisted before."""
     cur = lab.os_major(node)
     target = cur + 1
-    if target not in R.OS_MAJORS:
+    if target not in lab_repos.OS_MAJORS:
         return err(f"no image for OS {target}")
     release = next(
-        (r for r in reversed(R.RELEASES) if f"openstack-{r}-el{target}" in lab.spec["repos"]), None
+        (r for r in reversed(lab_repos.RELEASES) if f"openstack-{r}-el{target}" in lab.spec.repos),
+        None,
     )
     if release is None:
         return err(f"no OpenStack release is built for OS {target}")
     lab.call("poweroff", node=node)
     with lab.node_lock(node):
-        wl = S.workloads(lab)
+        wl = lab_services.workloads(lab)
         for _vm, st in wl.items():
             if st["host"] == node and st["state"] == "running":
                 st["state"] = "lost"  # not moved away: the instance died with its host
-        S.save_workloads(lab, wl)
+        lab_services.save_workloads(lab, wl)
         root = lab.node_root(node)
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir(parents=True)
-        repos = lab.spec["repos"]
-        enabled = R.enabled_repos(repos, release, target)
+        repos = lab.spec.repos
+        enabled = lab_repos.enabled_repos(repos, release, target)
         pkgs = {}
-        for p in S.node_packages(lab, node):
-            best = R.latest(repos, enabled, p)
+        for p in lab_services.node_packages(lab, node):
+            best = lab_repos.latest(repos, enabled, p)
             if best:
                 pkgs[p] = {"version": best[0], "repo": best[1]}
         lab.write_state(node, "packages.json", pkgs)
         lab.write_state(node, "repos.json", {"release": release})
         lab.write_state(node, "units.json", {"enabled": []})
         lab.write_state(node, "kernel.json", {"running": pkgs.get("kernel", {}).get("version")})
-        S.write_os_release(lab, node, target)
+        lab_services.write_os_release(lab, node, target)
     lab.call("boot", node=node, units=[], timeout=120)
     out(
         f"{node} reprovisioned with the OS {target} image ({release}); "
@@ -360,7 +361,7 @@ def _map_operand(lab: Lab, node: str, arg: str) -> tuple[str, str | None, str]:
     `NODE:/path` is that node's file, reached as over SSH; `/path` is this node's."""
     host, sep, path = arg.partition(":")
     if sep and host and "/" not in host and path.startswith("/"):
-        host = next((n for n in lab.nodes() if host in (n, lab.node(n).get("address"))), host)
+        host = next((n for n in lab.nodes() if host in (n, lab.node(n).address)), host)
         if host not in lab.nodes():
             raise LookupError(f"ssh: Could not resolve hostname {host}: Name or service not known")
         if (lab.run_dir / "down" / host).exists():
@@ -428,7 +429,7 @@ def mariadb_upgrade(lab: Lab, node: str, args: list[str]) -> int:
     r = subprocess.run([real, *defaults, *args], check=False)
     if r.returncode == 0:
         mariadb.set_data_format(
-            lab.node_root(node), mariadb.installed_format(S.installed(lab, node))
+            lab.node_root(node), mariadb.installed_format(lab_services.installed(lab, node))
         )
     return r.returncode
 

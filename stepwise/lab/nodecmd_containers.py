@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import subprocess
 
-from stepwise.lab import containers as C
-from stepwise.lab import podman as P
-from stepwise.lab.nodecmd import command, err, out, unit_state
+from stepwise.lab import containers as lab_containers
+from stepwise.lab import podman as lab_podman
+from stepwise.lab.nodecmd_base import command, err, out, unit_state
 from stepwise.lab.nodes import Lab
 
 ENGINE_ERROR = 125
@@ -50,7 +50,7 @@ def podman(lab: Lab, node: str, args: list[str]) -> int:
     verb, rest = words[0], words[1:]
     try:
         if verb == "pull" and rest:
-            out(P.pull(lab, node, rest[0]))
+            out(lab_podman.pull(lab, node, rest[0]))
             return 0
         if verb == "image" and rest:
             return _image(lab, node, rest[0], rest[1:])
@@ -60,7 +60,7 @@ def podman(lab: Lab, node: str, args: list[str]) -> int:
             name = _option(args, "--name")
             if not name or not rest:
                 return _fail("Error: podman create needs --name NAME IMAGE")
-            out(P.create(lab, node, name, rest[0]))
+            out(lab_podman.create(lab, node, name, rest[0]))
             return 0
         if verb == "rm" and rest:
             return _rm(lab, node, rest, force="-f" in args or "--force" in args)
@@ -69,7 +69,7 @@ def podman(lab: Lab, node: str, args: list[str]) -> int:
         if verb == "ps":
             out(json.dumps(_ps(lab, node, all_="-a" in args or "--all" in args), indent=4))
             return 0
-    except P.PodmanError as exc:
+    except lab_podman.PodmanError as exc:
         return _fail(str(exc))
     return _fail(f"Error: unrecognized command `podman {' '.join(words[:2])}`")
 
@@ -81,21 +81,21 @@ def _fail(msg: str) -> int:
 
 def _image(lab: Lab, node: str, verb: str, refs: list[str]) -> int:
     if verb == "exists":
-        return 0 if refs and P.find_image(lab, node, refs[0]) else 1
+        return 0 if refs and lab_podman.find_image(lab, node, refs[0]) else 1
     if verb == "inspect" and refs:
-        found = [P.find_image(lab, node, r) for r in refs]
+        found = [lab_podman.find_image(lab, node, r) for r in refs]
         if any(f is None for f in found):
             missing = next(r for r, f in zip(refs, found, strict=True) if f is None)
             out("[]")
             return _fail(f"Error: {missing}: image not known")
-        out(json.dumps([P.inspect_image(i, e) for i, e in found if i], indent=4))  # type: ignore[misc]
+        out(json.dumps([lab_podman.inspect_image(i, e) for i, e in found if i], indent=4))  # type: ignore[misc]
         return 0
     return _fail(f"Error: unrecognized command `podman image {verb}`")
 
 
 def _images(lab: Lab, node: str) -> int:
     out(f"{'REPOSITORY':<60} {'TAG':<10} IMAGE ID")
-    for image_id, entry in sorted(P.images_of(lab, node).items()):
+    for image_id, entry in sorted(lab_podman.images_of(lab, node).items()):
         for tag in entry["repo_tags"] or ["<none>:<none>"]:
             repo, _, t = tag.rpartition(":")
             out(f"{repo:<60} {t:<10} {image_id[:12]}")
@@ -114,7 +114,7 @@ def _rm(lab: Lab, node: str, names: list[str], force: bool) -> int:
             continue
         if running:
             lab.call("stop", node=node, unit=name)  # rm -f kills the container
-        if P.remove(lab, node, name):
+        if lab_podman.remove(lab, node, name):
             out(name)
         elif not force:
             rc = _fail(f"Error: no container with ID or name {name!r} found: no such container")
@@ -126,7 +126,7 @@ def _state(lab: Lab, node: str, name: str) -> str:
 
 
 def _inspect(lab: Lab, node: str, name: str) -> int:
-    c = P.containers_of(lab, node).get(name)
+    c = lab_podman.containers_of(lab, node).get(name)
     if c is None:
         out("[]")
         return _fail(f"Error: no such object: {name!r}")
@@ -143,7 +143,9 @@ def _inspect(lab: Lab, node: str, name: str) -> int:
                     "State": {"Status": status, "Running": status == "running"},
                     # the image's labels, as podman shows them (TripleO's images carry
                     # `version`): what a pin reads the running release from
-                    "Config": {"Labels": {"version": P.container_version(lab, node, name) or ""}},
+                    "Config": {
+                        "Labels": {"version": lab_podman.container_version(lab, node, name) or ""}
+                    },
                 }
             ],
             indent=4,
@@ -154,7 +156,7 @@ def _inspect(lab: Lab, node: str, name: str) -> int:
 
 def _ps(lab: Lab, node: str, all_: bool) -> list[dict]:
     rows = []
-    for name, c in sorted(P.containers_of(lab, node).items()):
+    for name, c in sorted(lab_podman.containers_of(lab, node).items()):
         state = _state(lab, node, name)
         if state == "running" or all_:
             rows.append(
@@ -170,9 +172,9 @@ def skopeo(lab: Lab, node: str, args: list[str]) -> int:
     words = [a for a in args if not a.startswith("-")]
     if len(words) != 2 or words[0] != "inspect" or not words[1].startswith("docker://"):
         return err("usage: skopeo inspect [--tls-verify=false] docker://REF")
-    if not lab.spec.get("containers"):
+    if not lab.spec.containers:
         return err("skopeo: this lab has no container registry")
-    source = C.to_lab_registry(lab.spec, words[1].removeprefix("docker://"))
+    source = lab_containers.to_lab_registry(lab.spec, words[1].removeprefix("docker://"))
     res = subprocess.run(
         ["/usr/bin/skopeo", "inspect", "--tls-verify=false", f"docker://{source}"],
         capture_output=True, text=True, timeout=60, check=False,
@@ -181,6 +183,6 @@ def skopeo(lab: Lab, node: str, args: list[str]) -> int:
         return err(res.stderr.strip() or "skopeo inspect failed")
     doc = json.loads(res.stdout)
     # the name the node asked for (its registries.conf mirror is the lab's address)
-    doc["Name"] = C.from_lab_registry(lab.spec, doc.get("Name", ""))
+    doc["Name"] = lab_containers.from_lab_registry(lab.spec, doc.get("Name", ""))
     out(json.dumps(doc, indent=4))
     return 0

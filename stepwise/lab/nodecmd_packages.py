@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from stepwise.lab import repos as R
-from stepwise.lab import services as S
-from stepwise.lab.nodecmd import command, disk_full, err, faults, job_timeout, out
+from stepwise.lab import repos as lab_repos
+from stepwise.lab import services
+from stepwise.lab.nodecmd_base import command, disk_full, err, faults, job_timeout, out
 from stepwise.lab.nodes import Lab, SupervisorDown
 
 #: What a transaction installs: package -> (version, repository).
@@ -22,9 +22,9 @@ def dnf(lab: Lab, node: str, args: list[str]) -> int:
             "usage: dnf [-y] install|update|downgrade|list installed|check-update|repolist [PKG...]"
         )
     verb, names = words[0], words[1:]
-    repos = lab.spec["repos"]
-    enabled = S.enabled_repos(lab, node)
-    pkgs = S.installed(lab, node)
+    repos = lab.spec.repos
+    enabled = services.enabled_repos(lab, node)
+    pkgs = services.installed(lab, node)
     if verb == "list":
         return _list_installed(pkgs, names)
     if verb == "check-update":
@@ -62,7 +62,7 @@ def dnf(lab: Lab, node: str, args: list[str]) -> int:
     problem = _run_scriptlets(lab, node, changes)
     if problem is not None:
         return err(problem)
-    if any(p in changes for p in lab.spec.get("reboot_packages", ["kernel", "kernel-core"])):
+    if any(p in changes for p in lab.spec.reboot_packages):
         out("A reboot is required to run the new kernel.")
     out("Complete!")
     return 0
@@ -84,8 +84,8 @@ def _check_update(repos: dict, enabled: list[str], pkgs: dict, names: list[str])
     found = 0
     for p in sorted(names or pkgs):
         if p in pkgs:
-            best = R.latest(repos, enabled, p)
-            if best and R.vkey(best[0]) > R.vkey(pkgs[p]["version"]):
+            best = lab_repos.latest(repos, enabled, p)
+            if best and lab_repos.vkey(best[0]) > lab_repos.vkey(pkgs[p]["version"]):
                 out(f"{p} {best[0]} {best[1]}")
                 found += 1
     return 100 if found else 0
@@ -127,7 +127,7 @@ def _resolve(
     repository has, an update of a package not installed)."""
     changes: Changes = {}
     for p in (names or sorted(pkgs)) if verb != "install" else names:
-        best = R.latest(repos, enabled, p)
+        best = lab_repos.latest(repos, enabled, p)
         if best is None:
             if verb == "install" or names:
                 return changes, (
@@ -137,7 +137,7 @@ def _resolve(
             continue
         if p not in pkgs and verb != "install":
             return changes, f"Package {p} is not installed"
-        if p not in pkgs or R.vkey(best[0]) > R.vkey(pkgs[p]["version"]):
+        if p not in pkgs or lab_repos.vkey(best[0]) > lab_repos.vkey(pkgs[p]["version"]):
             changes[p] = best
     return changes, None
 
@@ -145,7 +145,11 @@ def _resolve(
 def _action(installed: dict | None, version: str) -> str:
     if installed is None:
         return "Installing"
-    return "Downgrading" if R.vkey(version) < R.vkey(installed["version"]) else "Upgrading"
+    return (
+        "Downgrading"
+        if lab_repos.vkey(version) < lab_repos.vkey(installed["version"])
+        else "Upgrading"
+    )
 
 
 def _split_spec(spec: str, pkgs: dict) -> tuple[str, str | None]:
@@ -175,10 +179,10 @@ def _resolve_downgrade(
             return changes, f"Packages for argument {name} available, but not installed.\n" + (
                 "Error: No packages marked for downgrade."
             )
-        have = R.vkey(pkgs[name]["version"])
+        have = lab_repos.vkey(pkgs[name]["version"])
         offers = sorted(
             ((repos[r][name], r) for r in enabled if name in repos.get(r, {})),
-            key=lambda vr: R.vkey(vr[0]),
+            key=lambda vr: lab_repos.vkey(vr[0]),
         )
         if version is not None:
             offers = [(v, r) for v, r in offers if v == version]
@@ -186,7 +190,7 @@ def _resolve_downgrade(
                 return changes, f"No match for argument: {spec}\n" + (
                     "Error: No packages marked for downgrade."
                 )
-        lower = [(v, r) for v, r in offers if R.vkey(v) < have]
+        lower = [(v, r) for v, r in offers if lab_repos.vkey(v) < have]
         if lower:
             changes[name] = lower[-1]
         else:
@@ -197,7 +201,7 @@ def _resolve_downgrade(
 def _install(lab: Lab, node: str, changes: Changes) -> None:
     """Record the new versions (re-read under the node's lock: another dnf may have run)."""
     with lab.node_lock(node):
-        pkgs = S.installed(lab, node)
+        pkgs = services.installed(lab, node)
         for p, (v, r) in changes.items():
             pkgs[p] = {"version": v, "repo": r}
         lab.write_state(node, "packages.json", pkgs)
@@ -206,7 +210,7 @@ def _install(lab: Lab, node: str, changes: Changes) -> None:
 def _run_scriptlets(lab: Lab, node: str, changes: Changes) -> str | None:
     """The packages' scriptlets restart a running service (`systemctl try-restart`); a failed
     restart is a warning, as in dnf. Returns why the supervisor could not be asked, if so."""
-    for svc in S.services_of_packages(lab, node, list(changes)):
+    for svc in services.services_of_packages(lab, node, list(changes)):
         try:
             res = lab.call(
                 "restart", node=node, unit=svc, only_if_running=True, timeout=job_timeout(lab, svc)
@@ -227,11 +231,11 @@ def _run_scriptlets(lab: Lab, node: str, changes: Changes) -> str | None:
 def tripleo_repos(lab: Lab, node: str, args: list[str]) -> int:
     """Switch the node's repositories to a release, as TripleO's tool does."""
     rel = [a for a in args if not a.startswith("-")]
-    if not rel or rel[0] not in R.RELEASES:
-        return err(f"usage: tripleo-repos RELEASE (one of {', '.join(R.RELEASES)})")
+    if not rel or rel[0] not in lab_repos.RELEASES:
+        return err(f"usage: tripleo-repos RELEASE (one of {', '.join(lab_repos.RELEASES)})")
     with lab.node_lock(node):
         lab.write_state(node, "repos.json", {"release": rel[0]})
-    enabled = S.enabled_repos(lab, node)
+    enabled = services.enabled_repos(lab, node)
     if not any(r.startswith("openstack-") for r in enabled):
         out(f"warning: release {rel[0]} has no repositories for OS {lab.os_major(node)}")
     out("enabled: " + " ".join(enabled))

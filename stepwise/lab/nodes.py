@@ -17,6 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from stepwise.lab.labspec import LabNode, LabService, LabSpec, SpecError, read_spec
+from stepwise.processes import pid_alive
+
 ENV_LAB = "STEPWISE_LAB_DIR"
 ENV_NODE = "STEPWISE_LAB_NODE"
 MAX_LABS = 100
@@ -54,35 +57,35 @@ def file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _read_spec(path: Path) -> dict[str, Any]:
-    """A lab's `lab.json` in the shape every reader takes for granted; InputError (the file,
-    the field, what to do) for anything else."""
-    why, field = None, None
+def _read_spec(path: Path) -> LabSpec:
+    """A lab's `lab.json` as typed values; InputError (the file, the field, what to do) for
+    anything else."""
     try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        spec, why = None, f"not a lab's description: {exc}"
-    if why is None and not isinstance(spec, dict):
-        why = f"not a lab's description: a JSON {type(spec).__name__}, not a mapping"
-    elif why is None and not isinstance(spec.get("nodes"), dict):
-        why, field = "no mapping of nodes", "nodes"
-    elif why is None:
-        bad = next((n for n, v in spec["nodes"].items() if not isinstance(v, dict)), None)
-        if bad is not None:
-            why, field = "a node is not a mapping", f"nodes.{bad[:100]}"
-    if why is None:
-        return spec
-    # stepwise.errors only on this path: node commands import this module on every call
-    from stepwise.errors import InputError, Problem
+        return read_spec(path)
+    except SpecError as exc:
+        # stepwise.errors only on this path: node commands import this module on every call
+        from stepwise.errors import InputError, Problem
 
-    raise InputError(
-        Problem(
-            why,
-            file=str(path),
-            field=field,
-            hint="give the directory of a lab `stepwise lab up` brought up, or bring it up again",
-        )
-    )
+        raise InputError(
+            Problem(
+                str(exc),
+                file=str(path),
+                field=exc.field,
+                hint="give the directory of a lab `stepwise lab up` brought up, "
+                "or bring it up again",
+            )
+        ) from None
+
+
+def read_unit(lab: Lab, node: str, unit: str) -> dict[str, Any] | None:
+    """The published state of a unit if its process is alive."""
+    try:
+        data = json.loads(lab.unit_file(node, unit).read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    if not pid_alive(int(data.get("pid", 0))):
+        return None
+    return data
 
 
 class Lab:
@@ -90,7 +93,7 @@ class Lab:
 
     def __init__(self, directory: str | os.PathLike[str]):
         self.dir = Path(directory).resolve()
-        self._spec: dict[str, Any] | None = None
+        self._spec: LabSpec | None = None
 
     # --- layout -------------------------------------------------------------------------
     @property
@@ -145,9 +148,9 @@ class Lab:
 
     # --- spec ---------------------------------------------------------------------------
     @property
-    def spec(self) -> dict[str, Any]:
-        """`lab.json`, once it is a mapping with a mapping of nodes (each a mapping): the
-        directory comes from the command line (`--lab`, `--dir`), so the file is input."""
+    def spec(self) -> LabSpec:
+        """`lab.json` as typed values, validated when first read: the directory comes from the
+        command line (`--lab`, `--dir`), so the file is input."""
         if self._spec is None:
             self._spec = _read_spec(self.spec_file)
         return self._spec
@@ -157,16 +160,16 @@ class Lab:
 
     @property
     def index(self) -> int:
-        return int(self.spec["index"])
+        return self.spec.index
 
     def nodes(self) -> list[str]:
-        return list(self.spec["nodes"])
+        return list(self.spec.nodes)
 
-    def node(self, name: str) -> dict[str, Any]:
-        return self.spec["nodes"][name]
+    def node(self, name: str) -> LabNode:
+        return self.spec.nodes[name]
 
-    def service(self, name: str) -> dict[str, Any]:
-        return self.spec["services"][name]
+    def service(self, name: str) -> LabService:
+        return self.spec.services[name]
 
     # --- node state files ---------------------------------------------------------------
     def state_file(self, node: str, name: str) -> Path:

@@ -16,10 +16,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from stepwise.lab import health as H
-from stepwise.lab import services as S
-from stepwise.lab.nodecmd import command, err, out
-from stepwise.lab.nodes import Lab
+from stepwise.lab import services
+from stepwise.lab.nodecmd_base import command, err, out
+from stepwise.lab.nodes import Lab, read_unit
 
 #: how long a live migration takes in the lab (a real one: seconds to minutes)
 MIGRATION_SECONDS = 4.0
@@ -32,7 +31,7 @@ FLAGS = ("--all-projects", "--wait", "--long", "--live-migration", "--disable", 
 
 
 def compute_service(lab: Lab) -> str | None:
-    return next((n for n, s in lab.spec["services"].items() if s.get("workloads")), None)
+    return next((n for n, s in lab.spec.services.items() if s.workloads), None)
 
 
 def status_of(st: dict[str, Any]) -> str:
@@ -48,7 +47,7 @@ def settle(lab: Lab) -> None:
     """Complete the live migrations whose time has come: the instance runs on its target and
     its source process ends (in this order: no request is refused in between)."""
     with lab.node_lock("_lab"):
-        wl = S.workloads(lab)
+        wl = services.workloads(lab)
         now = time.time()
         done = [vm for vm, st in wl.items() if st.get("migrating_to") and st["done_at"] <= now]
         for vm in done:
@@ -62,18 +61,18 @@ def settle(lab: Lab) -> None:
                 st["host"], st["migrated_at"] = dst, time.time()
             # a failed start leaves the instance where it runs (nova rolls the migration back)
         if done:
-            S.save_workloads(lab, wl)
+            services.save_workloads(lab, wl)
 
 
 def _target(lab: Lab, wl: dict[str, Any], host: str) -> str | None:
     """Where nova's scheduler puts an instance leaving `host`: an enabled, running compute not
     older than the source, the least loaded one first."""
     comp = compute_service(lab)
-    src = H.read_unit(lab, host, comp)
+    src = read_unit(lab, host, comp)
     disabled = set(lab.read_state("_lab", "nova_disabled.json", []) or [])
     cands = []
-    for cand in lab.service(comp)["instances"]:
-        u = H.read_unit(lab, cand, comp)
+    for cand in lab.service(comp).instances:
+        u = read_unit(lab, cand, comp)
         if cand == host or cand in disabled or not u or (src and u["major"] < src["major"]):
             continue
         load = sum(
@@ -91,7 +90,7 @@ def nova(lab: Lab, node: str, args: list[str]) -> int:
     if comp is None or len(args) < 2:
         return err("usage: nova host-evacuate-live|service-disable|service-enable NODE")
     verb, host = args[0], args[1]
-    if host not in lab.service(comp)["instances"]:
+    if host not in lab.service(comp).instances:
         return err(f"ERROR (NotFound): Compute host {host} could not be found.")
     settle(lab)
     if verb in ("service-disable", "service-enable"):
@@ -102,7 +101,7 @@ def nova(lab: Lab, node: str, args: list[str]) -> int:
         return 0
     if verb != "host-evacuate-live":
         return err(f"nova: unknown command {verb}")
-    if not H.read_unit(lab, host, comp):
+    if not read_unit(lab, host, comp):
         return err(f"ERROR: Compute service of {host} is unavailable; cannot live-migrate")
     return _evacuate_live(lab, host)
 
@@ -112,7 +111,7 @@ def _evacuate_live(lab: Lab, host: str) -> int:
     complete later (`settle`). Prints nova's table: server, accepted, error."""
     rc = 0
     with lab.node_lock("_lab"):
-        wl = S.workloads(lab)
+        wl = services.workloads(lab)
         for vm, st in sorted(wl.items()):
             if st["host"] != host or st["state"] != "running" or st.get("migrating_to"):
                 continue
@@ -124,7 +123,7 @@ def _evacuate_live(lab: Lab, host: str) -> int:
             else:
                 st["migrating_to"], st["done_at"] = dst, time.time() + MIGRATION_SECONDS
                 out(f"{vm} | True | live migration to {dst} accepted")
-        S.save_workloads(lab, wl)
+        services.save_workloads(lab, wl)
     return rc
 
 
@@ -132,14 +131,14 @@ def _live_migrate(lab: Lab, vm: str) -> int:
     """`openstack server migrate --live-migration ID`: accepted (it completes later, see
     `settle`), refused for an instance that cannot move or has nowhere to go."""
     with lab.node_lock("_lab"):
-        wl = S.workloads(lab)
+        wl = services.workloads(lab)
         st = wl.get(vm)
         if st is None:
             return err(f"No server with a name or ID of '{vm}' exists.")
         if st["state"] != "running" or st.get("migrating_to"):
             state = "migrating" if st.get("migrating_to") else st["state"]
             return err(f"Cannot 'os-migrateLive' instance {vm} while it is in {state} (HTTP 409)")
-        if not H.read_unit(lab, st["host"], compute_service(lab) or ""):
+        if not read_unit(lab, st["host"], compute_service(lab) or ""):
             return err(f"Compute service of {st['host']} is unavailable at this time. (HTTP 400)")
         if st.get("no_live_migrate"):
             return err(f"Migration pre-check error: {vm} is not live-migratable (HTTP 400)")
@@ -147,7 +146,7 @@ def _live_migrate(lab: Lab, vm: str) -> int:
         if dst is None:
             return err(f"No valid host was found. No valid host found for live migration of {vm}")
         st["migrating_to"], st["done_at"] = dst, time.time() + MIGRATION_SECONDS
-        S.save_workloads(lab, wl)
+        services.save_workloads(lab, wl)
     return 0
 
 
@@ -211,14 +210,14 @@ def _service_list(lab: Lab, opts: dict[str, str], cols: list[str]) -> int:
     if comp is None or opts.get("--service", "nova-compute") != "nova-compute":
         return 0
     disabled = set(lab.read_state("_lab", "nova_disabled.json", []) or [])
-    for host in lab.service(comp)["instances"]:
+    for host in lab.service(comp).instances:
         if opts.get("--host", host) != host:
             continue
         row = {
             "Binary": "nova-compute",
             "Host": host,
             "Status": "disabled" if host in disabled else "enabled",
-            "State": "up" if H.read_unit(lab, host, comp) else "down",
+            "State": "up" if read_unit(lab, host, comp) else "down",
         }
         out(" ".join(row[c] for c in (cols or ["Binary", "Host", "Status", "State"])))
     return 0
@@ -237,18 +236,18 @@ def _server(lab: Lab, opts: dict[str, str], cols: list[str], words: list[str]) -
             "usage: openstack server list|migrate|resize confirm|stop|start|set --tag|unset --tag"
         )
     with lab.node_lock("_lab"):
-        wl = S.workloads(lab)
+        wl = services.workloads(lab)
         vm = ids[0]
         if vm not in wl:
             return err(f"No server with a name or ID of '{vm}' exists.")
         rc = _server_action(lab, wl, vm, verb[0], opts)
-        S.save_workloads(lab, wl)
+        services.save_workloads(lab, wl)
     return rc
 
 
 def _server_list(lab: Lab, opts: dict[str, str], cols: list[str]) -> int:
     tags = [t for t in opts.get("--tags", "").split(",") if t]
-    for vm, st in sorted(S.workloads(lab).items()):
+    for vm, st in sorted(services.workloads(lab).items()):
         if "--host" in opts and st["host"] != opts["--host"]:
             continue
         if "--status" in opts and status_of(st) != opts["--status"].upper():

@@ -21,7 +21,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from stepwise.lab import containers as C
+from stepwise.lab import containers as lab_containers
 from stepwise.lab import images
 from stepwise.lab.nodes import Lab, file_lock
 
@@ -67,7 +67,7 @@ def _repo(reference: str) -> str:
 def pull(lab: Lab, node: str, reference: str) -> str:
     """Copy an image from the registry into the node's store (the real skopeo) and unpack its
     layers; returns its id. Raises PodmanError as podman fails (registry down, unknown tag)."""
-    source = C.to_lab_registry(lab.spec, reference)
+    source = lab_containers.to_lab_registry(lab.spec, reference)
     tmp = store(lab, node) / f"tmp-{secrets.token_hex(6)}"
     tmp.parent.mkdir(parents=True, exist_ok=True)
     # a blob the node holds already is not fetched again (skopeo reuses the shared directory)
@@ -80,8 +80,8 @@ def pull(lab: Lab, node: str, reference: str) -> str:
     if res.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         why = _why(res.stderr).replace(source, reference)
-        why = C.from_lab_registry(lab.spec, why).replace(
-            lab.spec["containers"]["lab_registry"], lab.spec["containers"]["registry"]
+        why = lab_containers.from_lab_registry(lab.spec, why).replace(
+            lab.spec.containers.lab_registry, lab.spec.containers.registry
         )
         raise PodmanError(f"Error: {why}")
     index = json.loads((tmp / "index.json").read_text())
@@ -230,7 +230,7 @@ def _write_startup_config(lab: Lab, node: str, service: str, reference: str) -> 
     from stepwise.model.containers import startup_config
     from stepwise.model.vocab import DeployStyle
 
-    style = DeployStyle(C.node_style(lab.spec, node))
+    style = DeployStyle(lab_containers.node_style(lab.spec, node))
     found = find_image(lab, node, reference)
     digest = found[1]["digest"] if found else ""
     path = lab.node_path(node, startup_config(service, style))
@@ -242,13 +242,9 @@ def _write_startup_config(lab: Lab, node: str, service: str, reference: str) -> 
 def deploy(lab: Lab, node: str) -> None:
     """What the deployment does on a container-style node at lab up: pull each service's
     deployed image (1.0.0) and create its container (the unit starts it at boot)."""
-    for s in lab.node(node)["services"]:
-        if C.containerized(lab.spec, node, s):
-            reference = C.ref(lab.spec, s, C.DEPLOYED_TAG)
+    for s in lab.node(node).services:
+        if lab_containers.containerized(lab.spec, node, s):
+            reference = lab_containers.ref(lab.spec, s, lab_containers.DEPLOYED_TAG)
             pull(lab, node, reference)
             create(lab, node, s, reference)
             _write_startup_config(lab, node, s, reference)
-            # the deployment's config step renders for the version the container runs
-            from stepwise.lab import services
-
-            services.render_config(lab, node, s)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stepwise.lab.kinds import kind_named
 from stepwise.lab.nodes import Lab
 
 #: the safety cap on a probe's time (the client probe's own): longer than any lab run
@@ -50,19 +51,17 @@ class Target:
 def targets(lab: Lab) -> list[Target]:
     """Every VIP frontend, every workload and every workload's floating IP of the lab."""
     out = []
-    for name, vip in lab.spec["vips"].items():
+    for name, vip in lab.spec.vips.items():
         svc = lab.service(name)
-        if svc["db"]:
-            out.append(Target(f"vip:{name}", "mysql", vip["address"], vip["port"]))
+        if kind_named(svc.kind).protocol == "mysql":
+            out.append(Target(f"vip:{name}", "mysql", vip.address, vip.port))
         else:
-            out.append(
-                Target(f"vip:{name}", "http", vip["address"], vip["port"], svc["health_path"])
-            )
-    for vm, w in lab.spec["workloads"].items():
-        out.append(Target(f"workload:{vm}", "http", w["address"], w["port"]))
+            out.append(Target(f"vip:{name}", "http", vip.address, vip.port, svc.health_path))
+    for vm, w in lab.spec.workloads.items():
+        out.append(Target(f"workload:{vm}", "http", w.address, w.port))
     # the workloads as their users reach them: through their router's floating IP
-    for r in lab.spec.get("routers", {}).values():
-        out.append(Target(f"fip:{r['workload']}", "http", r["fip"], r["port"]))
+    for r in lab.spec.routers.values():
+        out.append(Target(f"fip:{r.workload}", "http", r.fip, r.port))
     for t in out:
         if not t.host.startswith("127."):
             raise ValueError(f"probe target {t.name} is not on loopback")

@@ -75,24 +75,24 @@ def check_installed() -> None:
 
 def real_services(lab: Any) -> list[str]:
     """The lab's services that run a real RabbitMQ cluster."""
-    return [n for n, s in lab.spec["services"].items() if s.get("kind") == KIND]
+    return [n for n, s in lab.spec.services.items() if s.kind == KIND]
 
 
 def is_real(lab: Any, service: str) -> bool:
-    return lab.spec["services"].get(service, {}).get("kind") == KIND
+    return service in lab.spec.services and lab.service(service).kind == KIND
 
 
 def transport_url(lab: Any) -> str:
     """oslo.messaging's URL of every member of the lab's cluster (the services fail over
     between them, as TripleO's and Kolla's templates list them). The default user: the
     members listen on loopback addresses, where RabbitMQ lets guest in."""
-    members = [lab.node(n)["address"] for s in real_services(lab)
-               for n in lab.service(s)["instances"]]  # fmt: skip
+    members = [lab.node(n).address for s in real_services(lab)
+               for n in lab.service(s).instances]  # fmt: skip
     return "rabbit://" + ",".join(f"guest:guest@{a}:{AMQP_PORT}" for a in members) + "/"
 
 
 def node_name(lab: Any, service: str, node: str) -> str:
-    return f"rabbit{lab.service(service)['instances'].index(node) + 1}@localhost"
+    return f"rabbit{lab.service(service).instances.index(node) + 1}@localhost"
 
 
 def epmd_port(lab: Any) -> int:
@@ -139,13 +139,13 @@ def base(lab: Any, node: str) -> Path:
 def env(lab: Any, node: str, service: str) -> dict[str, str]:
     """The member's environment (server and CLI alike)."""
     b = base(lab, node)
-    k = lab.service(service)["instances"].index(node)
+    k = lab.service(service).instances.index(node)
     e = dict(os.environ)
     e.update(
         HOME=str(home(lab)),
         ERL_EPMD_PORT=str(epmd_port(lab)),
         RABBITMQ_NODENAME=node_name(lab, service, node),
-        RABBITMQ_NODE_IP_ADDRESS=lab.node(node)["address"],
+        RABBITMQ_NODE_IP_ADDRESS=lab.node(node).address,
         RABBITMQ_NODE_PORT=str(AMQP_PORT),
         RABBITMQ_DIST_PORT=str(dist_port(int(lab.index), k)),
         RABBITMQ_MNESIA_BASE=str(b / "mnesia"),
@@ -198,10 +198,10 @@ def _prepare(lab: Any, node: str) -> None:
 def _peers(lab: Any, service: str, node: str) -> tuple[list[str], list[str]]:
     """Other members whose AMQP answers: (same cluster as this node's OS, another OS major)."""
     major = lab.os_major(node)
-    bound = lab.service(service).get("os_bound")
+    bound = lab.service(service).os_bound
     same, other = [], []
-    for n in lab.service(service)["instances"]:
-        if n == node or not amqp_answers(lab.node(n)["address"], 0.5):
+    for n in lab.service(service).instances:
+        if n == node or not amqp_answers(lab.node(n).address, 0.5):
             continue
         (other if bound and lab.os_major(n) != major else same).append(n)
     return same, other
@@ -272,7 +272,7 @@ def _join_or_form(lab: Any, node: str, service: str) -> None:
 
 def _wait_amqp(unit: Any, timeout: float) -> None:
     """Until the member's AMQP listener answers (the broker booted); fails if it exits."""
-    addr = unit.lab.node(unit.node)["address"]
+    addr = unit.lab.node(unit.node).address
     deadline = time.monotonic() + timeout
     while not amqp_answers(addr, 0.5):
         if unit.child.poll() is not None:
@@ -290,7 +290,7 @@ def health(unit: Any) -> tuple[bool, str]:
     """Healthy while the member runs and its AMQP listener answers (the app is started)."""
     if unit.child is None or unit.child.poll() is not None:
         return False, "rabbitmq-server not running"
-    addr = unit.lab.node(unit.node)["address"]
+    addr = unit.lab.node(unit.node).address
     if not amqp_answers(addr):
         return False, f"AMQP not answering on {addr}:{AMQP_PORT} (app stopped?)"
     return True, f"{node_name(unit.lab, unit.name, unit.node)} serving AMQP on {addr}"
@@ -298,8 +298,8 @@ def health(unit: Any) -> tuple[bool, str]:
 
 def cluster_status(lab: Any, service: str) -> dict[str, Any] | None:
     """`rabbitmqctl cluster_status` of the first member that answers (None: none does)."""
-    for n in lab.service(service)["instances"]:
-        if not amqp_answers(lab.node(n)["address"], 0.5):
+    for n in lab.service(service).instances:
+        if not amqp_answers(lab.node(n).address, 0.5):
             continue
         r = ctl(lab, n, service, ["cluster_status", "--formatter", "json"], timeout=30)
         if r.returncode == 0:
@@ -316,7 +316,7 @@ def component(lab: Any, ask: bool = True) -> list[dict[str, str]]:
     rows = []
     for service in real_services(lab):
         st = cluster_status(lab, service) if ask else None
-        members = [node_name(lab, service, n) for n in lab.service(service)["instances"]]
+        members = [node_name(lab, service, n) for n in lab.service(service).instances]
         if not ask:
             detail = f"a RabbitMQ cluster (Debian's rabbitmq-server): {', '.join(members)}"
         elif st is None:

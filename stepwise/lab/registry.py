@@ -39,7 +39,7 @@ def config_file(lab: Lab) -> Path:
 def write_config(lab: Lab) -> None:
     """distribution's configuration: filesystem storage under the lab, plain HTTP on the
     lab's registry address, deletes allowed (no auth: loopback only)."""
-    addr = lab.spec["containers"]["lab_registry"]
+    addr = lab.spec.containers.lab_registry
     storage = lab.dir / "registry" / "storage"
     storage.mkdir(parents=True, exist_ok=True)
     config_file(lab).write_text(
@@ -59,7 +59,7 @@ def command(lab: Lab) -> list[str]:
 
 def ping(lab: Lab, timeout: float = 1.0) -> bool:
     """Whether the registry answers its API (`GET /v2/`)."""
-    url = f"http://{lab.spec['containers']['lab_registry']}/v2/"
+    url = f"http://{lab.spec.containers.lab_registry}/v2/"
     try:
         with urllib.request.urlopen(url, timeout=timeout) as r:
             return r.status == 200
@@ -73,25 +73,21 @@ def wait_ready(lab: Lab, timeout: float = 20.0) -> None:
         if ping(lab):
             return
         time.sleep(0.1)
-    raise RuntimeError(
-        f"the lab's registry did not answer on {lab.spec['containers']['lab_registry']}"
-    )
+    raise RuntimeError(f"the lab's registry did not answer on {lab.spec.containers.lab_registry}")
 
 
 def publications(lab: Lab) -> list[tuple[str, str, str]]:
     """(image, version, lab reference) of everything the registry holds after lab up."""
-    c = lab.spec["containers"]
+    c = lab.spec.containers
     out = []
-    for spec in c["services"].values():
-        name = spec["image"]
-        base = f"{c['lab_registry']}/{c['namespace']}/{name}"
+    for spec in c.services.values():
+        name = spec.image
+        base = f"{c.lab_registry}/{c.namespace}/{name}"
         out.append((name, "1.0.0", f"{base}:1.0.0"))
         out.append((name, "1.1.0", f"{base}:1.1.0"))
-        out.append((name, "1.1.0", f"{base}:{c['tag']}"))
-        out.append((name, "2.0.0", f"{c['lab_registry']}/{c['upgrade_namespace']}/{name}:2.0.0"))
-        out.append(
-            (name, "2.0.0", f"{c['lab_registry']}/{c['upgrade_namespace']}/{name}:{c['tag']}")
-        )
+        out.append((name, "1.1.0", f"{base}:{c.tag}"))
+        out.append((name, "2.0.0", f"{c.lab_registry}/{c.upgrade_namespace}/{name}:2.0.0"))
+        out.append((name, "2.0.0", f"{c.lab_registry}/{c.upgrade_namespace}/{name}:{c.tag}"))
     return out
 
 
@@ -104,10 +100,10 @@ def skopeo(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str
 
 def publish(lab: Lab) -> dict[str, Any]:
     """Build the images (once per machine) and push every publication; returns timings."""
-    c = lab.spec["containers"]
+    c = lab.spec.containers
     t0 = time.monotonic()
-    real = {s["image"]: s["series"] for s in c["services"].values() if s.get("series")}
-    built = images.ensure([s["image"] for s in c["services"].values()], real)
+    real = {s.image: s.series for s in c.services.values() if s.series}
+    built = images.ensure([s.image for s in c.services.values()], real)
     t1 = time.monotonic()
 
     def push(p: tuple[str, str, str]) -> None:

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from stepwise.lab import health as H
-from stepwise.lab.nodecmd import err, out
-from stepwise.lab.nodes import Lab, lab_address
+from stepwise.lab.nodecmd_base import err, out
+from stepwise.lab.nodes import Lab, lab_address, read_unit
 
 #: agent IDs of the lab: the node's name behind this prefix (real ones are UUIDs)
 AGENT = "l3-agent-"
@@ -54,8 +53,8 @@ def state(lab: Lab) -> dict[str, Any]:
     data = lab.read_state("_lab", STATE, None)
     if data is None:
         data = {
-            r: {"hosts": list(s["hosts"]), "master": s["master"], "tags": []}
-            for r, s in lab.spec.get("routers", {}).items()
+            r: {"hosts": list(s.hosts), "master": s.master, "tags": []}
+            for r, s in lab.spec.routers.items()
         }
     return data
 
@@ -70,21 +69,21 @@ def masters(lab: Lab) -> list[tuple[str, str]]:
 
 def forwarding(lab: Lab, node: str) -> tuple[bool, str]:
     """Whether a router unit on `node` forwards: its L3 agent must run there."""
-    l3 = l3_service(lab.spec["services"])
-    if l3 is None or not H.read_unit(lab, node, l3):
+    l3 = l3_service(lab.spec.services)
+    if l3 is None or not read_unit(lab, node, l3):
         return False, f"the L3 agent of {node} is not running: the router does not forward"
     return True, "forwarding"
 
 
 def _agent_node(lab: Lab, agent: str) -> str | None:
     node = agent.removeprefix(AGENT)
-    l3 = l3_service(lab.spec["services"])
-    return node if l3 and node in lab.service(l3)["instances"] else None
+    l3 = l3_service(lab.spec.services)
+    return node if l3 and node in lab.service(l3).instances else None
 
 
 def command(lab: Lab, opts: dict[str, str], cols: list[str], words: list[str]) -> int:
     """`openstack network agent ...` and `openstack router ...` of the lab."""
-    l3 = l3_service(lab.spec["services"])
+    l3 = l3_service(lab.spec.services)
     if l3 is None:
         return err("No L3 agent in this cloud")
     with lab.node_lock("_lab"):
@@ -125,11 +124,11 @@ def _dispatch(lab: Lab, st: dict, opts: dict[str, str], cols: list[str], words: 
 
 
 def _agent_list(lab: Lab, st: dict, opts: dict[str, str], cols: list[str]) -> int:
-    l3 = l3_service(lab.spec["services"])
+    l3 = l3_service(lab.spec.services)
     router = opts.get("--router")
     if router and router not in st:
         return err(f"No Router found for {router}")
-    for node in lab.service(l3)["instances"]:
+    for node in lab.service(l3).instances:
         if "--host" in opts and node != opts["--host"]:
             continue
         if router and node not in st[router]["hosts"]:
@@ -138,7 +137,7 @@ def _agent_list(lab: Lab, st: dict, opts: dict[str, str], cols: list[str]) -> in
         row = {
             "ID": f"{AGENT}{node}",
             "Host": node,
-            "Alive": "True" if H.read_unit(lab, node, l3) else "False",
+            "Alive": "True" if read_unit(lab, node, l3) else "False",
             "Agent Type": "L3 agent",
             "HA State": ha,
         }
@@ -160,8 +159,8 @@ def _move(lab: Lab, st: dict, verb: str, agent: str | None, rest: list[str]) -> 
     r["hosts"] = [h for h in r["hosts"] if h != node]
     if r["master"] != node:
         return 0
-    l3 = l3_service(lab.spec["services"])
-    others = [h for h in r["hosts"] if H.read_unit(lab, h, l3)]
+    l3 = l3_service(lab.spec.services)
+    others = [h for h in r["hosts"] if read_unit(lab, h, l3)]
     old = r["master"]
     if others:
         rc = _make_master(lab, rest[0], r, others[0])

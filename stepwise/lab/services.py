@@ -5,7 +5,8 @@ from __future__ import annotations
 import configparser
 from typing import Any
 
-from stepwise.lab import repos as R
+from stepwise.lab import repos as lab_repos
+from stepwise.lab.kinds import kind_named
 from stepwise.lab.nodes import Lab, ini_section
 
 
@@ -14,11 +15,11 @@ def installed(lab: Lab, node: str) -> dict[str, dict[str, str]]:
 
 
 def release(lab: Lab, node: str) -> str:
-    return (lab.read_state(node, "repos.json", {}) or {}).get("release", R.INITIAL_RELEASE)
+    return (lab.read_state(node, "repos.json", {}) or {}).get("release", lab_repos.INITIAL_RELEASE)
 
 
 def enabled_repos(lab: Lab, node: str) -> list[str]:
-    return R.enabled_repos(lab.spec["repos"], release(lab, node), lab.os_major(node))
+    return lab_repos.enabled_repos(lab.spec.repos, release(lab, node), lab.os_major(node))
 
 
 def node_packages(lab: Lab, node: str) -> list[str]:
@@ -26,24 +27,26 @@ def node_packages(lab: Lab, node: str) -> list[str]:
     and the OS base."""
     from stepwise.lab import containers
 
-    pk = set(R.BASE_PACKAGES) | set(lab.node(node).get("tool_packages", ()))
-    for s in lab.node(node)["services"]:
+    pk = set(lab_repos.BASE_PACKAGES) | set(lab.node(node).tool_packages)
+    for s in lab.node(node).services:
         # a container-style node has its services in images, not in host packages
         if not containers.containerized(lab.spec, node, s):
-            pk.update(lab.service(s)["packages"])
+            pk.update(lab.service(s).packages)
     return sorted(pk)
 
 
 def install_initial(lab: Lab, node: str) -> None:
     pkgs = {}
-    for p in node_packages(lab, node) + [R.LEAPP[0]]:
-        found = R.base_version(lab.spec["repos"], p, R.INITIAL_RELEASE, R.INITIAL_OS)
+    for p in node_packages(lab, node) + [lab_repos.LEAPP[0]]:
+        found = lab_repos.base_version(
+            lab.spec.repos, p, lab_repos.INITIAL_RELEASE, lab_repos.INITIAL_OS
+        )
         if found:
             pkgs[p] = {"version": found[0], "repo": found[1]}
     lab.write_state(node, "packages.json", pkgs)
-    lab.write_state(node, "repos.json", {"release": R.INITIAL_RELEASE})
+    lab.write_state(node, "repos.json", {"release": lab_repos.INITIAL_RELEASE})
     lab.write_state(node, "kernel.json", {"running": pkgs["kernel"]["version"]})
-    write_os_release(lab, node, R.INITIAL_OS)
+    write_os_release(lab, node, lab_repos.INITIAL_OS)
 
 
 def write_os_release(lab: Lab, node: str, major: int) -> None:
@@ -61,16 +64,14 @@ def service_version(lab: Lab, node: str, service: str) -> str | None:
 
     if containers.containerized(lab.spec, node, service):
         return podman.container_version(lab, node, service)
-    pk = lab.service(service)["packages"]
+    pk = lab.service(service).packages
     if not pk:
         return "1.0.0"
     return installed(lab, node).get(pk[0], {}).get("version")
 
 
 def services_of_packages(lab: Lab, node: str, packages: list[str]) -> list[str]:
-    return [
-        s for s in lab.node(node)["services"] if set(lab.service(s)["packages"]) & set(packages)
-    ]
+    return [s for s in lab.node(node).services if set(lab.service(s).packages) & set(packages)]
 
 
 #: where the deployment leaves a service's newly rendered configuration (discover hashes it
@@ -85,11 +86,8 @@ def render_config(lab: Lab, node: str, service: str) -> None:
     Operator settings the deployment does not own (`[upgrade_levels]` pins) are kept.
     """
     svc = lab.service(service)
-    if svc.get("real"):
-        from stepwise.lab.openstack import config as real_config
-
-        real_config.render(lab, node, service)
-        return
+    if kind_named(svc.kind).render_config(lab, node, service):
+        return  # real code: its kind renders what the real service reads
     version = service_version(lab, node, service)
     path = lab.node_path(node, f"/etc/{service}/{service}.conf")
     staged = lab.node_path(node, STAGED_CONFIG.format(service=service))
@@ -101,13 +99,13 @@ def render_config(lab: Lab, node: str, service: str) -> None:
         return
     pins = ini_section(path, "upgrade_levels")
     cp = configparser.ConfigParser(interpolation=None)
-    cp["DEFAULT"] = {"config_for": R.release_of(version) or "", "host": node}
-    if svc.get("schema"):
-        vip = lab.spec["vips"][lab.spec["db_service"]]
+    cp["DEFAULT"] = {"config_for": lab_repos.release_of(version) or "", "host": node}
+    if svc.schema:
+        vip = lab.spec.vips[lab.spec.db_service]
         cp["database"] = {
-            "connection": f"mysql+pymysql://stepwise@{vip['address']}:{vip['port']}/{svc['project']}"
+            "connection": f"mysql+pymysql://stepwise@{vip.address}:{vip.port}/{svc.project}"
         }
-    if svc.get("rpc"):
+    if svc.rpc:
         cp["upgrade_levels"] = pins
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as fh:
@@ -126,15 +124,11 @@ def set_enabled(lab: Lab, node: str, unit: str, on: bool) -> None:
 
 def db_members(lab: Lab) -> list[tuple[str, int]]:
     """Addresses of the running database servers (Galera members), in the VIP's order."""
-    from stepwise.lab.health import read_unit
+    from stepwise.lab.nodes import read_unit
 
-    name = lab.spec["db_service"]
+    name = lab.spec.db_service
     svc = lab.service(name)
-    return [
-        (lab.node(n)["address"], svc["db_port"])
-        for n in svc["instances"]
-        if read_unit(lab, n, name)
-    ]
+    return [(lab.node(n).address, svc.db_port) for n in svc.instances if read_unit(lab, n, name)]
 
 
 def _on_a_member(lab: Lab, sql: str, args: tuple) -> list[tuple]:
@@ -185,9 +179,7 @@ def workloads(lab: Lab) -> dict[str, Any]:
     """Where each workload runs now ({vm: {host, state}}), initially its home compute."""
     data = lab.read_state("_lab", "workloads.json", None)
     if data is None:
-        data = {
-            vm: {"host": w["home"], "state": "running"} for vm, w in lab.spec["workloads"].items()
-        }
+        data = {vm: {"host": w.home, "state": "running"} for vm, w in lab.spec.workloads.items()}
     return data
 
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from stepwise.errors import InputError, Problem
 from stepwise.lab import containers, routers
-from stepwise.lab import repos as R
+from stepwise.lab import repos as lab_repos
+from stepwise.lab.labspec import STAND_IN, LabSpec, spec_from_json
 from stepwise.lab.nodes import node_address, vip_address, workload_address
 from stepwise.model import Deployment
 
@@ -26,6 +27,9 @@ DB_STOP_TIMEOUT = 30.0
 REAL_STOP_TIMEOUT = 30.0
 #: how long `systemctl start` waits for a real RabbitMQ member to boot (and join its cluster)
 REAL_START_TIMEOUT = 180.0
+GALERA = "galera"
+#: the kinds that run real OpenStack code (the services that need the database)
+REAL_OPENSTACK = ("openstack_api", "openstack_process")
 
 
 def _port(url: str | None) -> int | None:
@@ -58,42 +62,41 @@ def _has_migrate(svc: Any) -> bool:
 def _real_openstack(dep: Deployment, services: dict[str, Any]) -> dict[str, Any] | None:
     """Mark the services that run real OpenStack code (the deployment's `lab: {openstack:
     SERIES}`); their health checks are the real APIs' own unauthenticated paths."""
-    from stepwise.lab.openstack import releases as RL
+    from stepwise.lab.openstack import releases
 
     series = dep.lab.get("openstack")
     if not series:
         return None
-    if series not in RL.SERIES:
+    if series not in releases.SERIES:
         raise InputError(
             Problem(
                 f"lab.openstack: the lab has no real OpenStack code for series {series!r}",
                 file=dep.path,
                 field="lab.openstack",
-                hint=f"use one of {', '.join(RL.series_names())}, or remove it for stand-ins",
+                hint=f"use one of {', '.join(releases.series_names())}, or remove it for stand-ins",
             )
         )
     rabbit = any(s.get("cluster") == "rabbitmq" for s in services.values())
     placed = [
         s
-        for s in RL.series_services(series)
+        for s in releases.series_services(series)
         if s in services
-        and all(n in services for n in RL.SERVICES[s].needs)
-        and (rabbit or not RL.SERVICES[s].messaging)
+        and all(n in services for n in releases.SERVICES[s].needs)
+        and (rabbit or not releases.SERVICES[s].messaging)
     ]
     for name in placed:
         # a real uWSGI finishes its requests before it exits: on 2 busy cores that can take
         # longer than the stand-ins' 3 s (systemd's own default is 90 s)
         services[name].update(
-            real=True,
+            # an API under uWSGI, or a console service (nova's conductor, scheduler, compute)
+            # the unit runs as its child, health its own (stepwise/lab/openstack/process.py)
+            kind="openstack_process" if releases.SERVICES[name].command else "openstack_api",
             schema=False,
-            health_path=RL.SERVICES[name].health_path,
+            health_path=releases.SERVICES[name].health_path,
             stop_timeout=REAL_STOP_TIMEOUT,
             # the wrapper waits 90 s for uWSGI to answer; systemctl waited only 30 (a loaded
             # machine's keystone start "timed out" while it was still coming up)
             start_timeout=REAL_START_TIMEOUT,
-            # a console service (nova's conductor, scheduler, compute) is a process the unit
-            # runs as its child, health its own (stepwise/lab/openstack/process.py)
-            **({"kind": "openstack.process"} if RL.SERVICES[name].command else {}),
         )
     from stepwise.lab import memcached, rabbitmq
 
@@ -105,11 +108,11 @@ def _real_openstack(dep: Deployment, services: dict[str, Any]) -> dict[str, Any]
 
 def build_spec(
     dep: Deployment, lab_dir: str, index: int, workloads_per_compute: int = 1
-) -> dict[str, Any]:
-    """The whole `lab.json` of a new lab for `dep`."""
+) -> LabSpec:
+    """The whole `lab.json` of a new lab for `dep` (validated as a reader validates it)."""
     services, db_service = _lab_services(dep)
     real = _real_openstack(dep, services)
-    needs_db = [n for n, s in services.items() if s["schema"] or s.get("real")]
+    needs_db = [n for n, s in services.items() if s["schema"] or s["kind"] in REAL_OPENSTACK]
     if needs_db and db_service is None:
         raise InputError(
             Problem(
@@ -120,44 +123,48 @@ def build_spec(
             )
         )
     # real nova's servers are the workloads of a compute running real nova-compute
-    compute = None if services.get("nova_compute", {}).get("real") else _workload_host(services)
+    real_nova = services.get("nova_compute", {}).get("kind") in REAL_OPENSTACK
+    compute = None if real_nova else _workload_host(services)
     if compute:
         services[compute]["workloads"] = True
     nodes = _lab_nodes(dep, index)
     workloads = _workloads(services, compute, index, workloads_per_compute)
     vip = vip_address(index)
     vips = {
-        name: {"address": vip, "port": s["db_port"] if s["db"] else s["port"]}
+        name: {"address": vip, "port": s["db_port"] if s["kind"] == GALERA else s["port"]}
         for name, s in services.items()
-        if s["http"] or s["db"]
+        if s["http"]
     }
     all_packages = sorted(
         {p for s in services.values() for p in s["packages"]}
-        | set(R.BASE_PACKAGES)
+        | set(lab_repos.BASE_PACKAGES)
         | {p for n in nodes.values() for p in n["tool_packages"]}
     )
-    return {
-        "name": dep.name,
-        "dir": lab_dir,
-        "index": index,
-        "deployment": dep.path,
-        "python": sys.executable,
-        "vip": vip,
-        "vips": vips,
-        "db_service": db_service,
-        "nodes": nodes,
-        "services": services,
-        "workloads": workloads,
-        # floating IPs of the workloads, on stand-in L3 HA routers (stepwise/lab/routers.py)
-        "routers": routers.build(services, workloads, index),
-        "repos": R.build_repos(all_packages),
-        "projects": sorted({s["project"] for s in services.values() if s["schema"]}),
-        "openstack": real,
-        # container-style roles: the registry, each service's image and unit (lab/containers.py)
-        "containers": containers.build(dep, index, services),
-        "stop_timeout": 3.0,
-        "start_delay": 0.8,
-    }
+    return spec_from_json(
+        {
+            "name": dep.name,
+            "dir": lab_dir,
+            "index": index,
+            "deployment": dep.path,
+            "python": sys.executable,
+            "vip": vip,
+            "vips": vips,
+            "db_service": db_service,
+            "nodes": nodes,
+            "services": services,
+            "workloads": workloads,
+            # floating IPs of the workloads, on stand-in L3 HA routers (stepwise/lab/routers.py)
+            "routers": routers.build(services, workloads, index),
+            "repos": lab_repos.build_repos(all_packages),
+            "projects": sorted({s["project"] for s in services.values() if s["schema"]}),
+            "openstack": real,
+            # container-style roles: the registry, each service's image and unit (lab/containers.py)
+            "containers": containers.build(dep, index, services),
+            "stop_timeout": 3.0,
+            "start_delay": 0.8,
+            "reboot_packages": list(dep.reboot_packages),
+        }
+    )
 
 
 def _lab_services(dep: Deployment) -> tuple[dict[str, Any], str | None]:
@@ -200,6 +207,8 @@ def _lab_service(dep: Deployment, name: str, port: int, schema: bool) -> dict[st
         # a clean Galera shutdown leaves the group and flushes InnoDB: seconds on a loaded
         # machine (mariadb.service allows it minutes), where the stand-ins get 3 s
         **({"stop_timeout": DB_STOP_TIMEOUT} if db else {}),
+        # what runs it in the lab (stepwise.lab.kinds): real code claims it later
+        "kind": GALERA if db else STAND_IN,
         "plane": svc.plane,
         # the name `systemctl` knows it by on the node (its package's unit)
         "unit": svc.unit,
@@ -214,7 +223,6 @@ def _lab_service(dep: Deployment, name: str, port: int, schema: bool) -> dict[st
         # its backend in the load balancer, named as the catalog's drain names it
         "frontend": svc.frontend or name,
         "health_path": "/" if db else _path(health.get("http")),
-        "db": db,
         "project": project_of(name),
         "schema": schema and not db,
         "expand_contract": bool(svc.rolling),

@@ -7,13 +7,12 @@ import json
 import threading
 from typing import Any
 
-from stepwise.lab import containers as C
-from stepwise.lab import health as H
-from stepwise.lab import mariadb
-from stepwise.lab import services as S
-from stepwise.lab.kinds import components, service_kind
+from stepwise.lab import containers, galera
+from stepwise.lab import health as lab_health
+from stepwise.lab import services as lab_services
+from stepwise.lab.kinds import REAL, STAND_IN, kind_named, kinds_in
 from stepwise.lab.nodecmd import http_health
-from stepwise.lab.nodes import Lab
+from stepwise.lab.nodes import Lab, read_unit
 
 RUNTIME_NOTE = "stand-in (no container engine runs here); images, digests, registry: real"
 #: The supervisor's units by (node, unit).
@@ -32,9 +31,9 @@ def status(lab: Lab, ask_clusters: bool = True) -> dict[str, Any]:
     nodes = [_node_row(lab, n, sup.get("down", []), states, checks) for n in lab.nodes()]
     wls = _workload_rows(lab, states)
     return {
-        "lab": lab.spec["name"],
+        "lab": lab.spec.name,
         "dir": str(lab.dir),
-        "vip": lab.spec["vip"],
+        "vip": lab.spec.vip,
         "components": components(lab, ask_clusters),
         "supervisor": bool(sup["units"]) or lab.supervisor_alive(),
         "nodes": nodes,
@@ -42,9 +41,9 @@ def status(lab: Lab, ask_clusters: bool = True) -> dict[str, Any]:
         **({"servers": _servers(lab)} if ask_clusters else {}),
         "routers": _router_rows(lab, states),
         "quorum": {
-            s: H.quorum(lab, s)[1] for s, v in lab.spec["services"].items() if v.get("cluster")
+            s: lab_health.quorum(lab, s)[1] for s, v in lab.spec.services.items() if v.cluster
         },
-        "database": mariadb.galera_status(lab),
+        "database": galera.galera_status(lab),
     }
 
 
@@ -85,7 +84,7 @@ def _health_checks(lab: Lab, states: Units) -> Checks:
     keys = [
         (n, s)
         for n in lab.nodes()
-        for s in lab.node(n)["services"]
+        for s in lab.node(n).services
         if states.get((n, s), {}).get("state") == "active"
     ]
     threads = [threading.Thread(target=check, args=(k,)) for k in keys]
@@ -100,14 +99,14 @@ def _node_row(lab: Lab, n: str, down: list[str], states: Units, checks: Checks) 
     """One node: where it is, what it runs (OS, release, kernel) and its services."""
     return {
         "name": n,
-        "address": lab.node(n)["address"],
-        "role": lab.node(n)["role"],
+        "address": lab.node(n).address,
+        "role": lab.node(n).role,
         "os_major": lab.os_major(n),
-        "release": S.release(lab, n),
+        "release": lab_services.release(lab, n),
         "kernel": (lab.read_state(n, "kernel.json", {}) or {}).get("running"),
         "down": n in down,
-        "container_runtime": RUNTIME_NOTE if C.node_style(lab.spec, n) else None,
-        "services": [_service_row(lab, n, s, states, checks) for s in lab.node(n)["services"]],
+        "container_runtime": RUNTIME_NOTE if containers.node_style(lab.spec, n) else None,
+        "services": [_service_row(lab, n, s, states, checks) for s in lab.node(n).services],
     }
 
 
@@ -119,10 +118,10 @@ def _service_row(lab: Lab, n: str, s: str, states: Units, checks: Checks) -> dic
         reason = json.loads(detail).get("reason", detail)
     except ValueError:
         reason = detail
-    kind, runs = service_kind(lab, n, s, H.read_unit(lab, n, s))
+    kind, runs = service_kind(lab, n, s, read_unit(lab, n, s))
     return {
         "name": s,
-        "version": S.service_version(lab, n, s),
+        "version": lab_services.service_version(lab, n, s),
         "state": u.get("state", "inactive"),
         "kind": kind,
         "runs": runs,
@@ -138,8 +137,8 @@ def _workload_rows(lab: Lab, states: Units) -> list[dict[str, Any]]:
     from stepwise.lab import nova
 
     nova.settle(lab)  # nova's periodic work: a live migration whose time has come completes
-    for vm, st in S.workloads(lab).items():
-        w = lab.spec["workloads"][vm]
+    for vm, st in lab_services.workloads(lab).items():
+        w = lab.spec.workloads[vm]
         alive = (
             st["state"] == "running" and states.get((st["host"], vm), {}).get("state") == "active"
         )
@@ -147,7 +146,7 @@ def _workload_rows(lab: Lab, states: Units) -> list[dict[str, Any]]:
             {
                 "name": vm,
                 "host": st["host"],
-                "address": f"{w['address']}:{w['port']}",
+                "address": f"{w.address}:{w.port}",
                 "state": st["state"] if alive or st["state"] != "running" else "down",
                 # the lab's nova is a stand-in (stepwise/lab/nova.py): its API status
                 "status": nova.status_of(st),
@@ -163,17 +162,82 @@ def _router_rows(lab: Lab, states: Units) -> list[dict[str, Any]]:
 
     rows = []
     for r, st in sorted(routers.state(lab).items()):
-        spec = lab.spec["routers"][r]
+        spec = lab.spec.routers[r]
         master = st["master"]
         up = bool(master) and states.get((master, r), {}).get("state") == "active"
         rows.append(
             {
                 "name": r,
-                "fip": f"{spec['fip']}:{spec['port']}",
-                "workload": spec["workload"],
+                "fip": f"{spec.fip}:{spec.port}",
+                "workload": spec.workload,
                 "master": master,
                 "hosts": st["hosts"],
                 "forwarding": up and routers.forwarding(lab, master)[0],
             }
         )
     return rows
+
+
+def service_kind(lab: Lab, node: str, service: str, published: dict | None) -> tuple[str, str]:
+    """(real | stand-in, what exactly) for one service on one node, as its kind says."""
+    kind = kind_named(lab.service(service).kind)
+    return (REAL if kind.real else STAND_IN), kind.describe(lab, node, service, published)
+
+
+def components(lab: Lab, ask_clusters: bool = True) -> list[dict[str, str]]:
+    """The lab-wide parts: the VIP, the registry and runtime, each kind's rows for its
+    services (`ask_clusters`: each RabbitMQ member's state, one `rabbitmqctl` call), and the
+    stand-in nova and routers the workloads live on."""
+    out = [{"name": "VIP", "kind": REAL, "detail": f"HAProxy on {lab.spec.vip} (Debian's haproxy)"}]
+    out += _container_components(lab)
+    for kind, services in sorted(kinds_in(lab.spec).items(), key=lambda kv: _ORDER.index(kv[0])
+                                 if kv[0] in _ORDER else len(_ORDER)):  # fmt: skip
+        out += kind_named(kind).components(lab, services, ask_clusters)
+    if lab.spec.workloads:
+        detail = "instances, live and cold migration, stop/start (stepwise/lab/nova.py)"
+        out.append({"name": "nova API", "kind": STAND_IN, "detail": detail})
+    if lab.spec.routers:
+        detail = (
+            "L3 HA routers forwarding each floating IP to its workload while the master's L3 "
+            "agent runs; no real neutron (stepwise/lab/routers.py)"
+        )
+        out.append({"name": "routers, floating IPs", "kind": STAND_IN, "detail": detail})
+    return out
+
+
+#: the order of the kinds' rows in `lab status` (the infrastructure first, stand-ins last)
+_ORDER = ("galera", "rabbitmq", "memcached", "openstack_api", "openstack_process", "stand_in")
+
+
+def _container_components(lab: Any) -> list[dict[str, str]]:
+    """The registry (real, and whether it answers) and the runtime (a stand-in)."""
+    c = lab.spec.containers
+    if not c:
+        return []
+    from stepwise.lab import registry
+
+    up = "serving" if registry.ping(lab) else "NOT answering"
+    db = lab.spec.db_service
+    held = db and any(containers.node_style(lab.spec, n) for n in lab.spec.services[db].instances)
+    note = (
+        [{"name": db, "kind": REAL, "detail": "on a container-style role: its container holds "
+          "no MariaDB, the node runs the real Galera member from the packages"}]
+        if held
+        else []
+    )  # fmt: skip
+    return note + [
+        {
+            "name": "registry",
+            "kind": REAL,
+            "detail": f"Debian's docker-registry on {c.lab_registry} ({up}), standing for "
+            f"{c.registry}; images pushed and pulled with skopeo",
+        },
+        {
+            "name": "container runtime",
+            "kind": STAND_IN,
+            "detail": "no container engine runs here: a unit starts the service from its "
+            "container's image (a stand-in at the image's version, real OpenStack code from the "
+            "venv unpacked from the image's layer); images, layers, digests, tags, registry "
+            "are real",
+        },
+    ]

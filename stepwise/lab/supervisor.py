@@ -74,7 +74,7 @@ class Supervisor:
         if node == LAB_NODE:
             return ["haproxy", "-db", "-f", str(self.lab.dir / "haproxy" / "haproxy.cfg")]
         return [
-            self.lab.spec["python"],
+            self.lab.spec.python,
             "-m",
             "stepwise.lab.svcproc",
             str(self.lab.dir),
@@ -149,15 +149,17 @@ class Supervisor:
             self.spawn(p)
         if not wait:
             return {"ok": True, "message": "starting"}
-        own = self.lab.spec["services"].get(unit, {}).get("start_timeout", 30.0)
-        ok, msg = self.wait_ready(p, float(own) + float(self.lab.spec.get("start_delay", 0.4)))
+        svc = self.lab.spec.services.get(unit)
+        own = svc.start_timeout if svc and svc.start_timeout is not None else 30.0
+        ok, msg = self.wait_ready(p, float(own) + float(self.lab.spec.start_delay))
         return {"ok": ok, "message": msg, "state": p.state()}
 
     def stop_timeout(self, unit: str) -> float:
         """systemd's TimeoutStopSec: the lab's short one, or the unit's own from the spec (real
         services and Galera members finish their work in progress first)."""
-        own = self.lab.spec["services"].get(unit, {}).get("stop_timeout")
-        return float(own if own is not None else self.lab.spec.get("stop_timeout", 3.0))
+        svc = self.lab.spec.services.get(unit)
+        own = svc.stop_timeout if svc else None
+        return float(own if own is not None else self.lab.spec.stop_timeout)
 
     def stop(self, node: str, unit: str) -> dict[str, Any]:
         p = self.proc(node, unit)

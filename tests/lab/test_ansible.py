@@ -133,7 +133,7 @@ def test_systemd_service_module_stops_and_starts_lab_units(make_lab, tmp_path, m
         "PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
     )
     from stepwise.lab import connector
-    from stepwise.lab.nodecmd import unit_state
+    from stepwise.lab.nodecmd_base import unit_state
 
     lab = make_lab("tiny.yaml", workloads_per_compute=0)
     conn = connector(lab.dir)

@@ -2,27 +2,24 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from stepwise.lab.nodes import Lab
-from stepwise.lab.openstack import bootstrap
-from stepwise.lab.openstack import config as C
+from stepwise.lab.openstack import bootstrap, config
+from tests.lab_json import lab_json
 
 
 def test_the_keystone_log_tails_of_its_nodes_are_shown(tmp_path: Path):
     (tmp_path / "lab.json").write_text(
-        json.dumps(
+        lab_json(
             {
-                "nodes": {
-                    "controller-0": {"services": ["keystone", "galera"]},
-                    "database-0": {"services": ["galera"]},
-                }
+                "controller-0": {"services": ["keystone", "galera"]},
+                "database-0": {"services": ["galera"]},
             }
         )
     )
     lab = Lab(tmp_path)
-    log = C.paths(lab, "controller-0", "keystone")["log"]
+    log = config.paths(lab, "controller-0", "keystone")["log"]
     log.parent.mkdir(parents=True)
     log.write_text("".join(f"line {i}\n" for i in range(30)) + "ERROR keystone: no database\n")
     said = bootstrap.service_log_tails(lab, "keystone")

@@ -84,8 +84,8 @@ def test_registry_digests_are_real(clab):
 @pytest.mark.lab
 def test_switching_the_container_image_changes_what_the_service_runs(clab):
     n = Node(clab, CTRL)
-    address = clab.node(CTRL)["address"]
-    port = clab.service("nova_api")["port"]
+    address = clab.node(CTRL).address
+    port = clab.service("nova_api").port
     assert _health(address, port)["version"] == "1.0.0"
     [c] = json.loads(n.run("podman inspect nova_api").stdout)
     assert c["ImageName"] == f"{NOVA}:1.0.0" and c["State"]["Status"] == "running"
@@ -97,12 +97,12 @@ def test_switching_the_container_image_changes_what_the_service_runs(clab):
     n.run("systemctl restart tripleo_nova_api")
     assert n.run("systemctl is-active tripleo_nova_api").stdout.strip() == "active"
     assert _health(address, port)["version"] == "1.1.0"
-    vip = clab.spec["vips"]["nova_api"]
+    vip = clab.spec.vips["nova_api"]
     seen: set[tuple[str, str]] = set()
     deadline = time.monotonic() + 20
     while ((CTRL, "1.1.0") not in seen) and time.monotonic() < deadline:
         try:
-            h = _health(vip["address"], vip["port"])
+            h = _health(vip.address, vip.port)
             seen.add((h["node"], h["version"]))
         except OSError:
             pass
@@ -155,23 +155,23 @@ def test_a_real_service_runs_the_code_its_node_unpacked_from_its_image(clab):
     detail, new_venv = _real_code(clab, node, "keystone")
     assert detail.startswith("keystone 24.1.0 (2023.2, latest patch)"), detail
     assert new_venv != venv and new_venv.is_relative_to(clab.node_root(node))
-    vip = clab.spec["vips"]["keystone"]
-    with urllib.request.urlopen(f"http://{vip['address']}:{vip['port']}/v3", timeout=5) as r:
+    vip = clab.spec.vips["keystone"]
+    with urllib.request.urlopen(f"http://{vip.address}:{vip.port}/v3", timeout=5) as r:
         assert r.status == 200
 
 
 @pytest.mark.lab
 def test_registry_down_fails_pulls_and_services_keep_serving(clab):
     n = Node(clab, "controller-openstack-1")
-    vip = clab.spec["vips"]["nova_api"]
+    vip = clab.spec.vips["nova_api"]
     try:
         inject(clab, "registry-down", "")
         r = n.run(f"podman pull {REGISTRY}/tripleo/openstack-nova-api:current", check=False)
         assert r.returncode == 125 and r.stderr.startswith("Error: ")
         # podman's words, about the registry the node knows (not the lab's address)
         assert "connection refused" in r.stderr and REGISTRY in r.stderr, r.stderr
-        assert clab.spec["containers"]["lab_registry"] not in r.stderr
-        assert _health(vip["address"], vip["port"])["ok"]
+        assert clab.spec.containers.lab_registry not in r.stderr
+        assert _health(vip.address, vip.port)["ok"]
         st = control.status(clab)
         assert (
             "NOT answering"
@@ -258,23 +258,23 @@ def test_a_real_service_image_carries_its_release_venv_as_a_shared_layer(tmp_pat
 
 
 def test_names_of_the_contract():
-    from stepwise.lab import containers as C
+    from stepwise.lab import containers as lab_containers
+    from stepwise.lab.labspec import ContainerService
     from stepwise.lab.spec import build_spec
     from stepwise.model import load_deployment
 
     spec = build_spec(load_deployment(EXAMPLE), "/nonexistent", 7)
-    c = spec["containers"]
-    assert c["services"]["nova_api"] == {
-        "image": "openstack-nova-api", "style": "tripleo", "unit": "tripleo_nova_api",
-        "series": None,
-    }  # fmt: skip
+    c = spec.containers
+    assert c.services["nova_api"] == ContainerService(
+        image="openstack-nova-api", style="tripleo", unit="tripleo_nova_api", series=None
+    )
     # a real service's image carries its release's code
-    assert c["services"]["keystone"]["series"] == "2023.2"
+    assert c.services["keystone"].series == "2023.2"
     # the database stays the real Galera on a packages-style role: no image, no container
-    assert "galera" not in c["services"] and C.node_style(spec, "database-0") is None
-    assert C.ref(spec, "keystone", "current") == f"{KEYSTONE}:current"
+    assert "galera" not in c.services and lab_containers.node_style(spec, "database-0") is None
+    assert lab_containers.ref(spec, "keystone", "current") == f"{KEYSTONE}:current"
     # the registry of lab 7 is in lab 7's own addresses; refs are rewritten both ways
-    assert c["lab_registry"] == "127.107.0.2:8787"
-    moved = C.to_lab_registry(spec, f"{KEYSTONE}:current")
+    assert c.lab_registry == "127.107.0.2:8787"
+    moved = lab_containers.to_lab_registry(spec, f"{KEYSTONE}:current")
     assert moved == "127.107.0.2:8787/tripleo/openstack-keystone:current"
-    assert C.from_lab_registry(spec, moved) == f"{KEYSTONE}:current"
+    assert lab_containers.from_lab_registry(spec, moved) == f"{KEYSTONE}:current"

@@ -23,7 +23,7 @@ def lab(make_lab):
 
 
 def addr(lab, node: str) -> tuple[str, int]:
-    return lab.node(node)["address"], lab.service("galera")["db_port"]
+    return lab.node(node).address, lab.service("galera").db_port
 
 
 def status(lab, node: str) -> dict[str, str]:
@@ -73,7 +73,7 @@ def haproxy_state(lab, node: str) -> str:
 
 
 def test_rows_replicate_and_a_killed_member_rejoins_by_ist(lab):
-    st = mariadb.galera_status(lab)
+    st = galera.galera_status(lab)
     assert st["real"] and st["status"] == "Primary" and st["cluster_size"] == 3, st
     assert "galera-4" in st["software"] and "MariaDB 10.11" in st["software"]
     assert all(status(lab, n)["wsrep_provider_name"] == "Galera" for n in DBS)
@@ -111,7 +111,7 @@ def test_rows_replicate_and_a_killed_member_rejoins_by_ist(lab):
         timeout=60,
     )
     assert ("after-kill", "via db-0") in rows(lab, "db-1")
-    assert mariadb.galera_status(lab)["cluster_size"] == 3
+    assert galera.galera_status(lab)["cluster_size"] == 3
 
 
 def test_two_of_three_crash_the_survivor_goes_non_primary_until_they_return(lab):
@@ -124,14 +124,14 @@ def test_two_of_three_crash_the_survivor_goes_non_primary_until_they_return(lab)
     ok, why = galera.clustercheck(lab.node_root("db-0"))
     assert not ok and "non-Primary" in why
     wait_for(lambda: haproxy_state(lab, "db-0") == "DOWN", timeout=5)
-    vip = lab.spec["vips"]["galera"]
+    vip = lab.spec.vips["galera"]
     # HAProxy drops the connection (lost during the handshake); the survivor answers
     # ER_UNKNOWN_COM_ERROR (1047, "WSREP has not yet prepared node"): both OperationalError
     with pytest.raises(pymysql.err.OperationalError):
-        mariadb.execute(vip["address"], vip["port"], "SELECT k FROM data")
+        mariadb.execute(vip.address, vip.port, "SELECT k FROM data")
     with pytest.raises(pymysql.err.OperationalError):
         write(lab, "db-0", "refused")
-    assert mariadb.galera_status(lab)["status"] == "non-Primary"
+    assert galera.galera_status(lab)["status"] == "non-Primary"
 
     # Recovery is Galera's own (pc.recovery): once every member of the last primary component
     # is back, it re-forms; nobody bootstraps by hand.
@@ -141,6 +141,6 @@ def test_two_of_three_crash_the_survivor_goes_non_primary_until_they_return(lab)
     for n in DBS:
         wait_for(lambda n=n: synced(lab, n), timeout=60)
     wait_for(lambda: haproxy_state(lab, "db-0") == "UP", timeout=5)
-    assert mariadb.execute(vip["address"], vip["port"], "SELECT k FROM data") == [("before",)]
+    assert mariadb.execute(vip.address, vip.port, "SELECT k FROM data") == [("before",)]
     write(lab, "db-2", "after")
     assert [k for k, _ in rows(lab, "db-0")] == ["after", "before"]

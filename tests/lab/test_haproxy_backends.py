@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from stepwise.lab import haproxy
-from stepwise.lab.spec import _lab_services
+from stepwise.lab.spec import build_spec
 from stepwise.model import load_deployment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -15,18 +15,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_lab_balancer_names_each_backend_after_the_catalogs_frontend(tmp_path: Path):
     dep = load_deployment(ROOT / "examples" / "classic.yaml")
-    services, db = _lab_services(dep)
-    assert services["nova_api"]["frontend"] == "nova_osapi"
-    assert services["keystone"]["frontend"] == "keystone_public"
-    assert db == "galera" and services["galera"]["frontend"] == "galera"
-    spec = {
-        "nodes": {n.name: {"address": "127.0.0.1"} for n in dep.nodes},
-        "services": services,
-        "vips": {
-            name: {"address": "127.0.0.9", "port": 1000 + i}
-            for i, name in enumerate(s for s in services if services[s]["http"])
-        },
-    }
+    spec = build_spec(dep, str(tmp_path), 9)
+    services = spec.services
+    assert services["nova_api"].frontend == "nova_osapi"
+    assert services["keystone"].frontend == "keystone_public"
+    assert spec.db_service == "galera" and services["galera"].frontend == "galera"
     listens = [
         line.split()[1]
         for line in haproxy.render(spec, tmp_path).splitlines()

@@ -74,5 +74,5 @@ def test_two_labs_do_not_collide(make_lab):
     a = make_lab("tiny.yaml")
     b = make_lab("tiny.yaml")
     assert a.index != b.index
-    assert a.spec["vip"] != b.spec["vip"]
+    assert a.spec.vip != b.spec.vip
     assert all(w["healthy"] for w in control.status(b)["workloads"])

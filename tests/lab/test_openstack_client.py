@@ -13,11 +13,12 @@ import urllib.request
 import pytest
 
 from stepwise.lab.nodes import Lab
-from stepwise.lab.openstack import tempest as T
+from stepwise.lab.openstack import tempest as openstack_tempest
 from stepwise.lab.openstack.client import ClientProbe, write_clouds_yaml
 from stepwise.lab.openstack.venvs import ensure_venv
 from stepwise.lab.probe import Probe, failed, per_second, summarize
 from tests.lab.openstack_cloud import CLOUD
+from tests.lab_json import lab_json
 
 pytestmark = pytest.mark.lab
 
@@ -149,18 +150,14 @@ def test_client_probe_records_calls_and_a_stopped_glance(real_cloud, tmp_path):
 def test_lab_probe_merges_client_records(real_cloud, tmp_path):
     lab_dir = tmp_path / "lab"
     lab_dir.mkdir()
+    # a lab with no node of its own: the real cloud is the fixture's
     (lab_dir / "lab.json").write_text(
-        json.dumps(
-            {
-                "nodes": {},  # a lab with no node of its own: the real cloud is the fixture's
-                "vips": {},
-                "workloads": {},
-                "openstack": {
-                    "series": "2025.1",
-                    "cloud": CLOUD,
-                    "clouds_yaml": str(real_cloud.clouds_yaml),
-                },
-            }
+        lab_json(
+            openstack={
+                "series": "2025.1",
+                "cloud": CLOUD,
+                "clouds_yaml": str(real_cloud.clouds_yaml),
+            },
         )
     )
     out = tmp_path / "probe.jsonl"
@@ -179,16 +176,16 @@ def test_tempest_counts_passes_and_a_stopped_glance_as_failed(real_cloud, tmp_pa
         "tempest\\.api\\.identity\\.v3\\.test_tokens\\.",
         "tempest\\.api\\.image\\.v2\\.test_images\\.BasicOperationsImagesTest\\.",
     ]
-    T.write_config(
+    openstack_tempest.write_config(
         tmp_path / "ws", real_cloud.auth_url, "admin", real_cloud.password, "admin", "RegionOne"
     )
     assert stat.S_IMODE((tmp_path / "ws" / "etc" / "tempest.conf").stat().st_mode) == 0o600
-    ok = T.run(tmp_path / "ws", tests, timeout=600)
+    ok = openstack_tempest.run(tmp_path / "ws", tests, timeout=600)
     assert (ok.run, ok.passed, ok.failed, ok.skipped) == (7, 7, 0, 0), ok
     assert ok.ok and ok.failures == ()
     real_cloud.stop_service("glance")
     try:
-        bad = T.run(tmp_path / "ws", tests, timeout=600)
+        bad = openstack_tempest.run(tmp_path / "ws", tests, timeout=600)
     finally:
         real_cloud.start_service("glance")
     assert bad.failed >= 1 and not bad.ok, bad

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from stepwise.errors import InputError
-from stepwise.lab.openstack import releases as RL
+from stepwise.lab.openstack import releases as openstack_releases
 from stepwise.lab.openstack import venvs
 
 
 @pytest.mark.parametrize(
-    "release", [r for rs in RL.SERIES.values() for r in rs], ids=lambda r: r.lock
+    "release", [r for rs in openstack_releases.SERIES.values() for r in rs], ids=lambda r: r.lock
 )
 def test_every_lock_pins_its_release_code(release):
     pins = dict(line.split("==", 1) for line in venvs.requirements(release.lock) if "==" in line)
@@ -25,13 +25,16 @@ def test_every_lock_pins_its_release_code(release):
 
 
 def test_lab_versions_map_to_first_patch_latest_patch_and_next_series():
-    first, latest, nxt = RL.SERIES["2025.1"]
-    assert RL.release_for("2025.1", "1.0.0") is first
-    assert RL.release_for("2025.1", "1.1.0") is latest
-    assert RL.release_for("2025.1", "2.0.0") is nxt and nxt.series == "2025.2"
-    assert RL.release_for("2025.1", None) is None and RL.release_for("1999.1", "1.0.0") is None
+    first, latest, nxt = openstack_releases.SERIES["2025.1"]
+    assert openstack_releases.release_for("2025.1", "1.0.0") is first
+    assert openstack_releases.release_for("2025.1", "1.1.0") is latest
+    assert openstack_releases.release_for("2025.1", "2.0.0") is nxt and nxt.series == "2025.2"
+    assert (
+        openstack_releases.release_for("2025.1", None) is None
+        and openstack_releases.release_for("1999.1", "1.0.0") is None
+    )
     # keystone 2025.2 carries a real expand migration over 2025.1: the major upgrade migrates
-    assert RL.version_of(nxt, "keystone").split(".")[0] == "28"
+    assert openstack_releases.version_of(nxt, "keystone").split(".")[0] == "28"
 
 
 def test_an_empty_lock_is_refused_not_built(tmp_path: Path, monkeypatch):

@@ -7,6 +7,7 @@ No lab: one HTTP server on loopback is the probe's only VIP, and the probe's clo
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -16,7 +17,9 @@ from types import SimpleNamespace
 import pytest
 
 import stepwise.lab.probe as probe_mod
+from stepwise.lab.labspec import spec_from_json
 from stepwise.lab.probe import Probe, failed
+from tests.lab_json import lab_json
 
 
 class _Ok(BaseHTTPRequestHandler):
@@ -36,13 +39,11 @@ def lab() -> Iterator[SimpleNamespace]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Ok)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        yield SimpleNamespace(
-            spec={
-                "vips": {"api": {"address": "127.0.0.1", "port": server.server_port}},
-                "workloads": {},
-            },
-            service=lambda _name: {"db": False, "health_path": "/"},
+        spec = spec_from_json(
+            json.loads(lab_json(vips={"api": {"address": "127.0.0.1", "port": server.server_port}}))
         )
+        api = SimpleNamespace(kind="stand_in", health_path="/")
+        yield SimpleNamespace(spec=spec, service=lambda _name: api)
     finally:
         server.shutdown()
         server.server_close()

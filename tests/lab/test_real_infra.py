@@ -24,7 +24,9 @@ def _lab(tmp_path: Path, index: int = 0, text: str | None = None) -> Lab:
     src.write_text(text if text is not None else EXAMPLE.read_text())
     d = tmp_path / f"lab{index}"
     d.mkdir()
-    (d / "lab.json").write_text(json.dumps(build_spec(load_deployment(src), str(d), index)))
+    (d / "lab.json").write_text(
+        json.dumps(build_spec(load_deployment(src), str(d), index).to_json())
+    )
     (d / "openstack").mkdir()
     (d / "openstack" / "password").write_text("Secret0\n")
     return Lab(d)
@@ -32,16 +34,16 @@ def _lab(tmp_path: Path, index: int = 0, text: str | None = None) -> Lab:
 
 def test_a_real_openstack_lab_runs_real_rabbitmq_and_memcached(tmp_path: Path):
     lab = _lab(tmp_path)
-    assert lab.service("rabbitmq")["kind"] == rabbitmq.KIND
-    assert lab.service("memcached")["kind"] == memcached.KIND
+    assert lab.service("rabbitmq").kind == rabbitmq.KIND
+    assert lab.service("memcached").kind == memcached.KIND
     assert rabbitmq.real_services(lab) == ["rabbitmq"]
     # a member's boot and join, and its graceful stop, get more than the stand-ins' 3 s
-    assert lab.service("rabbitmq")["stop_timeout"] >= 30
-    assert lab.service("rabbitmq")["start_timeout"] >= 120
+    assert lab.service("rabbitmq").stop_timeout >= 30
+    assert lab.service("rabbitmq").start_timeout >= 120
     # without `lab: openstack` both stay the lab's stand-ins
     plain = _lab(tmp_path, 1, re.sub(r"(?m)^lab:\n  openstack: .*\n", "", EXAMPLE.read_text()))
-    assert not plain.spec["openstack"]
-    assert "kind" not in plain.service("rabbitmq") and "kind" not in plain.service("memcached")
+    assert not plain.spec.openstack
+    assert plain.service("rabbitmq").kind == plain.service("memcached").kind == "stand_in"
     assert memcached.servers(plain) == [] and rabbitmq.real_services(plain) == []
 
 
@@ -50,7 +52,7 @@ def test_keystone_and_every_service_cache_in_every_memcached_member(tmp_path: Pa
 
     lab = _lab(tmp_path)
     servers = memcached.servers(lab)
-    assert servers == [f"{lab.node(n)['address']}:11211" for n in lab.nodes()]
+    assert servers == [f"{lab.node(n).address}:11211" for n in lab.nodes()]
     node = lab.nodes()[1]
     ks = configparser.ConfigParser(interpolation=None)
     ks.read_string(config.service_ini(lab, node, "keystone"))
@@ -64,10 +66,9 @@ def test_keystone_and_every_service_cache_in_every_memcached_member(tmp_path: Pa
 
 
 def test_every_release_venv_has_the_memcache_client():
-    from stepwise.lab.openstack import releases as RL
-    from stepwise.lab.openstack import venvs
+    from stepwise.lab.openstack import releases, venvs
 
-    for release in (r for rs in RL.SERIES.values() for r in rs):
+    for release in (r for rs in releases.SERIES.values() for r in rs):
         pins = dict(line.split("==", 1) for line in venvs.requirements(release.lock))
         assert pins.get("python-memcached") in ("1.59", "1.62"), release.lock
 
@@ -77,7 +78,7 @@ def test_rabbit_members_of_two_labs_never_share_a_name_port_or_port_mapper(tmp_p
     envs = [
         rabbitmq.env(lab, n, "rabbitmq")
         for lab in (a, b)
-        for n in lab.service("rabbitmq")["instances"]
+        for n in lab.service("rabbitmq").instances
     ]
     # node names repeat between labs, but each lab has its own epmd: a name is only ever
     # looked up in its own lab's port mapper
@@ -91,7 +92,7 @@ def test_rabbit_members_of_two_labs_never_share_a_name_port_or_port_mapper(tmp_p
     # AMQP on each node's own address, state in the node's root, the lab's own cookie
     assert len({(e["RABBITMQ_NODE_IP_ADDRESS"], e["RABBITMQ_NODE_PORT"]) for e in envs}) == 6
     for lab in (a, b):
-        for n in lab.service("rabbitmq")["instances"]:
+        for n in lab.service("rabbitmq").instances:
             e = rabbitmq.env(lab, n, "rabbitmq")
             assert e["RABBITMQ_MNESIA_BASE"].startswith(str(lab.node_root(n)))
             assert e["HOME"] == str(lab.dir / "rabbitmq")

@@ -10,8 +10,7 @@ from pathlib import Path
 
 from stepwise.lab import rabbitmq
 from stepwise.lab.nodes import Lab
-from stepwise.lab.openstack import config
-from stepwise.lab.openstack import releases as RL
+from stepwise.lab.openstack import config, releases
 from stepwise.lab.spec import build_spec
 from stepwise.model import load_deployment
 
@@ -25,7 +24,7 @@ def _spec_lab(tmp_path: Path, text: str | None = None) -> Lab:
     src.write_text(text if text is not None else EXAMPLE.read_text())
     d = tmp_path / "lab"
     d.mkdir()
-    (d / "lab.json").write_text(json.dumps(build_spec(load_deployment(src), str(d), 0)))
+    (d / "lab.json").write_text(json.dumps(build_spec(load_deployment(src), str(d), 0).to_json()))
     (d / "openstack").mkdir()
     (d / "openstack" / "password").write_text("Secret0\n")
     return Lab(d)
@@ -33,36 +32,36 @@ def _spec_lab(tmp_path: Path, text: str | None = None) -> Lab:
 
 def test_nova_runs_real_its_api_under_uwsgi_the_rest_as_processes(tmp_path: Path):
     lab = _spec_lab(tmp_path)
-    assert set(NOVA) <= set(lab.spec["openstack"]["services"])
-    assert all(lab.service(s).get("real") for s in NOVA)
+    assert set(NOVA) <= set(lab.spec.openstack.services)
+    assert all(lab.service(s).real_openstack for s in NOVA)
     # the APIs are served by uWSGI on their ports; the others are processes the unit runs
-    assert "kind" not in lab.service("nova_api")
-    assert lab.service("neutron_server")["real"] and "kind" not in lab.service("neutron_server")
-    assert {lab.service(s)["kind"] for s in NOVA[1:]} == {"openstack.process"}
+    assert lab.service("nova_api").kind == "openstack_api"
+    assert lab.service("neutron_server").kind == "openstack_api"
+    assert {lab.service(s).kind for s in NOVA[1:]} == {"openstack_process"}
     # real servers are the computes' workloads: no stand-in VM is made
-    assert lab.spec["workloads"] == {} and lab.spec["routers"] == {}
+    assert lab.spec.workloads == {} and lab.spec.routers == {}
 
 
 def test_the_2025_1_series_has_no_nova_code_so_nova_stays_a_stand_in(tmp_path: Path):
     lab = _spec_lab(
         tmp_path, EXAMPLE.read_text().replace('openstack: "2023.2"', 'openstack: "2025.1"')
     )
-    assert RL.series_services("2025.1") == ["keystone", "placement_api", "glance_api"]
-    assert not any(lab.service(s).get("real") for s in NOVA)
-    assert lab.service("keystone")["real"]
+    assert releases.series_services("2025.1") == ["keystone", "placement_api", "glance_api"]
+    assert not any(lab.service(s).real_openstack for s in NOVA)
+    assert lab.service("keystone").real_openstack
 
 
 def test_nova_runs_real_only_whole_and_over_rabbitmq(tmp_path: Path):
     # the containers example places nova_api and nova_compute alone: both stay stand-ins
     text = EXAMPLE.read_text().replace(" nova_conductor,", "")
     lab = _spec_lab(tmp_path, text)
-    assert not any(lab.service(s).get("real") for s in NOVA if s in lab.spec["services"])
-    assert lab.service("neutron_server")["real"] and lab.spec["workloads"]
+    assert not any(lab.service(s).real_openstack for s in NOVA if s in lab.spec.services)
+    assert lab.service("neutron_server").real_openstack and lab.spec.workloads
     # without a RabbitMQ cluster neither nova nor neutron-server runs real (they talk RPC)
     (tmp_path / "b").mkdir()
     lab = _spec_lab(tmp_path / "b", EXAMPLE.read_text().replace(" rabbitmq,", ""))
-    assert not lab.service("neutron_server").get("real")
-    assert not lab.service("nova_api").get("real") and lab.service("keystone")["real"]
+    assert not lab.service("neutron_server").real_openstack
+    assert not lab.service("nova_api").real_openstack and lab.service("keystone").real_openstack
 
 
 def test_nova_conf_cells_rabbit_members_fake_driver_and_the_pin_kept(tmp_path: Path):
@@ -70,9 +69,9 @@ def test_nova_conf_cells_rabbit_members_fake_driver_and_the_pin_kept(tmp_path: P
     cp = configparser.ConfigParser(interpolation=None)
     cp.read_string(config.service_ini(lab, "compute-1", "nova_compute"))
     assert cp["DEFAULT"]["host"] == "compute-1"
-    assert cp["DEFAULT"]["my_ip"] == lab.node("compute-1")["address"]
+    assert cp["DEFAULT"]["my_ip"] == lab.node("compute-1").address
     assert cp["DEFAULT"]["compute_driver"] == "fake.PredictableNodeUUIDDriver"
-    members = [lab.node(n)["address"] for n in lab.service("rabbitmq")["instances"]]
+    members = [lab.node(n).address for n in lab.service("rabbitmq").instances]
     assert cp["DEFAULT"]["transport_url"] == rabbitmq.transport_url(lab)
     assert all(f"@{a}:5672" in cp["DEFAULT"]["transport_url"] for a in members)
     # a compute has no database credentials (its conductor reaches the database for it)

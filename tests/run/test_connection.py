@@ -4,7 +4,6 @@ connector that provides all of it, and the run layer reading it only through the
 from __future__ import annotations
 
 import ast
-import json
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from stepwise.run import node_work
 from stepwise.run.ansible_files import to_yaml
 from stepwise.run.inventory import inventory
 from stepwise.run.render import render_unit
+from tests.lab_json import lab_json
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,7 +63,7 @@ def test_the_lab_connector_provides_the_whole_contract(tmp_path: Path):
         "cmp-0": {"role": "Compute", "address": "127.1.0.2"},
         "ctl-1": {"role": "Controller", "address": "127.1.0.3"},
     }
-    (tmp_path / "lab.json").write_text(json.dumps({"nodes": nodes}))
+    (tmp_path / "lab.json").write_text(lab_json(nodes))
     conn = lab.connector(tmp_path)
     assert conn.name == "lab" and conn.plugin_dirs == (lab.ansible_plugin_dir(),)
     assert list(conn.host_vars) == ["ctl-0", "ctl-1", "cmp-0"]  # by role, as an inventory

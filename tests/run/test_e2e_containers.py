@@ -65,7 +65,7 @@ def _containerized(the_lab, node: str) -> list[str]:
     from stepwise.lab import containers
 
     return [
-        s for s in the_lab.node(node)["services"] if containers.containerized(the_lab.spec, node, s)
+        s for s in the_lab.node(node).services if containers.containerized(the_lab.spec, node, s)
     ]
 
 
@@ -84,7 +84,7 @@ def _registry_digests(the_lab, node: str, namespace: str | None) -> dict[str, st
     skopeo asking the registry)."""
     from stepwise.lab import containers
 
-    tag = the_lab.spec["containers"]["tag"]
+    tag = the_lab.spec.containers.tag
     out = {}
     for s in _containerized(the_lab, node):
         ref = containers.ref(the_lab.spec, s, tag, namespace)
@@ -103,7 +103,7 @@ def _real_code(the_lab, nodes: list[str]) -> dict[tuple[str, str], str]:
     rows = {r["name"]: r for r in status(the_lab)["nodes"]}
     for n in nodes:
         for s in rows[n]["services"]:
-            if s["kind"] == "real" and s["name"] in the_lab.spec["openstack"]["services"]:
+            if s["kind"] == "real" and s["name"] in the_lab.spec.openstack.services:
                 assert "from its container's image" in s["runs"], (n, s)
                 assert podman.venv_of_container(the_lab, n, s["name"]) is not None
                 out[(n, s["name"])] = s["runs"].split("(", 1)[1].split(")", 1)[0]
@@ -114,7 +114,7 @@ def _vips_answered(summary: dict, the_lab) -> None:
     """Every VIP of the lab was asked (a probe that made no request proves nothing) and no
     request failed; a probe that stopped sampling early fails here too (`failed`)."""
     asked = {k: v["requests"] for k, v in summary["targets"].items() if k.startswith("vip:")}
-    assert set(asked) == {f"vip:{name}" for name in the_lab.spec["vips"]}, summary
+    assert set(asked) == {f"vip:{name}" for name in the_lab.spec.vips}, summary
     assert all(asked.values()), asked
     assert failed(summary, "vip:") == {}, summary
 
@@ -156,8 +156,8 @@ def test_containerized_update_and_upgrade_with_prestage(
     lab.up(dep, lab_dir)
     the_lab = Lab(lab_dir)
     try:
-        cnodes = [n for n in the_lab.spec["nodes"] if _containerized(the_lab, n)]
-        ctrl = [n for n in cnodes if the_lab.node(n)["role"] == CONTAINER_ROLE]
+        cnodes = [n for n in the_lab.spec.nodes if _containerized(the_lab, n)]
+        ctrl = [n for n in cnodes if the_lab.node(n).role == CONTAINER_ROLE]
         assert ctrl and set(ctrl) != set(cnodes), "the example has container-style roles"
         before = _running_digests(the_lab, cnodes)
         code = _real_code(the_lab, cnodes)

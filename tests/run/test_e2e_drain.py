@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 from test_e2e_lab import _lab_or_skip, lab_dir  # noqa: F401 - the fixture
 
+from stepwise.lab.nodes import read_unit
 from stepwise.run.store.base import epoch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,8 +77,7 @@ class _Runs:
 def test_drain_waits_for_live_migration_and_applies_each_policy(tmp_path: Path, lab_dir: Path):  # noqa: F811
     _lab_or_skip()
     import stepwise.lab as lab
-    from stepwise.lab import health as H
-    from stepwise.lab import services as S
+    from stepwise.lab import services as lab_services
     from stepwise.lab.faults import inject
     from stepwise.lab.nodes import Lab
     from stepwise.lab.probe import Probe
@@ -88,7 +88,7 @@ def test_drain_waits_for_live_migration_and_applies_each_policy(tmp_path: Path, 
     the_lab = Lab(lab_dir)
     runs = _Runs(tmp_path, lab_dir)
     try:
-        home = {vm: st["host"] for vm, st in S.workloads(the_lab).items()}
+        home = {vm: st["host"] for vm, st in lab_services.workloads(the_lab).items()}
         assert home == {
             "vm-0": "compute-0",
             "vm-1": "compute-0",
@@ -103,7 +103,7 @@ def test_drain_waits_for_live_migration_and_applies_each_policy(tmp_path: Path, 
             p, res, store, run = runs.run("cold-migrate", "compute-0")
         probe.stop()
         assert p.returncode == 0, p.stdout + p.stderr
-        wl = S.workloads(the_lab)
+        wl = lab_services.workloads(the_lab)
         assert {vm: st["host"] for vm, st in wl.items()} == {
             "vm-0": "compute-1",
             "vm-1": "compute-1",
@@ -133,8 +133,8 @@ def test_drain_waits_for_live_migration_and_applies_each_policy(tmp_path: Path, 
         assert [u.step for u in units if u.state == "failed"] == ["leave"]
         # nothing on compute-1 was stopped: its nova_compute and the two instances still run
         assert not [u for u in units if u.step == "stop" and u.state != "pending"]
-        assert H.read_unit(the_lab, "compute-1", "nova_compute")
-        wl = S.workloads(the_lab)
+        assert read_unit(the_lab, "compute-1", "nova_compute")
+        wl = lab_services.workloads(the_lab)
         assert {vm for vm, st in wl.items() if st["host"] == "compute-1"} >= {"vm-1", "vm-3"}
         assert all(st["state"] == "running" for st in wl.values()), wl
 
@@ -155,7 +155,7 @@ def test_drain_waits_for_live_migration_and_applies_each_policy(tmp_path: Path, 
             outside = [r for r in failed if not any(a - 3 <= r["t"] <= b + 3 for a, b in spans)]
             assert outside == [], outside[:3]
             assert recs[-1]["ok"], recs[-3:]
-        wl = S.workloads(the_lab)
+        wl = lab_services.workloads(the_lab)
         assert wl["vm-1"]["host"] == wl["vm-3"]["host"] == "compute-1"
         assert all(st["state"] == "running" and not st.get("tags") for st in wl.values()), wl
         # the instances the refused run live-migrated to compute-0 kept serving
@@ -186,7 +186,6 @@ def _networker_cloud(path: Path) -> Path:
 def test_l3_routers_fail_over_before_their_agent_stops(tmp_path: Path, lab_dir: Path):  # noqa: F811
     _lab_or_skip()
     import stepwise.lab as lab
-    from stepwise.lab import health as H
     from stepwise.lab import routers
     from stepwise.lab.control import status
     from stepwise.lab.nodes import Lab
@@ -207,8 +206,8 @@ def test_l3_routers_fail_over_before_their_agent_stops(tmp_path: Path, lab_dir: 
         }
         # what the failover prevents: a router whose master's L3 agent stops fails its
         # floating IP while the process keeps the address (keepalived still holds the IP)
-        fip = the_lab.spec["routers"]["router-vm-0"]
-        target = Target("fip:vm-0", "http", fip["fip"], fip["port"])
+        fip = the_lab.spec.routers["router-vm-0"]
+        target = Target("fip:vm-0", "http", fip.fip, fip.port)
         deadline = time.monotonic() + 60  # the routers start after the workloads they forward to
         while not request(target)[0]:
             assert time.monotonic() < deadline, request(target)
@@ -217,7 +216,7 @@ def test_l3_routers_fail_over_before_their_agent_stops(tmp_path: Path, lab_dir: 
         time.sleep(0.5)  # the router's view of its agent is cached for 0.25 s
         assert not request(target)[0]
         assert the_lab.call("start", node="networker-0", unit="neutron_l3_agent")["ok"]
-        assert H.read_unit(the_lab, "networker-0", "neutron_l3_agent")
+        assert read_unit(the_lab, "networker-0", "neutron_l3_agent")
         assert request(target)[0]
 
         subprocess.run([STEPWISE, "discover", *common], check=True, env=env, capture_output=True)

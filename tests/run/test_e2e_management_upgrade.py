@@ -31,7 +31,7 @@ def test_management_node_os_and_release_upgrade_across_a_database_major(
     _lab_or_skip()
     import stepwise.lab as lab
     from stepwise.lab import mariadb
-    from stepwise.lab import services as S
+    from stepwise.lab import services as lab_services
     from stepwise.lab.control import status as lab_status
     from stepwise.lab.nodes import Lab
     from stepwise.run.store import open_store
@@ -43,13 +43,13 @@ def test_management_node_os_and_release_upgrade_across_a_database_major(
     lab.up(dep_path, lab_dir)
     the_lab = Lab(lab_dir)
     try:
-        node = next(iter(the_lab.spec["nodes"]))
-        db = the_lab.spec["services"]["galera"]
-        host, port = the_lab.node(node)["address"], db["db_port"]
+        node = next(iter(the_lab.spec.nodes))
+        db = the_lab.spec.services["galera"]
+        host, port = the_lab.node(node).address, db.db_port
         rows = [(f"uc-{i}", f"before the upgrade ({i})") for i in range(25)]
         for k, v in rows:
             mariadb.execute(host, port, "INSERT INTO data VALUES (%s, %s)", (k, v))
-        assert S.installed(the_lab, node)["mariadb-server"]["version"].startswith("10.3")
+        assert lab_services.installed(the_lab, node)["mariadb-server"]["version"].startswith("10.3")
         common = ["-d", str(dep_path), "--lab", str(lab_dir), "--store", store_url]
         subprocess.run([STEPWISE, "discover", *common], env=env, check=True, capture_output=True)
         p = subprocess.run(
@@ -75,7 +75,7 @@ def test_management_node_os_and_release_upgrade_across_a_database_major(
         (n,) = st["nodes"]
         assert n["os_major"] == 9 and n["release"] == "R2"
         assert all(s["healthy"] and s["state"] == "active" for s in n["services"]), n["services"]
-        assert S.installed(the_lab, node)["mariadb-server"]["version"].startswith("10.5")
+        assert lab_services.installed(the_lab, node)["mariadb-server"]["version"].startswith("10.5")
         assert sorted(mariadb.execute(host, port, "SELECT k, v FROM data")) == sorted(rows)
 
         store = open_store(store_url)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from stepwise.lab.nodes import read_unit
 from tests.run.test_e2e_lab import STEPWISE, _lab_or_skip, lab_dir  # noqa: F401 - the fixture
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,22 +45,22 @@ class ClusterSampler(threading.Thread):
         self.lab, self.samples, self.halt = lab, [], threading.Event()
 
     def run(self) -> None:
-        from stepwise.lab import health as H
+        from stepwise.lab import health
 
-        mons = self.lab.spec["services"]["ceph_mon"]["instances"]
+        mons = self.lab.spec.services["ceph_mon"].instances
         while not self.halt.is_set():
             s = {
                 "t": time.time(),
-                "ceph_mon": sum(1 for n in mons if H.read_unit(self.lab, n, "ceph_mon")),
+                "ceph_mon": sum(1 for n in mons if read_unit(self.lab, n, "ceph_mon")),
             }
             for c in CLUSTERS:
-                s[c] = H.quorum(self.lab, c)
+                s[c] = health.quorum(self.lab, c)
                 if not s[c][0] and c != "galera":
                     # who ran and who had left, read again: what the next failure report shows
-                    members = self.lab.spec["services"][c]["instances"]
+                    members = self.lab.spec.services[c].instances
                     s[c + "_members"] = {
-                        n: ("running" if H.read_unit(self.lab, n, c) else "down")
-                        + (" left" if H.left(self.lab, n, c) else "")
+                        n: ("running" if read_unit(self.lab, n, c) else "down")
+                        + (" left" if health.left(self.lab, n, c) else "")
                         + f" os{self.lab.os_major(n)}"
                         for n in members
                     }
@@ -135,12 +136,12 @@ def test_the_seeds_twelve_steps_on_composed_roles(tmp_path: Path, lab_dir: Path)
     lab.up(dep_path, lab_dir)
     the_lab = Lab(lab_dir)
     try:
-        galera = the_lab.spec["services"]["galera"]
-        members = [(the_lab.node(n)["address"], galera["db_port"]) for n in galera["instances"]]
+        galera = the_lab.spec.services["galera"]
+        members = [(the_lab.node(n).address, galera.db_port) for n in galera.instances]
         rows = [(f"row-{i}", f"written before step 1 ({i})") for i in range(20)]
-        vip = the_lab.spec["vips"]["galera"]
+        vip = the_lab.spec.vips["galera"]
         for k, v in rows:  # written once, through the VIP: Galera puts them on every member
-            mariadb.execute(vip["address"], vip["port"], "INSERT INTO data VALUES (%s, %s)", (k, v))
+            mariadb.execute(vip.address, vip.port, "INSERT INTO data VALUES (%s, %s)", (k, v))
         sw("discover")
         sampler = ClusterSampler(the_lab)
         sampler.start()
@@ -279,9 +280,9 @@ def test_the_seeds_twelve_steps_on_composed_roles(tmp_path: Path, lab_dir: Path)
         ]
         assert len(transfers) == 1, transfers
 
-        assert sorted(
-            mariadb.execute(vip["address"], vip["port"], "SELECT k, v FROM data")
-        ) == sorted(rows)
+        assert sorted(mariadb.execute(vip.address, vip.port, "SELECT k, v FROM data")) == sorted(
+            rows
+        )
         for host, port in members:
             assert sorted(mariadb.execute(host, port, "SELECT k, v FROM data")) == sorted(rows)
 

@@ -26,8 +26,7 @@ import pytest
 
 from stepwise.lab import control, kinds
 from stepwise.lab.nodes import Lab, ini_section
-from stepwise.lab.openstack import config as C
-from stepwise.lab.openstack import nova_cells
+from stepwise.lab.openstack import config, nova_cells
 from stepwise.lab.openstack.client import client_probe_for_lab
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -146,7 +145,7 @@ def test_real_nova_major_upgrade_pins_compute_rpc_until_no_old_compute_remains(c
     assert all("nova 28.3.1" in rows[(n, "nova_compute")]["runs"] for n in COMPUTES)
     # nova 2024.1 (service version 67) speaks the old computes' compute RPC (2023.2's 6.2):
     # what the upgraded conductor logs when it first calls a compute
-    log = C.paths(lab, "controller-0", "nova_conductor")["log"]
+    log = config.paths(lab, "controller-0", "nova_conductor")["log"]
     seen = log.stat().st_size
     _wait_computes_up(lab)  # their heartbeats stalled while the conductor restarted
     nova_cells.live_migrate(lab, next(iter(before)))
@@ -234,7 +233,7 @@ def _wait_host(lab: Lab, server_id: str, host: str, timeout: float = 120.0) -> N
 def _neutron(lab: Lab, path: str, body: dict | None = None) -> dict:
     from stepwise.lab.openstack.bootstrap import admin_token, api_call
 
-    url = f"http://{lab.spec['vip']}:{lab.spec['vips']['neutron_server']['port']}{path}"
+    url = f"http://{lab.spec.vip}:{lab.spec.vips['neutron_server'].port}{path}"
     return api_call("POST" if body is not None else "GET", url, body, admin_token(lab))[1]
 
 

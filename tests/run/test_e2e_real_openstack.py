@@ -77,7 +77,7 @@ def _check_real_infra_then_down(lab_dir: Path) -> None:
     servers = memcached.servers(lab)
     assert len(servers) == 3
     for node in lab.nodes():
-        assert memcached.ping(lab.node(node)["address"])[0]
+        assert memcached.ping(lab.node(node).address)[0]
         ks = configparser.ConfigParser(interpolation=None)
         ks.read(lab.node_path(node, "/etc/keystone/keystone.conf"))
         assert ks["cache"]["enabled"] == "true"

@@ -32,7 +32,7 @@ def test_rollback_of_a_limited_update_keeps_the_apis_up_and_restores_every_versi
 ):
     _lab_or_skip()
     import stepwise.lab as lab
-    from stepwise.lab import services as S
+    from stepwise.lab import services
     from stepwise.lab.nodes import Lab
     from stepwise.lab.probe import Probe, failed, summarize
 
@@ -52,10 +52,13 @@ def test_rollback_of_a_limited_update_keeps_the_apis_up_and_restores_every_versi
     lab.up(dep_path, lab_dir)
     the_lab = Lab(lab_dir)
     try:
-        nodes = list(the_lab.spec["nodes"])
+        nodes = list(the_lab.spec.nodes)
 
         def versions() -> dict[str, dict[str, str]]:
-            return {n: {p: v["version"] for p, v in S.installed(the_lab, n).items()} for n in nodes}
+            return {
+                n: {p: v["version"] for p, v in services.installed(the_lab, n).items()}
+                for n in nodes
+            }
 
         before = versions()
         stepwise("discover")

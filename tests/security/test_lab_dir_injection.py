@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.lab_json import lab_json
 from tests.security.helpers import cli, no_traceback, write_cloud
 
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
@@ -27,7 +28,7 @@ def _lab(directory: Path, address: str = "127.1.0.2") -> Path:
         "ctl-0": {"role": "Controller", "address": "127.1.0.1"},
         "cmp-0": {"role": "Compute", "address": address},
     }
-    (directory / "lab.json").write_text(json.dumps({"nodes": nodes}))
+    (directory / "lab.json").write_text(lab_json(nodes))
     return directory
 
 

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from stepwise.lab.openstack import config as C
-from stepwise.lab.openstack import releases as RL
+from stepwise.lab.openstack import config as openstack_config
+from stepwise.lab.openstack import releases as openstack_releases
 from stepwise.lab.openstack.venvs import BuildProgress, ensure_venv
 
 Say = Callable[[str], None]
@@ -33,14 +33,14 @@ Say = Callable[[str], None]
 def venvs_needed(series: str) -> list[str]:
     """Every venv a lab of `series` uses: the three releases' code, the OpenStack client (the
     probe) and tempest (acceptance), all built at the first `lab up` with one progress bar."""
-    return [r.lock for r in RL.SERIES[series]] + ["client", "tempest"]
+    return [r.lock for r in openstack_releases.SERIES[series]] + ["client", "tempest"]
 
 
 def prepare(lab: Any, build: BuildProgress | None = None) -> None:
     """Build what is missing of the release venvs and write the lab's password."""
     from concurrent.futures import ThreadPoolExecutor
 
-    series = C.lab_openstack(lab)["series"]
+    series = lab.spec.openstack.series
     # two at a time: pip spends much of a build waiting on downloads and on one core
     with ThreadPoolExecutor(max_workers=2) as pool:
         for f in [pool.submit(ensure_venv, name, build) for name in venvs_needed(series)]:
@@ -49,7 +49,7 @@ def prepare(lab: Any, build: BuildProgress | None = None) -> None:
     d.mkdir(mode=0o700, parents=True, exist_ok=True)
     pw = d / "password"
     if not pw.exists():
-        C._write_private(pw, C.new_password() + "\n")
+        openstack_config._write_private(pw, openstack_config.new_password() + "\n")
 
 
 def tool(
@@ -57,11 +57,11 @@ def tool(
 ) -> subprocess.CompletedProcess:
     """Run a real service's own tool (`keystone-manage`, `glance-status`, ...) as the node has it:
     the installed release's code with the node's configuration."""
-    release = C.release_on(lab, node, service)
+    release = openstack_config.release_on(lab, node, service)
     if release is None:
         raise RuntimeError(f"{service} is not installed on {node}")
-    code = C.code_of(lab, node, service, release)
-    conf = C.paths(lab, node, service)["config"]
+    code = openstack_config.code_of(lab, node, service, release)
+    conf = openstack_config.paths(lab, node, service)["config"]
     # through the venv's python: a script's first line names the path the venv was built at,
     # not where a container's image unpacked it
     return subprocess.run(
@@ -88,37 +88,41 @@ def checked(res: subprocess.CompletedProcess, what: str, logs: Callable[[], str]
 
 
 def _placed(lab: Any) -> list[str]:
-    return [s for s in RL.SERVICES if s in lab.spec["services"] and C.is_real(lab, s)]
+    return [
+        s
+        for s in openstack_releases.SERVICES
+        if s in lab.spec.services and openstack_config.is_real(lab, s)
+    ]
 
 
 def databases(lab: Any, say: Say) -> None:
     """Create and sync the services' databases; keystone's keys and bootstrap."""
     from stepwise.lab import mariadb
 
-    vip = lab.spec["vips"][lab.spec["db_service"]]
+    vip = lab.spec.vips[lab.spec.db_service]
     names = {"keystone": "keystone", "placement_api": "placement", "glance_api": "glance",
              "neutron_server": "neutron"}  # fmt: skip
     for s in _placed(lab):
         if s in names:  # nova's three: nova_cells.databases
             sql = f"CREATE DATABASE IF NOT EXISTS {names[s]}"
-            mariadb.execute(vip["address"], vip["port"], sql)
+            mariadb.execute(vip.address, vip.port, sql)
     t0 = time.monotonic()
     if "keystone" in _placed(lab):
         _keystone(lab)
     if "placement_api" in _placed(lab):
-        boot = lab.service("placement_api")["bootstrap"]
+        boot = lab.service("placement_api").bootstrap
         checked(
             tool(lab, boot, "placement_api", ["placement-manage", "db", "sync"]),
             "placement-manage db sync",
         )
     if "neutron_server" in _placed(lab):
-        boot = lab.service("neutron_server")["bootstrap"]
+        boot = lab.service("neutron_server").bootstrap
         checked(
             tool(lab, boot, "neutron_server", ["neutron-db-manage", "upgrade", "heads"]),
             "neutron-db-manage upgrade heads",
         )
     if "glance_api" in _placed(lab):
-        boot = lab.service("glance_api")["bootstrap"]
+        boot = lab.service("glance_api").bootstrap
         checked(
             tool(lab, boot, "glance_api", ["glance-manage", "db_sync"]), "glance-manage db_sync"
         )
@@ -130,7 +134,7 @@ def databases(lab: Any, say: Say) -> None:
 
 def _keystone(lab: Any) -> None:
     svc = lab.service("keystone")
-    boot = svc["bootstrap"]
+    boot = svc.bootstrap
     user, group = pwd.getpwuid(os.getuid()).pw_name, grp.getgrgid(os.getgid()).gr_name
 
     def logs() -> str:
@@ -151,13 +155,13 @@ def _keystone(lab: Any) -> None:
             logs,
         )
     src = lab.node_root(boot) / "etc" / "keystone"
-    for node in svc["instances"]:
+    for node in svc.instances:
         if node != boot:
             for keys in ("fernet-keys", "credential-keys"):
                 dst = lab.node_root(node) / "etc" / "keystone" / keys
                 shutil.rmtree(dst, ignore_errors=True)
                 shutil.copytree(src / keys, dst)
-    url = C.keystone_url(lab) + "/v3"
+    url = openstack_config.keystone_url(lab) + "/v3"
     checked(
         tool(
             lab,
@@ -167,11 +171,11 @@ def _keystone(lab: Any) -> None:
                 # one argument with '=': a value starting with '-' is never taken for an option
                 "keystone-manage",
                 "bootstrap",
-                f"--bootstrap-password={C.secret(lab)}",
+                f"--bootstrap-password={openstack_config.secret(lab)}",
                 "--bootstrap-username",
-                C.ADMIN_USER,
+                openstack_config.ADMIN_USER,
                 "--bootstrap-project-name",
-                C.ADMIN_PROJECT,
+                openstack_config.ADMIN_PROJECT,
                 "--bootstrap-admin-url",
                 url,
                 "--bootstrap-internal-url",
@@ -179,7 +183,7 @@ def _keystone(lab: Any) -> None:
                 "--bootstrap-public-url",
                 url,
                 "--bootstrap-region-id",
-                C.REGION,
+                openstack_config.REGION,
             ],
         ),
         "keystone-manage bootstrap",
@@ -218,16 +222,18 @@ def admin_token(lab: Any) -> str:
                 "methods": ["password"],
                 "password": {
                     "user": {
-                        "name": C.ADMIN_USER,
+                        "name": openstack_config.ADMIN_USER,
                         "domain": {"id": "default"},
-                        "password": C.secret(lab),
+                        "password": openstack_config.secret(lab),
                     }
                 },
             },
-            "scope": {"project": {"name": C.ADMIN_PROJECT, "domain": {"id": "default"}}},
+            "scope": {
+                "project": {"name": openstack_config.ADMIN_PROJECT, "domain": {"id": "default"}}
+            },
         }
     }
-    headers, _ = api_call("POST", C.keystone_url(lab) + "/v3/auth/tokens", auth)
+    headers, _ = api_call("POST", openstack_config.keystone_url(lab) + "/v3/auth/tokens", auth)
     return headers.get("X-Subject-Token") or headers["x-subject-token"]
 
 
@@ -254,15 +260,15 @@ _CATALOG_ENTRIES = {
 
 def register(lab: Any, say: Say, timeout: float = 120.0) -> None:
     """Service users and catalog entries for placement and glance; the lab's clouds.yaml."""
-    url = C.keystone_url(lab) + "/v3"
+    url = openstack_config.keystone_url(lab) + "/v3"
     token = _first_token(lab, timeout)
     project = _find_or_create(
         url,
         token,
         "project",
         "projects",
-        {"name": C.SERVICE_PROJECT},
-        {"name": C.SERVICE_PROJECT, "domain_id": "default"},
+        {"name": openstack_config.SERVICE_PROJECT},
+        {"name": openstack_config.SERVICE_PROJECT, "domain_id": "default"},
     )
     # admin, and service: the role keystonemiddleware requires of a service token (nova's
     # calls to neutron carry one), as deployment tools give every service user since 2023.2
@@ -274,7 +280,7 @@ def register(lab: Any, say: Say, timeout: float = 120.0) -> None:
     write_clouds_yaml(lab)
     say(
         f"keystone catalog: {', '.join(_placed(lab))}; "
-        f"clouds.yaml for 'openstack --os-cloud {lab.spec['name']}'"
+        f"clouds.yaml for 'openstack --os-cloud {lab.spec.name}'"
     )
 
 
@@ -298,9 +304,9 @@ def service_log_tails(lab: Any, service: str, lines: int = 12) -> str:
     log there, not to the lab's unit logs): what a failed lab up shows after it is gone."""
     out = []
     for node in lab.nodes():
-        if service not in lab.node(node).get("services", ()):
+        if service not in lab.node(node).services:
             continue
-        log = C.paths(lab, node, service)["log"]
+        log = openstack_config.paths(lab, node, service)["log"]
         for f in (log, log.with_suffix(".uwsgi.log")):
             try:
                 tail = f.read_text(errors="replace").splitlines()[-lines:]
@@ -322,7 +328,7 @@ def _register_service(
         "user",
         "users",
         {"name": user},
-        {"name": user, "domain_id": "default", "password": C.secret(lab)},
+        {"name": user, "domain_id": "default", "password": openstack_config.secret(lab)},
     )
     for role in roles:
         api_call("PUT", f"{url}/projects/{project}/users/{uid}/roles/{role}", token=token)
@@ -334,7 +340,7 @@ def _register_service(
         {"type": kind},
         {"name": user, "type": kind, "description": description},
     )
-    endpoint = f"http://{lab.spec['vip']}:{lab.spec['vips'][service]['port']}{path}"
+    endpoint = f"http://{lab.spec.vip}:{lab.spec.vips[service].port}{path}"
     for iface in ("public", "internal", "admin"):
         _find_or_create(
             url,
@@ -342,7 +348,12 @@ def _register_service(
             "endpoint",
             "endpoints",
             {"service_id": sid, "interface": iface},
-            {"service_id": sid, "interface": iface, "url": endpoint, "region_id": C.REGION},
+            {
+                "service_id": sid,
+                "interface": iface,
+                "url": endpoint,
+                "region_id": openstack_config.REGION,
+            },
         )
 
 
@@ -356,21 +367,21 @@ def write_clouds_yaml(lab: Any) -> Path:
 
     doc = {
         "clouds": {
-            lab.spec["name"]: {
+            lab.spec.name: {
                 "auth": {
-                    "auth_url": C.keystone_url(lab) + "/v3",
-                    "username": C.ADMIN_USER,
-                    "password": C.secret(lab),
-                    "project_name": C.ADMIN_PROJECT,
+                    "auth_url": openstack_config.keystone_url(lab) + "/v3",
+                    "username": openstack_config.ADMIN_USER,
+                    "password": openstack_config.secret(lab),
+                    "project_name": openstack_config.ADMIN_PROJECT,
                     "user_domain_name": "Default",
                     "project_domain_name": "Default",
                 },
-                "region_name": C.REGION,
+                "region_name": openstack_config.REGION,
                 "interface": "public",
                 "identity_api_version": 3,
             }
         }
     }
     path = clouds_yaml_path(lab)
-    C._write_private(path, yaml.safe_dump(doc, sort_keys=False))
+    openstack_config._write_private(path, yaml.safe_dump(doc, sort_keys=False))
     return path

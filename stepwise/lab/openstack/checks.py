@@ -16,8 +16,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from stepwise.lab.openstack import bootstrap as B
-from stepwise.lab.openstack import config as C
+from stepwise.lab.openstack import bootstrap as openstack_bootstrap
+from stepwise.lab.openstack import config
 
 SEED_NAME = "stepwise-seed"
 SEED_DATA = b"stepwise seed image\n" * 50
@@ -25,7 +25,7 @@ PLACEMENT_MICROVERSION = "placement 1.20"
 
 
 def _url(lab: Any, service: str) -> str:
-    return f"http://{lab.spec['vip']}:{lab.spec['vips'][service]['port']}"
+    return f"http://{lab.spec.vip}:{lab.spec.vips[service].port}"
 
 
 def _req(
@@ -53,19 +53,19 @@ def _req(
 
 def seed(lab: Any) -> dict[str, Any]:
     """Create the seed resources (whichever of the three services run real code)."""
-    token = B.admin_token(lab)
-    real = (lab.spec.get("openstack") or {}).get("services", [])
+    token = openstack_bootstrap.admin_token(lab)
+    real = (lab.spec.openstack or {}).get("services", [])
     out: dict[str, Any] = {}
     if "keystone" in real:
         status, body = _req(
             "POST",
-            C.keystone_url(lab) + "/v3/projects",
+            config.keystone_url(lab) + "/v3/projects",
             token,
             {"project": {"name": SEED_NAME, "domain_id": "default"}},
         )
         if status == 409:  # seeded earlier
             status, body = _req(
-                "GET", C.keystone_url(lab) + f"/v3/projects?name={SEED_NAME}", token
+                "GET", config.keystone_url(lab) + f"/v3/projects?name={SEED_NAME}", token
             )
             out["project"] = json.loads(body)["projects"][0]["id"]
         else:
@@ -104,7 +104,7 @@ def seed(lab: Any) -> dict[str, Any]:
             raise RuntimeError(f"glance refused the seed image's data (HTTP {status})")
         out["image"] = image
         out["image_md5"] = hashlib.md5(SEED_DATA).hexdigest()  # noqa: S324 - glance's own checksum
-    if C.is_real_placed(lab, "nova_api"):  # the servers `lab up` booted, to find ACTIVE after
+    if config.is_real_placed(lab, "nova_api"):  # the servers `lab up` booted, to find ACTIVE after
         from stepwise.lab.openstack import nova_cells
 
         found = nova_cells.call(lab, "GET", "/servers?all_tenants=1")["servers"]
@@ -133,10 +133,12 @@ def _servers_missing(lab: Any, servers: list[str]) -> list[str]:
 
 def seed_kept(lab: Any, seeded: dict[str, Any]) -> dict[str, Any]:
     """Whether every seed resource is still there, the image with the same data."""
-    token = B.admin_token(lab)
+    token = openstack_bootstrap.admin_token(lab)
     missing = []
     if "project" in seeded:
-        status, _ = _req("GET", C.keystone_url(lab) + f"/v3/projects/{seeded['project']}", token)
+        status, _ = _req(
+            "GET", config.keystone_url(lab) + f"/v3/projects/{seeded['project']}", token
+        )
         if status != 200:
             missing.append(f"project {seeded['project']} (HTTP {status})")
     if "resource_provider" in seeded:
@@ -196,21 +198,21 @@ def _schema(lab: Any, node: str, s: str, code: Path | None) -> tuple[str, bool]:
     """The schema version of `s`'s project (its last line) and whether it is at the head of
     the code installed on `node`, each asked of the project's own tool."""
     if s == "keystone":
-        current = B.tool(lab, node, s, ["keystone-manage", "db_version"]).stdout
-        return current, B.tool(
+        current = openstack_bootstrap.tool(lab, node, s, ["keystone-manage", "db_version"]).stdout
+        return current, openstack_bootstrap.tool(
             lab, node, s, ["keystone-manage", "db_sync", "--check"]
         ).returncode == 0
     if s == "glance_api":
-        current = B.tool(lab, node, s, ["glance-manage", "db", "version"]).stdout
-        check = B.tool(lab, node, s, ["glance-manage", "db", "check"])
+        current = openstack_bootstrap.tool(lab, node, s, ["glance-manage", "db", "version"]).stdout
+        check = openstack_bootstrap.tool(lab, node, s, ["glance-manage", "db", "check"])
         return current, check.returncode == 0 and "up to date" in (check.stdout + check.stderr)
     if s == "neutron_server":  # expand and contract branches, each at its head
-        res = B.tool(lab, node, s, ["neutron-db-manage", "current"])
+        res = openstack_bootstrap.tool(lab, node, s, ["neutron-db-manage", "current"])
         revs = [ln for ln in res.stdout.splitlines() if re.match(r"^[0-9a-f]{12}\b", ln)]
         at_head = res.returncode == 0 and len(revs) == 2 and all("(head)" in r for r in revs)
         return ", ".join(r.split()[0] for r in revs), at_head
     tool = "nova-manage" if s == "nova_conductor" else "placement-manage"
-    current = B.tool(lab, node, s, [tool, "db", "version"]).stdout.strip()
+    current = openstack_bootstrap.tool(lab, node, s, [tool, "db", "version"]).stdout.strip()
     head = _alembic_head(code, _HEADS[s]) if code else None
     return current, bool(current) and current.splitlines()[-1] == head
 
@@ -218,12 +220,12 @@ def _schema(lab: Any, node: str, s: str, code: Path | None) -> tuple[str, bool]:
 def schemas(lab: Any) -> dict[str, dict[str, Any]]:
     """Per real service that owns a schema: its version and whether it is at the installed
     code's head."""
-    real = (lab.spec.get("openstack") or {}).get("services", [])
+    real = (lab.spec.openstack or {}).get("services", [])
     out: dict[str, dict[str, Any]] = {}
     for s in (s for s in SCHEMA_OWNERS if s in real):
-        node = lab.service(s)["bootstrap"]
-        release = C.release_on(lab, node, s)
-        code = C.code_of(lab, node, s, release) if release else None
+        node = lab.service(s).bootstrap
+        release = config.release_on(lab, node, s)
+        code = config.code_of(lab, node, s, release) if release else None
         current, at_head = _schema(lab, node, s, code)
         current = current.strip()
         out[s] = {
@@ -237,12 +239,17 @@ def schemas(lab: Any) -> dict[str, dict[str, Any]]:
 def acceptance(lab: Any, workdir: Path) -> dict[str, Any]:
     """tempest's identity and image API tests against the lab's cloud, through its VIPs;
     `ok` is tempest's verdict (a test passed, none failed: an all-skipped run is no pass)."""
-    from stepwise.lab.openstack import tempest as T
+    from stepwise.lab.openstack import tempest as openstack_tempest
 
-    T.write_config(
-        workdir, C.keystone_url(lab) + "/v3", C.ADMIN_USER, C.secret(lab), C.ADMIN_PROJECT, C.REGION
+    openstack_tempest.write_config(
+        workdir,
+        config.keystone_url(lab) + "/v3",
+        config.ADMIN_USER,
+        config.secret(lab),
+        config.ADMIN_PROJECT,
+        config.REGION,
     )
-    res = T.run(workdir, T.DEFAULT_TESTS, timeout=900)
+    res = openstack_tempest.run(workdir, openstack_tempest.DEFAULT_TESTS, timeout=900)
     return {
         "ok": res.ok,
         "run": res.run,

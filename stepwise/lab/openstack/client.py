@@ -199,7 +199,7 @@ def run_openstack(lab: Any, args: list[str], timeout: float = 600.0) -> int:
     output and exit status are the command's."""
     venv = ensure_venv("client")
     env = dict(os.environ, OS_CLIENT_CONFIG_FILE=str(Path(lab.dir) / "clouds.yaml"),
-               OS_CLOUD=str(lab.spec["name"]))  # fmt: skip
+               OS_CLOUD=str(lab.spec.name))  # fmt: skip
     cmd = [str(venv / "bin" / "python"), str(venv / "bin" / "openstack"), *args]
     try:
         return subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, timeout=timeout).returncode
@@ -212,22 +212,22 @@ def client_probe_for_lab(
     lab: Any, max_seconds: float, interval: float = client_probe.INTERVAL
 ) -> ClientProbe | None:
     """The client probe of a lab that runs real OpenStack, or None: the one place that reads
-    the lab spec's `openstack` entry (`{"series": ..., "cloud": NAME, "clouds_yaml": PATH}`;
-    the clouds.yaml defaults to `<lab dir>/clouds.yaml`, where `lab up` writes it)."""
-    ostack = lab.spec.get("openstack")
-    if not isinstance(ostack, dict) or not ostack.get("cloud"):
+    the lab spec's `openstack` entry (its cloud's name, its clouds.yaml: by default
+    `<lab dir>/clouds.yaml`, where `lab up` writes it)."""
+    ostack = lab.spec.openstack
+    if ostack is None or not ostack.cloud:
         return None
-    clouds_yaml = Path(ostack.get("clouds_yaml") or Path(lab.dir) / "clouds.yaml")
+    clouds_yaml = Path(ostack.clouds_yaml or Path(lab.dir) / "clouds.yaml")
     run_dir, log_dir = Path(lab.run_dir), Path(lab.log_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     log_dir.mkdir(parents=True, exist_ok=True)
     fd, out = tempfile.mkstemp(prefix="client-probe-", suffix=".jsonl", dir=run_dir)
     os.close(fd)
     return ClientProbe(
-        cloud=str(ostack["cloud"]),
+        cloud=ostack.cloud,
         clouds_yaml=clouds_yaml,
         out=Path(out),
-        interval=float(ostack.get("client_interval", interval)),
+        interval=ostack.client_interval if ostack.client_interval is not None else interval,
         max_seconds=max_seconds,
         log=log_dir / "client-probe.log",
     )

@@ -6,7 +6,7 @@ the service's own INI file, pointing at the database VIP, the shared fernet keys
 VIP for token validation; plus the WSGI server's file, which names the code to run. The
 WSGI file records the release it was rendered for: a package update that restarts a service
 before its configuration is rendered again finds it rendered for the other release and does
-not start (the lab's rule for "new code, old configuration"; see `svcproc.start_real`).
+not start (the lab's rule for "new code, old configuration"; see `kinds/openstack_api.py`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from stepwise.lab.nodes import ini_section
-from stepwise.lab.openstack import releases as RL
+from stepwise.lab.openstack import releases
 
 MARKER = "# stepwise-lab: rendered for "
 ADMIN_USER = "admin"
@@ -31,14 +31,9 @@ DB_USER = "stepwise"
 DB_PASSWORD = "stepwise"
 
 
-def lab_openstack(lab: Any) -> dict[str, Any]:
-    """The lab spec's `openstack` section ({} when the lab runs only stand-ins)."""
-    return lab.spec.get("openstack") or {}
-
-
 def is_real(lab: Any, service: str) -> bool:
     """Whether `service` runs real OpenStack code in this lab."""
-    return bool(lab.service(service).get("real"))
+    return lab.service(service).real_openstack
 
 
 def new_password() -> str:
@@ -55,23 +50,24 @@ def secret(lab: Any) -> str:
     return (lab.dir / "openstack" / "password").read_text().strip()
 
 
-def release_on(lab: Any, node: str, service: str) -> RL.Release | None:
+def release_on(lab: Any, node: str, service: str) -> releases.Release | None:
     """The real release whose code the node has installed for `service`."""
-    from stepwise.lab import services as S
+    from stepwise.lab import services as lab_services
 
-    return RL.release_for(
-        lab_openstack(lab).get("series", ""), S.service_version(lab, node, service)
+    return releases.release_for(
+        lab.spec.openstack.series if lab.spec.openstack else "",
+        lab_services.service_version(lab, node, service),
     )
 
 
-def venv_of(release: RL.Release) -> Path:
+def venv_of(release: releases.Release) -> Path:
     """The release's venv (built by `lab up` before any node needs it)."""
     from stepwise.lab.openstack.venvs import venv_path
 
     return venv_path(release.lock)
 
 
-def code_of(lab: Any, node: str, service: str, release: RL.Release) -> Path:
+def code_of(lab: Any, node: str, service: str, release: releases.Release) -> Path:
     """The venv a node runs `service`'s code from: on a container-style node the venv unpacked
     from the image of the service's container (what the node pulled), else the release's."""
     from stepwise.lab import containers, podman
@@ -86,7 +82,7 @@ def code_of(lab: Any, node: str, service: str, release: RL.Release) -> Path:
 
 def paths(lab: Any, node: str, service: str) -> dict[str, Path]:
     """Where a real service's files live inside the node's root."""
-    real = RL.SERVICES[service]
+    real = releases.SERVICES[service]
     conf = lab.node_path(node, real.config)
     return {
         "config": conf,
@@ -100,13 +96,13 @@ def paths(lab: Any, node: str, service: str) -> dict[str, Path]:
 
 
 def db_url(lab: Any, database: str) -> str:
-    vip = lab.spec["vips"][lab.spec["db_service"]]
-    return f"mysql+pymysql://{DB_USER}:{DB_PASSWORD}@{vip['address']}:{vip['port']}/{database}"
+    vip = lab.spec.vips[lab.spec.db_service]
+    return f"mysql+pymysql://{DB_USER}:{DB_PASSWORD}@{vip.address}:{vip.port}/{database}"
 
 
 def keystone_url(lab: Any) -> str:
     """keystone's public endpoint: the VIP."""
-    return f"http://{lab.spec['vip']}:{lab.spec['vips']['keystone']['port']}"
+    return f"http://{lab.spec.vip}:{lab.spec.vips['keystone'].port}"
 
 
 def _authtoken(lab: Any, username: str) -> dict[str, str]:
@@ -182,7 +178,7 @@ def service_ini(lab: Any, node: str, service: str) -> str:
                 **({"cache": cache} if (cache := cache_section(lab)) else {}),
             }
         )
-    if RL.SERVICES[service].project == "nova":
+    if releases.SERVICES[service].project == "nova":
         # one file for the node's nova services: each logs to its own file (its output)
         return _ini(nova_conf(lab, node))
     if service == "neutron_server":
@@ -200,9 +196,7 @@ def service_ini(lab: Any, node: str, service: str) -> str:
         shared = lab.dir / "shared" / "glance"
         return _ini(
             {
-                "DEFAULT": dict(
-                    log, enabled_backends="fs:file", bind_host=lab.node(node)["address"]
-                ),
+                "DEFAULT": dict(log, enabled_backends="fs:file", bind_host=lab.node(node).address),
                 "database": {"connection": db_url(lab, "glance"), **POOL},
                 "keystone_authtoken": _authtoken(lab, "glance"),
                 "paste_deploy": {"flavor": "keystone"},
@@ -237,12 +231,14 @@ def nova_conf(lab: Any, node: str) -> dict[str, dict[str, str]]:
     auth = {k: v for k, v in _authtoken(lab, "nova").items()
             if k in ("auth_url", "auth_type", "project_domain_name", "user_domain_name",
                      "project_name", "username", "password")}  # fmt: skip
-    pins = ini_section(lab.node_path(node, RL.SERVICES["nova_compute"].config), "upgrade_levels")
+    pins = ini_section(
+        lab.node_path(node, releases.SERVICES["nova_compute"].config), "upgrade_levels"
+    )
     return {
         "DEFAULT": dict(
             use_stderr="true",
             host=node,
-            my_ip=lab.node(node)["address"],
+            my_ip=lab.node(node).address,
             state_path=str(state),
             instances_path=str(state / "instances"),
             # nova's fake driver with a stable node identity, as a hypervisor driver has (the
@@ -257,7 +253,7 @@ def nova_conf(lab: Any, node: str) -> dict[str, dict[str, str]]:
                 "api_database": {"connection": db_url(lab, "nova_api"), **POOL},
                 "database": {"connection": db_url(lab, "nova"), **POOL},
             }
-            if {"nova_api", "nova_conductor", "nova_scheduler"} & set(lab.node(node)["services"])
+            if {"nova_api", "nova_conductor", "nova_scheduler"} & set(lab.node(node).services)
             else {}
         ),
         "keystone_authtoken": _authtoken(lab, "nova"),
@@ -320,13 +316,13 @@ def _nova_neutron(lab: Any, auth: dict[str, str]) -> dict[str, dict[str, str]]:
 
 def is_real_placed(lab: Any, service: str) -> bool:
     """Whether `service` is placed in the lab and runs real code."""
-    return service in lab.spec["services"] and is_real(lab, service)
+    return service in lab.spec.services and is_real(lab, service)
 
 
-def uwsgi_ini(lab: Any, node: str, service: str, release: RL.Release) -> str:
+def uwsgi_ini(lab: Any, node: str, service: str, release: releases.Release) -> str:
     """The uWSGI file that serves the release's code on the node's address (as devstack and
     Debian's OpenStack packages run their APIs)."""
-    real = RL.SERVICES[service]
+    real = releases.SERVICES[service]
     conf = paths(lab, node, service)["config"]
     env_value = str(conf.parent) if real.config_env.endswith("_DIR") else str(conf)
     svc = lab.service(service)
@@ -337,7 +333,7 @@ def uwsgi_ini(lab: Any, node: str, service: str, release: RL.Release) -> str:
             "[uwsgi]",
             "plugins = python3",
             f"virtualenv = {code}",
-            f"http-socket = {lab.node(node)['address']}:{svc['port']}",
+            f"http-socket = {lab.node(node).address}:{svc.port}",
             f"wsgi-file = {code / 'bin' / real.wsgi_script}",
             f"env = {real.config_env}={env_value}",
             "master = true",
@@ -375,7 +371,7 @@ def _write_private(path: Path, text: str) -> None:
         fh.write(text)
 
 
-def render(lab: Any, node: str, service: str) -> RL.Release | None:
+def render(lab: Any, node: str, service: str) -> releases.Release | None:
     """Write the service's configuration for the release installed on the node."""
     release = release_on(lab, node, service)
     if release is None:
@@ -401,17 +397,17 @@ def render(lab: Any, node: str, service: str) -> RL.Release | None:
     return release
 
 
-def run_file(lab: Any, node: str, service: str, release: RL.Release) -> str:
+def run_file(lab: Any, node: str, service: str, release: releases.Release) -> str:
     """The file that says how the node runs the service's code (marked with the release)."""
-    if not RL.SERVICES[service].command:
+    if not releases.SERVICES[service].command:
         return uwsgi_ini(lab, node, service, release)
     return f"{MARKER}{release.lock}\n{' '.join(command_of(lab, node, service, release))}\n"
 
 
-def command_of(lab: Any, node: str, service: str, release: RL.Release) -> list[str]:
+def command_of(lab: Any, node: str, service: str, release: releases.Release) -> list[str]:
     """The command line of a console service: the venv's python running its script (a
     script's first line names where the venv was built, not where an image unpacked it)."""
-    real = RL.SERVICES[service]
+    real = releases.SERVICES[service]
     code = code_of(lab, node, service, release)
     conf = paths(lab, node, service)["config"]
     return [str(code / "bin" / "python"), str(code / "bin" / real.command), "--config-file",

@@ -17,7 +17,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from stepwise.lab.openstack import config as C
+from stepwise.lab.openstack import config
 from stepwise.lab.openstack.bootstrap import (
     admin_token,
     api_call,
@@ -37,7 +37,7 @@ ACTIVE_TIMEOUT = 120.0
 
 
 def _manage(lab: Any, args: list[str], timeout: float = 300.0) -> str:
-    boot = lab.service("nova_conductor")["bootstrap"]
+    boot = lab.service("nova_conductor").bootstrap
     res = tool(lab, boot, "nova_conductor", ["nova-manage", *args], timeout=timeout)
     checked(res, f"nova-manage {' '.join(args[:2])}",
              lambda: service_log_tails(lab, "nova_conductor"))  # fmt: skip
@@ -49,11 +49,13 @@ def databases(lab: Any, say: Say) -> None:
     from stepwise.lab import mariadb
 
     t0 = time.monotonic()
-    vip = lab.spec["vips"][lab.spec["db_service"]]
+    vip = lab.spec.vips[lab.spec.db_service]
     for name in DATABASES:
-        mariadb.execute(vip["address"], vip["port"], f"CREATE DATABASE IF NOT EXISTS {name}")
+        mariadb.execute(vip.address, vip.port, f"CREATE DATABASE IF NOT EXISTS {name}")
     _manage(lab, ["api_db", "sync"])
-    _manage(lab, ["cell_v2", "map_cell0", "--database_connection", C.db_url(lab, "nova_cell0")])
+    _manage(
+        lab, ["cell_v2", "map_cell0", "--database_connection", config.db_url(lab, "nova_cell0")]
+    )
     if "cell1" not in _manage(lab, ["cell_v2", "list_cells"]):
         _manage(lab, ["cell_v2", "create_cell", "--name", "cell1"])
     _manage(lab, ["db", "sync"])
@@ -62,13 +64,13 @@ def databases(lab: Any, say: Say) -> None:
 
 def computes(lab: Any) -> list[str]:
     """The nodes that run real nova-compute."""
-    svc = lab.spec["services"].get("nova_compute")
-    return list(svc["instances"]) if svc and svc.get("real") else []
+    svc = lab.spec.services.get("nova_compute")
+    return list(svc.instances) if svc and svc.real_openstack else []
 
 
 def call(lab: Any, method: str, path: str, body: Any = None, token: str | None = None) -> Any:
     """One call to nova's API through its VIP, as an admin (the answer's JSON, or None)."""
-    url = f"http://{lab.spec['vip']}:{lab.spec['vips']['nova_api']['port']}/v2.1{path}"
+    url = f"http://{lab.spec.vip}:{lab.spec.vips['nova_api'].port}/v2.1{path}"
     version = {"OpenStack-API-Version": f"compute {MICROVERSION}"}
     return api_call(method, url, body, token or admin_token(lab), version)[1]
 
@@ -101,7 +103,7 @@ def _keep_node_identity(lab: Any, hypervisors: dict[str, str]) -> None:
     driver writes it at the first start, the fake driver never does, so the lab writes what
     a hypervisor driver would have, the compute node's UUID in nova's database."""
     for node in computes(lab):
-        path = C.nova_state(lab, node) / "compute_id"
+        path = config.nova_state(lab, node) / "compute_id"
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(hypervisors[node] + "\n")
@@ -159,7 +161,7 @@ def _flavor(lab: Any) -> str:
 def _image(lab: Any) -> str:
     """A small image in the real glance (made once), active: nova's API checks it exists."""
     token = admin_token(lab)
-    base = f"http://{lab.spec['vip']}:{lab.spec['vips']['glance_api']['port']}/v2/images"
+    base = f"http://{lab.spec.vip}:{lab.spec.vips['glance_api'].port}/v2/images"
     found = api_call("GET", f"{base}?name={IMAGE}", token=token)[1]["images"]
     if found and found[0]["status"] == "active":
         return found[0]["id"]

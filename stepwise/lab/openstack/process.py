@@ -1,7 +1,7 @@
 """A real OpenStack service that is a process, not a WSGI API: nova's conductor, scheduler and
 compute, run by the unit's wrapper (`svcproc`) as its child from the installed release's venv.
 
-As for the APIs (`svcproc.start_real`) the package step swaps the code and the config step
+As for the APIs (`kinds/openstack_api.py`) the package step swaps the code and the config step
 renders the configuration and the run file (first line: the release it was rendered for); a
 unit whose run file was rendered for another release refuses to start, the restart loop of new
 code on old configuration. The unit answers its health on its own port while the process runs:
@@ -15,10 +15,9 @@ import subprocess
 import time
 from typing import Any, NoReturn
 
-from stepwise.lab import containers, services
-from stepwise.lab import repos as R
-from stepwise.lab.openstack import config as C
-from stepwise.lab.openstack import releases as RL
+from stepwise.lab import containers, repos, services
+from stepwise.lab.openstack import config as openstack_config
+from stepwise.lab.openstack import releases
 
 #: how long a process must keep running after its start to count as started (nova's services
 #: fail on a bad configuration or an unreachable database within a second or two)
@@ -30,7 +29,7 @@ def _fail(msg: str) -> NoReturn:
     raise SystemExit(1)
 
 
-def installed_release(unit: Any) -> RL.Release:
+def installed_release(unit: Any) -> releases.Release:
     """The real release the node's package stands for (sets the unit's version); fails
     without the package, without real code for its version, or on another release's
     configuration."""
@@ -39,16 +38,16 @@ def installed_release(unit: Any) -> RL.Release:
     if not version:
         if containers.containerized(lab.spec, node, name):
             _fail(f"{name}: its container or the container's image is absent")
-        _fail(f"{name}: package {lab.service(name)['packages'][0]} is not installed")
+        _fail(f"{name}: package {lab.service(name).packages[0]} is not installed")
     unit.version = version
-    unit.major = R.major(unit.version)
-    release = C.release_on(lab, node, name)
+    unit.major = repos.major(unit.version)
+    release = openstack_config.release_on(lab, node, name)
     if release is None:
         _fail(f"{name} {unit.version}: no real OpenStack code stands for this version")
-    have = C.rendered_for(lab, node, name)
+    have = openstack_config.rendered_for(lab, node, name)
     if have != release.lock:
         _fail(
-            f"{name} {RL.version_of(release, name)}: "
+            f"{name} {releases.version_of(release, name)}: "
             f"configuration is for '{have or 'nothing'}', not "
             f"{release.lock}: apply the configuration of the new version"
         )
@@ -60,11 +59,11 @@ def start(unit: Any) -> tuple[str, int, bool]:
     (where it answers its health)."""
     lab, node, name = unit.lab, unit.node, unit.name
     release = installed_release(unit)
-    log = C.paths(lab, node, name)["log"]
+    log = openstack_config.paths(lab, node, name)["log"]
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:  # the service logs to its output (nova.conf is the node's)
         unit.child = subprocess.Popen(
-            C.command_of(lab, node, name, release),
+            openstack_config.command_of(lab, node, name, release),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -73,19 +72,19 @@ def start(unit: Any) -> tuple[str, int, bool]:
     while time.monotonic() < deadline:
         if unit.child.poll() is not None:
             code = unit.child.returncode
-            _fail(f"{name}: {RL.SERVICES[name].command} exited ({code}); see {log}")
+            _fail(f"{name}: {releases.SERVICES[name].command} exited ({code}); see {log}")
         time.sleep(0.1)
     unit.publish(
         real=True,
-        code=f"{RL.SERVICES[name].project} {RL.version_of(release, name)}",
+        code=f"{releases.SERVICES[name].project} {releases.version_of(release, name)}",
         release=release.label,
-        venv=str(C.code_of(lab, node, name, release)),
+        venv=str(openstack_config.code_of(lab, node, name, release)),
     )
-    return lab.node(node)["address"], lab.service(name)["port"], False
+    return lab.node(node).address, lab.service(name).port, False
 
 
 def health(unit: Any) -> tuple[bool, str]:
     """Healthy while the process runs."""
     if unit.child is None or unit.child.poll() is not None:
-        return False, f"{RL.SERVICES[unit.name].command} not running"
-    return True, f"{RL.SERVICES[unit.name].command} running (pid {unit.child.pid})"
+        return False, f"{releases.SERVICES[unit.name].command} not running"
+    return True, f"{releases.SERVICES[unit.name].command} running (pid {unit.child.pid})"
