@@ -46,6 +46,15 @@ _KINDS = (
 )
 
 
+def state_dir(deployment_path: os.PathLike[str] | str) -> Path:
+    """Where stepwise keeps a cloud's local state (its SQLite store, its run lock, the runs'
+    work files): `.stepwise` beside the deployment file; the working directory for a
+    deployment that has no file (`<memory>`, tests)."""
+    if str(deployment_path) == "<memory>":
+        return Path.cwd() / ".stepwise"
+    return Path(deployment_path).resolve().parent / ".stepwise"
+
+
 def kind_of(mode: int) -> str:
     """What a file of this st_mode is, as an operator says it."""
     for test, name in _KINDS:

@@ -49,6 +49,7 @@ from stepwise.cli.pause import batch_asker, require_terminal
 from stepwise.errors import InputError, Problem
 from stepwise.model import load_deployment
 from stepwise.model.vocab import RunState
+from stepwise.paths import state_dir
 from stepwise.plan.commands import COMMANDS, FAMILIES, Command, CommandInfo
 from stepwise.plan.prestage import DEFAULT_PARALLEL
 from stepwise.plan.table import WORKFLOW_TABLE
@@ -178,7 +179,7 @@ def _engine_options(dep, opts: RunOptions, ev, hidden, redact, cmd: str, observe
     percentage, the connection, where work files are kept, and `--pause`'s question."""
     from stepwise.run.run_options import EngineOptions
 
-    base = Path(dep.path).resolve().parent / ".stepwise"
+    base = state_dir(dep.path)
     return EngineOptions(
         extra_vars=ev,
         secrets=hidden,

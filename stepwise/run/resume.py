@@ -30,6 +30,7 @@ from stepwise.errors import (
 from stepwise.model import Deployment
 from stepwise.model.facts import NO_FACTS, Facts, facts_from_dict, facts_to_dict
 from stepwise.model.vocab import MarkerState, RunState, UnitState, Workflow
+from stepwise.paths import state_dir
 from stepwise.plan import PLAN_VARIABLES
 from stepwise.plan.selection import Selection
 from stepwise.plan.stored import check_plan_doc
@@ -37,6 +38,7 @@ from stepwise.plan.units import Plan, Unit
 from stepwise.run.engine import execute
 from stepwise.run.events import Observer, RunResult
 from stepwise.run.lock import DbLock, RunLock
+from stepwise.run.plan_match import plan_difference, same_units
 from stepwise.run.render import DEFAULT_FLAG_DIR, FLAG_VAR, flag_hosts, flag_name, marker_keys
 from stepwise.run.run_options import EngineOptions, RunContext
 from stepwise.run.scheduler import interrupts_held
@@ -56,8 +58,7 @@ def run_key(workflow: Workflow | str, selection: Selection) -> str:
 
 
 def lock_path_for(deployment: Deployment, cloud: str) -> Path:
-    base = Path(deployment.path).resolve().parent if deployment.path != "<memory>" else Path.cwd()
-    return base / ".stepwise" / f"{cloud}.lock"
+    return state_dir(deployment.path) / f"{cloud}.lock"
 
 
 @dataclass
@@ -213,7 +214,7 @@ def _record_finish(store: Store, run_id: int, result: RunResult) -> None:
 
 def _done_before(req: RunRequest, plan: VerifiedPlan, prev: RunInfo) -> bool:
     """The same command already finished this very plan (and --fresh does not ask again)."""
-    return not req.fresh and prev.status is RunState.DONE and _same_units(plan, prev.plan)
+    return not req.fresh and prev.status is RunState.DONE and same_units(plan, prev.plan)
 
 
 def _pending_units(
@@ -380,40 +381,6 @@ def _refuse_failed_preflight(
         )
     )
     raise UnsafePlanError(problems)
-
-
-def plan_difference(plan: Plan, stored: Mapping[str, Any]) -> str:
-    """'' when the stored plan has the same units, else what differs first."""
-    if str(stored.get("workflow")) != str(plan.workflow):
-        return f"workflow {stored.get('workflow')} instead of {plan.workflow}"
-    old = [dict(u) for u in stored.get("units", [])]
-    new = [u.to_json() for u in plan.units]
-    if len(old) != len(new):
-        return f"{len(old)} units stored, {len(new)} planned now"
-    for o, n in zip(old, new, strict=True):
-        if o != n:
-            keys = sorted(k for k in set(o) | set(n) if o.get(k) != n.get(k))
-            k = keys[0]
-            return (
-                f"unit {n['id']} ({n['step']}): {k} is {_short(o.get(k))} in the store, "
-                f"{_short(n.get(k))} now"
-            )
-    for var in ("target_release", "system_upgrade_mode"):
-        if dict(stored.get("params", {})).get(var) != plan.params.get(var):
-            return (
-                f"{var} is {stored.get('params', {}).get(var)} in the store, "
-                f"{plan.params.get(var)} now"
-            )
-    return ""
-
-
-def _short(v: Any) -> str:
-    text = json.dumps(v, default=str)
-    return text if len(text) <= 120 else text[:117] + "..."
-
-
-def _same_units(plan: Plan, stored: Mapping[str, Any]) -> bool:
-    return [u.to_json() for u in plan.units] == [dict(u) for u in stored.get("units", [])]
 
 
 def _nothing(plan: Plan, observer: Observer, message: str, run_id: int) -> RunResult:

@@ -12,6 +12,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from stepwise.paths import state_dir
+
 ENV_VAR = "STEPWISE_STORE"
 
 
@@ -26,7 +28,7 @@ def default_store_url(
     if url:
         _check_given(url, "--store" if explicit else f"${ENV_VAR}", existing)
         return url
-    base = Path(deployment_path).resolve().parent / ".stepwise"
+    base = state_dir(deployment_path)
     return f"sqlite:///{base / (cloud + '.sqlite')}"
 
 
