@@ -54,7 +54,7 @@ def _req(
 def seed(lab: Any) -> dict[str, Any]:
     """Create the seed resources (whichever of the three services run real code)."""
     token = openstack_bootstrap.admin_token(lab)
-    real = (lab.spec.openstack or {}).get("services", [])
+    real = lab.spec.openstack.services if lab.spec.openstack else ()
     out: dict[str, Any] = {}
     if "keystone" in real:
         status, body = _req(
@@ -220,7 +220,7 @@ def _schema(lab: Any, node: str, s: str, code: Path | None) -> tuple[str, bool]:
 def schemas(lab: Any) -> dict[str, dict[str, Any]]:
     """Per real service that owns a schema: its version and whether it is at the installed
     code's head."""
-    real = (lab.spec.openstack or {}).get("services", [])
+    real = lab.spec.openstack.services if lab.spec.openstack else ()
     out: dict[str, dict[str, Any]] = {}
     for s in (s for s in SCHEMA_OWNERS if s in real):
         node = lab.service(s).bootstrap
