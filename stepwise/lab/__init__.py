@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from stepwise.lab.nodes import Lab
     from stepwise.model.connection import Connector
 
 
@@ -61,7 +62,7 @@ def connector(lab_dir: str | Path) -> Connector:
     return Connector("lab", hosts, (ansible_plugin_dir(),))
 
 
-def _checked_nodes(lab: Any) -> dict[str, Any]:
+def _checked_nodes(lab: Lab) -> dict[str, Any]:
     """The nodes of a lab's lab.json, each name and address checked as a deployment checks
     its own (a name, an IP address or host name): lab.json is a file in a directory given on
     the command line, and what it holds reaches the inventory. Refuses anything else with the

@@ -15,7 +15,10 @@ import shutil
 import socket
 import subprocess
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from stepwise.lab.nodes import Lab
 
 KIND = "memcached"
 PORT = 11211
@@ -30,7 +33,7 @@ def claim(services: dict[str, Any]) -> list[str]:
     return names
 
 
-def servers(lab: Any) -> list[str]:
+def servers(lab: Lab) -> list[str]:
     """`host:port` of every real memcached member of the lab (what the services point at)."""
     return [
         f"{lab.node(n).address}:{PORT}"
@@ -103,7 +106,7 @@ def version() -> str:
     return r.stdout.strip() or "memcached"
 
 
-def component(lab: Any) -> dict[str, str] | None:
+def component(lab: Lab) -> dict[str, str] | None:
     """`lab status`'s row for the real memcached, None when the lab runs none."""
     members = servers(lab)
     if not members:

@@ -33,9 +33,12 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stepwise.lab.nodes import file_lock
+
+if TYPE_CHECKING:
+    from stepwise.lab.nodes import Lab
 
 KIND = "rabbitmq"
 SBIN = Path("/usr/lib/rabbitmq/bin")
@@ -73,16 +76,16 @@ def check_installed() -> None:
         raise RuntimeError("rabbitmq-server not found: install the Debian package rabbitmq-server")
 
 
-def real_services(lab: Any) -> list[str]:
+def real_services(lab: Lab) -> list[str]:
     """The lab's services that run a real RabbitMQ cluster."""
     return [n for n, s in lab.spec.services.items() if s.kind == KIND]
 
 
-def is_real(lab: Any, service: str) -> bool:
+def is_real(lab: Lab, service: str) -> bool:
     return service in lab.spec.services and lab.service(service).kind == KIND
 
 
-def transport_url(lab: Any) -> str:
+def transport_url(lab: Lab) -> str:
     """oslo.messaging's URL of every member of the lab's cluster (the services fail over
     between them, as TripleO's and Kolla's templates list them). The default user: the
     members listen on loopback addresses, where RabbitMQ lets guest in."""
@@ -91,11 +94,11 @@ def transport_url(lab: Any) -> str:
     return "rabbit://" + ",".join(f"guest:guest@{a}:{AMQP_PORT}" for a in members) + "/"
 
 
-def node_name(lab: Any, service: str, node: str) -> str:
+def node_name(lab: Lab, service: str, node: str) -> str:
     return f"rabbit{lab.service(service).instances.index(node) + 1}@localhost"
 
 
-def epmd_port(lab: Any) -> int:
+def epmd_port(lab: Lab) -> int:
     return EPMD_BASE + int(lab.index)
 
 
@@ -109,17 +112,17 @@ def loopback_ports(index: int) -> set[int]:
     return {EPMD_BASE + index} | {dist_port(index, k) for k in range(100)}
 
 
-def epmd_command(lab: Any) -> list[str]:
+def epmd_command(lab: Lab) -> list[str]:
     """The lab's own Erlang port mapper (a unit of the lab-wide pseudo-node)."""
     return ["epmd", "-port", str(epmd_port(lab)), "-address", "127.0.0.1"]
 
 
-def home(lab: Any) -> Path:
+def home(lab: Lab) -> Path:
     """The HOME of every member and CLI call: it holds the lab's Erlang cookie."""
     return lab.dir / "rabbitmq"
 
 
-def write_cookie(lab: Any) -> None:
+def write_cookie(lab: Lab) -> None:
     """The lab's shared Erlang cookie (0400, as Erlang requires)."""
     import secrets
 
@@ -132,11 +135,11 @@ def write_cookie(lab: Any) -> None:
             fh.write(secrets.token_hex(16).upper())
 
 
-def base(lab: Any, node: str) -> Path:
+def base(lab: Lab, node: str) -> Path:
     return lab.node_path(node, "/var/lib/rabbitmq")
 
 
-def env(lab: Any, node: str, service: str) -> dict[str, str]:
+def env(lab: Lab, node: str, service: str) -> dict[str, str]:
     """The member's environment (server and CLI alike)."""
     b = base(lab, node)
     k = lab.service(service).instances.index(node)
@@ -161,7 +164,7 @@ def env(lab: Any, node: str, service: str) -> dict[str, str]:
 
 
 def ctl(
-    lab: Any, node: str, service: str, args: list[str], target: str | None = None, timeout=90
+    lab: Lab, node: str, service: str, args: list[str], target: str | None = None, timeout=90
 ) -> subprocess.CompletedProcess[str]:
     """The real rabbitmqctl as this member (against `target`, default itself)."""
     cmd = [str(SBIN / "rabbitmqctl"), *(["-n", target] if target else []), *args]
@@ -170,7 +173,7 @@ def ctl(
     )
 
 
-def _ctl_ok(lab: Any, node: str, service: str, args: list[str], target: str | None = None):
+def _ctl_ok(lab: Lab, node: str, service: str, args: list[str], target: str | None = None):
     r = ctl(lab, node, service, args, target)
     if r.returncode != 0:
         raise RabbitError(f"rabbitmqctl {' '.join(args)}: {(r.stderr or r.stdout).strip()[-300:]}")
@@ -184,7 +187,7 @@ def amqp_answers(address: str, timeout: float = 1.0) -> bool:
         return False
 
 
-def _prepare(lab: Any, node: str) -> None:
+def _prepare(lab: Lab, node: str) -> None:
     b = base(lab, node)
     b.mkdir(parents=True, exist_ok=True)
     (b / "enabled_plugins").write_text("[].\n")
@@ -195,7 +198,7 @@ def _prepare(lab: Any, node: str) -> None:
     (b / "rabbitmq-env.conf").touch()
 
 
-def _peers(lab: Any, service: str, node: str) -> tuple[list[str], list[str]]:
+def _peers(lab: Lab, service: str, node: str) -> tuple[list[str], list[str]]:
     """Other members whose AMQP answers: (same cluster as this node's OS, another OS major)."""
     major = lab.os_major(node)
     bound = lab.service(service).os_bound
@@ -207,7 +210,7 @@ def _peers(lab: Any, service: str, node: str) -> tuple[list[str], list[str]]:
     return same, other
 
 
-def _leave_other_os_cluster(lab: Any, node: str, service: str) -> None:
+def _leave_other_os_cluster(lab: Lab, node: str, service: str) -> None:
     """A member whose node moved to another OS major (in place, or reprovisioned: then its
     database is gone already) leaves its old cluster: the old members forget it, its own
     database is reset, and it forms or joins a cluster of its new OS."""
@@ -246,7 +249,7 @@ def start(unit: Any) -> None:
             raise SystemExit(1) from None
 
 
-def _join_or_form(lab: Any, node: str, service: str) -> None:
+def _join_or_form(lab: Lab, node: str, service: str) -> None:
     """One member at a time: join a peer that formed (or joined) the cluster of this OS, or
     form it (and set the queue policy) when there is none."""
     with file_lock(home(lab) / f"{service}.join.lock"):
@@ -296,7 +299,7 @@ def health(unit: Any) -> tuple[bool, str]:
     return True, f"{node_name(unit.lab, unit.name, unit.node)} serving AMQP on {addr}"
 
 
-def cluster_status(lab: Any, service: str) -> dict[str, Any] | None:
+def cluster_status(lab: Lab, service: str) -> dict[str, Any] | None:
     """`rabbitmqctl cluster_status` of the first member that answers (None: none does)."""
     for n in lab.service(service).instances:
         if not amqp_answers(lab.node(n).address, 0.5):
@@ -310,7 +313,7 @@ def cluster_status(lab: Any, service: str) -> dict[str, Any] | None:
     return None
 
 
-def component(lab: Any, ask: bool = True) -> list[dict[str, str]]:
+def component(lab: Lab, ask: bool = True) -> list[dict[str, str]]:
     """`lab status`'s rows for the real clusters: version and each member's state (`ask`:
     from `rabbitmqctl cluster_status`, else only that it is real)."""
     rows = []

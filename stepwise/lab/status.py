@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stepwise.lab import containers, galera
 from stepwise.lab import health as lab_health
@@ -13,6 +13,9 @@ from stepwise.lab import services as lab_services
 from stepwise.lab.kinds import REAL, STAND_IN, kind_named, kinds_in
 from stepwise.lab.nodecmd import http_health
 from stepwise.lab.nodes import Lab, read_unit
+
+if TYPE_CHECKING:
+    from stepwise.lab.nodes import Lab
 
 RUNTIME_NOTE = "stand-in (no container engine runs here); images, digests, registry: real"
 #: The supervisor's units by (node, unit).
@@ -209,7 +212,7 @@ def components(lab: Lab, ask_clusters: bool = True) -> list[dict[str, str]]:
 _ORDER = ("galera", "rabbitmq", "memcached", "openstack_api", "openstack_process", "stand_in")
 
 
-def _container_components(lab: Any) -> list[dict[str, str]]:
+def _container_components(lab: Lab) -> list[dict[str, str]]:
     """The registry (real, and whether it answers) and the runtime (a stand-in)."""
     c = lab.spec.containers
     if not c:

@@ -16,7 +16,7 @@ The defaults below are what most kinds share (a stand-in's description, an HTTP 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
     from stepwise.lab.labspec import LabService, LabSpec
@@ -118,7 +118,7 @@ def kind_named(name: str) -> LabKind:
     return _KINDS[name]
 
 
-def kind_of(lab: Any, unit: str) -> LabKind:
+def kind_of(lab: Lab, unit: str) -> LabKind:
     """The kind of a lab unit: a router, a workload or a service (its `kind`)."""
     if unit in lab.spec.routers:
         return kind_named(ROUTER)

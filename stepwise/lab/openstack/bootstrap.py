@@ -21,11 +21,14 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stepwise.lab.openstack import config as openstack_config
 from stepwise.lab.openstack import releases as openstack_releases
 from stepwise.lab.openstack.venvs import BuildProgress, ensure_venv
+
+if TYPE_CHECKING:
+    from stepwise.lab.nodes import Lab
 
 Say = Callable[[str], None]
 
@@ -36,7 +39,7 @@ def venvs_needed(series: str) -> list[str]:
     return [r.lock for r in openstack_releases.SERIES[series]] + ["client", "tempest"]
 
 
-def prepare(lab: Any, build: BuildProgress | None = None) -> None:
+def prepare(lab: Lab, build: BuildProgress | None = None) -> None:
     """Build what is missing of the release venvs and write the lab's password."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -53,7 +56,7 @@ def prepare(lab: Any, build: BuildProgress | None = None) -> None:
 
 
 def tool(
-    lab: Any, node: str, service: str, args: list[str], timeout: float = 300.0
+    lab: Lab, node: str, service: str, args: list[str], timeout: float = 300.0
 ) -> subprocess.CompletedProcess:
     """Run a real service's own tool (`keystone-manage`, `glance-status`, ...) as the node has it:
     the installed release's code with the node's configuration."""
@@ -87,7 +90,7 @@ def checked(res: subprocess.CompletedProcess, what: str, logs: Callable[[], str]
         raise RuntimeError(f"{what} failed (exit {res.returncode}): " + " | ".join(tail) + logs())
 
 
-def _placed(lab: Any) -> list[str]:
+def _placed(lab: Lab) -> list[str]:
     return [
         s
         for s in openstack_releases.SERVICES
@@ -95,7 +98,7 @@ def _placed(lab: Any) -> list[str]:
     ]
 
 
-def databases(lab: Any, say: Say) -> None:
+def databases(lab: Lab, say: Say) -> None:
     """Create and sync the services' databases; keystone's keys and bootstrap."""
     from stepwise.lab import mariadb
 
@@ -132,7 +135,7 @@ def databases(lab: Any, say: Say) -> None:
     )
 
 
-def _keystone(lab: Any) -> None:
+def _keystone(lab: Lab) -> None:
     svc = lab.service("keystone")
     boot = svc.bootstrap
     user, group = pwd.getpwuid(os.getuid()).pw_name, grp.getgrgid(os.getgid()).gr_name
@@ -214,7 +217,7 @@ def api_call(
         return dict(r.headers), (json.loads(raw) if raw else None)
 
 
-def admin_token(lab: Any) -> str:
+def admin_token(lab: Lab) -> str:
     """A project-scoped admin token from keystone through the VIP."""
     auth = {
         "auth": {
@@ -258,7 +261,7 @@ _CATALOG_ENTRIES = {
 }
 
 
-def register(lab: Any, say: Say, timeout: float = 120.0) -> None:
+def register(lab: Lab, say: Say, timeout: float = 120.0) -> None:
     """Service users and catalog entries for placement and glance; the lab's clouds.yaml."""
     url = openstack_config.keystone_url(lab) + "/v3"
     token = _first_token(lab, timeout)
@@ -284,7 +287,7 @@ def register(lab: Any, say: Say, timeout: float = 120.0) -> None:
     )
 
 
-def _first_token(lab: Any, timeout: float) -> str:
+def _first_token(lab: Lab, timeout: float) -> str:
     """An admin token, asked for until keystone issues one through the VIP."""
     deadline = time.monotonic() + timeout
     while True:
@@ -299,7 +302,7 @@ def _first_token(lab: Any, timeout: float) -> str:
             time.sleep(0.5)
 
 
-def service_log_tails(lab: Any, service: str, lines: int = 12) -> str:
+def service_log_tails(lab: Lab, service: str, lines: int = 12) -> str:
     """The last lines of a real service's own logs on its nodes (keystone-manage and uwsgi
     log there, not to the lab's unit logs): what a failed lab up shows after it is gone."""
     out = []
@@ -317,7 +320,7 @@ def service_log_tails(lab: Any, service: str, lines: int = 12) -> str:
 
 
 def _register_service(
-    lab: Any, url: str, token: str, service: str, project: str, roles: list[str]
+    lab: Lab, url: str, token: str, service: str, project: str, roles: list[str]
 ) -> None:
     """One service's user (admin and service in the service project), its catalog service and
     its public, internal and admin endpoints at the service's VIP."""
@@ -357,11 +360,11 @@ def _register_service(
         )
 
 
-def clouds_yaml_path(lab: Any) -> Path:
+def clouds_yaml_path(lab: Lab) -> Path:
     return lab.dir / "clouds.yaml"
 
 
-def write_clouds_yaml(lab: Any) -> Path:
+def write_clouds_yaml(lab: Lab) -> Path:
     """A clouds.yaml (0600: it holds the password) naming the lab's cloud after the deployment."""
     import yaml
 

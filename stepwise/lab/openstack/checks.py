@@ -14,17 +14,20 @@ import re
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stepwise.lab.openstack import bootstrap as openstack_bootstrap
 from stepwise.lab.openstack import config
+
+if TYPE_CHECKING:
+    from stepwise.lab.nodes import Lab
 
 SEED_NAME = "stepwise-seed"
 SEED_DATA = b"stepwise seed image\n" * 50
 PLACEMENT_MICROVERSION = "placement 1.20"
 
 
-def _url(lab: Any, service: str) -> str:
+def _url(lab: Lab, service: str) -> str:
     return f"http://{lab.spec.vip}:{lab.spec.vips[service].port}"
 
 
@@ -51,7 +54,7 @@ def _req(
         return exc.code, exc.read()
 
 
-def seed(lab: Any) -> dict[str, Any]:
+def seed(lab: Lab) -> dict[str, Any]:
     """Create the seed resources (whichever of the three services run real code)."""
     token = openstack_bootstrap.admin_token(lab)
     real = lab.spec.openstack.services if lab.spec.openstack else ()
@@ -112,7 +115,7 @@ def seed(lab: Any) -> dict[str, Any]:
     return out
 
 
-def _servers_missing(lab: Any, servers: list[str]) -> list[str]:
+def _servers_missing(lab: Lab, servers: list[str]) -> list[str]:
     """The seeded servers that are gone or not ACTIVE (with their status and host)."""
     if not servers:
         return []
@@ -131,7 +134,7 @@ def _servers_missing(lab: Any, servers: list[str]) -> list[str]:
     return missing
 
 
-def seed_kept(lab: Any, seeded: dict[str, Any]) -> dict[str, Any]:
+def seed_kept(lab: Lab, seeded: dict[str, Any]) -> dict[str, Any]:
     """Whether every seed resource is still there, the image with the same data."""
     token = openstack_bootstrap.admin_token(lab)
     missing = []
@@ -194,7 +197,7 @@ _HEADS = {
 }
 
 
-def _schema(lab: Any, node: str, s: str, code: Path | None) -> tuple[str, bool]:
+def _schema(lab: Lab, node: str, s: str, code: Path | None) -> tuple[str, bool]:
     """The schema version of `s`'s project (its last line) and whether it is at the head of
     the code installed on `node`, each asked of the project's own tool."""
     if s == "keystone":
@@ -217,7 +220,7 @@ def _schema(lab: Any, node: str, s: str, code: Path | None) -> tuple[str, bool]:
     return current, bool(current) and current.splitlines()[-1] == head
 
 
-def schemas(lab: Any) -> dict[str, dict[str, Any]]:
+def schemas(lab: Lab) -> dict[str, dict[str, Any]]:
     """Per real service that owns a schema: its version and whether it is at the installed
     code's head."""
     real = lab.spec.openstack.services if lab.spec.openstack else ()
@@ -236,7 +239,7 @@ def schemas(lab: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
-def acceptance(lab: Any, workdir: Path) -> dict[str, Any]:
+def acceptance(lab: Lab, workdir: Path) -> dict[str, Any]:
     """tempest's identity and image API tests against the lab's cloud, through its VIPs;
     `ok` is tempest's verdict (a test passed, none failed: an all-skipped run is no pass)."""
     from stepwise.lab.openstack import tempest as openstack_tempest

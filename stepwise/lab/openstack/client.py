@@ -15,11 +15,14 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from stepwise.lab.openstack import client_probe
 from stepwise.lab.openstack.venvs import BuildProgress, ensure_venv
+
+if TYPE_CHECKING:
+    from stepwise.lab.nodes import Lab
 
 SCRIPT = Path(__file__).resolve().parent / "client_probe.py"
 TARGET_PREFIX = "client:"
@@ -193,7 +196,7 @@ class ClientProbe:
         self.stop()
 
 
-def run_openstack(lab: Any, args: list[str], timeout: float = 600.0) -> int:
+def run_openstack(lab: Lab, args: list[str], timeout: float = 600.0) -> int:
     """The real `openstack` CLI (the client venv's, built at `lab up`) as the node's admin
     with the lab's clouds.yaml, as an operator's overcloudrc gives it on a controller; its
     output and exit status are the command's."""
@@ -209,7 +212,7 @@ def run_openstack(lab: Any, args: list[str], timeout: float = 600.0) -> int:
 
 
 def client_probe_for_lab(
-    lab: Any, max_seconds: float, interval: float = client_probe.INTERVAL
+    lab: Lab, max_seconds: float, interval: float = client_probe.INTERVAL
 ) -> ClientProbe | None:
     """The client probe of a lab that runs real OpenStack, or None: the one place that reads
     the lab spec's `openstack` entry (its cloud's name, its clouds.yaml: by default

@@ -16,10 +16,13 @@ import io
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from stepwise.lab.nodes import ini_section
 from stepwise.lab.openstack import releases
+
+if TYPE_CHECKING:
+    from stepwise.lab.nodes import Lab
 
 MARKER = "# stepwise-lab: rendered for "
 ADMIN_USER = "admin"
@@ -31,7 +34,7 @@ DB_USER = "stepwise"
 DB_PASSWORD = "stepwise"
 
 
-def is_real(lab: Any, service: str) -> bool:
+def is_real(lab: Lab, service: str) -> bool:
     """Whether `service` runs real OpenStack code in this lab."""
     return lab.service(service).real_openstack
 
@@ -45,12 +48,12 @@ def new_password() -> str:
     return secrets.choice(string.ascii_letters) + secrets.token_urlsafe(18)
 
 
-def secret(lab: Any) -> str:
+def secret(lab: Lab) -> str:
     """The lab's OpenStack password (admin and service users), kept 0600 in the lab directory."""
     return (lab.dir / "openstack" / "password").read_text().strip()
 
 
-def release_on(lab: Any, node: str, service: str) -> releases.Release | None:
+def release_on(lab: Lab, node: str, service: str) -> releases.Release | None:
     """The real release whose code the node has installed for `service`."""
     from stepwise.lab import services as lab_services
 
@@ -67,7 +70,7 @@ def venv_of(release: releases.Release) -> Path:
     return venv_path(release.lock)
 
 
-def code_of(lab: Any, node: str, service: str, release: releases.Release) -> Path:
+def code_of(lab: Lab, node: str, service: str, release: releases.Release) -> Path:
     """The venv a node runs `service`'s code from: on a container-style node the venv unpacked
     from the image of the service's container (what the node pulled), else the release's."""
     from stepwise.lab import containers, podman
@@ -80,7 +83,7 @@ def code_of(lab: Any, node: str, service: str, release: releases.Release) -> Pat
     return venv_of(release)
 
 
-def paths(lab: Any, node: str, service: str) -> dict[str, Path]:
+def paths(lab: Lab, node: str, service: str) -> dict[str, Path]:
     """Where a real service's files live inside the node's root."""
     real = releases.SERVICES[service]
     conf = lab.node_path(node, real.config)
@@ -95,17 +98,17 @@ def paths(lab: Any, node: str, service: str) -> dict[str, Path]:
     }
 
 
-def db_url(lab: Any, database: str) -> str:
+def db_url(lab: Lab, database: str) -> str:
     vip = lab.spec.vips[lab.spec.db_service]
     return f"mysql+pymysql://{DB_USER}:{DB_PASSWORD}@{vip.address}:{vip.port}/{database}"
 
 
-def keystone_url(lab: Any) -> str:
+def keystone_url(lab: Lab) -> str:
     """keystone's public endpoint: the VIP."""
     return f"http://{lab.spec.vip}:{lab.spec.vips['keystone'].port}"
 
 
-def _authtoken(lab: Any, username: str) -> dict[str, str]:
+def _authtoken(lab: Lab, username: str) -> dict[str, str]:
     url = keystone_url(lab)
     return {
         "www_authenticate_uri": url,
@@ -123,13 +126,13 @@ def _authtoken(lab: Any, username: str) -> dict[str, str]:
     }
 
 
-def _memcached(lab: Any) -> list[str]:
+def _memcached(lab: Lab) -> list[str]:
     from stepwise.lab import memcached
 
     return memcached.servers(lab)
 
 
-def cache_section(lab: Any) -> dict[str, str]:
+def cache_section(lab: Lab) -> dict[str, str]:
     """keystone's `[cache]`: oslo.cache on every memcached member (as TripleO and Kolla
     configure it; python-memcached's pool), or nothing without memcached."""
     servers = _memcached(lab)
@@ -161,7 +164,7 @@ def _ini(sections: dict[str, dict[str, str]]) -> str:
 POOL = {"max_pool_size": "2", "max_overflow": "4", "connection_recycle_time": "10"}
 
 
-def service_ini(lab: Any, node: str, service: str) -> str:
+def service_ini(lab: Lab, node: str, service: str) -> str:
     """The service's own configuration file."""
     root = lab.node_root(node)
     log = {"log_file": str(paths(lab, node, service)["log"]), "use_stderr": "false"}
@@ -214,12 +217,12 @@ def service_ini(lab: Any, node: str, service: str) -> str:
     raise KeyError(service)
 
 
-def nova_state(lab: Any, node: str) -> Path:
+def nova_state(lab: Lab, node: str) -> Path:
     """nova's `state_path` on the node (instances, locks, a compute's node identity)."""
     return lab.node_root(node) / "var" / "lib" / "nova"
 
 
-def nova_conf(lab: Any, node: str) -> dict[str, dict[str, str]]:
+def nova_conf(lab: Lab, node: str) -> dict[str, dict[str, str]]:
     """nova.conf, one file for every nova service of the node (as a real node has it): cells v2
     on the database VIP, RabbitMQ's members, placement through keystone, the fake virt driver
     (nova's own, as devstack's fake-virt jobs run it), and the operator's `[upgrade_levels]`
@@ -272,7 +275,7 @@ def nova_conf(lab: Any, node: str) -> dict[str, dict[str, str]]:
     }  # fmt: skip
 
 
-def neutron_conf(lab: Any, node: str, log: dict[str, str]) -> dict[str, dict[str, str]]:
+def neutron_conf(lab: Lab, node: str, log: dict[str, str]) -> dict[str, dict[str, str]]:
     """neutron.conf of neutron-server with ML2 and no agent (the lab runs none: ports stay
     unbound, servers boot with no network); nova is not notified of port events."""
     from stepwise.lab import rabbitmq
@@ -306,7 +309,7 @@ ML2_CONF = {"ml2": {"type_drivers": "flat,vlan,vxlan", "tenant_network_types": "
             "ml2_type_vxlan": {"vni_ranges": "1:1000"}}  # fmt: skip
 
 
-def _nova_neutron(lab: Any, auth: dict[str, str]) -> dict[str, dict[str, str]]:
+def _nova_neutron(lab: Lab, auth: dict[str, str]) -> dict[str, dict[str, str]]:
     """nova.conf's `[neutron]` when the lab runs real neutron-server (nova asks it for the
     servers' ports and security groups), else nothing."""
     if not is_real_placed(lab, "neutron_server"):
@@ -314,12 +317,12 @@ def _nova_neutron(lab: Any, auth: dict[str, str]) -> dict[str, dict[str, str]]:
     return {"neutron": dict(auth, region_name=REGION, service_metadata_proxy="false")}
 
 
-def is_real_placed(lab: Any, service: str) -> bool:
+def is_real_placed(lab: Lab, service: str) -> bool:
     """Whether `service` is placed in the lab and runs real code."""
     return service in lab.spec.services and is_real(lab, service)
 
 
-def uwsgi_ini(lab: Any, node: str, service: str, release: releases.Release) -> str:
+def uwsgi_ini(lab: Lab, node: str, service: str, release: releases.Release) -> str:
     """The uWSGI file that serves the release's code on the node's address (as devstack and
     Debian's OpenStack packages run their APIs)."""
     real = releases.SERVICES[service]
@@ -355,7 +358,7 @@ def uwsgi_ini(lab: Any, node: str, service: str, release: releases.Release) -> s
     )
 
 
-def rendered_for(lab: Any, node: str, service: str) -> str | None:
+def rendered_for(lab: Lab, node: str, service: str) -> str | None:
     """The release lock the node's WSGI file was rendered for (None: never rendered)."""
     try:
         first = paths(lab, node, service)["run"].read_text().splitlines()[0]
@@ -371,7 +374,7 @@ def _write_private(path: Path, text: str) -> None:
         fh.write(text)
 
 
-def render(lab: Any, node: str, service: str) -> releases.Release | None:
+def render(lab: Lab, node: str, service: str) -> releases.Release | None:
     """Write the service's configuration for the release installed on the node."""
     release = release_on(lab, node, service)
     if release is None:
@@ -397,14 +400,14 @@ def render(lab: Any, node: str, service: str) -> releases.Release | None:
     return release
 
 
-def run_file(lab: Any, node: str, service: str, release: releases.Release) -> str:
+def run_file(lab: Lab, node: str, service: str, release: releases.Release) -> str:
     """The file that says how the node runs the service's code (marked with the release)."""
     if not releases.SERVICES[service].command:
         return uwsgi_ini(lab, node, service, release)
     return f"{MARKER}{release.lock}\n{' '.join(command_of(lab, node, service, release))}\n"
 
 
-def command_of(lab: Any, node: str, service: str, release: releases.Release) -> list[str]:
+def command_of(lab: Lab, node: str, service: str, release: releases.Release) -> list[str]:
     """The command line of a console service: the venv's python running its script (a
     script's first line names where the venv was built, not where an image unpacked it)."""
     real = releases.SERVICES[service]

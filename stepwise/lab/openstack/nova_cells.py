@@ -15,7 +15,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stepwise.lab.openstack import config
 from stepwise.lab.openstack.bootstrap import (
@@ -25,6 +25,9 @@ from stepwise.lab.openstack.bootstrap import (
     service_log_tails,
     tool,
 )
+
+if TYPE_CHECKING:
+    from stepwise.lab.nodes import Lab
 
 Say = Callable[[str], None]
 DATABASES = ("nova_api", "nova", "nova_cell0")
@@ -36,7 +39,7 @@ IMAGE = "lab-image"
 ACTIVE_TIMEOUT = 120.0
 
 
-def _manage(lab: Any, args: list[str], timeout: float = 300.0) -> str:
+def _manage(lab: Lab, args: list[str], timeout: float = 300.0) -> str:
     boot = lab.service("nova_conductor").bootstrap
     res = tool(lab, boot, "nova_conductor", ["nova-manage", *args], timeout=timeout)
     checked(res, f"nova-manage {' '.join(args[:2])}",
@@ -44,7 +47,7 @@ def _manage(lab: Any, args: list[str], timeout: float = 300.0) -> str:
     return res.stdout
 
 
-def databases(lab: Any, say: Say) -> None:
+def databases(lab: Lab, say: Say) -> None:
     """The three databases and cells v2: cell0 and cell1 mapped, every schema synced."""
     from stepwise.lab import mariadb
 
@@ -62,20 +65,20 @@ def databases(lab: Any, say: Say) -> None:
     say(f"nova: cells v2 formed (API database, cell0, cell1) in {time.monotonic() - t0:.1f}s")
 
 
-def computes(lab: Any) -> list[str]:
+def computes(lab: Lab) -> list[str]:
     """The nodes that run real nova-compute."""
     svc = lab.spec.services.get("nova_compute")
     return list(svc.instances) if svc and svc.real_openstack else []
 
 
-def call(lab: Any, method: str, path: str, body: Any = None, token: str | None = None) -> Any:
+def call(lab: Lab, method: str, path: str, body: Any = None, token: str | None = None) -> Any:
     """One call to nova's API through its VIP, as an admin (the answer's JSON, or None)."""
     url = f"http://{lab.spec.vip}:{lab.spec.vips['nova_api'].port}/v2.1{path}"
     version = {"OpenStack-API-Version": f"compute {MICROVERSION}"}
     return api_call(method, url, body, token or admin_token(lab), version)[1]
 
 
-def discover(lab: Any, say: Say, timeout: float = 180.0) -> None:
+def discover(lab: Lab, say: Say, timeout: float = 180.0) -> None:
     """Map every compute into cell1 and wait until nova counts it up."""
     want = set(computes(lab))
     if not want:
@@ -97,7 +100,7 @@ def discover(lab: Any, say: Say, timeout: float = 180.0) -> None:
         time.sleep(2)
 
 
-def _keep_node_identity(lab: Any, hypervisors: dict[str, str]) -> None:
+def _keep_node_identity(lab: Lab, hypervisors: dict[str, str]) -> None:
     """Each compute's node identity (`compute_id` in its state path), which nova-compute
     demands on every start after its first (nova 2023.1's stable compute UUIDs): libvirt's
     driver writes it at the first start, the fake driver never does, so the lab writes what
@@ -109,7 +112,7 @@ def _keep_node_identity(lab: Any, hypervisors: dict[str, str]) -> None:
             path.write_text(hypervisors[node] + "\n")
 
 
-def servers(lab: Any, say: Say, per_compute: int = 2) -> list[dict[str, Any]]:
+def servers(lab: Lab, say: Say, per_compute: int = 2) -> list[dict[str, Any]]:
     """`per_compute` servers on every compute (placed by host, as an admin may), ACTIVE."""
     hosts = computes(lab)
     if not hosts:
@@ -126,7 +129,7 @@ def servers(lab: Any, say: Say, per_compute: int = 2) -> list[dict[str, Any]]:
     return found
 
 
-def wait_active(lab: Any, ids: list[str], timeout: float = ACTIVE_TIMEOUT) -> list[dict[str, Any]]:
+def wait_active(lab: Lab, ids: list[str], timeout: float = ACTIVE_TIMEOUT) -> list[dict[str, Any]]:
     """The servers once every one is ACTIVE (fails on ERROR or after `timeout`)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -149,7 +152,7 @@ def wait_active(lab: Any, ids: list[str], timeout: float = ACTIVE_TIMEOUT) -> li
         time.sleep(1)
 
 
-def _flavor(lab: Any) -> str:
+def _flavor(lab: Lab) -> str:
     """The lab's flavor (made once): 1 vCPU, 64 MB, no disk."""
     for f in call(lab, "GET", "/flavors")["flavors"]:
         if f["name"] == FLAVOR:
@@ -158,7 +161,7 @@ def _flavor(lab: Any) -> str:
     return call(lab, "POST", "/flavors", body)["flavor"]["id"]
 
 
-def _image(lab: Any) -> str:
+def _image(lab: Lab) -> str:
     """A small image in the real glance (made once), active: nova's API checks it exists."""
     token = admin_token(lab)
     base = f"http://{lab.spec.vip}:{lab.spec.vips['glance_api'].port}/v2/images"
@@ -177,7 +180,7 @@ def host_of(server: dict[str, Any]) -> str:
     return server.get("OS-EXT-SRV-ATTR:host") or ""
 
 
-def live_migrate(lab: Any, server_id: str) -> None:
+def live_migrate(lab: Lab, server_id: str) -> None:
     """Ask nova to live-migrate a server to a host its scheduler picks."""
     try:
         call(lab, "POST", f"/servers/{server_id}/action",
