@@ -62,6 +62,7 @@ def render_plan(
         console.print("Nothing to do: no package of any service changes on the selected nodes.")
         return
     _say_assumed(plan, console)
+    _say_fetch_after_os(plan, console)
     root = Tree(title)
     if left:
         root.add(left)
@@ -129,6 +130,22 @@ def _say_assumed(plan: Plan, console: Console) -> None:
             f"(the earliest still to run: [bold]{escape(command)}[/])",
             soft_wrap=True,
         )
+
+
+def _say_fetch_after_os(plan: Plan, console: Console) -> None:
+    """The nodes left out of the prestage because they go to a new OS, and why."""
+    later = plan.params.get("fetch_after_os") or {}
+    if not later:
+        return
+    moves = sorted({f"{a} -> {b}" for a, b in later.values()})
+    names = sorted(later)
+    shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+    console.print(
+        f"[yellow]not prestaged[/]: {escape(shown)} go to a new OS ({escape(', '.join(moves))}); "
+        "fetched now, the new release would be the one built for the old OS: each fetches "
+        "it after its OS upgrade, in its own packages step",
+        soft_wrap=True,
+    )
 
 
 def _add_part(

@@ -87,6 +87,9 @@ class NodeFacts:
     config: Mapping[str, ConfigFact] = field(default_factory=lambda: MappingProxyType({}))
     #: container service -> its image digests on this node (container styles)
     images: Mapping[str, ImageFact] = field(default_factory=lambda: MappingProxyType({}))
+    #: the target was given (a facts file's `os.target`, discover's --os-target), not taken
+    #: to be the next major: only a declared target says that a major upgrade changes the OS
+    os_target_declared: bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -110,6 +113,18 @@ class Facts:
 
     def of(self, node: str) -> NodeFacts:
         return self.nodes.get(node, NodeFacts())
+
+    def changes_os(self, node: str) -> bool:
+        """The node goes to another OS major in this procedure: its OS is known and a target
+        above it was declared (a major upgrade combined with the OS upgrade, the seed's
+        procedure). An undeclared target (the next major by default) says nothing here."""
+        nf = self.nodes.get(node)
+        return (
+            self.os_known
+            and nf is not None
+            and nf.os_target_declared
+            and nf.os_target > nf.os_major
+        )
 
     def changes(self, node: str, packages: tuple[str, ...] | list[str]) -> bool:
         """True when any of `packages` has a newer version available on `node`."""
@@ -252,12 +267,15 @@ def build_facts(
             if nf.os is not None:
                 os_spec = nf.os
         major = os_spec.major if os_spec and os_spec.major is not None else DEFAULT_OS_MAJOR
-        target = (
+        declared = (
             os_spec.target
             if os_spec and os_spec.target is not None
-            else (default_os.target if default_os and default_os.target else major + 1)
+            else (default_os.target if default_os and default_os.target else None)
         )
-        out[node.name] = NodeFacts(MappingProxyType(pk), major, target, config, images)
+        target = declared if declared is not None else major + 1
+        out[node.name] = NodeFacts(
+            MappingProxyType(pk), major, target, config, images, declared is not None
+        )
     os_known = bool(default_os and default_os.major is not None) or any(
         nf.os is not None and nf.os.major is not None for nf in spec.nodes.values()
     )
@@ -361,7 +379,10 @@ def facts_to_dict(facts: Facts) -> dict | None:
                 for s, i in nf.images.items()
             }
         if facts.os_known:
-            entry["os"] = {"major": nf.os_major, "target": nf.os_target}
+            # an undeclared target stays undeclared when read back (see NodeFacts)
+            entry["os"] = {"major": nf.os_major} | (
+                {"target": nf.os_target} if nf.os_target_declared else {}
+            )
         nodes[name] = entry
     return {"nodes": nodes, "progress": sorted(facts.progress), "known": facts.known}
 

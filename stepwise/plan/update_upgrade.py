@@ -12,7 +12,7 @@ from stepwise.model.vocab import CatalogKey, Scope, Section, Stage, Step, Upgrad
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.changes import NodeChange, node_changes
 from stepwise.plan.planes import Cursor, rollout, rollout_merged
-from stepwise.plan.prestage import add_prestage
+from stepwise.plan.prestage import add_prestage, fetches
 from stepwise.plan.upgrade_milestones import annotate_upgrade
 
 
@@ -247,11 +247,13 @@ def plan_upgrade(
     if nodes is not None:
         refuse_split_offline(dep, all_changes, changes)
     seq = _Sequence(builder, dep, Cursor(None))
-    if prestage > 0:
+    fetching = _same_os(builder, facts, changes) if prestage > 0 else {}
+    switched = any(fetches(c) for c in fetching.values())
+    if switched:
         _switch_repos(seq, changes, Stage.PRESTAGE)
-        seq.cur = add_prestage(builder, dep, changes, prestage, seq.cur)
+        seq.cur = add_prestage(builder, dep, fetching, prestage, seq.cur)
     changed_services = {s for c in changes.values() for s in c.services}
-    pin = _prepare(seq, changes, changed_services, switched=prestage > 0)
+    pin = _prepare(seq, changes, changed_services, switched=switched)
     prepared, run_start = seq.cur.after, len(builder.units)
     initial: dict[str, object] = {}
     final = final_instances(dep, facts, all_changes)
@@ -266,6 +268,22 @@ def plan_upgrade(
     converge_start = len(builder.units)
     _converge(seq, changes, changed_services, pin)
     annotate_upgrade(builder, dep, all_changes, prepared, run_start, converge_start)
+
+
+def _same_os(
+    builder: PlanBuilder, facts: Facts, changes: dict[str, NodeChange]
+) -> dict[str, NodeChange]:
+    """The changes of the nodes that stay on their OS: only they prestage. A node going to a
+    new OS (the seed's major upgrade with the OS upgrade) would fetch the new release built
+    for the old one; it fetches after its OS upgrade, in its own packages step (the node is
+    out of service from its OS upgrade's prepare on). The plan records those nodes
+    (`params["fetch_after_os"]`: node -> [OS major, target]) for the tree and --json."""
+    later = {
+        n: [facts.of(n).os_major, facts.of(n).os_target] for n in changes if facts.changes_os(n)
+    }
+    if later:
+        builder.params["fetch_after_os"] = later
+    return {n: c for n, c in changes.items() if n not in later}
 
 
 def _switch_repos(seq: _Sequence, changes: dict[str, NodeChange], stage: Stage) -> None:
