@@ -156,6 +156,13 @@ def _say_openstack(os_report: dict[str, Any], client: dict[str, dict[str, int]])
         Text(
             f"tempest: {t['run']} tests, {t['passed']} passed, {t['failed']} failed, "
             f"{t['skipped']} skipped in {t['seconds']:.0f}s"
+            + (
+                " (passed: "
+                + ", ".join(f"{api} {n}" for api, n in t.get("passed_by_api", {}).items())
+                + ")"
+                if t.get("passed_by_api")
+                else ""
+            )
             + "".join(f"\n   failed: {f}" for f in t["failures"][:10]),
             style="green" if t["ok"] else "red",
         ),

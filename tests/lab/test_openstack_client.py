@@ -14,6 +14,7 @@ import pytest
 
 from stepwise.lab.nodes import Lab
 from stepwise.lab.openstack import tempest as openstack_tempest
+from stepwise.lab.openstack import tempest_conf
 from stepwise.lab.openstack.client import ClientProbe, write_clouds_yaml
 from stepwise.lab.openstack.venvs import ensure_venv
 from stepwise.lab.probe import Probe, failed, per_second, summarize
@@ -176,12 +177,14 @@ def test_tempest_counts_passes_and_a_stopped_glance_as_failed(real_cloud, tmp_pa
         "tempest\\.api\\.identity\\.v3\\.test_tokens\\.",
         "tempest\\.api\\.image\\.v2\\.test_images\\.BasicOperationsImagesTest\\.",
     ]
-    openstack_tempest.write_config(
+    tempest_conf.write_config(
         tmp_path / "ws", real_cloud.auth_url, "admin", real_cloud.password, "admin", "RegionOne"
     )
     assert stat.S_IMODE((tmp_path / "ws" / "etc" / "tempest.conf").stat().st_mode) == 0o600
     ok = openstack_tempest.run(tmp_path / "ws", tests, timeout=600)
     assert (ok.run, ok.passed, ok.failed, ok.skipped) == (7, 7, 0, 0), ok
+    by_api = dict(ok.passed_by_api)
+    assert set(by_api) == {"identity", "image"} and sum(by_api.values()) == 7, ok
     assert ok.ok and ok.failures == ()
     real_cloud.stop_service("glance")
     try:

@@ -50,3 +50,54 @@ def test_an_error_fails_a_run_whose_tests_passed():
     res = judge(_tests(success=4), 10.0, "timed out after 900s")
     assert not res.ok and res.failed == 1
     assert res.failures == (("tempest run", "timed out after 900s"),)
+
+
+def test_passes_are_counted_per_api():
+    tests = [
+        {"id": "tempest.api.compute.servers.test_servers.T.test_a[id-1]", "status": "success"},
+        {"id": "tempest.api.compute.flavors.test_flavors.T.test_b", "status": "success"},
+        {"id": "tempest.api.network.test_ports.PortsTestJSON.test_c", "status": "success"},
+        {"id": "tempest.api.network.test_ports.PortsTestJSON.test_d", "status": "skip"},
+        {"id": "keystone_tempest_plugin.tests.api.T.test_e", "status": "success"},
+    ]
+    res = judge([{**t, "reason": ""} for t in tests], 1.0)
+    assert res.ok
+    assert res.passed_by_api == (("compute", 2), ("keystone_tempest_plugin", 1), ("network", 1))
+
+
+def test_tempest_is_told_of_nova_and_neutron_only_when_they_are_real(tmp_path):
+    import configparser
+
+    from stepwise.lab.openstack.tempest_conf import (
+        COMPUTE_TESTS,
+        DEFAULT_TESTS,
+        NETWORK_TESTS,
+        ComputeCloud,
+        tests_for,
+        write_config,
+    )
+
+    def conf(**kw) -> configparser.ConfigParser:
+        path = write_config(tmp_path / "ws", "http://k/v3", "admin", "pw", "admin", "R", **kw)
+        c = configparser.ConfigParser(interpolation=None)
+        c.read(path)
+        return c
+
+    bare = conf()
+    assert bare["service_available"]["nova"] == "false"
+    assert bare["service_available"]["neutron"] == "false"
+    assert not bare.has_section("compute")
+    cloud = ComputeCloud(image="img-1", flavor="fl-1", computes=2, max_microversion="2.95")
+    full = conf(compute=cloud, network_extensions=["binding", "port-security"])
+    assert full["service_available"]["nova"] == "true"
+    assert full["service_available"]["neutron"] == "true"
+    assert (full["compute"]["image_ref"], full["compute"]["flavor_ref"]) == ("img-1", "fl-1")
+    assert full["compute"]["max_microversion"] == "2.95"
+    assert full["compute-feature-enabled"]["live_migration"] == "true"
+    assert full["compute-feature-enabled"]["snapshot"] == "false"
+    assert full["network-feature-enabled"]["api_extensions"] == "binding,port-security"
+    one = conf(compute=ComputeCloud("img-1", "fl-1", 1, "2.95"))
+    assert one["compute-feature-enabled"]["live_migration"] == "false"  # nowhere to move to
+    assert one["service_available"]["neutron"] == "false"
+    assert tests_for(False, False) == DEFAULT_TESTS
+    assert tests_for(True, True) == DEFAULT_TESTS + COMPUTE_TESTS + NETWORK_TESTS

@@ -25,6 +25,7 @@ from stepwise.lab.openstack.bootstrap import (
     service_log_tails,
     tool,
 )
+from stepwise.lab.openstack.tempest_conf import ComputeCloud
 
 if TYPE_CHECKING:
     from stepwise.lab.nodes import Lab
@@ -34,6 +35,8 @@ DATABASES = ("nova_api", "nova", "nova_cell0")
 #: the compute API's microversion the lab speaks (2.37: `networks: none`; 2.53: service ids)
 MICROVERSION = "2.60"
 FLAVOR = "lab.tiny"
+#: tempest's flavor: its tests boot as users, not as the admin
+TEMPEST_FLAVOR = "lab.tempest"
 IMAGE = "lab-image"
 #: how long a server may take to become ACTIVE (fake driver: a few seconds on 2 busy cores)
 ACTIVE_TIMEOUT = 120.0
@@ -152,12 +155,13 @@ def wait_active(lab: Lab, ids: list[str], timeout: float = ACTIVE_TIMEOUT) -> li
         time.sleep(1)
 
 
-def _flavor(lab: Lab) -> str:
-    """The lab's flavor (made once): 1 vCPU, 64 MB, no disk."""
+def _flavor(lab: Lab, name: str = FLAVOR, disk: int = 0) -> str:
+    """A lab flavor (made once): 1 vCPU, 64 MB, `disk` GB (a user other than the admin may
+    boot only flavors with a disk: nova's policy on zero-disk flavors)."""
     for f in call(lab, "GET", "/flavors")["flavors"]:
-        if f["name"] == FLAVOR:
+        if f["name"] == name:
             return f["id"]
-    body = {"flavor": {"name": FLAVOR, "ram": 64, "vcpus": 1, "disk": 0}}
+    body = {"flavor": {"name": name, "ram": 64, "vcpus": 1, "disk": disk}}
     return call(lab, "POST", "/flavors", body)["flavor"]["id"]
 
 
@@ -173,6 +177,15 @@ def _image(lab: Lab) -> str:
     image = api_call("POST", base, meta, token)[1]
     api_call("PUT", f"{base}/{image['id']}/file", b"\0" * 1024, token)
     return image["id"]
+
+
+def tempest_cloud(lab: Lab) -> ComputeCloud:
+    """What tempest must know of this nova: the lab's image and flavor (made if missing), its
+    computes, the newest microversion it speaks (its version document)."""
+    url = f"http://{lab.spec.vip}:{lab.spec.vips['nova_api'].port}/v2.1/"
+    newest = api_call("GET", url, token=admin_token(lab))[1]["version"]["version"]
+    flavor = _flavor(lab, TEMPEST_FLAVOR, disk=1)
+    return ComputeCloud(_image(lab), flavor, len(computes(lab)), newest)
 
 
 def host_of(server: dict[str, Any]) -> str:

@@ -1,9 +1,9 @@
-"""tempest as the acceptance test of a cloud the lab runs: identity v3 and image v2 API tests.
+"""tempest as the acceptance test of a cloud the lab runs (what it is told and which tests:
+`tempest_conf`).
 
 tempest runs from its own venv (`locks/tempest.txt`: tempest 45.0.0 with keystone- and
-glance-tempest-plugin, the 2025.2 releases). `write_config` writes a workspace (what `tempest
-init` would, without its registry in ~/.tempest) whose tempest.conf knows only keystone and
-glance; `run` runs a list of tests and reads the outcome from stestr's subunit stream, never
+glance-tempest-plugin, the 2025.2 releases). `run` runs a list of tests in the workspace
+`tempest_conf.write_config` made and reads the outcome from stestr's subunit stream, never
 from tempest's coloured text.
 """
 
@@ -15,44 +15,13 @@ import shutil
 import signal
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from stepwise.lab.openstack.tempest_conf import DEFAULT_TESTS, EXCLUDED
 from stepwise.lab.openstack.venvs import BuildProgress, ensure_venv
-
-#: The acceptance list (regexes matched against test ids), run with concurrency 2: ~103 tests,
-#: ~85 pass and 18 skip (features the lab's glance does not have: locations, caching, multiple
-#: stores, glance-download; image tests that need nova; keystone's security compliance). On 2
-#: cores against a 2025.1 cloud (keystone 27.0.0, glance 30.0.0) it took 90-125 s with the
-#: machine otherwise quiet to moderately busy, 220 s at a load average of 9.
-DEFAULT_TESTS: tuple[str, ...] = (
-    # keystone as its users see it: token issue/validate/rescope, project listing, the catalog,
-    # API discovery, application credentials, access rules, EC2 credentials (~25 tests, ~10 s)
-    "tempest\\.api\\.identity\\.v3\\.",
-    # keystone's data that upgrades migrate and its keys protect: project and user CRUD,
-    # token revocation (fernet keys), credentials (credential keys); the other admin classes
-    # (roles, trusts, domain configs, ~3 min more) add little an upgrade could break
-    "tempest\\.api\\.identity\\.admin\\.v3\\.test_(projects|users|tokens|credentials)\\.",
-    # glance's whole v2 API as users and admins use it: image create/upload/download/delete,
-    # members and sharing, tags, the negative cases, schemas, versions, import (glance-direct)
-    "tempest\\.api\\.image\\.v2\\.",
-)
-
-#: Tests left out because they cannot pass on the lab's cloud whatever its health.
-EXCLUDED: tuple[str, ...] = (
-    # metadata definitions are loaded by a deployment step (`glance-manage db_load_metadefs`)
-    # the lab does not take; without them these index an empty list
-    "tempest\\.api\\.image\\.v2\\.admin\\.test_images_metadefs_",
-    # downloads an image from the internet: the lab has no outside network
-    "test_image_web_download_import",
-    # copies an image between stores: the lab's glance has one (a file store)
-    "ImportCopyImagesTest",
-)
-# Not excluded, on purpose: the application credential tests fail (HTTP 400 "Could not find
-# role assignment with role: <admin's id>") when keystone serves concurrent requests from
-# threads of one uWSGI process (threads > 1): another request's roles end up in the new
-# credential. With `threads = 1` (and more processes) they pass run after run.
 
 _PARSE = r"""
 import json, sys
@@ -95,123 +64,15 @@ class TempestResult:
     failures: tuple[tuple[str, str], ...]
     seconds: float
     error: str | None = None  # tempest itself could not run (then failed >= 1)
+    #: passed tests per API (`identity`, `image`, `compute`, `network`: a test id's part
+    #: after `tempest.api.`), so a caller can tell that a service's tests ran at all
+    passed_by_api: tuple[tuple[str, int], ...] = ()
 
     @property
     def ok(self) -> bool:
         """Accepted: at least one test passed and none failed. A run whose every test was
         skipped checked nothing, so it is no acceptance (it also has an `error`)."""
         return self.passed > 0 and self.failed == 0 and self.error is None
-
-
-def _ini(sections: dict[str, dict[str, str]]) -> str:
-    return "".join(
-        f"[{name}]\n" + "".join(f"{k} = {v}\n" for k, v in values.items()) + "\n"
-        for name, values in sections.items()
-    )
-
-
-def write_config(
-    workdir: Path,
-    auth_url: str,
-    admin_user: str,
-    admin_password: str,
-    admin_project: str,
-    region: str,
-    image_file: Path | None = None,
-) -> Path:
-    """A tempest workspace in `workdir` for the cloud at `auth_url` (keystone v3): its
-    `etc/tempest.conf` (0600: the admin password) is returned. tempest creates a project and
-    users per test class with the admin credentials (dynamic credentials) and removes them
-    after; only keystone and glance are said to exist, so nothing looks for compute, network,
-    volume or object storage. `image_file` is what image scenario tests would upload."""
-    workdir = Path(workdir).resolve()
-    for d in ("etc", "logs", "tempest_lock"):
-        (workdir / d).mkdir(parents=True, exist_ok=True)
-    sections: dict[str, dict[str, str]] = {
-        "DEFAULT": {
-            "log_dir": str(workdir / "logs"),
-            "log_file": "tempest.log",
-            "use_stderr": "false",
-        },
-        "oslo_concurrency": {"lock_path": str(workdir / "tempest_lock")},
-        "auth": {
-            "use_dynamic_credentials": "true",
-            "admin_username": admin_user,
-            "admin_password": admin_password,
-            "admin_project_name": admin_project,
-            "admin_domain_name": "Default",
-            "create_isolated_networks": "false",
-        },
-        **_identity_sections(auth_url, region),
-        **_image_sections(region),
-        "validation": {"run_validation": "false"},
-        "network-feature-enabled": {"ipv6": "false"},
-    }
-    if image_file is not None:
-        sections["scenario"] = {
-            "img_file": str(Path(image_file).resolve()),
-            "img_disk_format": "raw",
-            "img_container_format": "bare",
-        }
-    conf = workdir / "etc" / "tempest.conf"
-    fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(_ini(sections))
-    return conf
-
-
-def _identity_sections(auth_url: str, region: str) -> dict[str, dict[str, str]]:
-    """keystone: where it is and what it has."""
-    return {
-        "identity": {
-            "uri_v3": auth_url,
-            "auth_version": "v3",
-            "region": region,
-            "v3_endpoint_type": "public",
-            "admin_domain_scope": "false",
-            "default_domain_id": "default",
-        },
-        # what keystone 27/28 have (tempest's defaults lag behind: trusts and app credentials
-        # are on in every supported keystone)
-        "identity-feature-enabled": {
-            "trust": "true",
-            "application_credentials": "true",
-            "access_rules": "true",
-            "project_tags": "true",
-            "security_compliance": "false",
-            "immutable_user_source": "false",
-        },
-    }
-
-
-def _image_sections(region: str) -> dict[str, dict[str, str]]:
-    """The services there are (glance only, beside keystone) and what the lab's glance has."""
-    return {
-        "service_available": {
-            "glance": "true",
-            "nova": "false",
-            "neutron": "false",
-            "cinder": "false",
-            "swift": "false",
-            "heat": "false",
-        },
-        "image": {
-            "region": region,
-            "endpoint_type": "public",
-            "build_timeout": "60",
-            "build_interval": "1",
-            "container_formats": "bare,ami,ari,aki,ovf,ova",
-            "disk_formats": "raw,qcow2,ami,ari,aki,vmdk",
-        },
-        # the lab's glance: a file store, no image cache, no location API, no import plugins
-        "image-feature-enabled": {
-            "api_v2": "true",
-            "import_image": "true",
-            "manage_locations": "false",
-            "os_glance_reserved": "true",
-            "image_caching_enabled": "false",
-        },
-    }
 
 
 def _result_of(python: Path, subunit: bytes, seconds: float, error: str | None) -> TempestResult:
@@ -225,7 +86,9 @@ def judge(tests: list[dict[str, str]], seconds: float, error: str | None = None)
     """The result of the tests a subunit stream reported (`{"id", "status", "reason"}` each):
     `error` (tempest did not finish as it should) or a run in which tests ran and none passed
     (every one skipped) is a failure, whatever the tests' own outcomes."""
-    passed = sum(1 for t in tests if t["status"] in ("success", "xfail"))
+    good = [t for t in tests if t["status"] in ("success", "xfail")]
+    passed = len(good)
+    by_api = Counter(_api_of(t["id"]) for t in good)
     skipped = sum(1 for t in tests if t["status"] == "skip")
     bad = [t for t in tests if t["status"] in ("fail", "uxsuccess")]
     failures = tuple((t["id"], t["reason"] or t["status"]) for t in bad)
@@ -243,7 +106,14 @@ def judge(tests: list[dict[str, str]], seconds: float, error: str | None = None)
         failures=failures,
         seconds=seconds,
         error=error,
+        passed_by_api=tuple(sorted(by_api.items())),
     )
+
+
+def _api_of(test_id: str) -> str:
+    """`tempest.api.compute.servers.X.test_y[...]` -> `compute` (a plugin's test: its package)."""
+    parts = test_id.split(".")
+    return parts[2] if parts[:2] == ["tempest", "api"] and len(parts) > 2 else parts[0]
 
 
 def run(
