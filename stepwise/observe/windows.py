@@ -70,6 +70,18 @@ CLIENT_NEEDS = {
     "client:placement": ("placement_api", "keystone"),
     "client:glance": ("glance_api", "keystone"),
     "client:nova": ("nova_api", "keystone"),
+    # a server's life: the API, the conductor and scheduler it passes through (placement's
+    # allocation, glance's image), the compute that builds it, neutron that nova asks
+    "client:nova-server": (
+        "nova_api",
+        "nova_conductor",
+        "nova_scheduler",
+        "nova_compute",
+        "placement_api",
+        "glance_api",
+        "neutron_server",
+        "keystone",
+    ),
     "client:neutron": ("neutron_server", "keystone"),
 }
 

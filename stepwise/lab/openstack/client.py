@@ -125,6 +125,9 @@ class ClientProbe:
     interval: float = client_probe.INTERVAL
     max_seconds: float = 3600.0
     log: Path | None = None  # the script's stderr (a traceback if it could not start)
+    #: image and flavor names of the small servers it creates now and then (None: none)
+    server_image: str | None = None
+    server_flavor: str | None = None
     grace: float = 15.0
     progress: BuildProgress | None = None
     returncode: int | None = field(default=None, init=False)
@@ -145,6 +148,11 @@ class ClientProbe:
             str(self.interval),
             "--max-seconds",
             str(self.max_seconds),
+            *(
+                ["--server-image", self.server_image, "--server-flavor", self.server_flavor]
+                if self.server_image and self.server_flavor
+                else []
+            ),
         ]
 
     def start(self) -> ClientProbe:
@@ -216,7 +224,10 @@ def client_probe_for_lab(
 ) -> ClientProbe | None:
     """The client probe of a lab that runs real OpenStack, or None: the one place that reads
     the lab spec's `openstack` entry (its cloud's name, its clouds.yaml: by default
-    `<lab dir>/clouds.yaml`, where `lab up` writes it)."""
+    `<lab dir>/clouds.yaml`, where `lab up` writes it). With real nova-compute it also
+    creates and deletes a small server now and then (the image and flavor `lab up` made)."""
+    from stepwise.lab.openstack import nova_cells
+
     ostack = lab.spec.openstack
     if ostack is None or not ostack.cloud:
         return None
@@ -233,4 +244,9 @@ def client_probe_for_lab(
         interval=ostack.client_interval if ostack.client_interval is not None else interval,
         max_seconds=max_seconds,
         log=log_dir / "client-probe.log",
+        **(
+            {"server_image": nova_cells.IMAGE, "server_flavor": nova_cells.FLAVOR}
+            if nova_cells.computes(lab)
+            else {}
+        ),
     )

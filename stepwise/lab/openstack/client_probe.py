@@ -8,6 +8,10 @@ never imports stepwise). Until SIGTERM/SIGINT, `--max-seconds` or MAX_ROUNDS, ev
   client:placement  create and delete a resource provider
   client:glance     list images, create a small image with a few bytes of data, delete it
   client:nova       list every project's servers and show the first (when the cloud has nova)
+  client:nova-server  every `--server-every` rounds, a small server (`--server-image`,
+                    `--server-flavor`, no network) created, watched each round until ACTIVE,
+                    then deleted: a record for the create, for the delete, and a failure
+                    when it goes to ERROR or is not ACTIVE within SERVER_TIMEOUT
   client:neutron    list networks and ports (when the cloud has neutron)
 
 and appends one JSON line per call to `--out` in the lab probe's record format:
@@ -60,6 +64,12 @@ CLEANUP_SECONDS = 8.0
 #: how long an interrupted create may take to land on the server before the second sweep
 SETTLE_SECONDS = 1.5
 IMAGE_DATA = b"stepwise probe image\n"
+#: rounds between two probe servers (one every ~30 s at the default interval), and how long
+#: one may take to become ACTIVE (the fake driver: seconds; a conductor restarting: more)
+SERVER_EVERY = 15
+SERVER_TIMEOUT = 180.0
+#: a call that had nothing to do this round (a server still building): no record
+NOTHING = "nothing"
 
 
 class Stopped(BaseException):
@@ -143,6 +153,9 @@ class Cloud:
         self.count = 0
         self.providers: set[str] = set()  # ids created and not yet deleted
         self.images: set[str] = set()
+        self.servers: set[str] = set()  # created and not yet deleted
+        self.building: tuple[str, float] | None = None  # (id, when created): the server watched
+        self.server_refs: tuple[str, str] | None = None  # (image id, flavor id), found once
 
     def has(self, service_type: str) -> bool:
         """Whether the cloud's catalog lists the service (asked once, at the start)."""
@@ -177,6 +190,48 @@ class Cloud:
         except Exception as e:
             raise Failed(short_error(step, e)) from e
 
+    def nova_server(self, n: int, every: int, image: str, flavor: str) -> str | None:
+        """One step of a small server's life: created every `every` rounds, watched until
+        ACTIVE, deleted; NOTHING while it builds or between servers."""
+        step = "create server"
+        try:
+            if self.building is None:
+                if n % every:
+                    return NOTHING
+                if self.server_refs is None:
+                    step = "find the server's image and flavor"
+                    self.server_refs = (
+                        self.conn.image.find_image(image, ignore_missing=False).id,
+                        self.conn.compute.find_flavor(flavor, ignore_missing=False).id,
+                    )
+                step = "create server"
+                img, fl = self.server_refs
+                made = self.conn.compute.create_server(
+                    name=self.name("server"), image_id=img, flavor_id=fl, networks="none"
+                )
+                self.servers.add(made.id)
+                self.building = (made.id, time.monotonic())
+                return None
+            sid, since = self.building
+            step = "show server"
+            found = self.conn.compute.get_server(sid)
+            if found.status == "ACTIVE":
+                step = "delete server"
+                self.conn.compute.delete_server(sid, ignore_missing=False)
+                self.servers.discard(sid)
+                self.building = None
+                return None
+            if found.status == "ERROR" or time.monotonic() - since > SERVER_TIMEOUT:
+                self.building = None  # deleted with the leftovers (retry_deletes)
+                fault = (found.fault or {}).get("message", "")
+                said = f"server {found.status} after {time.monotonic() - since:.0f} s"
+                raise Failed(said + (f": {fault}" if fault else ""))
+            return NOTHING
+        except Failed:
+            raise
+        except Exception as e:
+            raise Failed(short_error(step, e)) from e
+
     def neutron(self) -> None:
         step = "list networks"
         try:
@@ -200,14 +255,17 @@ class Cloud:
     def retry_deletes(self, most: int = 5) -> None:
         """Delete again what a failed round left (a service down between create and delete):
         quietly, a few a round, so leftovers go once the service is back."""
+        watched = {self.building[0]} if self.building else set()
         for ids, delete in (
             (self.providers, self.conn.placement.delete_resource_provider),
             (self.images, self.conn.image.delete_image),
+            (self.servers - watched, self.conn.compute.delete_server),
         ):
             for i in sorted(ids)[:most]:
                 try:
                     delete(i, ignore_missing=True)
-                    ids.discard(i)
+                    for known in (self.providers, self.images, self.servers):
+                        known.discard(i)
                 except Exception:
                     break  # still down: the next round tries again
 
@@ -238,7 +296,7 @@ class Cloud:
         """Delete what this run created: the ids it knows, and anything named with this run's
         prefix (a create whose answer was lost). Best effort until `deadline`."""
         mine = f"{PREFIX}{self.run_id}-"
-        pl, im = self.conn.placement, self.conn.image
+        pl, im, cp = self.conn.placement, self.conn.image, self.conn.compute
         # twice: a create the stop interrupted may still be committing on the server when the
         # first sweep lists (its answer lost, its row not there yet); the second one finds it
         for sweep in range(2):
@@ -254,6 +312,12 @@ class Cloud:
                 self.images,
                 lambda: [i.id for i in im.images() if (i.name or "").startswith(mine)],
                 lambda i: im.delete_image(i, ignore_missing=True),
+                deadline,
+            )
+            _sweep(
+                self.servers,
+                lambda: [v.id for v in cp.servers() if (v.name or "").startswith(mine)],
+                lambda i: cp.delete_server(i, ignore_missing=True),
                 deadline,
             )
 
@@ -297,7 +361,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=TOKEN_EVERY,
         help="issue a new token every N rounds (keystone hashes the password each time)",
     )
+    p.add_argument("--server-image", help="image name of the probe's servers (none: no servers)")
+    p.add_argument("--server-flavor", help="flavor name of the probe's servers")
+    p.add_argument(
+        "--server-every", type=int, default=SERVER_EVERY, help="rounds between two servers"
+    )
     a = p.parse_args(argv)
+    a.server_every = max(a.server_every, 1)
     a.interval = min(max(a.interval, 0.1), 60.0)
     a.max_seconds = min(max(a.max_seconds, 0.0), MAX_SECONDS)
     a.timeout = min(max(a.timeout, 0.5), 30.0)
@@ -328,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
                     file=sys.stderr,
                 )
                 return 2
-            calls: list[tuple[str, Callable[[int], None]]] = [
+            calls: list[tuple[str, Callable[[int], str | None]]] = [
                 ("client:keystone", lambda n: cloud.keystone(issue=n % args.token_every == 0)),
                 ("client:placement", lambda n: cloud.placement()),
                 ("client:glance", lambda n: cloud.glance()),
@@ -342,6 +412,11 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 if cloud.has(kind)
             ]
+            if args.server_image and args.server_flavor and cloud.has("compute"):
+                every, image, flavor = args.server_every, args.server_image, args.server_flavor
+                calls.append(
+                    ("client:nova-server", lambda n: cloud.nova_server(n, every, image, flavor))
+                )
             nxt = time.monotonic()
             for n in range(MAX_ROUNDS):
                 if stopping["now"] or time.monotonic() >= t_end:
@@ -349,8 +424,8 @@ def main(argv: list[str] | None = None) -> int:
                 for target, call in calls:
                     wall, start = time.time(), time.perf_counter()
                     try:
-                        call(n)
-                        record(fh, target, wall, start, True, "ok")
+                        if call(n) != NOTHING:
+                            record(fh, target, wall, start, True, "ok")
                     except Failed as e:
                         record(fh, target, wall, start, False, str(e))
                         cloud.drop_token_on_401(e)

@@ -1,0 +1,101 @@
+"""The client probe's small server, step by step against a stand-in of openstacksdk's compute
+and image proxies (the real cloud's run is tests/run/test_e2e_real_nova.py): created every N
+rounds, watched until ACTIVE, deleted; ERROR or too long a build is a failure with nova's
+fault; what is left is deleted later."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from stepwise.lab.openstack import client_probe
+from stepwise.lab.openstack.client_probe import NOTHING, Cloud, Failed
+
+
+class Nova:
+    """Servers that become what `script` says, one status per `get_server`."""
+
+    def __init__(self, *script: str, fault: dict | None = None) -> None:
+        self.script, self.fault = list(script), fault
+        self.made: list[str] = []
+        self.deleted: list[str] = []
+
+    def find_flavor(self, name, ignore_missing):
+        return SimpleNamespace(id=f"flavor-{name}")
+
+    def create_server(self, name, image_id, flavor_id, networks):
+        assert (image_id, flavor_id, networks) == ("image-img", "flavor-fl", "none")
+        self.made.append(f"srv-{len(self.made)}")
+        return SimpleNamespace(id=self.made[-1])
+
+    def get_server(self, sid):
+        status = self.script.pop(0) if self.script else "BUILD"
+        return SimpleNamespace(id=sid, status=status, fault=self.fault)
+
+    def delete_server(self, sid, ignore_missing):
+        self.deleted.append(sid)
+
+
+def _cloud(nova: Nova) -> Cloud:
+    cloud = Cloud.__new__(Cloud)  # no connection: the proxies are the stand-ins
+    image = SimpleNamespace(
+        find_image=lambda name, ignore_missing: SimpleNamespace(id="image-" + name)
+    )
+    image.delete_image = lambda i, ignore_missing: None
+    placement = SimpleNamespace(delete_resource_provider=lambda i, ignore_missing: None)
+    cloud.conn = SimpleNamespace(compute=nova, image=image, placement=placement)
+    cloud.run_id, cloud.count = "r1", 0
+    cloud.providers, cloud.images, cloud.servers = set(), set(), set()
+    cloud.building, cloud.server_refs = None, None
+    return cloud
+
+
+def _step(cloud: Cloud, n: int):
+    return cloud.nova_server(n, 3, "img", "fl")
+
+
+def test_a_server_is_made_every_n_rounds_watched_until_active_then_deleted():
+    nova = Nova("BUILD", "BUILD", "ACTIVE")
+    cloud = _cloud(nova)
+    assert _step(cloud, 1) == NOTHING  # not a round that makes one
+    assert _step(cloud, 3) is None  # created: a record
+    assert nova.made == ["srv-0"] and cloud.servers == {"srv-0"}
+    assert [_step(cloud, n) for n in (4, 5)] == [NOTHING, NOTHING]  # still building
+    assert _step(cloud, 6) is None  # ACTIVE: deleted, a record
+    assert nova.deleted == ["srv-0"] and cloud.servers == set() and cloud.building is None
+    assert _step(cloud, 7) == NOTHING and _step(cloud, 9) is None  # the next one
+    assert nova.made == ["srv-0", "srv-1"]
+
+
+def test_an_error_is_a_failure_with_novas_fault_and_the_server_deleted_later():
+    nova = Nova("ERROR", fault={"message": "No valid host was found."})
+    cloud = _cloud(nova)
+    _step(cloud, 0)
+    with pytest.raises(Failed, match="server ERROR after 0 s: No valid host was found"):
+        _step(cloud, 1)
+    assert cloud.building is None and cloud.servers == {"srv-0"}
+    cloud.retry_deletes()  # the leftover goes with the next round's deletes
+    assert nova.deleted == ["srv-0"] and cloud.servers == set()
+
+
+def test_a_build_longer_than_the_timeout_fails(monkeypatch):
+    nova = Nova()
+    cloud = _cloud(nova)
+    _step(cloud, 0)
+    sid, since = cloud.building
+    cloud.building = (sid, since - client_probe.SERVER_TIMEOUT - 1)
+    with pytest.raises(Failed, match=r"server BUILD after 18\d s"):
+        _step(cloud, 1)
+
+
+def test_an_api_error_names_the_call():
+    nova = Nova()
+    cloud = _cloud(nova)
+
+    def down(*_a, **_k):
+        raise ConnectionError("[Errno 111] Connection refused")
+
+    nova.create_server = down
+    with pytest.raises(Failed, match="create server"):
+        _step(cloud, 0)
