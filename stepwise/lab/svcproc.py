@@ -189,10 +189,9 @@ def main(argv: list[str]) -> None:
     signal.signal(signal.SIGTERM, signals.on_term)
     if kind.reloads:
         signal.signal(signal.SIGHUP, signals.on_hup)
-    if kind.serves_itself(unit):
-        kind.start(unit)  # its own server answers on the unit's port until it ends
     if kind.name not in (ROUTER, WORKLOAD):
         signals.cluster = lab.service(name).cluster
+    # a kind whose own server answers on the unit's port (uWSGI) never returns from start
     addr, port, reuse = kind.start(unit)
     try:
         server = _Server((addr, port), make_handler(unit, kind), reuse_port=reuse)

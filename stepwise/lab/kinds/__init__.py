@@ -45,12 +45,9 @@ class LabKind:
 
     def start(self, unit: Unit) -> tuple[str, int, bool]:
         """Start the unit; the address and port its health answers on, and whether another
-        unit may hold them at once (SO_REUSEPORT). Exits through `unit.fail` on a refusal."""
+        unit may hold them at once (SO_REUSEPORT). Exits through `unit.fail` on a refusal; a
+        kind whose own server answers on the unit's port (uWSGI) never returns."""
         raise NotImplementedError(self.name)
-
-    def serves_itself(self, unit: Unit) -> bool:
-        """True when its own server answers its port (the unit's HTTP health does not)."""
-        return False
 
     def health(self, unit: Unit) -> tuple[bool, str]:
         """Whether the unit is healthy now, and why (its HTTP health answer)."""

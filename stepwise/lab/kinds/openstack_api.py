@@ -62,9 +62,6 @@ class OpenStackApi(LabKind):
     name = "openstack_api"
     real = True
 
-    def serves_itself(self, unit: Unit) -> bool:
-        return True
-
     def start(self, unit: Unit) -> NoReturn:
         """Run uWSGI until it ends; ending unasked is a failure (the supervisor restarts)."""
         lab, node, name = unit.lab, unit.node, unit.name

@@ -19,9 +19,6 @@ class OpenStackProcess(OpenStackApi):
 
     name = "openstack_process"
 
-    def serves_itself(self, unit: Unit) -> bool:
-        return False
-
     def start(self, unit: Unit) -> tuple[str, int, bool]:  # type: ignore[override]
         return process.start(unit)
 
