@@ -183,7 +183,13 @@ class Cloud:
     def nova(self) -> None:
         step = "list servers"
         try:
-            found = list(self.conn.compute.servers(all_projects=True))
+            # shown: the first server that is not one of the probe's own (those are deleted
+            # between a list and a show, by the probe itself)
+            found = [
+                s
+                for s in self.conn.compute.servers(all_projects=True)
+                if not (s.name or "").startswith(PREFIX)
+            ]
             if found:
                 step = "show server"
                 self.conn.compute.get_server(found[0].id)
