@@ -117,6 +117,9 @@ class Service:
     #: the load-balancer backend that serves the service's clients ("": none): its `leave`
     #: drains the node's server there and its `rejoin` puts it back (tasks: `run/lb_tasks.py`)
     frontend: str = ""
+    #: the directories of the service's data on its node (`data:`), relative to the root
+    #: (`var/lib/mysql`): what a lone node of its role keeps through a reprovision
+    data: tuple[str, ...] = ()
 
     def styled(self, style: DeployStyle) -> Service:
         """This service as it runs on a node of `style`: the one place that answers which
@@ -355,6 +358,7 @@ def service_from_spec(
             {DeployStyle(k): _style_tasks(v) for k, v in spec.styles.items()}
         ),
         frontend=spec.frontend or "",
+        data=tuple(d.strip("/") for d in spec.data),
     )
 
 

@@ -47,6 +47,8 @@ UNIT_RE = r"^[A-Za-z0-9_][A-Za-z0-9_.:@\-]*$"
 #: an HAProxy proxy name (letters, digits, '-', '_', '.', ':'): it reaches the load balancer's
 #: runtime API as a word of a command line
 FRONTEND_RE = r"^[A-Za-z0-9_][A-Za-z0-9_.:\-]*$"
+#: a service's data directory on its node: absolute, no `..` (a segment never starts with a dot)
+DATA_PATH_RE = r"^(/[A-Za-z0-9_][A-Za-z0-9_.\-]*)+/?$"
 PERCENT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 
 Task = dict[str, Any]
@@ -252,6 +254,12 @@ class ServiceSpec(Strict):
     #: `listen`/`backend` name, TripleO's `keystone_public`): stepwise drains the node's server
     #: there before the service stops and puts it back once its health passes (`leave`/`rejoin`)
     frontend: str | None = Field(default=None, pattern=FRONTEND_RE, max_length=100)
+    #: the directories that hold the service's data on its node (`/var/lib/mysql`): what a
+    #: node that is the only one of its role keeps through a reprovision (no other member to
+    #: copy it from), persisted before the wipe and restored after
+    data: list[Annotated[str, Field(pattern=DATA_PATH_RE, max_length=200)]] = Field(
+        default_factory=list, max_length=20
+    )
 
     @model_validator(mode="after")
     def _nothing_to_run(self) -> ServiceSpec:

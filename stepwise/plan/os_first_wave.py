@@ -133,17 +133,39 @@ def _prepare(chain: _Chain, c: OsCloud, wave: list[str]) -> None:
         # counts in its cluster until it stops)
         stops=catalog.behind_balancer(leave),
     )
+    kept = {n: lone_data(c, n) for n in prep}
+    kept = {n: paths for n, paths in kept.items() if paths}
     chain.add(
         Step.SYSTEM_UPGRADE_PREPARE,
         prep,
         f"step 2: first node of each sensitive role ({', '.join(prep)}): stop its services "
-        "and prepare the OS upgrade",
+        "and prepare the OS upgrade"
+        + "".join(
+            f"; {n} alone holds {', '.join('/' + p for p in paths)}: a reprovision keeps it"
+            for n, paths in kept.items()
+        ),
         max([secs(dep, c.internal(n), Step.STOP) for n in prep] + [0.0])
         + secs(dep, [], SystemUpgradeKey.PREPARE),
         Stage.SYSTEM_UPGRADE_PREPARE,
         stops={s: [n for n in prep if s in c.internal(n)] for n in prep for s in c.internal(n)},
         marks=[f"{progress.OS}first@{dep.role_of(n).name}={n}" for n in prep],
+        **({"vars": {LONE_DATA_VAR: kept}} if kept else {}),
     )
+
+
+#: the prepare unit's variable: node -> the data directories it alone holds (its role has no
+#: other node to copy them from), which a reprovision persists and restores with the rest
+LONE_DATA_VAR = "stepwise_node_data"
+
+
+def lone_data(c: OsCloud, n: str) -> list[str]:
+    """The data directories (`data:` of its services) of a node that is the only one of its
+    role: with no other member to copy them from, only the node itself has them."""
+    role = c.dep.role_of(n)
+    if len(role.nodes) != 1:
+        return []
+    catalog = c.dep.catalog
+    return sorted({p for s in c.internal(n) for p in catalog[s].data})
 
 
 def _prepare_external(chain: _Chain, c: OsCloud, wave: list[str]) -> None:
@@ -273,8 +295,14 @@ def _fresh_cloud(chain: _Chain, c: OsCloud, wave: list[str]) -> None:
         max(secs(dep, ss, Step.CONFIG) for ss in cfg.values()),
         Stage.UPGRADE,
     )
+    # a lone node of its role had nothing transferred: it starts on the data it kept
+    moved = {len(dep.role_of(n).nodes) > 1 for n in todo}
+    on_data = {
+        frozenset({True}): "the transferred data",
+        frozenset({False}): "the data the node kept",
+    }.get(frozenset(moved), "the data transferred or kept")
     infra_label = (
-        "databases, message bus and cluster managers first, on the transferred data; "
+        f"databases, message bus and cluster managers first, on {on_data}; "
         "back into the cluster and the load balancers"
     )
     if _start(chain, c, step6, infra, infra_label):

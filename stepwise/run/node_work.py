@@ -47,7 +47,12 @@ RECORD_TASK = "Stepwise: record what the node runs now"
 PERSIST_FILE = "stepwise-node-data.tgz"
 #: what a reprovisioned node gets back: its configuration (RPC pins live there) and stepwise's state
 OS_OWN_FILES = "--exclude=etc/os-release --exclude=etc/redhat-release --exclude=etc/system-release"
-PERSIST_PATHS = "{{ stepwise_persist_paths | default(['etc', 'var/lib/stepwise']) | join(' ') }}"
+#: and the data directories the node alone holds (the plan's `stepwise_node_data`: a lone
+#: node of its role has no other member to copy them from)
+PERSIST_PATHS = (
+    "{{ (stepwise_persist_paths | default(['etc', 'var/lib/stepwise'])"
+    " + (stepwise_node_data | default({})).get(inventory_hostname, [])) | join(' ') }}"
+)
 
 
 def node_packages(unit: Unit) -> dict[str, list[str]]:

@@ -145,3 +145,50 @@ def _no_facts():
     from stepwise.model import NO_FACTS
 
     return NO_FACTS
+
+
+def test_a_lone_database_member_keeps_its_datadir_through_a_reprovision(single):
+    """A controller that is Galera's only member has no other member to copy the data from
+    in the OS upgrade: its prepare persists the catalog's `data:` with the rest (the render
+    adds it to the archive in reprovision mode), and step 6 starts on the data it kept."""
+    from stepwise.model.vocab import Step
+    from stepwise.plan import make_plan
+    from stepwise.plan.os_first_wave import LONE_DATA_VAR
+    from stepwise.run.node_work import PERSIST_PATHS
+
+    dep = load_deployment(single)
+    plan = make_plan(Workflow.SYSTEM_UPGRADE, dep)
+    prepare = [u for u in plan.units if u.step is Step.SYSTEM_UPGRADE_PREPARE]
+    lone = [u for u in prepare if u.vars.get(LONE_DATA_VAR)]
+    ctl = "overcloud-controller-0"
+    assert [dict(u.vars[LONE_DATA_VAR]) for u in lone] == [{ctl: ["var/lib/mysql"]}]
+    assert f"{ctl} alone holds /var/lib/mysql: a reprovision keeps it" in lone[0].why
+    assert not [u for u in plan.units if u.step is Step.SYSTEM_UPGRADE_TRANSFER_DATA]
+    whys = " ".join(u.why for u in plan.units)
+    assert "on the data the node kept" in whys and "transferred data" not in whys
+    # the compute holds no data of its own: nothing more is persisted there
+    assert all(not u.vars.get(LONE_DATA_VAR) for u in prepare if "controller" not in u.nodes[0])
+    assert LONE_DATA_VAR in PERSIST_PATHS
+
+
+def test_a_database_with_other_members_persists_no_datadir():
+    """Three controllers: the first new-OS one gets the data by the transfer (step 5)."""
+    from stepwise.model.vocab import Step
+    from stepwise.plan import make_plan
+    from stepwise.plan.os_first_wave import LONE_DATA_VAR
+
+    dep = load_deployment(ROOT / "examples" / "classic.yaml")
+    plan = make_plan(Workflow.SYSTEM_UPGRADE, dep)
+    assert not [u for u in plan.units if u.vars.get(LONE_DATA_VAR)]
+    assert [u for u in plan.units if u.step is Step.SYSTEM_UPGRADE_TRANSFER_DATA]
+    assert "on the transferred data" in " ".join(u.why for u in plan.units)
+
+
+@pytest.mark.parametrize("path", ["var/lib/mysql", "/var/../etc", "/var/lib/my sql", "/"])
+def test_a_catalog_data_path_is_absolute_and_plain(tmp_path, path):
+    entry = yaml.safe_load((ROOT / "stepwise" / "content" / "catalog" / "galera.yaml").read_text())
+    entry["data"] = [path]
+    (tmp_path / "galera.yaml").write_text(yaml.safe_dump(entry))
+    with pytest.raises(InputError) as err:
+        load_catalog(tmp_path)
+    assert "data" in str(err.value)
