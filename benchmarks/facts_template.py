@@ -51,7 +51,7 @@ def main() -> None:
             import yaml
 
             from stepwise.model import load_deployment
-            from stepwise.model.facts import facts_template
+            from stepwise.model.facts_template import facts_template
 
             doc = facts_template(load_deployment(dep))
             t0 = time.perf_counter()

@@ -78,7 +78,7 @@ def template_cmd(
     versions left empty to fill in (`installed`, `available`), the OS major and target."""
     from stepwise.errors import InputError, Problem
     from stepwise.model import load_deployment
-    from stepwise.model.facts import facts_template
+    from stepwise.model.facts_template import facts_template
     from stepwise.paths import write_output
 
     with reported():

@@ -340,7 +340,7 @@ def test_image_facts_load_and_say_what_changes(tmp_path):
 def test_the_facts_template_of_a_container_node_names_its_images(tmp_path):
     import yaml
 
-    from stepwise.model.facts import facts_template
+    from stepwise.model.facts_template import facts_template
 
     f = cloud(
         tmp_path,

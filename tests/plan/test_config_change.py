@@ -10,7 +10,8 @@ import yaml
 
 from stepwise.errors import InputError
 from stepwise.model import load_deployment
-from stepwise.model.facts import facts_from_dict, facts_template, facts_to_dict, load_facts
+from stepwise.model.facts import facts_from_dict, facts_to_dict, load_facts
+from stepwise.model.facts_template import facts_template
 from stepwise.model.vocab import Step, Workflow
 from stepwise.plan import selection_for
 from stepwise.verify import plan_verified

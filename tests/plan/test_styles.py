@@ -203,7 +203,8 @@ def host_db_cloud():
 def test_a_service_the_style_runs_on_the_host_keeps_its_packages():
     """On a container node, a host-level service changes with its packages (dnf, its own
     unit), a containerized one with its image digest; the host one has no image anywhere."""
-    from stepwise.model.facts import PackageFact, facts_template
+    from stepwise.model.facts import PackageFact
+    from stepwise.model.facts_template import facts_template
     from stepwise.plan.changes import image_params
 
     dep = host_db_cloud()
