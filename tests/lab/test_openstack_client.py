@@ -178,7 +178,10 @@ def test_tempest_counts_passes_and_a_stopped_glance_as_failed(real_cloud, tmp_pa
         "tempest\\.api\\.image\\.v2\\.test_images\\.BasicOperationsImagesTest\\.",
     ]
     tempest_conf.write_config(
-        tmp_path / "ws", real_cloud.auth_url, "admin", real_cloud.password, "admin", "RegionOne"
+        tmp_path / "ws",
+        real_cloud.auth_url,
+        tempest_conf.Admin("admin", real_cloud.password, "admin"),
+        "RegionOne",
     )
     assert stat.S_IMODE((tmp_path / "ws" / "etc" / "tempest.conf").stat().st_mode) == 0o600
     ok = openstack_tempest.run(tmp_path / "ws", tests, timeout=600)

@@ -72,13 +72,16 @@ def test_tempest_is_told_of_nova_and_neutron_only_when_they_are_real(tmp_path):
         COMPUTE_TESTS,
         DEFAULT_TESTS,
         NETWORK_TESTS,
+        Admin,
         ComputeCloud,
         tests_for,
         write_config,
     )
 
     def conf(**kw) -> configparser.ConfigParser:
-        path = write_config(tmp_path / "ws", "http://k/v3", "admin", "pw", "admin", "R", **kw)
+        path = write_config(
+            tmp_path / "ws", "http://k/v3", Admin("admin", "pw", "admin"), "R", **kw
+        )
         c = configparser.ConfigParser(interpolation=None)
         c.read(path)
         return c

@@ -252,9 +252,7 @@ def acceptance(lab: Lab, workdir: Path) -> dict[str, Any]:
     tempest_conf.write_config(
         workdir,
         config.keystone_url(lab) + "/v3",
-        config.ADMIN_USER,
-        config.secret(lab),
-        config.ADMIN_PROJECT,
+        tempest_conf.Admin(config.ADMIN_USER, config.secret(lab), config.ADMIN_PROJECT),
         config.REGION,
         compute=compute,
         network_extensions=extensions,

@@ -265,7 +265,8 @@ class Cloud:
         for ids, delete in (
             (self.providers, self.conn.placement.delete_resource_provider),
             (self.images, self.conn.image.delete_image),
-            (self.servers - watched, self.conn.compute.delete_server),
+            # a lambda: the compute proxy of a cloud without nova raises when it is made
+            (self.servers - watched, lambda i, **kw: self.conn.compute.delete_server(i, **kw)),
         ):
             for i in sorted(ids)[:most]:
                 try:
@@ -302,7 +303,9 @@ class Cloud:
         """Delete what this run created: the ids it knows, and anything named with this run's
         prefix (a create whose answer was lost). Best effort until `deadline`."""
         mine = f"{PREFIX}{self.run_id}-"
-        pl, im, cp = self.conn.placement, self.conn.image, self.conn.compute
+        pl, im = self.conn.placement, self.conn.image
+        # only when it made a server: a cloud without nova has no compute proxy to make
+        cp = self.conn.compute if self.server_refs is not None else None
         # twice: a create the stop interrupted may still be committing on the server when the
         # first sweep lists (its answer lost, its row not there yet); the second one finds it
         for sweep in range(2):
@@ -320,12 +323,13 @@ class Cloud:
                 lambda i: im.delete_image(i, ignore_missing=True),
                 deadline,
             )
-            _sweep(
-                self.servers,
-                lambda: [v.id for v in cp.servers() if (v.name or "").startswith(mine)],
-                lambda i: cp.delete_server(i, ignore_missing=True),
-                deadline,
-            )
+            if cp is not None:
+                _sweep(
+                    self.servers,
+                    lambda: [v.id for v in cp.servers() if (v.name or "").startswith(mine)],
+                    lambda i: cp.delete_server(i, ignore_missing=True),
+                    deadline,
+                )
 
     def drop_token_on_401(self, exc: BaseException) -> None:
         if getattr(exc.__cause__, "status_code", None) == 401:
@@ -381,6 +385,32 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return a
 
 
+Call = Callable[[int], "str | None"]
+
+
+def _calls(cloud: Cloud, args: argparse.Namespace) -> list[tuple[str, Call]]:
+    """(target, call of round n) for every round: keystone, placement and glance; compute and
+    network where the cloud's catalog lists them (a lab with real nova), and the small
+    server's life when its image and flavor are given."""
+    calls: list[tuple[str, Call]] = [
+        ("client:keystone", lambda n: cloud.keystone(issue=n % args.token_every == 0)),
+        ("client:placement", lambda n: cloud.placement()),
+        ("client:glance", lambda n: cloud.glance()),
+    ]
+    calls += [
+        (f"client:{name}", call)
+        for name, kind, call in (
+            ("nova", "compute", lambda n: cloud.nova()),
+            ("neutron", "network", lambda n: cloud.neutron()),
+        )
+        if cloud.has(kind)
+    ]
+    if args.server_image and args.server_flavor and cloud.has("compute"):
+        every, image, flavor = args.server_every, args.server_image, args.server_flavor
+        calls.append(("client:nova-server", lambda n: cloud.nova_server(n, every, image, flavor)))
+    return calls
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     stopping = {"now": False}
@@ -404,25 +434,7 @@ def main(argv: list[str] | None = None) -> int:
                     file=sys.stderr,
                 )
                 return 2
-            calls: list[tuple[str, Callable[[int], str | None]]] = [
-                ("client:keystone", lambda n: cloud.keystone(issue=n % args.token_every == 0)),
-                ("client:placement", lambda n: cloud.placement()),
-                ("client:glance", lambda n: cloud.glance()),
-            ]
-            # compute and network where the cloud's catalog lists them (a lab with real nova)
-            calls += [
-                (f"client:{name}", call)
-                for name, kind, call in (
-                    ("nova", "compute", lambda n: cloud.nova()),
-                    ("neutron", "network", lambda n: cloud.neutron()),
-                )
-                if cloud.has(kind)
-            ]
-            if args.server_image and args.server_flavor and cloud.has("compute"):
-                every, image, flavor = args.server_every, args.server_image, args.server_flavor
-                calls.append(
-                    ("client:nova-server", lambda n: cloud.nova_server(n, every, image, flavor))
-                )
+            calls = _calls(cloud, args)
             nxt = time.monotonic()
             for n in range(MAX_ROUNDS):
                 if stopping["now"] or time.monotonic() >= t_end:

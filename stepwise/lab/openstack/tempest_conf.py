@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 #: The acceptance list (regexes matched against test ids), run with concurrency 2: ~103 tests,
@@ -61,6 +61,15 @@ NETWORK_TESTS: tuple[str, ...] = (
 
 
 @dataclass(frozen=True)
+class Admin:
+    """The cloud's admin, with whom tempest makes each test class its own project and users."""
+
+    user: str
+    password: str = field(repr=False)
+    project: str
+
+
+@dataclass(frozen=True)
 class ComputeCloud:
     """What tempest must know of the lab's nova: the image and flavor its servers boot from
     (tempest makes neither), how many computes run (live migration needs two), and the
@@ -109,9 +118,7 @@ def _ini(sections: dict[str, dict[str, str]]) -> str:
 def write_config(
     workdir: Path,
     auth_url: str,
-    admin_user: str,
-    admin_password: str,
-    admin_project: str,
+    admin: Admin,
     region: str,
     image_file: Path | None = None,
     compute: ComputeCloud | None = None,
@@ -135,9 +142,9 @@ def write_config(
         "oslo_concurrency": {"lock_path": str(workdir / "tempest_lock")},
         "auth": {
             "use_dynamic_credentials": "true",
-            "admin_username": admin_user,
-            "admin_password": admin_password,
-            "admin_project_name": admin_project,
+            "admin_username": admin.user,
+            "admin_password": admin.password,
+            "admin_project_name": admin.project,
             "admin_domain_name": "Default",
             "create_isolated_networks": "false",
         },
