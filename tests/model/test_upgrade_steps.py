@@ -75,3 +75,18 @@ def test_a_problem_in_a_shared_step_is_reported_once_where_it_is_written(tmp_pat
     p = only(load_catalog, small_catalog(tmp_path, svc=bad))
     assert p.file.endswith("svc.yaml")
     assert (p.line, p.field) == (7, "update.start[0]")
+
+
+def test_the_built_in_unpins_restart_one_node_at_a_time():
+    """The converge's unpin runs on every node of a service at once (one unit): a restart in
+    it is throttled to one host, so the cloud never has all its conductors (or schedulers)
+    down together."""
+    catalog = load_catalog()
+    restarts = [
+        (name, t)
+        for name, svc in catalog.services.items()
+        for t in svc.steps(Section.UPGRADE).get(UpgradeKey.UNPIN, ())
+        if any(isinstance(args, dict) and args.get("state") == "restarted" for args in t.values())
+    ]
+    assert {name for name, _ in restarts} >= {"nova_conductor", "nova_scheduler"}
+    assert all(t.get("throttle") == 1 for _, t in restarts), restarts
