@@ -267,3 +267,26 @@ def test_a_json_inventory_is_read_with_its_meta_hostvars(catalog, tmp_path):
     imp = import_inventory(f, catalog, services={"controllers": ["keystone"]})
     (node,) = imp.deployment.role_by_name["controllers"].nodes
     assert (node.address, dict(node.vars)) == ("10.0.0.11", {"ansible_user": "ops"})
+
+
+def test_kolla_haproxy_gives_up_its_vips_through_keepalived_not_pacemaker(catalog, tmp_path):
+    """Kolla-Ansible has no pacemaker: its haproxy nodes hold the VIPs with keepalived, so
+    haproxy's leave stops the node's keepalived container (the catalog's kolla style), and
+    every node's services reach the plays (`stepwise_services`)."""
+    path = _written(import_kolla(MULTINODE, catalog), tmp_path)
+    hosts = _exported_hosts(path, tmp_path / "kolla")
+    on = list(hosts["network01"]["stepwise_services"])
+    assert "haproxy" in on and "pacemaker" not in on
+    plays = "\n".join(p.read_text() for p in (tmp_path / "kolla").rglob("*.yml"))
+    assert "name: kolla-keepalived-container" in plays
+    assert "pcs node standby" not in plays
+    # the packages style keeps pacemaker's standby, only where pacemaker runs beside haproxy
+    classic = Path(__file__).resolve().parents[1] / "examples" / "classic.yaml"
+    hosts = _exported_hosts(classic, tmp_path / "classic")
+    assert "pacemaker" in hosts["controller-0"]["stepwise_services"]
+    plays = "\n".join(p.read_text() for p in (tmp_path / "classic").rglob("*.yml"))
+    assert "pcs node standby {{ inventory_hostname }}" in plays
+    assert "'pacemaker' in stepwise_services | default" in plays.replace("''", "'")
+    # pacemaker's own standby is the same task: beside haproxy's in a visit it runs once
+    site = (tmp_path / "classic" / "site.yml").read_text()
+    assert site.count("pcs node standby") == 3  # one per controller's visit

@@ -38,6 +38,9 @@ def inventory(
             hv: dict[str, Any] = {
                 "stepwise_node_address": n.address or n.name,
                 "stepwise_role": role.name,
+                # what runs beside a service on its node (haproxy leaves through pacemaker
+                # only where pacemaker holds the VIPs)
+                "stepwise_services": list(deployment.services_on(n)),
             }
             if n.address:
                 hv["ansible_host"] = n.address
