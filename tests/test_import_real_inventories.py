@@ -269,24 +269,22 @@ def test_a_json_inventory_is_read_with_its_meta_hostvars(catalog, tmp_path):
     assert (node.address, dict(node.vars)) == ("10.0.0.11", {"ansible_user": "ops"})
 
 
-def test_kolla_haproxy_gives_up_its_vips_through_keepalived_not_pacemaker(catalog, tmp_path):
-    """Kolla-Ansible has no pacemaker: its haproxy nodes hold the VIPs with keepalived, so
-    haproxy's leave stops the node's keepalived container (the catalog's kolla style), and
-    every node's services reach the plays (`stepwise_services`)."""
+def test_kolla_haproxy_leaves_no_pacemaker_standby(catalog, tmp_path):
+    """Kolla-Ansible has no pacemaker: keepalived holds its VIPs and follows haproxy's health,
+    so haproxy's stop itself moves them; every node's services reach the plays
+    (`stepwise_services`) and haproxy's pacemaker standby runs only where pacemaker does."""
     path = _written(import_kolla(MULTINODE, catalog), tmp_path)
     hosts = _exported_hosts(path, tmp_path / "kolla")
     on = list(hosts["network01"]["stepwise_services"])
     assert "haproxy" in on and "pacemaker" not in on
     plays = "\n".join(p.read_text() for p in (tmp_path / "kolla").rglob("*.yml"))
-    assert "name: kolla-keepalived-container" in plays
-    assert "pcs node standby" not in plays
-    # the packages style keeps pacemaker's standby, only where pacemaker runs beside haproxy
+    # the standby is guarded by pacemaker's presence on the node, which a kolla node lacks
+    guard = "when: '''pacemaker'' in stepwise_services'"
+    assert plays.count("pcs node standby") == plays.count(guard) // 2 > 0
     classic = Path(__file__).resolve().parents[1] / "examples" / "classic.yaml"
     hosts = _exported_hosts(classic, tmp_path / "classic")
     assert "pacemaker" in hosts["controller-0"]["stepwise_services"]
-    plays = "\n".join(p.read_text() for p in (tmp_path / "classic").rglob("*.yml"))
-    assert "pcs node standby {{ inventory_hostname }}" in plays
-    assert "'pacemaker' in stepwise_services | default" in plays.replace("''", "'")
-    # pacemaker's own standby is the same task: beside haproxy's in a visit it runs once
     site = (tmp_path / "classic" / "site.yml").read_text()
+    assert "when: '''pacemaker'' in stepwise_services'" in site
+    # pacemaker's own standby is the same task: beside haproxy's in a visit it runs once
     assert site.count("pcs node standby") == 3  # one per controller's visit

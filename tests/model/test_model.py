@@ -77,6 +77,8 @@ TASK_KEYWORDS = {
     "retries",
     "delay",
     "loop",
+    # how many hosts run the task at once (an unpin's restart: one controller at a time)
+    "throttle",
 }
 
 
