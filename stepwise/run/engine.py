@@ -110,6 +110,8 @@ class Engine:
         self.estimator = Estimator(todo)
         self.started_at = time.monotonic()
         self.threads: list[threading.Thread] = []
+        #: chain -> its ansible-playbook wrapper and pid file (written before any process starts)
+        self.wrappers: dict[str, tuple[Path, Path]] = {}
         self.all_hosts = {h for u in todo for h in unit_hosts(u, deployment)}
         self.aborts = AbortWatch(store, run_id, self.sched, self.observer)
         begun = {u.batch for u in plan.units if u.batch and u.id in done_before}
@@ -120,6 +122,13 @@ class Engine:
         self.files = RunFiles.make(self.run_id, self.options)
         try:
             self.files.write(self.dep, self.plan, self.run_id, self.options)
+            # every chain's wrapper before any chain's process starts: a file being written
+            # while another thread forks is held open for writing by that child until its exec,
+            # and executing it then fails with ETXTBSY ("Text file busy", seen in CI)
+            self.wrappers = {
+                c.id: ansible_env.write_wrapper(self.files.pdd / c.id / "bin", detached=c.detached)
+                for c in self.chains
+            }
             server = self._start_gate_server()
         except BaseException as exc:
             self.files.discard(self.options)
@@ -179,7 +188,7 @@ class Engine:
         (d / "project").mkdir(parents=True)
         playbook = d / "project" / "stepwise.yml"
         playbook.write_text(to_yaml([self.plays[u.id] for u in c.units]))
-        wrapper, pidfile = ansible_env.write_wrapper(d / "bin", detached=c.detached)
+        wrapper, pidfile = self.wrappers[c.id]
         env = ansible_env.ansible_env(
             self.options.env,
             plugin_dirs=self.options.connector.plugin_dirs if self.options.connector else (),
