@@ -158,11 +158,15 @@ def _prepare(chain: _Chain, c: OsCloud, wave: list[str]) -> None:
 LONE_DATA_VAR = "stepwise_node_data"
 
 
+def _alone(c: OsCloud, n: str) -> bool:
+    """The node is the only one of its role: no other member to copy its data from."""
+    return len(c.dep.role_of(n).nodes) == 1
+
+
 def lone_data(c: OsCloud, n: str) -> list[str]:
     """The data directories (`data:` of its services) of a node that is the only one of its
     role: with no other member to copy them from, only the node itself has them."""
-    role = c.dep.role_of(n)
-    if len(role.nodes) != 1:
+    if not _alone(c, n):
         return []
     catalog = c.dep.catalog
     return sorted({p for s in c.internal(n) for p in catalog[s].data})
@@ -296,11 +300,14 @@ def _fresh_cloud(chain: _Chain, c: OsCloud, wave: list[str]) -> None:
         Stage.UPGRADE,
     )
     # a lone node of its role had nothing transferred: it starts on the data it kept
-    moved = {len(dep.role_of(n).nodes) > 1 for n in todo}
-    on_data = {
-        frozenset({True}): "the transferred data",
-        frozenset({False}): "the data the node kept",
-    }.get(frozenset(moved), "the data transferred or kept")
+    alone = [_alone(c, n) for n in todo]
+    on_data = (
+        "the data the node kept"
+        if all(alone)
+        else "the transferred data"
+        if not any(alone)
+        else "the data transferred or kept"
+    )
     infra_label = (
         f"databases, message bus and cluster managers first, on {on_data}; "
         "back into the cluster and the load balancers"

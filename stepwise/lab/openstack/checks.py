@@ -57,7 +57,7 @@ def _req(
 def seed(lab: Lab) -> dict[str, Any]:
     """Create the seed resources (whichever of the three services run real code)."""
     token = openstack_bootstrap.admin_token(lab)
-    real = lab.spec.openstack.services if lab.spec.openstack else ()
+    real = lab.spec.real_services()
     out: dict[str, Any] = {}
     if "keystone" in real:
         status, body = _req(
@@ -223,7 +223,7 @@ def _schema(lab: Lab, node: str, s: str, code: Path | None) -> tuple[str, bool]:
 def schemas(lab: Lab) -> dict[str, dict[str, Any]]:
     """Per real service that owns a schema: its version and whether it is at the installed
     code's head."""
-    real = lab.spec.openstack.services if lab.spec.openstack else ()
+    real = lab.spec.real_services()
     out: dict[str, dict[str, Any]] = {}
     for s in (s for s in SCHEMA_OWNERS if s in real):
         node = lab.service(s).bootstrap
@@ -246,7 +246,7 @@ def acceptance(lab: Lab, workdir: Path) -> dict[str, Any]:
     from stepwise.lab.openstack import nova_cells, tempest_conf
     from stepwise.lab.openstack import tempest as openstack_tempest
 
-    real = lab.spec.openstack.services if lab.spec.openstack else ()
+    real = lab.spec.real_services()
     compute = nova_cells.tempest_cloud(lab) if "nova_api" in real else None
     extensions = _network_extensions(lab) if "neutron_server" in real else None
     tempest_conf.write_config(

@@ -261,18 +261,17 @@ class Cloud:
     def retry_deletes(self, most: int = 5) -> None:
         """Delete again what a failed round left (a service down between create and delete):
         quietly, a few a round, so leftovers go once the service is back."""
-        watched = {self.building[0]} if self.building else set()
+        watched = {self.building[0]} if self.building else set()  # its own step deletes it
         for ids, delete in (
             (self.providers, self.conn.placement.delete_resource_provider),
             (self.images, self.conn.image.delete_image),
             # a lambda: the compute proxy of a cloud without nova raises when it is made
-            (self.servers - watched, lambda i, **kw: self.conn.compute.delete_server(i, **kw)),
+            (self.servers, lambda i, **kw: self.conn.compute.delete_server(i, **kw)),
         ):
-            for i in sorted(ids)[:most]:
+            for i in sorted(ids - watched)[:most]:
                 try:
                     delete(i, ignore_missing=True)
-                    for known in (self.providers, self.images, self.servers):
-                        known.discard(i)
+                    ids.discard(i)
                 except Exception:
                     break  # still down: the next round tries again
 

@@ -182,8 +182,7 @@ def _image(lab: Lab) -> str:
 def tempest_cloud(lab: Lab) -> ComputeCloud:
     """What tempest must know of this nova: the lab's image and flavor (made if missing), its
     computes, the newest microversion it speaks (its version document)."""
-    url = f"http://{lab.spec.vip}:{lab.spec.vips['nova_api'].port}/v2.1/"
-    newest = api_call("GET", url, token=admin_token(lab))[1]["version"]["version"]
+    newest = call(lab, "GET", "/")["version"]["version"]
     flavor = _flavor(lab, TEMPEST_FLAVOR, disk=1)
     return ComputeCloud(_image(lab), flavor, len(computes(lab)), newest)
 
