@@ -80,7 +80,8 @@ def test_a_problem_in_a_shared_step_is_reported_once_where_it_is_written(tmp_pat
 def test_the_built_in_unpins_restart_one_node_at_a_time():
     """The converge's unpin runs on every node of a service at once (one unit): a restart in
     it is throttled to one host, so the cloud never has all its conductors (or schedulers)
-    down together."""
+    down together. The scheduler is not restarted: it sends no compute RPC, and a restart of
+    the last one fails the computes' casts to its fanout exchange."""
     catalog = load_catalog()
     restarts = [
         (name, t)
@@ -88,5 +89,6 @@ def test_the_built_in_unpins_restart_one_node_at_a_time():
         for t in svc.steps(Section.UPGRADE).get(UpgradeKey.UNPIN, ())
         if any(isinstance(args, dict) and args.get("state") == "restarted" for args in t.values())
     ]
-    assert {name for name, _ in restarts} >= {"nova_conductor", "nova_scheduler"}
+    assert "nova_conductor" in {name for name, _ in restarts}
+    assert "nova_scheduler" not in {name for name, _ in restarts}
     assert all(t.get("throttle") == 1 for _, t in restarts), restarts
