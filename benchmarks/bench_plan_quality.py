@@ -3,9 +3,12 @@ everywhere): planned duration vs its lower bound (docs/lower-bound.md) vs the ro
 workflow (one role after another, update_serial nodes at a time), and how often each node is
 disrupted. Then the chained clouds (`benchmarks.clouds.chain_cloud`: control-plane and
 data-plane services depending on each other in chains of 2, 4 and 8) at 1,000 and 10,000
-nodes: planned / bound for update and upgrade.
+nodes: planned / bound for update and upgrade. Last, random shapes
+(`benchmarks.random_clouds`: chains of 1-8 in both planes crossing them, rules from 1 % to 50 %
+out, quorums, update_serial 1-100, 100 to 10,000 nodes, several compute roles): the worst and
+median planned / bound per workflow over `--random` clouds (target: worst <= 1.10x).
 
-    python benchmarks/bench_plan_quality.py [--chain-nodes 1000 10000]
+    python benchmarks/bench_plan_quality.py [--chain-nodes 1000 10000] [--random 50 --seed 1]
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from collections import defaultdict  # noqa: E402
 
 from benchmarks.clouds import chain_cloud, facts_with_kernel, reference_cloud  # noqa: E402
+from benchmarks.random_clouds import random_cloud  # noqa: E402
 from benchmarks.role_ordered import role_ordered_duration  # noqa: E402
 from stepwise.model.facts import NO_FACTS  # noqa: E402
 from stepwise.plan import make_plan  # noqa: E402
@@ -66,14 +70,42 @@ def chained(sizes: list[int]) -> None:
             print(f"chains of {length}, {nodes:>6} nodes: {' | '.join(ratios)}")
 
 
+def random_shapes(count: int, seed: int) -> None:
+    """planned / bound of update and upgrade over `count` drawn clouds: each, then the worst
+    and the median per workflow."""
+    import random
+    import statistics
+
+    rng = random.Random(seed)
+    ratios: dict[str, list[tuple[float, str]]] = {"update": [], "upgrade": []}
+    for _ in range(count):
+        dep = random_cloud(rng)
+        row = []
+        for wf, got in ratios.items():
+            plan = verify_plan(make_plan(wf, dep, NO_FACTS), dep)
+            got.append((plan.duration_s / plan.lower_bound_s, dep.name))
+            row.append(f"{wf} {got[-1][0]:.3f}x ({hours(plan.duration_s)})")
+        print(f"{dep.name:>28}: {' | '.join(row)}", flush=True)
+    for wf, got in ratios.items():
+        worst = max(got)
+        print(
+            f"random shapes, {wf}: worst {worst[0]:.3f}x ({worst[1]}), median "
+            f"{statistics.median(r for r, _ in got):.3f}x over {len(got)} clouds (seed {seed})"
+        )
+
+
 def main() -> None:
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--chain-nodes", type=int, nargs="*", default=[1000, 10_000])
+    ap.add_argument("--random", type=int, default=50, help="random clouds drawn (0: none)")
+    ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     reference()
     chained(args.chain_nodes)
+    if args.random:
+        random_shapes(args.random, args.seed)
 
 
 def reference() -> None:

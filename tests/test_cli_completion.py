@@ -11,8 +11,15 @@ MAIN = [sys.executable, "-c", "from stepwise.cli.main import main; main()"]
 
 
 def test_completion_script_and_command_completion():
+    # typer detects the user's shell from the process tree, which a test runner's worker may
+    # not show ("Shell  not supported"): with detection off the shell is the option's value
+    no_detection = {**os.environ, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
     r = subprocess.run(
-        [*MAIN, "--show-completion", "bash"], capture_output=True, text=True, timeout=60
+        [*MAIN, "--show-completion", "bash"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=no_detection,
     )
     assert r.returncode == 0 and "_stepwise_completion()" in r.stdout and "complete " in r.stdout
     env = {

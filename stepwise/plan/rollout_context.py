@@ -67,8 +67,10 @@ class RolloutContext:
         part: Phase,
         what: str,
         done: str = "done on every node before the next level starts",
+        role_starts: dict[str, Cursor] | None = None,
     ) -> Cursor:
-        """Roll `visits` (role -> visits) in batches, control-plane roles first, then a gate."""
+        """Roll `visits` (role -> visits) in batches, control-plane roles first, then a gate.
+        `role_starts`: roles that start later than `cur`, each after its own cursor."""
         dep = self.dep
         rank = {r.name: (0 if r.is_controlplane else 1, i) for i, r in enumerate(dep.roles)}
         visits = dict(sorted(visits.items(), key=lambda kv: rank[kv[0]]))
@@ -84,6 +86,7 @@ class RolloutContext:
             phase=part,
             describe=lambda s: describe_rule(dep, s),
             tags=self.tags,
+            role_starts={r: (c.t, c.after) for r, c in (role_starts or {}).items()},
         )
         gate = self.builder.gate(res.last_units, f"{what}: {done}", self.stage, part)
         return Cursor(gate, res.end_s)

@@ -102,18 +102,37 @@ class Streams:
         return _Waits(whole, partial, t, down)
 
     def _add(self, comp: dict[str, list[Visit]], w: _Waits, level: int, label: str) -> None:
-        """Schedule `comp` after its waits, as a new stream."""
-        covers = w.whole | {j for i in w.whole for j in self.open[i].covers}
-        direct = [i for i in sorted(w.whole) if not any(i in self.open[j].covers for j in w.whole)]
-        waits = [self.open[i].cur for i in direct] + w.partial
+        """Schedule `comp` after its waits, as a new stream. Its roles share the allowances
+        of the services they take down, but a role whose own nodes and services owe nothing
+        to the work still running starts without it: the computes of a level need not wait
+        for the networkers' visit of an earlier one (a service only another chain needs)."""
         names = ", ".join(sorted(w.down)) or "the level"
         why = f"{self.part} level {level}: {names} start once what they need is done"
-        cur = _joined(self.ctx, waits, why, self.part) if waits else self.base
+        by_role = {r: self._waits({r: vs}) for r, vs in comp.items()} if len(comp) > 1 else {}
+        if not by_role or min(rw.t for rw in by_role.values()) >= w.t:
+            by_role = {r: w for r in comp}
+        # roles that wait for the same work share one cursor (one gate)
+        made: dict[tuple, Cursor] = {}
+        curs: dict[str, Cursor] = {}
+        for r, rw in by_role.items():
+            key = (tuple(sorted(rw.whole)), tuple(sorted(str(c.after) for c in rw.partial)))
+            curs[r] = made[key] if key in made else made.setdefault(key, self._cursor(rw, why))
+        cur = min(curs.values(), key=lambda c: c.t)
+        later = {r: c for r, c in curs.items() if c is not cur}
         first = len(self.ctx.builder.units)
-        end = self.ctx.schedule(comp, cur, self.part, label)
-        ends = _batch_ends(self.ctx, first, cur.t)
+        end = self.ctx.schedule(comp, cur, self.part, label, role_starts=later)
+        ends = _batch_ends(self.ctx, first, cur.t, {c.after: c.t for c in curs.values()})
+        whole = set().union(*(rw.whole for rw in by_role.values()))
+        covers = whole | {j for i in whole for j in self.open[i].covers}
         down = w.down or {s for vs in comp.values() for v in vs for s in v.services}
         self.open.append(_Stream(set(comp), down, end, covers, ends))
+
+    def _cursor(self, w: _Waits, why: str) -> Cursor:
+        """One cursor after what `w` waits for: the streams it waits for whole that no other
+        of them covers, and single units of others."""
+        direct = [i for i in sorted(w.whole) if not any(i in self.open[j].covers for j in w.whole)]
+        waits = [self.open[i].cur for i in direct] + w.partial
+        return _joined(self.ctx, waits, why, self.part) if waits else self.base
 
 
 @dataclass(frozen=True)
@@ -136,10 +155,13 @@ def _unit_no(uid: str) -> int:
     return int(uid[1:])
 
 
-def _batch_ends(ctx: RolloutContext, first: int, t0: float) -> dict[str, tuple[set[str], float]]:
+def _batch_ends(
+    ctx: RolloutContext, first: int, t0: float, known: dict[str | None, float]
+) -> dict[str, tuple[set[str], float]]:
     """Role / service -> the last unit of each batch emitted since unit number `first` that
-    works there, and when the last of them ends (estimated from `t0`)."""
-    finish: dict[str, float] = {}
+    works there, and when the last of them ends (estimated from `t0`, or from the `known`
+    end of a unit they wait for)."""
+    finish: dict[str, float] = {u: t for u, t in known.items() if u is not None}
     last: dict[str, tuple[str, float]] = {}
     touched: dict[str, set[str]] = {}
     for u in ctx.builder.units[first:]:
