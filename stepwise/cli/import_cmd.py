@@ -300,7 +300,10 @@ def import_kolla_cmd(
 @import_app.command("openstack-ansible")
 def import_osa_cmd(
     user_config: Path = typer.Argument(
-        ..., metavar="USER_CONFIG", help="OpenStack-Ansible's openstack_user_config.yml."
+        ...,
+        metavar="USER_CONFIG",
+        help="OpenStack-Ansible's openstack_user_config.yml, or the openstack_inventory.json "
+        "it generates from it.",
     ),
     name: str = typer.Option("openstack", "--name", help="Name of the deployment."),
     catalog: Path | None = CATALOG_OPT,

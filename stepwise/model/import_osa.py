@@ -7,8 +7,11 @@ env.d turns each group into the services it runs (in LXC containers or on the ho
 service in a virtualenv of its release). Read here: the groups, their hosts and `ip`; each
 group's services by the table below (env.d's defaults); a group the table does not know is
 left unmanaged by its name. `global_overrides`, `cidr_networks`, `used_ips` and the
-per-host `container_vars` are not read. The generated inventory (openstack_inventory.json)
-is refused with what to give instead: its container hosts are no nodes stepwise plans.
+per-host `container_vars` are not read. The inventory OpenStack-Ansible generates from that
+file (openstack_inventory.json, Ansible's `--list` shape) is read the same way: its host
+groups' physical hosts (the containers it lists in other groups are no nodes stepwise plans),
+each at its `_meta.hostvars` address; `lxc_hosts`, the group it derives of the hosts that run
+containers, is no host group of the operator's.
 """
 
 from __future__ import annotations
@@ -67,20 +70,54 @@ HINT = (
 )
 
 
-def _refuse_generated(doc: Any, fname: str) -> None:
-    """The generated inventory (Ansible's --list shape, `_meta.hostvars`) is not the
-    operator's file: its hosts are OpenStack-Ansible's containers."""
-    if isinstance(doc, Mapping) and "_meta" in doc:
-        raise InputError(
+#: groups the generated inventory derives that are no host group of openstack_user_config
+DERIVED_GROUPS = frozenset({"lxc_hosts"})
+
+
+def _generated_host_groups(
+    doc: Mapping[Any, Any], fname: str, found: Findings
+) -> dict[str, list[Host]]:
+    """The host groups of the generated inventory (`GROUP_hosts: {hosts: [...]}`), each host
+    at its `_meta.hostvars` address (`ansible_host`, else `management_address`)."""
+    meta = doc.get("_meta")
+    hostvars = meta.get("hostvars") if isinstance(meta, Mapping) else None
+    if not isinstance(hostvars, Mapping):
+        found.problems.append(
             Problem(
-                "this is OpenStack-Ansible's generated inventory (openstack_inventory.json), "
-                "whose hosts are its LXC containers, not the operator's openstack_user_config.yml",
+                "the generated inventory's _meta has no hostvars mapping",
                 file=fname,
                 line=line_of(doc, ["_meta"]) or 1,
-                field="_meta",
+                field="_meta.hostvars",
                 hint=HINT,
             )
         )
+        return {}
+    out: dict[str, list[Host]] = {}
+    for key, body in doc.items():
+        group = str(key).replace("-", "_")
+        if not group.endswith("_hosts") or group in DERIVED_GROUPS:
+            continue
+        names = body.get("hosts") if isinstance(body, Mapping) else None
+        if not isinstance(names, list):
+            found.problems.append(
+                Problem(
+                    "a group of the generated inventory is a mapping with a hosts list",
+                    file=fname,
+                    line=line_of(doc, [key]),
+                    field=str(key),
+                    hint=HINT,
+                )
+            )
+            continue
+        hosts = []
+        for name in names:
+            hv = hostvars.get(name)
+            hv = hv if isinstance(hv, Mapping) else {}
+            ip = hv.get("ansible_host") or hv.get("management_address")
+            hosts.append(Host(str(name), None if ip is None else str(ip), line_of(doc, [key])))
+        if hosts:
+            out[group] = hosts
+    return out
 
 
 def _host_groups(doc: Mapping[Any, Any], fname: str, found: Findings) -> dict[str, list[Host]]:
@@ -119,14 +156,14 @@ def import_openstack_ansible(
     name: str = "openstack",
     catalog_ref: str | None = None,
 ) -> Imported:
-    """Import an OpenStack-Ansible cloud from its openstack_user_config.yml: one role per set
-    of hosts in the same host groups, their services by `OSA_GROUPS` (a group it does not
-    know left unmanaged by name); style packages (OpenStack-Ansible's per-release
-    virtualenvs are installed, configured and restarted per service, as packages are)."""
+    """Import an OpenStack-Ansible cloud from its openstack_user_config.yml (or the
+    openstack_inventory.json generated from it): one role per set of hosts in the same host
+    groups, their services by `OSA_GROUPS` (a group it does not know left unmanaged by name);
+    style packages (OpenStack-Ansible's per-release virtualenvs are installed, configured and
+    restarted per service, as packages are)."""
     path = Path(user_config)
     fname = str(path)
     doc = load_yaml(path, field="USER_CONFIG")
-    _refuse_generated(doc, fname)
     if not isinstance(doc, Mapping):
         raise InputError(
             Problem(
@@ -137,7 +174,8 @@ def import_openstack_ansible(
             )
         )
     found = Findings()
-    groups = _host_groups(doc, fname, found)
+    generated = "_meta" in doc
+    groups = (_generated_host_groups if generated else _host_groups)(doc, fname, found)
     member: dict[str, tuple[Host, list[str]]] = {}
     for group, hosts in groups.items():
         for h in hosts:
@@ -159,6 +197,11 @@ def import_openstack_ansible(
         "containers by default): imported as style packages, whose steps (stop, install, "
         "configure, start) are the same; container_vars and global_overrides are not read"
     )
+    if generated:
+        found.notes.append(
+            "read as OpenStack-Ansible's generated inventory: the physical hosts of its host "
+            "groups (its containers are not nodes), at their _meta.hostvars addresses"
+        )
     head = {"name": name, "description": f"imported from {path.name} (OpenStack-Ansible)"}
     return checked(head, roles, catalog, catalog_ref, fname, found.notes)
 
