@@ -16,6 +16,7 @@ from stepwise.model.deployment import Deployment
 from stepwise.model.vocab import Phase, Plane, Section, Stage, Step
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.changes import NodeChange, dependency_levels
+from stepwise.plan.feeders import Pick, all_deps, feeders
 from stepwise.plan.offline_group import offline_group
 from stepwise.plan.rollout_context import Cursor, RolloutContext, describe_rule
 from stepwise.plan.streams import Streams
@@ -171,17 +172,27 @@ def _roll_level(
     """One dependency level of a part: its rolling visits in batches (each independent
     stream after what it needs), then its grouped (schema-sensitive) services together,
     after everything before them."""
-    early = _feeders(ctx.dep, pl, level)
-    if early:
+    early, first = feeders(ctx.dep, pl.levels, pl.grouped, level)
+    if early and first:
         # the feeders' own visits first; a node keeps its reboot for its last visit
         alone = {n: r for n, r in reboot_here.items() if set(_at(pl, n, level)) <= early}
-        first = _level_visits(ctx, pl, level, extra_pending, alone, visited, keep=early)
+        own = _level_visits(ctx, pl, level, extra_pending, alone, visited, Pick(keep=early))
         names = ", ".join(sorted(early))
-        streams.schedule_level(first, level, f"{pl.part} level {level}: {names} first")
-    visits = _level_visits(ctx, pl, level, extra_pending, reboot_here, visited, skip=early)
+        streams.schedule_level(own, level, f"{pl.part} level {level}: {names} first")
+    # a node whose feeders go last keeps its reboot for that last visit
+    here = reboot_here
+    if early and not first:
+        here = {n: r for n, r in reboot_here.items() if not early & set(_at(pl, n, level))}
+    visits = _level_visits(ctx, pl, level, extra_pending, here, visited, Pick(skip=early))
     if visits:
         level_svcs = sorted({s for vs in visits.values() for v in vs for s in v.services})
         streams.schedule_level(visits, level, f"{pl.part} level {level}: {', '.join(level_svcs)}")
+    if early and not first:
+        own = _level_visits(
+            ctx, pl, level, extra_pending, reboot_here, visited, Pick(keep=early, last=True)
+        )
+        names = ", ".join(sorted(early))
+        streams.schedule_level(own, level, f"{pl.part} level {level}: {names} last")
     group = sorted(s for s in pl.grouped if pl.levels.get(s) == level)
     if group:
         cur = streams.join(f"{pl.part} level {level}: done before {', '.join(group)} stop")
@@ -315,13 +326,11 @@ def _level_visits(
     extra_pending: dict[str, tuple[str, ...]],
     reboot: dict[str, tuple[str, ...]],
     visited: dict[str, list[str]],
-    *,
-    keep: frozenset[str] | None = None,
-    skip: frozenset[str] = frozenset(),
+    pick: Pick,
 ) -> dict[str, list[Visit]]:
-    """role -> the visits of one level: each node with rolling services of the level (only
-    those in `keep` when given, none in `skip`), with its pending unowned packages on its
-    first visit and its reboot on its last."""
+    """role -> the visits of one level: each node with the rolling services of the level
+    `pick` takes, with its pending unowned packages on its first visit and its reboot on its
+    last."""
     dep, rolling = ctx.dep, pl.rolling
     by_role: dict[str, list[Visit]] = {}
     led: set[str] = set()
@@ -329,20 +338,13 @@ def _level_visits(
     # the bootstrap node of a service goes first in its role: its once-only migration runs there
     nodes = sorted(rolling, key=lambda n: _bootstrap_first(dep, ctx.order, n))
     for node in nodes:
-        svcs = tuple(
-            s for s in _at(pl, node, level) if (keep is None or s in keep) and s not in skip
-        )
+        svcs = pick.of(_at(pl, node, level))
         if not svcs:
             continue
         leads = _take_leads(dep, node, svcs, ctx.workflow, led, rolling)
-        split = sorted(skip.intersection(_at(pl, node, level)))
-        if split:
-            again = (
-                f"{node} is visited again: {', '.join(split)} went first in a visit of "
-                "their own, so that what needs only them starts sooner"
-            )
-        else:
-            again = _visited_again(dep, node, svcs, pl.levels, level, visited, needs)
+        again = pick.again(node, _at(pl, node, level), svcs) or _visited_again(
+            dep, node, svcs, pl.levels, level, visited, needs
+        )
         visited.setdefault(node, []).extend(svcs)
         extra = extra_pending.pop(node, ())
         ch_reboot = node in reboot
@@ -378,7 +380,7 @@ def _visited_again(
         return ""
     if svcs not in memo:  # nodes of a role ask the same question
         memo[svcs] = sorted(
-            {d for s in svcs for d in _all_deps(dep, s) if d in levels and levels[d] < level}
+            {d for s in svcs for d in all_deps(dep, s) if d in levels and levels[d] < level}
         )
     needs = memo[svcs]
     verb = "needs" if len(svcs) == 1 else "need"
@@ -395,43 +397,6 @@ def _visited_again(
 def _at(pl: _PartLayout, node: str, level: int) -> list[str]:
     """`node`'s rolling services of dependency level `level`."""
     return [s for s in pl.rolling.get(node, ()) if pl.levels.get(s) == level]
-
-
-def _feeders(dep: Deployment, pl: _PartLayout, level: int) -> frozenset[str]:
-    """Services of `level` that get a visit of their own before the rest of the level.
-
-    A node's services of one level share one visit, so what depends on one of them waits for
-    all of them. That costs time when a service (the networkers' agent) lives on one role
-    only and the services needing it (the storage chain) need nothing else of that role's
-    level, while the role's other services of the level (the compute chain's first link)
-    also run on other roles, in a longer stream the first cannot overtake. Such a service is
-    upgraded first in a visit of its own, and those needing it start as soon as that is done.
-    Empty (one visit per node and level, as before) in every other case."""
-    here = [s for s in pl.levels if pl.levels[s] == level and s not in pl.grouped]
-    # from the roles' service lists, not the instances: 60 services run ~80,000 instances
-    roles_of = {s: {r.name for r in dep.roles if r.nodes and s in r.services} for s in here}
-    later = [s for s in pl.levels if pl.levels[s] > level]
-    out: set[str] = set()
-    for s in here:
-        if len(roles_of[s]) != 1:
-            continue
-        (role,) = roles_of[s]
-        others = [o for o in here if o != s and role in roles_of[o]]
-        users = [u for u in later if s in _all_deps(dep, u)]
-        if (
-            users
-            and others
-            and all(len(roles_of[o]) > 1 for o in others)
-            and not any(o in _all_deps(dep, u) for u in users for o in others)
-        ):
-            out.add(s)
-    return frozenset(out)
-
-
-@lru_cache(maxsize=4096)
-def _all_deps(dep: Deployment, service: str) -> frozenset[str]:
-    """What `service` depends on, transitively (asked once per visit: cached)."""
-    return dep.catalog.needs(service)
 
 
 __all__ = ["Cursor", "describe_rule", "home_part", "service_part", "rollout", "rollout_merged"]

@@ -137,3 +137,65 @@ def test_random_shapes_are_valid_clouds_planned_no_shorter_than_their_bound(seed
     for wf in ("update", "upgrade"):
         plan = verify_plan(make_plan(wf, dep), dep)
         assert 0 < plan.lower_bound_s <= plan.duration_s + 1e-6, (dep.name, wf)
+
+
+def test_the_networkers_agent_goes_last_when_the_compute_chain_is_the_longer():
+    """The networkers run the storage chain's one need (netagent, two at a time) and the
+    compute chain's first link (agentA0) of a six-link chain: netagent first made every
+    later compute link wait for its slow visits (1.19x the bound on such a drawn cloud); it
+    now goes last, after the networkers' agentA0, and the compute chain runs meanwhile."""
+    from stepwise.model.deployment import build_deployment
+    from stepwise.model.specs import DeploymentSpec
+
+    specs = [
+        _svc("db", "infra", rule={"quorum": "majority"}, cluster="galera"),
+        _svc("ctl0", "control", deps=("db",), rule={"min_available": 2}, rpc="rpc"),
+        *(
+            _svc(
+                f"agentA{i}",
+                "data",
+                deps=("ctl0",) if i == 0 else (f"agentA{i - 1}",),
+                rule={"max_unavailable": "50%"},
+            )
+            for i in range(6)
+        ),
+        _svc("netagent", "data", deps=("ctl0",), rule={"min_available": 6}),
+        _svc("agentB0", "data", deps=("netagent",), rule={"max_unavailable": "50%"}),
+    ]
+    roles = [
+        {
+            "name": "Controller",
+            "services": ["db", "ctl0"],
+            "nodes": {"count": 3, "name": "c-{index}"},
+        },
+        {
+            "name": "Networker",
+            "update_serial": 8,
+            "services": ["netagent", "agentA0"],
+            "nodes": {"count": 8, "name": "net-{index}"},
+        },
+        {
+            "name": "Compute",
+            "update_serial": 60,
+            "services": [f"agentA{i}" for i in range(6)],
+            "nodes": {"count": 60, "name": "cmp-{index}"},
+        },
+        {
+            "name": "Storage",
+            "update_serial": 10,
+            "services": ["agentB0"],
+            "nodes": {"count": 10, "name": "st-{index}"},
+        },
+    ]
+    dep = build_deployment(
+        DeploymentSpec.model_validate({"name": "feeders", "roles": roles}), _catalog(specs)
+    )
+    plan = verify_plan(make_plan("upgrade", dep), dep)
+    net = [u for u in plan.units if (u.batch or "").startswith("Networker#") and u.stops]
+    a0 = max(u.start_s for u in net if "agentA0" in u.services)
+    netagent = min(u.start_s for u in net if "netagent" in u.services)
+    assert a0 < netagent
+    assert any("netagent go last in a visit of their own" in u.why for u in net)
+    a1 = min(u.start_s for u in plan.units if "agentA1" in u.services)
+    assert a1 < max(u.end_s for u in plan.units if "netagent" in u.services)
+    assert plan.duration_s / plan.lower_bound_s <= 1.05
