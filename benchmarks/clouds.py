@@ -80,6 +80,11 @@ def _catalog(specs: list[dict[str, Any]]) -> Catalog:
     return cat
 
 
+def deployment_of(specs: list[dict[str, Any]], dep: dict[str, Any]) -> Deployment:
+    """A deployment built in memory (no files) from service specs and a deployment spec."""
+    return build_deployment(DeploymentSpec.model_validate(dep), _catalog(specs))
+
+
 def big_cloud_specs(
     nodes: int = 10_000, services: int = 60
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -170,8 +175,7 @@ def big_cloud_specs(
 
 def big_cloud(nodes: int = 10_000, services: int = 60) -> Deployment:
     """`big_cloud_specs` built in memory (no files)."""
-    specs, dep = big_cloud_specs(nodes, services)
-    return build_deployment(DeploymentSpec.model_validate(dep), _catalog(specs))
+    return deployment_of(*big_cloud_specs(nodes, services))
 
 
 def write_big_cloud(directory: Path, nodes: int = 10_000, services: int = 60) -> Path:
@@ -443,5 +447,4 @@ def chain_cloud_specs(
 
 def chain_cloud(nodes: int = 10_000, length: int = 4) -> Deployment:
     """`chain_cloud_specs` built in memory (no files)."""
-    specs, dep = chain_cloud_specs(nodes, length)
-    return build_deployment(DeploymentSpec.model_validate(dep), _catalog(specs))
+    return deployment_of(*chain_cloud_specs(nodes, length))

@@ -15,9 +15,8 @@ import math
 import random
 from typing import Any
 
-from benchmarks.clouds import _catalog, _svc
-from stepwise.model.deployment import Deployment, build_deployment
-from stepwise.model.specs import DeploymentSpec
+from benchmarks.clouds import _svc, deployment_of
+from stepwise.model.deployment import Deployment
 
 
 def _data_rule(rng: random.Random, smallest_role: int) -> dict[str, Any]:
@@ -141,5 +140,4 @@ def random_cloud_specs(
 
 def random_cloud(rng: random.Random, nodes: int | None = None) -> Deployment:
     """`random_cloud_specs` built in memory (no files)."""
-    specs, dep = random_cloud_specs(rng, nodes)
-    return build_deployment(DeploymentSpec.model_validate(dep), _catalog(specs))
+    return deployment_of(*random_cloud_specs(rng, nodes))

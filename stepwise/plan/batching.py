@@ -164,22 +164,26 @@ class _Rolling:
     ) -> None:
         """Full capacity at the start, released by `after`: each role's serial (a role of
         `role_starts` at its own time, after its own unit), each ruled service's allowance."""
-        for role, serial in self.role_serial.items():
+        for role in self.role_serial:
             if not self.visits.get(role):
                 continue
             t, tail = role_starts.get(role, (start_s, after))
             if t > start_s:
                 heapq.heappush(self.openings, (t, tail, role))
-                continue
-            p = _Pool(serial)
-            p.give(start_s, tail, serial)
-            self.pools[("role", role)] = p
+            else:
+                self.open_role(role, start_s, tail)
         needed = {s for vs in self.visits.values() for v in vs for s in v.services}
         for s in sorted(needed):
             if s in self.allowance:
                 p = _Pool(self.allowance[s])
                 p.give(start_s, after, self.allowance[s])
                 self.pools[("svc", s)] = p
+
+    def open_role(self, role: str, t: float, tail: str | None) -> None:
+        """The role's whole serial free from `t`, released by unit `tail`."""
+        p = _Pool(self.role_serial[role])
+        p.give(t, tail, self.role_serial[role])
+        self.pools[("role", role)] = p
 
     def run(self, start_s: float) -> RollingResult:
         """Simulate time: start what fits, then jump to the next batch's end and free its
@@ -188,9 +192,7 @@ class _Rolling:
         while self.pending or self.active:
             while self.openings and self.openings[0][0] <= t:
                 _, tail, role = heapq.heappop(self.openings)
-                p = _Pool(self.role_serial[role])
-                p.give(t, tail, self.role_serial[role])
-                self.pools[("role", role)] = p
+                self.open_role(role, t, tail)
             for role in self.longest_first():
                 self.start_batches(role, t)
             if self.openings and (not self.active or self.openings[0][0] < self.active[0].end_s):

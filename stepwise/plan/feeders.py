@@ -11,10 +11,9 @@ chain's first link also runs on the networkers). Kept apart from the part's layo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
-from stepwise.model.availability import service_allowances
 from stepwise.model.deployment import Deployment
 
 
@@ -54,7 +53,11 @@ class Pick:
 
 
 def feeders(
-    dep: Deployment, levels: dict[str, int], grouped: Mapping[str, object], level: int
+    dep: Deployment,
+    levels: dict[str, int],
+    grouped: Mapping[str, object],
+    level: int,
+    allowance: Mapping[str, int],
 ) -> tuple[frozenset[str], bool]:
     """Services of `level` that get a visit of their own before the rest of the level.
 
@@ -70,7 +73,8 @@ def feeders(
     the compute chain of seven links beside a storage chain of one), the feeders go last
     instead, so that the longer chain is not kept waiting for them. Returns the feeders and
     whether they go first. `levels`: the part's services -> their dependency level;
-    `grouped`: its schema-sensitive services, which stop together instead."""
+    `grouped`: its schema-sensitive services, which stop together instead; `allowance`: each
+    ruled service's instances down at once."""
     here = [s for s in levels if levels[s] == level and s not in grouped]
     # from the roles' service lists, not the instances: 60 services run ~80,000 instances
     roles_of = {s: {r.name for r in dep.roles if r.nodes and s in r.services} for s in here}
@@ -92,42 +96,38 @@ def feeders(
     if not out:
         return frozenset(), True
 
-    memo: dict[str, int] = {}
-    feeders = max(_tail(dep, levels, s, memo) for s in out)
+    tail = _Tails(dep, levels, allowance)
+    feeders = max(tail(s) for s in out)
     roles = {r for s in out for r in roles_of[s]}
-    others = max(
-        (_tail(dep, levels, o, memo) for o in here if o not in out and roles & roles_of[o]),
-        default=0,
-    )
+    others = max((tail(o) for o in here if o not in out and roles & roles_of[o]), default=0)
     return frozenset(out), feeders >= others
 
 
-def _tail(dep: Deployment, levels: dict[str, int], service: str, memo: dict[str, int]) -> int:
-    """Rounds of batches the longest chain of `service`'s users in this part needs at least
+@dataclass
+class _Tails:
+    """Rounds of batches the longest chain of a service's users in this part needs at least
     after it (each user's rounds: its most crowded role's nodes over what its serial and the
-    user's allowance let down at once): what waits for `service`."""
-    if service not in memo:
-        users = [u for u in levels if service in dep.catalog[u].depends_on]
-        memo[service] = max(
-            (_rounds(dep, u) + _tail(dep, levels, u, memo) for u in users), default=0
-        )
-    return memo[service]
+    user's allowance let down at once): what waits for the service. Each service once."""
 
+    dep: Deployment
+    levels: dict[str, int]
+    allowance: Mapping[str, int]
+    memo: dict[str, int] = field(default_factory=dict)
 
-@lru_cache(maxsize=4096)
-def _rounds(dep: Deployment, service: str) -> int:
-    allow = _allowances(dep).get(service)
-    out = 1
-    for r in dep.roles:
-        if r.nodes and service in r.services:
-            at_once = max(1, min(r.update_serial, allow or r.update_serial))
-            out = max(out, -(-len(r.nodes) // at_once))
-    return out
+    def __call__(self, service: str) -> int:
+        if service not in self.memo:
+            users = [u for u in self.levels if service in self.dep.catalog[u].depends_on]
+            self.memo[service] = max((self.rounds(u) + self(u) for u in users), default=0)
+        return self.memo[service]
 
-
-@lru_cache(maxsize=64)
-def _allowances(dep: Deployment) -> dict[str, int]:
-    return service_allowances(dep)[0]
+    def rounds(self, service: str) -> int:
+        allow = self.allowance.get(service)
+        out = 1
+        for r in self.dep.roles:
+            if r.nodes and service in r.services:
+                at_once = max(1, min(r.update_serial, allow or r.update_serial))
+                out = max(out, -(-len(r.nodes) // at_once))
+        return out
 
 
 @lru_cache(maxsize=4096)

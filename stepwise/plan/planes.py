@@ -172,7 +172,8 @@ def _roll_level(
     """One dependency level of a part: its rolling visits in batches (each independent
     stream after what it needs), then its grouped (schema-sensitive) services together,
     after everything before them."""
-    early, first = feeders(ctx.dep, pl.levels, pl.grouped, level)
+    early, first = feeders(ctx.dep, pl.levels, pl.grouped, level, ctx.allowance)
+    last = frozenset() if first else early
     if early and first:
         # the feeders' own visits first; a node keeps its reboot for its last visit
         alone = {n: r for n, r in reboot_here.items() if set(_at(pl, n, level)) <= early}
@@ -181,17 +182,17 @@ def _roll_level(
         streams.schedule_level(own, level, f"{pl.part} level {level}: {names} first")
     # a node whose feeders go last keeps its reboot for that last visit
     here = reboot_here
-    if early and not first:
-        here = {n: r for n, r in reboot_here.items() if not early & set(_at(pl, n, level))}
+    if last:
+        here = {n: r for n, r in reboot_here.items() if not last & set(_at(pl, n, level))}
     visits = _level_visits(ctx, pl, level, extra_pending, here, visited, Pick(skip=early))
     if visits:
         level_svcs = sorted({s for vs in visits.values() for v in vs for s in v.services})
         streams.schedule_level(visits, level, f"{pl.part} level {level}: {', '.join(level_svcs)}")
-    if early and not first:
+    if last:
         own = _level_visits(
-            ctx, pl, level, extra_pending, reboot_here, visited, Pick(keep=early, last=True)
+            ctx, pl, level, extra_pending, reboot_here, visited, Pick(keep=last, last=True)
         )
-        names = ", ".join(sorted(early))
+        names = ", ".join(sorted(last))
         streams.schedule_level(own, level, f"{pl.part} level {level}: {names} last")
     group = sorted(s for s in pl.grouped if pl.levels.get(s) == level)
     if group:

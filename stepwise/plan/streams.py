@@ -116,7 +116,9 @@ class Streams:
         curs: dict[str, Cursor] = {}
         for r, rw in by_role.items():
             key = (tuple(sorted(rw.whole)), tuple(sorted(str(c.after) for c in rw.partial)))
-            curs[r] = made[key] if key in made else made.setdefault(key, self._cursor(rw, why))
+            if key not in made:
+                made[key] = self._cursor(rw, why)
+            curs[r] = made[key]
         cur = min(curs.values(), key=lambda c: c.t)
         later = {r: c for r, c in curs.items() if c is not cur}
         first = len(self.ctx.builder.units)

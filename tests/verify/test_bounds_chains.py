@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.clouds import _catalog, _svc, chain_cloud
+from benchmarks.clouds import _svc, chain_cloud, deployment_of
 from benchmarks.random_clouds import random_cloud
 from stepwise.plan import make_plan
 from stepwise.verify import verify_plan
@@ -88,9 +88,6 @@ def test_racks_sharing_an_allowance_let_the_slowest_rack_go_first():
     and 10: the rack of serial 10 needs ten visits in a row whatever the others do, so it
     starts at once and the others share what it leaves; taken in the deployment's order it
     waited until the first two racks had released the allowance (1.5x the bound)."""
-    from stepwise.model.deployment import build_deployment
-    from stepwise.model.specs import DeploymentSpec
-
     specs = [
         _svc("db", "infra", rule={"quorum": "majority"}, cluster="galera"),
         _svc("api", "control", deps=("db",), rule={"min_available": 2}),
@@ -112,9 +109,7 @@ def test_racks_sharing_an_allowance_let_the_slowest_rack_go_first():
             for i, serial in enumerate((50, 50, 10))
         ),
     ]
-    dep = build_deployment(
-        DeploymentSpec.model_validate({"name": "racks", "roles": roles}), _catalog(specs)
-    )
+    dep = deployment_of(specs, {"name": "racks", "roles": roles})
     plan = verify_plan(make_plan("update", dep), dep)
     first = {
         r: min(u.start_s for u in plan.units if (u.batch or "").startswith(f"{r}#"))
@@ -144,9 +139,6 @@ def test_the_networkers_agent_goes_last_when_the_compute_chain_is_the_longer():
     compute chain's first link (agentA0) of a six-link chain: netagent first made every
     later compute link wait for its slow visits (1.19x the bound on such a drawn cloud); it
     now goes last, after the networkers' agentA0, and the compute chain runs meanwhile."""
-    from stepwise.model.deployment import build_deployment
-    from stepwise.model.specs import DeploymentSpec
-
     specs = [
         _svc("db", "infra", rule={"quorum": "majority"}, cluster="galera"),
         _svc("ctl0", "control", deps=("db",), rule={"min_available": 2}, rpc="rpc"),
@@ -187,9 +179,7 @@ def test_the_networkers_agent_goes_last_when_the_compute_chain_is_the_longer():
             "nodes": {"count": 10, "name": "st-{index}"},
         },
     ]
-    dep = build_deployment(
-        DeploymentSpec.model_validate({"name": "feeders", "roles": roles}), _catalog(specs)
-    )
+    dep = deployment_of(specs, {"name": "feeders", "roles": roles})
     plan = verify_plan(make_plan("upgrade", dep), dep)
     net = [u for u in plan.units if (u.batch or "").startswith("Networker#") and u.stops]
     a0 = max(u.start_s for u in net if "agentA0" in u.services)
