@@ -11,9 +11,11 @@ gate between chains, event streaming; and it runs independent units at the same 
 ansible-playbook runs the plays one after another. Runs alternate (ABAB...) after a warm-up
 run, and the medians are compared.
 
-The plays include stepwise's "record what the node runs now" task after each packages unit
-(it feeds `status` and the next plan). It is printed apart: ansible-playbook is also timed
-on the plays without it (`bare`), which shows what that one task per batch costs.
+The plays include stepwise's record of what each node runs after a packages unit (it feeds
+`status` and the next plan): carried by the unit's own package update where stepwise wrote
+one (the same module run), a task of its own otherwise. ansible-playbook is also timed on the
+plays without any record (`bare`, `stepwise export` with record=False), which shows what the
+record costs (target: stepwise / bare <= 1.05x).
 """
 
 from __future__ import annotations
@@ -32,6 +34,43 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "run"))
+
+
+#: the local hosts' package tool: what dnf answers on a node whose packages are up to date
+#: (the benchmark measures what stepwise adds around the tasks, not a package manager)
+_DNF = """#!/bin/sh
+case "$1 $2 $3" in
+"-q list installed") shift 3; for p in "$@"; do echo "$p.noarch 1.0-1 @bench"; done ;;
+"-q check-update"*) exit 0 ;;
+"-y update"*) printf 'Dependencies resolved.\\nNothing to do.\\nComplete!\\n' ;;
+*) echo "dnf (benchmark): $*" >&2; exit 1 ;;
+esac
+"""
+
+
+def _local_cloud(root: Path, computes: int) -> Path:
+    """The tests' small cloud on local hosts, its packages step written as the catalog writes
+    it (`dnf -y update PKG`), with `_DNF` first on the hosts' PATH."""
+    from conftest import SERVICES, STEPS, _tasks, write_cloud
+
+    services = {}
+    for name, spec in SERVICES.items():
+        steps = {s: _tasks(name, s) for s in STEPS}
+        steps["packages"] = [
+            {
+                "name": "update",
+                "ansible.builtin.command": "dnf -y update " + " ".join(spec["packages"]),
+                "register": "dnf_result",
+                "changed_when": "'Nothing to do' not in dnf_result.stdout",
+            }
+        ]
+        services[name] = {**spec, "update": steps, "upgrade": steps}
+    bin_dir = root / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "dnf").write_text(_DNF)
+    (bin_dir / "dnf").chmod(0o755)
+    os.environ["PATH"] = f"{bin_dir}:{os.environ['PATH']}"
+    return write_cloud(root, computes=computes, controllers=3, extra_services=services)
 
 
 def main() -> int:
@@ -69,9 +108,7 @@ def main() -> int:
             lab.up(dep_path, lab_dir)
             conn = lab.connector(lab_dir)
         else:
-            from conftest import write_cloud
-
-            dep_path = write_cloud(root, computes=args.computes, controllers=3)
+            dep_path = _local_cloud(root, args.computes)
         dep = load_deployment(dep_path)
         store = open_store(f"sqlite:///{root / 'store.sqlite'}")
         opts = EngineOptions(connector=conn, forks=args.forks)
@@ -98,15 +135,14 @@ def main() -> int:
             **ansible_env.ansible_env(plugin_dirs=conn.plugin_dirs if conn else ()),
             "ANSIBLE_CONFIG": str(out_dir / "ansible.cfg"),
         }
-        from stepwise.run.ansible_files import to_yaml
-        from stepwise.run.render import RECORD_TASK
-
-        bare = [
-            {**p, "tasks": [t for t in p.get("tasks", []) if t.get("name") != RECORD_TASK]}
-            for p in plays
-        ]
-        (out_dir / "bare.yml").write_text(to_yaml(bare))
+        # the same plays without what packages units report afterwards
+        export(plan, dep, root / "bare", connector=conn, record=False)
+        shutil.copyfile(root / "bare" / "site.yml", out_dir / "bare.yml")
+        bare = yaml.load((out_dir / "bare.yml").read_text(), Loader=_Loader)
         n_record = n_tasks - sum(len(p["tasks"]) for p in bare)
+        n_carried = sum(
+            1 for p in plays for t in p.get("tasks", []) if "update" in t.get("stepwise_facts", {})
+        )
 
         def plain_run(playbook: str = "site.yml") -> float:
             t = time.perf_counter()
@@ -146,6 +182,7 @@ def main() -> int:
             "plays": len(plays),
             "tasks": n_tasks,
             "record_tasks": n_record,
+            "records_carried_by_updates": n_carried,
             "hosts": len(dep.nodes),
             "ansible_playbook_s": [round(x, 2) for x in plain],
             "stepwise_s": [round(x, 2) for x in ours],
@@ -153,17 +190,19 @@ def main() -> int:
             "ratio": round(ratio, 3),
             "ratio_to_bare": round(statistics.median(ours) / statistics.median(bare_s), 3),
             "target": 1.15,
-            "ok": ratio <= 1.15,
+            "target_to_bare": 1.05,
         }
+        out["ok"] = out["ratio"] <= out["target"] and out["ratio_to_bare"] <= out["target_to_bare"]
         print(
             json.dumps(out)
             if args.json
             else f"{out['mode']}: {out['plays']} plays, {n_tasks} tasks "
-            f"({n_record} of them stepwise's record), "
+            f"({n_record} of them stepwise's record, {n_carried} records carried by the "
+            "packages units' own updates), "
             f"{out['hosts']} hosts: ansible-playbook {statistics.median(plain):.2f}s, "
             f"stepwise {statistics.median(ours):.2f}s, ratio {ratio:.3f} (target <= 1.15); "
-            f"ansible-playbook without the record tasks {statistics.median(bare_s):.2f}s "
-            f"(stepwise / that: {out['ratio_to_bare']:.3f})"
+            f"ansible-playbook without any record {statistics.median(bare_s):.2f}s "
+            f"(stepwise / that: {out['ratio_to_bare']:.3f}, target <= 1.05)"
         )
         return 0 if out["ok"] else 1
     finally:

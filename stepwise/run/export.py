@@ -35,9 +35,11 @@ def export(
     *,
     connector: Connector | None = None,
     force: bool = False,
+    record: bool = True,
 ) -> list[Path]:
     """Write playbooks, inventory and ansible.cfg to the new directory `out_dir` (with `force`,
-    replace an export stepwise made there); returns the files written.
+    replace an export stepwise made there); returns the files written. `record=False` leaves
+    out what packages units report afterwards (the overhead benchmark's bare plays).
 
     Everything is written into a fresh private directory beside it, then renamed into place:
     a failed write leaves no half-written play, an old export never mixes with a new one, and
@@ -56,7 +58,7 @@ def export(
             )
         ) from None
     try:
-        names = _write(plan, deployment, stage, connector)
+        names = _write(plan, deployment, stage, connector, record)
         os.chmod(stage, 0o755)  # playbooks hold no secret: readable as any checkout would be
         if old:
             trash = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
@@ -165,14 +167,16 @@ def _playbook(plays: list[dict]) -> str:
     )
 
 
-def _write(plan: Plan, deployment: Deployment, out: Path, connector: Connector | None) -> list[str]:
+def _write(
+    plan: Plan, deployment: Deployment, out: Path, connector: Connector | None, record: bool
+) -> list[str]:
     """Write the export into the fresh directory `out`; returns the paths written, relative
     to it."""
     (out / "units").mkdir()
     written: list[str] = []
     plays = []
     for i, u in enumerate(plan.units):
-        play = render_unit(plan, u, deployment, run_id="export", for_export=True)
+        play = render_unit(plan, u, deployment, run_id="export", for_export=True, record=record)
         if play is None:
             continue
         # the engine matches events by the play's name (the unit id); a reader of the export

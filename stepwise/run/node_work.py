@@ -80,6 +80,38 @@ def record_facts(packages: bool) -> dict[str, Any]:
     }
 
 
+#: how stepwise's own package updates start their argv (the batched one and the unowned one)
+_UPDATE_ARGV = "{{ ['dnf', '-y', 'update'] + "
+
+
+def with_record(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A packages unit's tasks, then the record of what each node runs afterwards. When the
+    unit ends with a package update stepwise wrote, that one module run does both (the record
+    costs no task of its own, and what the update just brought to the newest version needs no
+    repository lookup); otherwise the record is a task of its own."""
+    last = tasks[-1] if tasks else {}
+    command = last.get("ansible.builtin.command")
+    argv = command.get("argv") if isinstance(command, dict) and len(command) == 1 else None
+    if not (isinstance(argv, str) and argv.startswith(_UPDATE_ARGV) and argv.endswith(" }}")):
+        return [*tasks, record_facts(packages=True)]
+    record = record_facts(packages=True)
+    when = last.get("when")
+    # every node reports, also one the update leaves alone (a `when` would skip its record)
+    update = "{{ (" + argv[3:-3] + ") if (" + when + ") else [] }}" if when else argv
+    folded = {
+        "name": _recorded(last["name"]),
+        "stepwise_facts": {"update": update, **record["stepwise_facts"]},
+    }
+    if "register" in last:
+        folded["register"] = last["register"]
+    return [*tasks[:-1], folded]
+
+
+def _recorded(name: str) -> str:
+    """The name of an update that also records: a few words more (lines stay under 160)."""
+    return f"{name[:-1]}, recorded)" if name.endswith(")") else f"{name} (recorded)"
+
+
 def _reboot(name: str) -> list[dict[str, Any]]:
     return [
         {
@@ -239,9 +271,8 @@ def _unowned_packages(unit: Unit, _had: bool, _mode: UpgradeMode) -> list[dict[s
         {
             "name": "Node: update packages no service owns",
             "ansible.builtin.command": {
-                "argv": "{{ ['dnf', '-y', 'update'] + "
-                "(stepwise_node_packages[inventory_hostname] "
-                "| reject('equalto', '*') | list) }}"
+                # no names (a node whose every package updates): `dnf -y update` alone
+                "argv": "{{ ['dnf', '-y', 'update'] + stepwise_node_packages[inventory_hostname] }}"
             },
             "when": "inventory_hostname in stepwise_node_packages",
         }

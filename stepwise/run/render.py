@@ -38,9 +38,9 @@ from stepwise.run.node_work import (
     node_downgrades,
     node_packages,
     node_work_tasks,
-    record_facts,
     transfer_assert,
     transfer_check,
+    with_record,
 )
 from stepwise.run.once_only import flag_hosts, flag_name, guard_tasks, marker_keys
 from stepwise.run.package_batch import UPDATE_VAR, UpdateBatches, canonical_update
@@ -125,8 +125,11 @@ def render_unit(
     run_id: int | str = "export",
     max_fail_percentage: int = 0,
     for_export: bool = False,
+    record: bool = True,
 ) -> dict[str, Any] | None:
-    """The play of one unit, or None for a barrier (it has nothing to run)."""
+    """The play of one unit, or None for a barrier (it has nothing to run). `record=False`
+    leaves out what a packages unit reports afterwards (only the overhead benchmark wants
+    the plays without it)."""
     if unit.is_barrier:
         return None
     work = unit_work(unit, deployment)
@@ -151,8 +154,8 @@ def render_unit(
             )
         )
     # also in an export: an operator running the plays sees what each node runs afterwards
-    if unit.step is Step.PACKAGES:
-        tasks.append(record_facts(packages=True))
+    if unit.step is Step.PACKAGES and record:
+        tasks = with_record(tasks)
     if not unit.idempotent:
         pre, post = guard_tasks(unit, run_id)
         tasks = pre + tasks + post
@@ -358,7 +361,10 @@ def _play_vars(
     if packages and unit.step is Step.PACKAGES:
         pvars["stepwise_packages"] = packages
     if node_packages(unit):
-        pvars["stepwise_node_packages"] = node_packages(unit)
+        # the names dnf updates on each node: none for a node whose every package updates
+        pvars["stepwise_node_packages"] = {
+            n: [p for p in ps if p != "*"] for n, ps in node_packages(unit).items()
+        }
     if health:
         pvars["stepwise_health"] = health
     frontends = {s: deployment.catalog[s].frontend for s in on if deployment.catalog[s].frontend}

@@ -129,6 +129,23 @@ def test_sigkill_and_sigint_during_a_lab_update_then_run_again(tmp_path: Path, l
         for r in runs:
             again = ran_after_done(store, r.id)
             assert again == [], [(t.unit_id, t.host, t.task) for t in again[:5]]
+
+        def stale() -> list[tuple[str, str]]:
+            facts = store.facts("classic")
+            return [
+                (n, p)
+                for n, f in facts["nodes"].items()
+                for p, v in f["packages"].items()
+                if v.get("available")
+                and v.get("available") != v.get("installed")
+                and dep.role_of(n).name in ("Compute", "CephStorage")
+                and any(p in dep.catalog[s].packages for s in dep.services_on(n))
+            ]
+
+        # what each node reported after its packages unit (the update carries the record):
+        # the store already knows every new version, before any discover
+        assert stale() == []
+        assert agreement(store, dep, lab_dir)["mismatches"] == []
         # every service whose package had an update now runs it, as the lab says
         subprocess.run(
             [STEPWISE, "discover", "-d", str(dep_path), "--lab", str(lab_dir)],
@@ -136,17 +153,7 @@ def test_sigkill_and_sigint_during_a_lab_update_then_run_again(tmp_path: Path, l
             env=env,
             capture_output=True,
         )
-        facts = store.facts("classic")
-        stale = [
-            (n, p)
-            for n, f in facts["nodes"].items()
-            for p, v in f["packages"].items()
-            if v.get("available")
-            and v.get("available") != v.get("installed")
-            and dep.role_of(n).name in ("Compute", "CephStorage")
-            and any(p in dep.catalog[s].packages for s in dep.services_on(n))
-        ]
-        assert stale == []
+        assert stale() == []
         assert agreement(store, dep, lab_dir)["mismatches"] == []
     finally:
         lab.down(lab_dir)

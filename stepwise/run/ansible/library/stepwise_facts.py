@@ -1,7 +1,12 @@
 #!/usr/bin/python
 """Ansible module shipped with stepwise: installed and available versions of packages, the
 OS major version of a node and the hashes of its services' configuration, in the shape of
-stepwise's facts file (one node's entry)."""
+stepwise's facts file (one node's entry).
+
+With `update`, the module first runs a packages unit's own update and then reports what the
+node runs: the record after a packages unit rides on the update's module run instead of
+costing a task of its own, and the packages the update just brought to the newest version are
+not asked about again (asking what is available costs a repository metadata load)."""
 
 from __future__ import annotations
 
@@ -26,6 +31,12 @@ options:
     description: "service -> {container: NAME, ref: REF}: the digest NAME runs (podman inspect)
       and the registry's digest of REF (skopeo inspect docker://REF)"
   tls_verify: {type: bool, default: true, description: "skopeo's --tls-verify"}
+  update:
+    type: list
+    elements: str
+    default: []
+    description: "a package update to run first (argv, e.g. dnf -y update PKG...); the
+      packages it names are at the newest version their repositories offer afterwards"
 """
 
 import json
@@ -54,21 +65,37 @@ def _os_major(path):
     return None
 
 
-def _rpm(module, packages):
-    out = {}
+def _fresh(out, fresh):
+    """What was just updated has nothing newer available (the update took the newest)."""
+    for p in fresh:
+        if p in out and out[p]["installed"] is not None:
+            out[p]["available"] = out[p]["installed"]
+    return out
+
+
+def _rpm(module, packages, fresh):
+    """One `rpm -q` for what is installed, `dnf repoquery` for what is available."""
+    out = {p: {"installed": None, "available": None} for p in packages}
+    if not packages:
+        return out
+    # rpm prints "package X is not installed" (and exits 1) for a missing one: not a NAME line
+    _rc, lines = _lines(module, ["rpm", "-q", "--qf", "%{NAME} %{VERSION}-%{RELEASE}\n"] + packages)
+    for line in lines:
+        parts = line.split()
+        if len(parts) == 2 and parts[0] in out:
+            out[parts[0]]["installed"] = parts[1]
     for p in packages:
-        rc, lines = _lines(module, ["rpm", "-q", "--qf", "%{VERSION}-%{RELEASE}\n", p])
-        installed = lines[-1] if rc == 0 and lines else None
+        if p in fresh and out[p]["installed"] is not None:
+            continue
         rc, lines = _lines(
             module,
             ["dnf", "-q", "repoquery", "--latest-limit", "1", "--qf", "%{version}-%{release}", p],
         )
-        available = lines[-1] if rc == 0 and lines else None
-        out[p] = {"installed": installed, "available": available}
-    return out
+        out[p]["available"] = lines[-1] if rc == 0 and lines else None
+    return _fresh(out, fresh)
 
 
-def _dnf(module, packages):
+def _dnf(module, packages, fresh):
     """`dnf list installed` and `dnf check-update` (also what the lab's nodes understand)."""
     out = {p: {"installed": None, "available": None} for p in packages}
     if not packages:
@@ -81,7 +108,8 @@ def _dnf(module, packages):
             base = name.rsplit(".", 1)[0] if name not in out else name
             if base in out:
                 out[base]["installed"] = parts[1]
-    _rc, lines = _lines(module, ["dnf", "-q", "check-update"] + list(packages))
+    stale = [p for p in packages if p not in fresh or out[p]["installed"] is None]
+    _rc, lines = _lines(module, ["dnf", "-q", "check-update"] + stale) if stale else (0, [])
     for line in lines:
         parts = line.split()
         if len(parts) >= 2:
@@ -96,19 +124,30 @@ def _dnf(module, packages):
     return out
 
 
-def _dpkg(module, packages):
-    out = {}
-    for p in packages:
-        rc, lines = _lines(module, ["dpkg-query", "-W", "-f", "${Version}\n", p])
-        installed = lines[-1] if rc == 0 and lines else None
-        rc, lines = _lines(module, ["apt-cache", "policy", p])
-        available = None
-        for line in lines:
-            if line.startswith("Candidate:"):
-                v = line.split(":", 1)[1].strip()
-                available = None if v == "(none)" else v
-        out[p] = {"installed": installed, "available": available}
-    return out
+def _dpkg(module, packages, fresh):
+    """One `dpkg-query` for what is installed, one `apt-cache policy` for the candidates."""
+    out = {p: {"installed": None, "available": None} for p in packages}
+    if not packages:
+        return out
+    # a package dpkg never heard of goes to stderr (exit 1); the others are still printed
+    _rc, lines = _lines(
+        module, ["dpkg-query", "-W", "-f", "${Package} ${db:Status-Abbrev} ${Version}\n"] + packages
+    )
+    for line in lines:
+        parts = line.split()
+        # "ii" is installed; "un"/"rc" (removed, config left) have no version to report
+        if len(parts) == 3 and parts[0] in out and parts[1].startswith("i"):
+            out[parts[0]]["installed"] = parts[2]
+    stale = [p for p in packages if p not in fresh or out[p]["installed"] is None]
+    _rc, lines = _lines(module, ["apt-cache", "policy"] + stale) if stale else (0, [])
+    current = None
+    for line in lines:
+        if not line.startswith("Installed:") and line.endswith(":") and " " not in line:
+            current = line[:-1]
+        elif line.startswith("Candidate:") and current in out:
+            v = line.split(":", 1)[1].strip()
+            out[current]["available"] = None if v == "(none)" else v
+    return _fresh(out, fresh)
 
 
 def _config(module, config, root):
@@ -166,6 +205,36 @@ def _images(module, images, tls_verify):
     return out
 
 
+def _update(module):
+    """Run the `update` argv (when given): the result's fields of the command module, and the
+    packages it named (now at their newest version)."""
+    argv = module.params["update"]
+    if not argv:
+        return {"changed": False}, set()
+    if module.check_mode:
+        return {"changed": True, "cmd": argv}, set()  # as the command module: not run
+    rc, out, err = module.run_command(argv)
+    result = {"cmd": argv, "rc": rc, "stdout": out, "stderr": err}
+    if rc != 0:
+        module.fail_json(msg=f"the update failed (rc={rc})", **result)
+    # dnf's word for a transaction that changed nothing
+    result["changed"] = "Nothing to do" not in out
+    return result, set(argv) & set(module.params["packages"])
+
+
+def _packages(module, packages, fresh):
+    """package -> {installed, available} by the node's package tool, or None without one."""
+    if fresh and set(packages) <= fresh and module.get_bin_path("rpm"):
+        return _rpm(module, packages, fresh)  # nothing to ask the repositories: rpmdb only
+    if module.get_bin_path("dnf"):
+        return _dnf(module, packages, fresh)
+    if module.get_bin_path("rpm"):
+        return _rpm(module, packages, fresh)
+    if module.get_bin_path("dpkg-query"):
+        return _dpkg(module, packages, fresh)
+    return None
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -177,9 +246,11 @@ def main():
             "root": {"type": "str", "default": ""},
             "images": {"type": "dict", "default": {}},
             "tls_verify": {"type": "bool", "default": True},
+            "update": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
+    result, fresh = _update(module)
     packages = module.params["packages"]
     if module.params.get("command"):
         cmd = module.params["command"] + " " + " ".join(shlex.quote(p) for p in packages)
@@ -190,19 +261,14 @@ def main():
             facts = json.loads(out)
         except ValueError as exc:
             module.fail_json(msg=f"discover command printed no JSON: {exc}")
-        module.exit_json(changed=False, stepwise_facts=facts)
-    if module.get_bin_path("dnf"):
-        pk = _dnf(module, packages)
-    elif module.get_bin_path("rpm"):
-        pk = _rpm(module, packages)
-    elif module.get_bin_path("dpkg-query"):
-        pk = _dpkg(module, packages)
-    elif module.params["required"]:
+        module.exit_json(stepwise_facts=facts, **result)
+    pk = _packages(module, packages, fresh)
+    if pk is None and module.params["required"]:
         module.fail_json(
             msg="no dnf, rpm or dpkg-query on this node: set stepwise_discover_command"
         )
-    else:
-        module.exit_json(changed=False, stepwise_facts={})
+    if pk is None:
+        module.exit_json(stepwise_facts={}, **result)
     facts = {
         "packages": {k: {kk: vv for kk, vv in v.items() if vv is not None} for k, v in pk.items()}
     }
@@ -215,7 +281,7 @@ def main():
     images = _images(module, module.params["images"] or {}, module.params["tls_verify"])
     if images:
         facts["images"] = images
-    module.exit_json(changed=False, stepwise_facts=facts)
+    module.exit_json(stepwise_facts=facts, **result)
 
 
 if __name__ == "__main__":
