@@ -146,13 +146,7 @@ def render_unit(
     if unit.step is Step.SYSTEM_UPGRADE_TRANSFER_DATA and unit.vars.get("stepwise_role_nodes"):
         tasks = [transfer_check(), transfer_assert()] + tasks
     if not tasks:
-        raise InputError(
-            Problem(
-                f"unit {unit.id} ({unit.step} on {', '.join(hosts) or 'no node'}) "
-                "has nothing to run",
-                hint="this is a planner bug: a unit with no work must be a barrier",
-            )
-        )
+        raise _nothing_to_run(unit, hosts)
     # also in an export: an operator running the plays sees what each node runs afterwards
     if unit.step is Step.PACKAGES and record:
         tasks = with_record(tasks)
@@ -179,6 +173,15 @@ def render_unit(
     if for_export:
         play["tags"] = _export_tags(unit)
     return play
+
+
+def _nothing_to_run(unit: Unit, hosts: list[str]) -> InputError:
+    return InputError(
+        Problem(
+            f"unit {unit.id} ({unit.step} on {', '.join(hosts) or 'no node'}) has nothing to run",
+            hint="this is a planner bug: a unit with no work must be a barrier",
+        )
+    )
 
 
 def _nodes_of_services(work: dict[str, tuple[str, ...]]) -> dict[str, list[str]]:
