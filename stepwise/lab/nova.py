@@ -14,6 +14,7 @@ commands or of `lab status` (nova's own periodic work; no process of the lab's r
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from stepwise.lab import services
@@ -213,11 +214,15 @@ def _service_list(lab: Lab, opts: dict[str, str], cols: list[str]) -> int:
     for host in lab.service(comp).instances:
         if opts.get("--host", host) != host:
             continue
+        running = bool(read_unit(lab, host, comp))
+        # a running compute reported just now; a stopped one over nova's minute ago
+        at = datetime.now(UTC) - timedelta(seconds=1 if running else 90)
         row = {
             "Binary": "nova-compute",
             "Host": host,
             "Status": "disabled" if host in disabled else "enabled",
-            "State": "up" if read_unit(lab, host, comp) else "down",
+            "State": "up" if running else "down",
+            "Updated At": at.strftime("%Y-%m-%dT%H:%M:%S.%f"),
         }
         out(" ".join(row[c] for c in (cols or ["Binary", "Host", "Status", "State"])))
     return 0

@@ -249,14 +249,15 @@ class Supervisor:
             (self.lab.run_dir / "down" / node).write_text("down")
         return {"ok": True, "message": f"{node} powered off"}
 
-    def boot(self, node: str, units: list[str]) -> dict[str, Any]:
+    def boot(self, node: str, units: list[str], wait: bool = True) -> dict[str, Any]:
+        """Start the node's units at once; with `wait`, until each is ready (or failed)."""
         self.down.discard(node)
         (self.lab.run_dir / "down" / node).unlink(missing_ok=True)
         results = {}
         threads = []
 
         def one(u: str) -> None:
-            results[u] = self.start(node, u)
+            results[u] = self.start(node, u, wait=wait)
 
         for u in units:
             t = threading.Thread(target=one, args=(u,))
@@ -377,7 +378,7 @@ class Supervisor:
         if op == "poweroff":
             return self.poweroff(req["node"], req.get("down", False))
         if op == "boot":
-            return self.boot(req["node"], req.get("units", []))
+            return self.boot(req["node"], req.get("units", []), req.get("wait", True))
         if op == "status":
             return self.status()
         if op == "shutdown":
