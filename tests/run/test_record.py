@@ -69,21 +69,6 @@ def test_a_unit_that_ends_otherwise_records_in_a_task_of_its_own(tmp_path: Path)
     assert with_record([own])[-1]["name"] == RECORD_TASK
 
 
-def test_the_unowned_packages_update_carries_the_record(tmp_path: Path):
-    dep = load_deployment(write_cloud(tmp_path, computes=1))
-    u = Unit(
-        "k",
-        Step.PACKAGES,
-        ("cmp-0",),
-        (),
-        work={"cmp-0": ()},
-        vars={"extra_packages": {"cmp-0": ["kernel"]}},
-    )
-    tasks = render_unit(Plan(Workflow.UPDATE, dep.name, (u,)), u, dep)["tasks"]
-    assert len(tasks) == 1
-    assert "stepwise_node_packages" in tasks[0]["stepwise_facts"]["update"]
-
-
 class _Node:
     """The part of AnsibleModule the module's functions use, answering from canned output."""
 

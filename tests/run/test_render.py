@@ -100,6 +100,9 @@ def test_packages_no_service_owns_are_installed(tmp_path: Path):
     task = play["tasks"][0]
     assert "stepwise_node_packages" in task["ansible.builtin.command"]["argv"]
     assert play["vars"]["stepwise_node_packages"] == {"cmp-0": ["kernel"]}
+    # with the record (test_record.py): that update carries it, one task in all
+    tasks = render_unit(Plan(Workflow.UPDATE, dep.name, (u,)), u, dep)["tasks"]
+    assert len(tasks) == 1 and "stepwise_node_packages" in tasks[0]["stepwise_facts"]["update"]
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
