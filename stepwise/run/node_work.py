@@ -16,6 +16,7 @@ from stepwise.model.connection import NodeAccess
 from stepwise.model.vocab import NodeWork, UpgradeMode
 from stepwise.plan.rollback import DOWNGRADE
 from stepwise.plan.units import Unit
+from stepwise.run.package_batch import update_argv, update_expression
 
 
 def access_value(name: str, host: str = "") -> str:
@@ -80,10 +81,6 @@ def record_facts(packages: bool) -> dict[str, Any]:
     }
 
 
-#: how stepwise's own package updates start their argv (the batched one and the unowned one)
-_UPDATE_ARGV = "{{ ['dnf', '-y', 'update'] + "
-
-
 def with_record(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A packages unit's tasks, then the record of what each node runs afterwards. When the
     unit ends with a package update stepwise wrote, that one module run does both (the record
@@ -92,12 +89,13 @@ def with_record(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     last = tasks[-1] if tasks else {}
     command = last.get("ansible.builtin.command")
     argv = command.get("argv") if isinstance(command, dict) and len(command) == 1 else None
-    if not (isinstance(argv, str) and argv.startswith(_UPDATE_ARGV) and argv.endswith(" }}")):
+    expression = update_expression(argv)
+    if expression is None:
         return [*tasks, record_facts(packages=True)]
     record = record_facts(packages=True)
     when = last.get("when")
     # every node reports, also one the update leaves alone (a `when` would skip its record)
-    update = "{{ (" + argv[3:-3] + ") if (" + when + ") else [] }}" if when else argv
+    update = "{{ (" + expression + ") if (" + when + ") else [] }}" if when else argv
     folded = {
         "name": _recorded(last["name"]),
         "stepwise_facts": {"update": update, **record["stepwise_facts"]},
@@ -272,7 +270,7 @@ def _unowned_packages(unit: Unit, _had: bool, _mode: UpgradeMode) -> list[dict[s
             "name": "Node: update packages no service owns",
             "ansible.builtin.command": {
                 # no names (a node whose every package updates): `dnf -y update` alone
-                "argv": "{{ ['dnf', '-y', 'update'] + stepwise_node_packages[inventory_hostname] }}"
+                "argv": update_argv("stepwise_node_packages[inventory_hostname]")
             },
             "when": "inventory_hostname in stepwise_node_packages",
         }

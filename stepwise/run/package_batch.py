@@ -21,10 +21,26 @@ UPDATE_VAR = "stepwise_dnf_update"
 REGISTER = "stepwise_dnf"
 
 _COMMAND = "dnf -y update"
+#: how stepwise's own package updates (the batched one here, the unowned packages' one in
+#: node_work) template their argv: the dnf update of the names an expression evaluates to
+_ARGV_HEAD = "{{ ['dnf', '-y', 'update'] + "
+
 _PACKAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+:-]*\Z")
 #: services a batch's task names (a controller's 18 would not fit a line)
 NAMED = 4
 _KEYS = {"name", "ansible.builtin.command", "register", "changed_when"}
+
+
+def update_argv(names: str) -> str:
+    """The argv template of stepwise's own update of the packages `names` evaluates to."""
+    return f"{_ARGV_HEAD}{names} }}}}"
+
+
+def update_expression(argv: object) -> str | None:
+    """The expression (without its braces) of an argv `update_argv` wrote, else None."""
+    if isinstance(argv, str) and argv.startswith(_ARGV_HEAD) and argv.endswith(" }}"):
+        return argv[3:-3]
+    return None
 
 
 def canonical_update(task: dict[str, Any]) -> tuple[str, ...] | None:
@@ -80,9 +96,7 @@ class UpdateBatches:
         var = f"{UPDATE_VAR}[{index}]"
         return {
             "name": "",
-            "ansible.builtin.command": {
-                "argv": "{{ ['dnf', '-y', 'update'] + " + var + "[inventory_hostname] }}"
-            },
+            "ansible.builtin.command": {"argv": update_argv(f"{var}[inventory_hostname]")},
             "register": REGISTER,
             "changed_when": f"'Nothing to do' not in {REGISTER}.stdout",
             "when": f"inventory_hostname in {var}",

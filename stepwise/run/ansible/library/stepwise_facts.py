@@ -73,6 +73,12 @@ def _fresh(out, fresh):
     return out
 
 
+def _to_ask(out, packages, fresh):
+    """The packages whose available version the repositories must tell: all but those just
+    updated (and found installed)."""
+    return [p for p in packages if p not in fresh or out[p]["installed"] is None]
+
+
 def _rpm(module, packages, fresh):
     """One `rpm -q` for what is installed, `dnf repoquery` for what is available."""
     out = {p: {"installed": None, "available": None} for p in packages}
@@ -84,9 +90,7 @@ def _rpm(module, packages, fresh):
         parts = line.split()
         if len(parts) == 2 and parts[0] in out:
             out[parts[0]]["installed"] = parts[1]
-    for p in packages:
-        if p in fresh and out[p]["installed"] is not None:
-            continue
+    for p in _to_ask(out, packages, fresh):
         rc, lines = _lines(
             module,
             ["dnf", "-q", "repoquery", "--latest-limit", "1", "--qf", "%{version}-%{release}", p],
@@ -108,8 +112,8 @@ def _dnf(module, packages, fresh):
             base = name.rsplit(".", 1)[0] if name not in out else name
             if base in out:
                 out[base]["installed"] = parts[1]
-    stale = [p for p in packages if p not in fresh or out[p]["installed"] is None]
-    _rc, lines = _lines(module, ["dnf", "-q", "check-update"] + stale) if stale else (0, [])
+    ask = _to_ask(out, packages, fresh)
+    _rc, lines = _lines(module, ["dnf", "-q", "check-update"] + ask) if ask else (0, [])
     for line in lines:
         parts = line.split()
         if len(parts) >= 2:
@@ -138,8 +142,8 @@ def _dpkg(module, packages, fresh):
         # "ii" is installed; "un"/"rc" (removed, config left) have no version to report
         if len(parts) == 3 and parts[0] in out and parts[1].startswith("i"):
             out[parts[0]]["installed"] = parts[2]
-    stale = [p for p in packages if p not in fresh or out[p]["installed"] is None]
-    _rc, lines = _lines(module, ["apt-cache", "policy"] + stale) if stale else (0, [])
+    ask = _to_ask(out, packages, fresh)
+    _rc, lines = _lines(module, ["apt-cache", "policy"] + ask) if ask else (0, [])
     current = None
     for line in lines:
         if not line.startswith("Installed:") and line.endswith(":") and " " not in line:
