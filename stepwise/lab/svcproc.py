@@ -23,6 +23,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from stepwise.lab import health as lab_health
+from stepwise.lab.handover import take_new_connections
 from stepwise.lab.kinds import ROUTER, WORKLOAD, LabKind, kind_of
 from stepwise.lab.nodes import Lab
 from stepwise.lab.unit import Unit, fail
@@ -69,6 +70,11 @@ class _Server(ThreadingHTTPServer):
             # Live migration: the destination serves the same address before the source goes.
             self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         super().server_bind()
+
+    def server_activate(self) -> None:
+        super().server_activate()
+        if self._reuse_port:
+            take_new_connections(self.socket)  # the group exists once we listen
 
 
 def cached_health(unit: Unit, kind: LabKind) -> tuple[bool, str]:

@@ -38,17 +38,12 @@ class Nova:
 
 
 def _cloud(nova: Nova) -> Cloud:
-    cloud = Cloud.__new__(Cloud)  # no connection: the proxies are the stand-ins
     image = SimpleNamespace(
         find_image=lambda name, ignore_missing: SimpleNamespace(id="image-" + name)
     )
     image.delete_image = lambda i, ignore_missing: None
     placement = SimpleNamespace(delete_resource_provider=lambda i, ignore_missing: None)
-    cloud.conn = SimpleNamespace(compute=nova, image=image, placement=placement)
-    cloud.run_id, cloud.count = "r1", 0
-    cloud.providers, cloud.images, cloud.servers = set(), set(), set()
-    cloud.building, cloud.server_refs = None, None
-    return cloud
+    return Cloud(SimpleNamespace(compute=nova, image=image, placement=placement), "r1")
 
 
 def _step(cloud: Cloud, n: int):
@@ -60,10 +55,12 @@ def test_a_server_is_made_every_n_rounds_watched_until_active_then_deleted():
     cloud = _cloud(nova)
     assert _step(cloud, 1) == NOTHING  # not a round that makes one
     assert _step(cloud, 3) is None  # created: a record
-    assert nova.made == ["srv-0"] and cloud.servers == {"srv-0"}
+    assert nova.made == ["srv-0"] and cloud.made.known["server"] == {"srv-0"}
     assert [_step(cloud, n) for n in (4, 5)] == [NOTHING, NOTHING]  # still building
     assert _step(cloud, 6) is None  # ACTIVE: deleted, a record
-    assert nova.deleted == ["srv-0"] and cloud.servers == set() and cloud.building is None
+    assert (
+        nova.deleted == ["srv-0"] and cloud.made.known["server"] == set() and cloud.building is None
+    )
     assert _step(cloud, 7) == NOTHING and _step(cloud, 9) is None  # the next one
     assert nova.made == ["srv-0", "srv-1"]
 
@@ -74,9 +71,9 @@ def test_an_error_is_a_failure_with_novas_fault_and_the_server_deleted_later():
     _step(cloud, 0)
     with pytest.raises(Failed, match="server ERROR after 0 s: No valid host was found"):
         _step(cloud, 1)
-    assert cloud.building is None and cloud.servers == {"srv-0"}
+    assert cloud.building is None and cloud.made.known["server"] == {"srv-0"}
     cloud.retry_deletes()  # the leftover goes with the next round's deletes
-    assert nova.deleted == ["srv-0"] and cloud.servers == set()
+    assert nova.deleted == ["srv-0"] and cloud.made.known["server"] == set()
 
 
 def test_a_build_longer_than_the_timeout_fails(monkeypatch):

@@ -43,3 +43,32 @@ def test_drain_answers_connections_waiting_in_the_backlog():
     except ConnectionRefusedError:
         refused = True
     assert refused
+
+
+def _backlog(server: _Server) -> int:
+    """How many connections wait in the listener's backlog (accepted here, then closed)."""
+    server.socket.setblocking(False)
+    n = 0
+    while True:
+        try:
+            server.socket.accept()[0].close()
+        except BlockingIOError:
+            return n
+        n += 1
+
+
+def test_a_moving_address_sends_new_connections_to_its_destination_only():
+    """A live migration's handover: while source and destination both listen, no connection
+    lands in the source's backlog (closing it would reset them), and the destination alone
+    goes on answering once the source has gone."""
+    source = _Server(("127.0.0.1", 0), _Ok, reuse_port=True)
+    address = source.server_address
+    destination = _Server(address, _Ok, reuse_port=True)
+    for _ in range(40):  # the kernel's hash would put about half of these on the source
+        socket.create_connection(address, timeout=5).close()
+    assert (_backlog(source), _backlog(destination)) == (0, 40)
+    source.server_close()
+    for _ in range(10):
+        socket.create_connection(address, timeout=5).close()
+    assert _backlog(destination) == 10
+    destination.server_close()

@@ -145,7 +145,7 @@ def test_client_probe_records_calls_and_a_stopped_glance(real_cloud, tmp_path):
     assert not any(real_cloud.password in json.dumps(r) for r in records)
     assert "client:glance" in failed(summarize(records), "client:")
     # it deleted what it made: the image glance went away under, the round SIGTERM cut short
-    assert _probe_leftovers(real_cloud) == []
+    assert _probe_leftovers(real_cloud) == [], (tmp_path / "client.log").read_text()[-1000:]
 
 
 def test_lab_probe_merges_client_records(real_cloud, tmp_path):

@@ -26,8 +26,9 @@ Every request opens a new connection: a kept-alive one would stay pinned to one 
 uWSGI's `http-socket` (no keep-alive: it closes after each response without saying so) makes
 a reused connection fail spuriously when the close races the next request.
 
-Everything it creates is named `stepwise-probe-<run>-...` and is deleted on exit, including
-resources whose create answer was lost (found by name).
+Everything it creates is named `stepwise-probe-<run>-...` and is deleted, including resources
+whose create answer was lost (a service stopped under the call, or the probe's own stop): found
+by name once the service answers again, and swept by name on exit.
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ import time
 import uuid
 from collections.abc import Callable
 from typing import Any
+
+if __package__:
+    from stepwise.lab.openstack.client_ledger import Ledger
+else:  # run as a script by the client venv's python (no stepwise there): the file beside it
+    from client_ledger import Ledger  # type: ignore[no-redef]
 
 PREFIX = "stepwise-probe-"
 #: seconds between rounds, and a new token every TOKEN_EVERY rounds: each call costs keystone
@@ -60,9 +66,7 @@ MAX_SECONDS = 4 * 3600.0
 # openstacksdk user by default forever. Stopping the probe interrupts the call in flight, so
 # this does not lengthen a stop.
 TIMEOUT = 30.0
-CLEANUP_SECONDS = 8.0
-#: how long an interrupted create may take to land on the server before the second sweep
-SETTLE_SECONDS = 1.5
+CLEANUP_SECONDS = 12.0
 IMAGE_DATA = b"stepwise probe image\n"
 #: rounds between two probe servers (one every ~30 s at the default interval), and how long
 #: one may take to become ACTIVE (the fake driver: seconds; a conductor restarting: more)
@@ -95,24 +99,6 @@ def _fresh_connections_adapter() -> Any:
     return FreshConnections()
 
 
-def _sweep(
-    known: set[str], find: Callable[[], list[str]], delete: Callable[[str], Any], deadline: float
-) -> None:
-    ids = set(known)
-    try:
-        ids.update(find())
-    except Exception:
-        pass  # the service is down: the known ids are all there is to try
-    for i in sorted(ids):
-        if time.monotonic() > deadline:
-            return
-        try:
-            delete(i)
-            known.discard(i)
-        except Exception:
-            pass
-
-
 def short_error(step: str, exc: BaseException) -> str:
     """`step: [HTTP nnn ]Class: message`, one line, at most 200 characters (no secrets:
     exceptions carry URLs and server messages, never the password)."""
@@ -133,27 +119,35 @@ _ROOT_CAUSE = re.compile(
 )
 
 
+def connect(cloud: str, clouds_yaml: str | None, timeout: float) -> Any:
+    """An openstacksdk connection to the named cloud of clouds.yaml, a new HTTP connection
+    for every request."""
+    import openstack
+    from openstack import config as os_config
+
+    files = [clouds_yaml] if clouds_yaml else None
+    region = os_config.OpenStackConfig(config_files=files).get_one(cloud=cloud, api_timeout=timeout)
+    conn = openstack.connection.Connection(config=region)
+    http = conn.session.session  # keystoneauth's requests.Session, shared by every proxy
+    http.headers["Connection"] = "close"
+    for scheme in ("http://", "https://"):
+        http.mount(scheme, _fresh_connections_adapter())
+    return conn
+
+
+def _listed(items: Any) -> list[tuple[str, str]]:
+    return [(x.id, x.name) for x in items]
+
+
 class Cloud:
-    """One openstacksdk connection to the cloud and the resources this run created."""
+    """The probe's calls over one openstacksdk connection, and the ledger of what they made."""
 
-    def __init__(self, cloud: str, clouds_yaml: str | None, timeout: float, run_id: str):
-        import openstack
-        from openstack import config as os_config
-
-        files = [clouds_yaml] if clouds_yaml else None
-        region = os_config.OpenStackConfig(config_files=files).get_one(
-            cloud=cloud, api_timeout=timeout
-        )
-        self.conn = openstack.connection.Connection(config=region)
-        http = self.conn.session.session  # keystoneauth's requests.Session, shared by every proxy
-        http.headers["Connection"] = "close"
-        for scheme in ("http://", "https://"):
-            http.mount(scheme, _fresh_connections_adapter())
-        self.run_id = run_id
-        self.count = 0
-        self.providers: set[str] = set()  # ids created and not yet deleted
-        self.images: set[str] = set()
-        self.servers: set[str] = set()  # created and not yet deleted
+    def __init__(self, conn: Any, run_id: str):
+        self.conn = conn
+        self.made = Ledger(f"{PREFIX}{run_id}-")
+        pl, im = conn.placement, conn.image
+        self.made.kind("rp", lambda: _listed(pl.resource_providers()), pl.delete_resource_provider)
+        self.made.kind("image", lambda: _listed(im.images()), im.delete_image)
         self.building: tuple[str, float] | None = None  # (id, when created): the server watched
         self.server_refs: tuple[str, str] | None = None  # (image id, flavor id), found once
 
@@ -163,10 +157,6 @@ class Cloud:
             return bool(self.conn.has_service(service_type))
         except Exception:  # noqa: BLE001 - no catalog at the start: probe what is sure
             return False
-
-    def name(self, kind: str) -> str:
-        self.count += 1
-        return f"{PREFIX}{self.run_id}-{kind}-{self.count}"
 
     def keystone(self, issue: bool) -> None:
         step = "token issue"
@@ -210,12 +200,17 @@ class Cloud:
                         self.conn.image.find_image(image, ignore_missing=False).id,
                         self.conn.compute.find_flavor(flavor, ignore_missing=False).id,
                     )
+                    # only now: a cloud without nova has no compute proxy to make
+                    cp = self.conn.compute
+                    self.made.kind("server", lambda: _listed(cp.servers()), cp.delete_server)
                 step = "create server"
                 img, fl = self.server_refs
-                made = self.conn.compute.create_server(
-                    name=self.name("server"), image_id=img, flavor_id=fl, networks="none"
+                made = self.made.create(
+                    "server",
+                    lambda name: self.conn.compute.create_server(
+                        name=name, image_id=img, flavor_id=fl, networks="none"
+                    ),
                 )
-                self.servers.add(made.id)
                 self.building = (made.id, time.monotonic())
                 return None
             sid, since = self.building
@@ -224,7 +219,7 @@ class Cloud:
             if found.status == "ACTIVE":
                 step = "delete server"
                 self.conn.compute.delete_server(sid, ignore_missing=False)
-                self.servers.discard(sid)
+                self.made.gone("server", sid)
                 self.building = None
                 return None
             if found.status == "ERROR" or time.monotonic() - since > SERVER_TIMEOUT:
@@ -250,85 +245,44 @@ class Cloud:
     def placement(self) -> None:
         step = "create resource provider"
         try:
-            rp = self.conn.placement.create_resource_provider(name=self.name("rp"))
-            self.providers.add(rp.id)
+            rp = self.made.create(
+                "rp", lambda name: self.conn.placement.create_resource_provider(name=name)
+            )
             step = "delete resource provider"
             self.conn.placement.delete_resource_provider(rp.id, ignore_missing=False)
-            self.providers.discard(rp.id)
+            self.made.gone("rp", rp.id)
         except Exception as e:
             raise Failed(short_error(step, e)) from e
 
-    def retry_deletes(self, most: int = 5) -> None:
-        """Delete again what a failed round left (a service down between create and delete):
-        quietly, a few a round, so leftovers go once the service is back."""
-        watched = {self.building[0]} if self.building else set()  # its own step deletes it
-        for ids, delete in (
-            (self.providers, self.conn.placement.delete_resource_provider),
-            (self.images, self.conn.image.delete_image),
-            # a lambda: the compute proxy of a cloud without nova raises when it is made
-            (self.servers, lambda i, **kw: self.conn.compute.delete_server(i, **kw)),
-        ):
-            for i in sorted(ids - watched)[:most]:
-                try:
-                    delete(i, ignore_missing=True)
-                    ids.discard(i)
-                except Exception:
-                    break  # still down: the next round tries again
+    def retry_deletes(self) -> None:
+        """Delete again what failed rounds left (a service down between create and delete, a
+        create whose answer was lost), but the server being watched (its own step deletes it)."""
+        self.made.retry_deletes(keep=frozenset([self.building[0]] if self.building else []))
 
     def glance(self) -> None:
         step = "list images"
         try:
             list(self.conn.image.images(limit=5))
             step = "create image"
-            img = self.conn.image.create_image(
-                name=self.name("image"),
-                data=io.BytesIO(IMAGE_DATA),
-                disk_format="raw",
-                container_format="bare",
-                visibility="private",
-                allow_duplicates=True,
-                wait=False,
-                validate_checksum=False,
-                disable_vendor_agent=False,
+            img = self.made.create(
+                "image",
+                lambda name: self.conn.image.create_image(
+                    name=name,
+                    data=io.BytesIO(IMAGE_DATA),
+                    disk_format="raw",
+                    container_format="bare",
+                    visibility="private",
+                    allow_duplicates=True,
+                    wait=False,
+                    validate_checksum=False,
+                    disable_vendor_agent=False,
+                ),
             )
-            self.images.add(img.id)
             step = "delete image"
             self.conn.image.delete_image(img.id, ignore_missing=False)
-            self.images.discard(img.id)
+            self.made.gone("image", img.id)
         except Exception as e:
             raise Failed(short_error(step, e)) from e
-
-    def cleanup(self, deadline: float) -> None:
-        """Delete what this run created: the ids it knows, and anything named with this run's
-        prefix (a create whose answer was lost). Best effort until `deadline`."""
-        mine = f"{PREFIX}{self.run_id}-"
-        pl, im = self.conn.placement, self.conn.image
-        # only when it made a server: a cloud without nova has no compute proxy to make
-        cp = self.conn.compute if self.server_refs is not None else None
-        # twice: a create the stop interrupted may still be committing on the server when the
-        # first sweep lists (its answer lost, its row not there yet); the second one finds it
-        for sweep in range(2):
-            if sweep:
-                time.sleep(max(0.0, min(SETTLE_SECONDS, deadline - time.monotonic())))
-            _sweep(
-                self.providers,
-                lambda: [r.id for r in pl.resource_providers() if (r.name or "").startswith(mine)],
-                lambda i: pl.delete_resource_provider(i, ignore_missing=True),
-                deadline,
-            )
-            _sweep(
-                self.images,
-                lambda: [i.id for i in im.images() if (i.name or "").startswith(mine)],
-                lambda i: im.delete_image(i, ignore_missing=True),
-                deadline,
-            )
-            if cp is not None:
-                _sweep(
-                    self.servers,
-                    lambda: [v.id for v in cp.servers() if (v.name or "").startswith(mine)],
-                    lambda i: cp.delete_server(i, ignore_missing=True),
-                    deadline,
-                )
 
     def drop_token_on_401(self, exc: BaseException) -> None:
         if getattr(exc.__cause__, "status_code", None) == 401:
@@ -426,7 +380,8 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.out, "a") as fh:
         try:
             try:
-                cloud = Cloud(args.cloud, args.clouds_yaml, args.timeout, uuid.uuid4().hex[:8])
+                conn = connect(args.cloud, args.clouds_yaml, args.timeout)
+                cloud = Cloud(conn, uuid.uuid4().hex[:8])
             except Exception as e:  # no such cloud, an unreadable clouds.yaml: nothing to probe
                 print(
                     f"client_probe: {type(e).__name__}: {' '.join(str(e).split())[:300]}",
@@ -455,7 +410,13 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             stopping["now"] = True  # a signal during cleanup no longer interrupts it
             if cloud is not None:
-                cloud.cleanup(time.monotonic() + CLEANUP_SECONDS)
+                left = cloud.made.cleanup(time.monotonic() + CLEANUP_SECONDS)
+                if left:
+                    print(
+                        f"client_probe: left behind, the cloud did not take their delete in"
+                        f" {CLEANUP_SECONDS:.0f} s: {', '.join(left)}",
+                        file=sys.stderr,
+                    )
     return 0
 
 
