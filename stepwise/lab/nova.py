@@ -60,7 +60,8 @@ def settle(lab: Lab) -> None:
                 lab.call("stop", node=st["host"], unit=vm)
                 # when it left its source: a drain that waits ends after it (the e2e test)
                 st["host"], st["migrated_at"] = dst, time.time()
-            # a failed start leaves the instance where it runs (nova rolls the migration back)
+            else:  # nova rolls the migration back: the instance stays where it runs
+                lab.call("stop", node=dst, unit=vm)  # a half-started end would take its traffic
         if done:
             services.save_workloads(lab, wl)
 
