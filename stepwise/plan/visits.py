@@ -142,6 +142,8 @@ def _steps(
             extra = ()
         else:
             with_work, extra = tuple(s for s in down if svc[s].has_step(workflow, step)), ()
+            if step is Step.LEAVE:
+                with_work = tuple(s for s in with_work if not lone_infrastructure(dep, s))
             if step in (Step.LEAVE, Step.STOP):
                 with_work = with_work[::-1]  # dependents leave and stop before what they need
         if not with_work and not extra and step not in ALWAYS and step is not Step.REBOOT:
@@ -159,6 +161,17 @@ def _steps(
             seconds = node_step_seconds([], Step.VALIDATE)
         steps.append(VisitStep(step, with_work, seconds, extra))
     return tuple(steps)
+
+
+def lone_infrastructure(dep: Deployment, service: str) -> bool:
+    """An infrastructure service with one instance in the whole cloud (a lone controller's
+    cluster manager, load balancer, database, message bus). Its leave moves its traffic
+    nowhere: there is no peer to take it. It only takes away what the node's own services need
+    to start later in the same visit: pacemaker's standby holds the VIPs (the database behind
+    one) away until the rejoin, which comes after every start, so an API that opens its
+    database as it starts (nova-api) would wait there until its start timeout. Its visit
+    stops it without a leave (its window is announced as every lone instance's is)."""
+    return dep.catalog[service].plane == "infra" and len(dep.instances.get(service, ())) == 1
 
 
 @lru_cache(maxsize=4096)

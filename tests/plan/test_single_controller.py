@@ -15,8 +15,8 @@ from stepwise.cli.main import _register, app
 from stepwise.errors import InputError
 from stepwise.model import load_catalog, load_deployment
 from stepwise.model.importing import import_tripleo
-from stepwise.model.vocab import Workflow
-from stepwise.plan import selection_for
+from stepwise.model.vocab import Step, Workflow
+from stepwise.plan import make_plan, selection_for
 from stepwise.run.resume import RunRequest, run_plan
 from stepwise.run.store.store import open_store
 from stepwise.verify import plan_verified
@@ -192,3 +192,25 @@ def test_a_catalog_data_path_is_absolute_and_plain(tmp_path, path):
     with pytest.raises(InputError) as err:
         load_catalog(tmp_path)
     assert "data" in str(err.value)
+
+
+def _leaving(plan, node: str) -> set[str]:
+    return {s for u in plan.units if u.step is Step.LEAVE for s in u.services_on(node)}
+
+
+def test_a_lone_controllers_infrastructure_stays_in_place_while_its_apis_drain():
+    """One controller: pacemaker's standby and galera's drain would move their traffic nowhere
+    and hold the VIPs (the database behind one) away from the node's own services until the
+    rejoin, after every start: nova-api, opening its database as it starts, would wait out its
+    start timeout. Its APIs still leave HAProxy first; three controllers keep every leave."""
+    one = load_deployment(ROOT / "examples" / "openstack-nova.yaml")
+    plan = make_plan(Workflow.UPDATE, one)
+    left = _leaving(plan, "controller-0")
+    assert {"keystone", "nova_api", "placement_api"} <= left
+    assert not left & {"pacemaker", "haproxy", "galera"}
+    stopped = {s for u in plan.units if u.step is Step.STOP for s in u.services_on("controller-0")}
+    assert {"pacemaker", "haproxy", "galera"} <= stopped  # they still restart, in place
+    three = load_deployment(ROOT / "examples" / "openstack.yaml")
+    plan = make_plan(Workflow.UPDATE, three)
+    for n in ("controller-0", "controller-1", "controller-2"):
+        assert {"pacemaker", "haproxy", "galera", "keystone"} <= _leaving(plan, n), n
