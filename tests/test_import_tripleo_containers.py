@@ -12,10 +12,11 @@ from typer.testing import CliRunner
 from stepwise.cli.main import _register, app
 from stepwise.errors import InputError
 from stepwise.model import load_catalog, load_deployment
+from stepwise.model.choices import DeployStyle
 from stepwise.model.containers import image_ref
 from stepwise.model.importing import import_tripleo
 from stepwise.model.tripleo_containers import load_containers_prepare
-from stepwise.model.vocab import DeployStyle, Step, Workflow
+from stepwise.model.vocab import Step, Workflow
 from stepwise.plan import make_plan
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "tripleo"

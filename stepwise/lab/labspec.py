@@ -70,6 +70,8 @@ class LabService:
     workloads: bool = False
     stop_timeout: float | None = None
     start_timeout: float | None = None
+    #: how its RPC group's old and new code keep talking (the catalog's `rpc_mixing`)
+    rpc_mixing: str = "pinned"
 
     @property
     def database(self) -> bool:

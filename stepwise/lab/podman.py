@@ -227,8 +227,8 @@ def _write_startup_config(lab: Lab, node: str, service: str, reference: str) -> 
     """The container startup config a deployed node holds (what tripleo_container_manage or
     kolla-ansible wrote at deploy time): the image the container runs, by digest. A switch
     rewrites it."""
+    from stepwise.model.choices import DeployStyle
     from stepwise.model.containers import startup_config
-    from stepwise.model.vocab import DeployStyle
 
     style = DeployStyle(lab_containers.node_style(lab.spec, node))
     found = find_image(lab, node, reference)

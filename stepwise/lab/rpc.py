@@ -32,14 +32,19 @@ def oldest_peer(lab: Lab, group: str) -> int | None:
 
 
 def rpc_pin(lab: Lab, node: str, service: str, major: int) -> int | None:
-    """The RPC version a unit of `service` running release `major` sends when pinned (nova's
-    `[upgrade_levels]` semantics), None when unpinned: its own file's `[upgrade_levels] GROUP =
-    R<n>`, else its group's shared file (`/etc/nova/nova.conf [upgrade_levels] compute`) where
-    `auto` means the oldest release a running peer of the group runs, as nova asks its service
-    records."""
-    group = lab.service(service).rpc
-    if not group:
+    """The RPC version a unit of `service` running release `major` sends when capped, None
+    when it sends its own: a service that negotiates (cinder, neutron-server) caps itself at the
+    oldest release a running peer runs, as it reads it at its start and on SIGHUP; one that
+    follows (neutron's agents) never caps; a pinned one as nova's `[upgrade_levels]` says: its
+    own file's `[upgrade_levels] GROUP = R<n>`, else its group's shared file
+    (`/etc/nova/nova.conf [upgrade_levels] compute`) where `auto` means the oldest release a
+    running peer of the group runs, as nova asks its service records."""
+    svc = lab.service(service)
+    group = svc.rpc
+    if not group or svc.rpc_mixing == "follows":
         return None
+    if svc.rpc_mixing == "negotiated":
+        return min(major, oldest_peer(lab, group) or major)
     own = ini_section(lab.node_path(node, f"/etc/{service}/{service}.conf"), "upgrade_levels")
     shared = ini_section(lab.node_path(node, f"/etc/{group}/{group}.conf"), "upgrade_levels")
     pin = (own.get(group) or next(iter(shared.values()), "")).strip()
@@ -49,16 +54,26 @@ def rpc_pin(lab: Lab, node: str, service: str, major: int) -> int | None:
 
 
 def rpc_state(lab: Lab, group: str) -> tuple[bool, str]:
-    """A group of RPC peers works when nobody sends a newer version than some peer runs."""
+    """A group of RPC peers works when nobody sends a newer version than a peer it talks to
+    runs: every peer talks to every other, but a follower (neutron's agent) talks only to the
+    peers that negotiate (its servers)."""
     peers = rpc_peers(lab, group)
     if not peers:
         return True, "no peers"
+    follows = {s for _, s, _, _ in peers if lab.service(s).rpc_mixing == "follows"}
     oldest = min(p[2] for p in peers)
-    bad = [f"{s}@{n}" for n, s, _, send in peers if send > oldest]
+    servers = [p[2] for p in peers if p[1] not in follows]
+    oldest_server = min(servers, default=None)
+    bad = []
+    for n, s, _, send in peers:
+        heard_by = oldest_server if s in follows else oldest
+        if heard_by is not None and send > heard_by:
+            bad.append((f"{s}@{n}", send, heard_by))
     if bad:
         return (
             False,
-            f"RPC {group}: {', '.join(bad)} send version {max(p[3] for p in peers)} "
-            f"to peers running {oldest} (not pinned)",
+            f"RPC {group}: {', '.join(b[0] for b in bad)} send version "
+            f"{max(b[1] for b in bad)} to peers running {min(b[2] for b in bad)} "
+            "(not pinned, or newer than its servers)",
         )
     return True, f"RPC {group}: ok"

@@ -217,6 +217,7 @@ def _lab_service(dep: Deployment, name: str, port: int, schema: bool) -> dict[st
         # members on two OS majors cannot form a cluster (as the catalog declares it)
         "os_bound": bool(svc.cluster) and not svc.mixed_os,
         "rpc": svc.rpc,
+        "rpc_mixing": str(svc.rpc_mixing),
         "port": CLUSTERCHECK_PORT if db else port,
         "db_port": port if db else None,
         "http": bool(health.get("http")) or db,

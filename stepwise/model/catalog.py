@@ -12,6 +12,7 @@ from typing import Any
 from stepwise.errors import InputError, Problem
 from stepwise.model.catalog_checks import check_catalog, duplicate_preflights
 from stepwise.model.checks import validate
+from stepwise.model.choices import DeployStyle, RpcMixing
 from stepwise.model.containers import StyleTasks
 from stepwise.model.specs import PERCENT_RE, ServiceSpec, StyleTasksSpec, WorkflowTasksSpec
 from stepwise.model.task_lint import lint_service_file
@@ -21,7 +22,6 @@ from stepwise.model.vocab import (
     SHARED_STEPS,
     STEP_ALIASES,
     CatalogKey,
-    DeployStyle,
     Section,
     Step,
     SystemUpgradeKey,
@@ -83,6 +83,7 @@ class Service:
     mixed_os: bool = True
     external: bool = False
     rpc: str | None = None
+    rpc_mixing: RpcMixing = RpcMixing.PINNED
     health: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     #: read-only checks `stepwise preflight` runs where the service runs: (name, command)
     preflight: tuple[tuple[str, str], ...] = ()
@@ -338,6 +339,7 @@ def service_from_spec(
         mixed_os=spec.mixed_os,
         external=spec.external,
         rpc=spec.rpc,
+        rpc_mixing=spec.rpc_mixing,
         health=MappingProxyType(
             {k: v for k, v in (spec.health.model_dump() if spec.health else {}).items() if v}
         ),

@@ -1,5 +1,5 @@
-"""Whole-catalog checks (references to unknown services, dependency cycles) and the "did you
-mean" of a mistyped name.
+"""Whole-catalog checks (references to unknown services, dependency cycles, what an RPC
+follower follows) and the "did you mean" of a mistyped name.
 
 The catalog runs these checks when it loads, so they never import it back: they take the
 catalog as an argument and say what they read of it (`CatalogEntries`, `CatalogEntry`), which
@@ -29,6 +29,10 @@ class CatalogEntry(Protocol):
     @property
     def depends_on(self) -> tuple[str, ...]: ...
     @property
+    def rpc(self) -> str | None: ...
+    @property
+    def rpc_mixing(self) -> str: ...
+    @property
     def source(self) -> str: ...
     @property
     def line(self) -> int | None: ...
@@ -47,7 +51,8 @@ class CatalogEntries(Protocol):
 
 
 def check_catalog(catalog: CatalogEntries) -> list[Problem]:
-    """Whole-catalog checks: references to unknown services and dependency cycles."""
+    """Whole-catalog checks: references to unknown services, dependency cycles, and that an
+    RPC follower depends on a peer of its group that negotiates."""
     problems = [
         p
         for svc in catalog
@@ -56,6 +61,7 @@ def check_catalog(catalog: CatalogEntries) -> list[Problem]:
     ]
     if problems:
         return problems
+    problems = [p for svc in catalog if (p := _follower_problem(catalog, svc)) is not None]
     cycle = find_cycle({s.name: s.depends_on for s in catalog})
     if cycle:
         problems.append(_cycle_problem(catalog, cycle))
@@ -84,6 +90,27 @@ def duplicate_preflights(spec: ServiceSpec, doc: Any, fname: str) -> list[Proble
             )
         )
     return problems
+
+
+def _follower_problem(catalog: CatalogEntries, svc: CatalogEntry) -> Problem | None:
+    """An `rpc_mixing: follows` service speaks its own RPC version: it is safe only upgraded
+    after the peers that negotiate (neutron's agents after every neutron-server), which its
+    depends_on makes the planner do."""
+    if svc.rpc_mixing != "follows":
+        return None
+    if any(
+        catalog[d].rpc == svc.rpc and catalog[d].rpc_mixing == "negotiated" for d in svc.depends_on
+    ):
+        return None
+    return Problem(
+        f"'rpc_mixing: follows' speaks its own RPC version, yet '{svc.name}' depends on no "
+        f"service of RPC group '{svc.rpc}' that negotiates",
+        file=svc.source,
+        line=svc.lines.get("rpc_mixing", svc.line),
+        field="rpc_mixing",
+        hint=f"add the group's negotiating server to depends_on (neutron's agents: "
+        f"neutron_server), or say how '{svc.name}' keeps talking to old peers",
+    )
 
 
 def _dependency_problem(

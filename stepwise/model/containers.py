@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from stepwise.model.choices import DeployStyle
 from stepwise.model.container_specs import ContainersSpec
-from stepwise.model.vocab import DeployStyle, Section, TaskKey
+from stepwise.model.vocab import Section, TaskKey
 
 #: the image name prefix a style uses when the deployment's `containers:` gives none
 DEFAULT_PREFIX: Mapping[DeployStyle, str] = MappingProxyType(

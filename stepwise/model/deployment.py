@@ -13,9 +13,9 @@ from stepwise.errors import InputError, Problem
 from stepwise.model.catalog import Catalog, Service, load_catalog
 from stepwise.model.catalog_checks import _did_you_mean
 from stepwise.model.checks import validate
+from stepwise.model.choices import DeployStyle, DrainPolicy
 from stepwise.model.containers import Containers
 from stepwise.model.specs import DeploymentSpec, NodeCountSpec, RoleSpec
-from stepwise.model.vocab import DeployStyle, DrainPolicy
 from stepwise.model.yamlsrc import line_of, load_yaml, to_plain
 from stepwise.paths import checked_path, is_directory
 

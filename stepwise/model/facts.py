@@ -15,7 +15,7 @@ from types import MappingProxyType
 from stepwise.errors import InputError, Problem
 from stepwise.model.checks import validate
 from stepwise.model.deployment import Deployment
-from stepwise.model.specs import FactsSpec
+from stepwise.model.fact_specs import FactsSpec
 from stepwise.model.yamlsrc import line_of, load_yaml, to_plain
 
 DEFAULT_OS_MAJOR = 8

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from stepwise.model.choices import DeployStyle
 from stepwise.model.containers import image_ref
 from stepwise.model.deployment import Deployment
 from stepwise.model.facts import DEFAULT_OS_MAJOR
-from stepwise.model.vocab import DeployStyle
 
 #: the OS a template starts from: the major to fill in, no target (a target says that the
 #: procedure changes the OS: a major upgrade's prestage then leaves the node out)

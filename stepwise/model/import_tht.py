@@ -17,6 +17,7 @@ from typing import Any
 
 from stepwise.errors import InputError, Problem
 from stepwise.model.catalog import Catalog
+from stepwise.model.choices import DeployStyle
 from stepwise.model.containers import image_name
 from stepwise.model.import_common import (
     Findings,
@@ -37,7 +38,6 @@ from stepwise.model.tripleo import (
     read_environments,
 )
 from stepwise.model.tripleo_containers import load_containers_prepare
-from stepwise.model.vocab import DeployStyle
 from stepwise.model.yamlsrc import line_of, load_yaml
 
 

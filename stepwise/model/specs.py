@@ -14,16 +14,15 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
-    StringConstraints,
     Tag,
     field_validator,
     model_validator,
 )
 
+from stepwise.model.choices import DeployStyle, DrainPolicy, RpcMixing
 from stepwise.model.container_specs import (
     IMAGE_PART_RE,
     ContainersSpec,
-    ImageFactSpec,
 )
 from stepwise.model.limits import MAX_INDEX, MAX_NODES, MAX_STEP_SECONDS
 from stepwise.model.values import (
@@ -33,11 +32,7 @@ from stepwise.model.values import (
     check_address,
     check_index_template,
 )
-from stepwise.model.vocab import (
-    DEFAULT_STEP_SECONDS,
-    DeployStyle,
-    DrainPolicy,
-)
+from stepwise.model.vocab import DEFAULT_STEP_SECONDS
 
 NAME_RE = r"^[A-Za-z_][A-Za-z0-9_.\-]*$"
 #: an alias may be a TripleO resource name such as OS::TripleO::Services::Keystone (':' allowed)
@@ -237,6 +232,8 @@ class ServiceSpec(Strict):
     #: managed by an external installer (ceph): its OS-upgrade tasks run with external-upgrade
     external: bool = False
     rpc: str | None = None
+    #: how old and new code of the RPC group keep talking while both run (RpcMixing)
+    rpc_mixing: RpcMixing = RpcMixing.PINNED
     health: HealthSpec | None = None
     #: read-only checks before a run (`stepwise preflight`), each a node command
     preflight: list[PreflightSpec] = Field(default_factory=list)
@@ -305,6 +302,21 @@ class ServiceSpec(Strict):
                 raise ValueError(
                     "with 'schema:', the migration tasks go in schema.expand/migrate, "
                     "not in upgrade.migrate"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _rpc_mixing(self) -> ServiceSpec:
+        if self.rpc_mixing is not RpcMixing.PINNED:
+            if self.rpc is None:
+                raise ValueError(
+                    f"'rpc_mixing: {self.rpc_mixing}' is for a service in an RPC group; "
+                    "add 'rpc: GROUP' or remove it"
+                )
+            if self.upgrade is not None and self.upgrade.pin:
+                raise ValueError(
+                    f"an 'rpc_mixing: {self.rpc_mixing}' service has no pin to set; remove "
+                    "upgrade.pin (or say 'rpc_mixing: pinned')"
                 )
         return self
 
@@ -455,41 +467,3 @@ class DeploymentSpec(Strict):
                 f"{total:,} nodes: stepwise plans at most {MAX_NODES:,} nodes per deployment"
             )
         return self
-
-
-class PackageFactSpec(Strict):
-    installed: ShortText | None = None
-    available: ShortText | None = None
-
-
-class OsFactSpec(Strict):
-    major: int | None = None
-    target: int | None = None
-
-
-class ConfigFactSpec(Strict):
-    """A service's configuration on a node: the hash of what it runs with (`current`) and of
-    what the deployment rendered for it (`rendered`); they differ when the configuration
-    changed and the service must restart to read it."""
-
-    current: ShortText | None = None
-    rendered: ShortText | None = None
-
-
-class NodeFactsSpec(Strict):
-    os: OsFactSpec | None = None
-    packages: dict[PackageName, PackageFactSpec] = Field(default_factory=dict)
-    config: dict[
-        Annotated[str, StringConstraints(pattern=NAME_RE, max_length=200)], ConfigFactSpec
-    ] = Field(default_factory=dict)
-    images: dict[
-        Annotated[str, StringConstraints(pattern=NAME_RE, max_length=200)], ImageFactSpec
-    ] = Field(default_factory=dict)
-
-
-class FactsSpec(Strict):
-    defaults: NodeFactsSpec | None = None
-    nodes: dict[str, NodeFactsSpec] = Field(default_factory=dict)
-    #: milestones of a multi-command procedure reached so far (stepwise.plan.progress), e.g.
-    #: `os:transferred@Database`; normally recorded by stepwise's runs in the store
-    progress: list[str] = Field(default_factory=list)

@@ -25,11 +25,11 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Protocol, TypeVar
 
+from stepwise.model.choices import DeployStyle
 from stepwise.model.connection import NodeAccess
 from stepwise.model.containers import StyleTasks, container_name, startup_config, unit_name
 from stepwise.model.vocab import (
     WORKFLOW_SECTIONS,
-    DeployStyle,
     Section,
     Step,
     SystemUpgradeKey,

@@ -21,9 +21,9 @@ from typing import Any
 
 from stepwise.errors import InputError, Problem
 from stepwise.model.checks import validate
+from stepwise.model.choices import DeployStyle
 from stepwise.model.container_specs import ContainersSpec
 from stepwise.model.containers import DEFAULT_PREFIX
-from stepwise.model.vocab import DeployStyle
 from stepwise.model.yamlsrc import field_name, line_of, load_yaml, to_plain
 
 HINT = (

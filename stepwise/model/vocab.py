@@ -77,34 +77,6 @@ class Phase(StrEnum):
     MANAGEMENT = "management"
 
 
-class UpgradeMode(StrEnum):
-    """How a node gets its new operating system."""
-
-    IN_PLACE = "in-place"  # leapp-style: prepare downloads, the reboot upgrades
-    REPROVISION = (
-        "reprovision"  # the node is wiped and installed from the new image; its data is restored
-    )
-
-
-class DrainPolicy(StrEnum):
-    """`drain_policy:` of a deployment: what a compute's leave does with an instance that
-    cannot live-migrate (a PCI device, a local disk, a pinned host)."""
-
-    REFUSE = "refuse"  # the leave fails naming it: nothing on the compute is stopped
-    COLD_MIGRATE = "cold-migrate"  # moved while stopped (a reboot of the instance)
-    STOP_IN_PLACE = "stop-in-place"  # stopped until the compute rejoins: announced downtime
-
-
-class DeployStyle(StrEnum):
-    """`style:` of a deployment or a role: how its services are deployed on a node."""
-
-    PACKAGES = "packages"  # RPM packages behind the catalog's systemd unit
-    #: podman containers run by `tripleo_<service>` units, images named as TripleO's
-    #: ContainerImagePrepare names them
-    TRIPLEO = "tripleo"
-    KOLLA = "kolla"  # containers named after the service, kolla's image naming and tags
-
-
 class Plane(StrEnum):
     """`--plane`: the control plane (infra + control services) or the data plane."""
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stepwise.model.choices import DeployStyle
 from stepwise.model.containers import image_ref
 from stepwise.model.deployment import Deployment
 from stepwise.model.facts import Facts
-from stepwise.model.vocab import DeployStyle
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from stepwise.model.deployment import Role
-from stepwise.model.vocab import Stage, Step, SystemUpgradeKey
+from stepwise.model.vocab import Stage, Step, SystemUpgradeKey, UpgradeKey
 from stepwise.plan import progress
 from stepwise.plan.builder import PlanBuilder
-from stepwise.plan.os_cloud import OsCloud
+from stepwise.plan.os_cloud import WF, OsCloud
 from stepwise.plan.units import Unit
 
 
@@ -138,6 +138,7 @@ def _upgrade_requires(c: OsCloud, n: str, place: _Place) -> list[str]:
             progress.transferred(role.name) if movers else progress.stopped_old(role.name)
         )
     requires += place.join
-    if any(c.dep.catalog[s].rpc for s in c.internal(n)):
+    # only a pin step 1 sets (a group that negotiates its versions has none to wait for)
+    if any(c.dep.catalog[s].has_step(WF, UpgradeKey.PIN) for s in c.internal(n)):
         requires.append(progress.PINNED)
     return requires

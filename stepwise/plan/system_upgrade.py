@@ -33,9 +33,10 @@ from types import MappingProxyType
 
 from stepwise.errors import InputError, Problem
 from stepwise.model.availability import service_allowances
+from stepwise.model.choices import DeployStyle
 from stepwise.model.deployment import Deployment
 from stepwise.model.facts import Facts
-from stepwise.model.vocab import DeployStyle, Phase, Scope, Stage, Step, UpgradeKey
+from stepwise.model.vocab import Phase, Scope, Stage, Step, UpgradeKey
 from stepwise.plan import progress
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.os_cloud import WF, OsCloud, is_sensitive, secs

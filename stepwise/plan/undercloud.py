@@ -21,18 +21,10 @@ from dataclasses import dataclass
 
 from stepwise.errors import InputError, Problem
 from stepwise.model.catalog import node_step_seconds
+from stepwise.model.choices import UpgradeMode
 from stepwise.model.deployment import Deployment
 from stepwise.model.facts import Facts
-from stepwise.model.vocab import (
-    CatalogKey,
-    Phase,
-    Scope,
-    Section,
-    Stage,
-    Step,
-    SystemUpgradeKey,
-    UpgradeMode,
-)
+from stepwise.model.vocab import CatalogKey, Phase, Scope, Section, Stage, Step, SystemUpgradeKey
 from stepwise.plan.builder import PlanBuilder
 
 WF = Section.UPGRADE

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from stepwise.errors import InputError, Problem
+from stepwise.model.choices import UpgradeMode
 from stepwise.model.container_specs import NAMESPACE_RE
-from stepwise.model.vocab import UpgradeMode
 
 #: what a release may be called (it names repositories and is recorded per node)
 RELEASE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from stepwise.model.catalog import node_step_seconds
+from stepwise.model.choices import DeployStyle
 from stepwise.model.deployment import Deployment
-from stepwise.model.vocab import VISIT_STEPS, DeployStyle, Section, Step
+from stepwise.model.vocab import VISIT_STEPS, Section, Step
 
 
 @dataclass(frozen=True, slots=True)

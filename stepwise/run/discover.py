@@ -15,10 +15,10 @@ from pydantic import ValidationError
 from stepwise.errors import InputError, Problem, StepwiseError
 from stepwise.model import NO_FACTS, Deployment, Facts
 from stepwise.model.checks import validate
+from stepwise.model.choices import DeployStyle
 from stepwise.model.containers import container_name, image_ref
+from stepwise.model.fact_specs import FactsSpec, NodeFactsSpec
 from stepwise.model.facts import IMAGE_FACT_KEYS, build_facts
-from stepwise.model.specs import FactsSpec, NodeFactsSpec
-from stepwise.model.vocab import DeployStyle
 from stepwise.run import ansible_env
 from stepwise.run.ansible_files import to_yaml, unsafe, write_private
 from stepwise.run.inventory import Connector, inventory

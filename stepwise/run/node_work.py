@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from stepwise.model.choices import UpgradeMode
 from stepwise.model.connection import NodeAccess
-from stepwise.model.vocab import NodeWork, UpgradeMode
+from stepwise.model.vocab import NodeWork
 from stepwise.plan.rollback import DOWNGRADE
 from stepwise.plan.units import Unit
 from stepwise.run.package_batch import update_argv, update_expression

@@ -20,7 +20,8 @@ from typing import Any
 
 from stepwise.errors import InputError, Problem
 from stepwise.model import Deployment
-from stepwise.model.vocab import Step, UnitState, UpgradeMode, Verdict
+from stepwise.model.choices import UpgradeMode
+from stepwise.model.vocab import Step, UnitState, Verdict
 from stepwise.plan.table import WORKFLOW_TABLE
 from stepwise.plan.units import Plan
 

@@ -19,7 +19,8 @@ from typing import Any
 
 from stepwise.errors import InputError, Problem
 from stepwise.model import Deployment
-from stepwise.model.vocab import DeployStyle, Step, UpgradeMode
+from stepwise.model.choices import DeployStyle, UpgradeMode
+from stepwise.model.vocab import Step
 from stepwise.plan.units import Plan, Unit
 from stepwise.run.ansible_files import unsafe
 from stepwise.run.lb_tasks import FRONTENDS_VAR

@@ -10,7 +10,8 @@ from typing import Any
 
 from stepwise.errors import InputError, Problem
 from stepwise.model import Deployment
-from stepwise.model.vocab import DeployStyle, Section, Step, Workflow, task_source
+from stepwise.model.choices import DeployStyle
+from stepwise.model.vocab import Section, Step, Workflow, task_source
 from stepwise.plan.table import entry
 from stepwise.run.lb_tasks import leave_tasks, rejoin_tasks
 

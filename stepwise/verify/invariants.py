@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from stepwise.model.choices import RpcMixing
 from stepwise.model.deployment import Deployment
 from stepwise.model.vocab import Phase, Section, Step, UpgradeKey
 from stepwise.plan.units import Plan, Unit, Window
@@ -84,9 +85,10 @@ def rpc_groups_can_pin(dep: Deployment, pre: Prepared) -> list[str]:
     return [
         f"RPC group '{g}' ({', '.join(members)}) has no `upgrade.pin` tasks: "
         "new code would talk unpinned RPC to old peers; add pin/unpin tasks to one of "
-        "its services"
+        "its services (or say how it negotiates: rpc_mixing)"
         for g, members in sorted(pre.groups.items())
-        if not any(catalog[s].has_step(Section.UPGRADE, UpgradeKey.PIN) for s in members)
+        if any(catalog[s].rpc_mixing is RpcMixing.PINNED for s in members)
+        and not any(catalog[s].has_step(Section.UPGRADE, UpgradeKey.PIN) for s in members)
     ]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from stepwise.model.choices import RpcMixing
 from stepwise.model.deployment import Deployment
 from stepwise.model.vocab import Step
 from stepwise.plan.units import Unit
@@ -191,7 +192,9 @@ class ExpandBeforeNewCode(Invariant):
 
 class RpcPinnedWhileMixed(Invariant):
     """New code of an RPC group starts only while the group is pinned, as long as one of its
-    instances runs old code (workflows that pin RPC).
+    instances runs old code (workflows that pin RPC), where the service is pinned by its
+    configuration (`rpc_mixing: pinned`; one that negotiates caps itself, one that follows
+    comes after what it depends on).
 
     Why: unpinned, new code speaks an RPC version its old peers cannot read."""
 
@@ -202,6 +205,8 @@ class RpcPinnedWhileMixed(Invariant):
     def on_new_code(self, u: Unit, t: float, service: str, nodes: tuple[str, ...]) -> None:
         r = self.replay
         g = r.pre.rpc_of.get(service)
+        if g and r.dep.catalog[service].rpc_mixing is not RpcMixing.PINNED:
+            return
         if g and r.old_count[g] and g not in r.state.pinned:
             self.problems.append(
                 f"at {fmt_time(t)} {where(u)} starts new {service} while "

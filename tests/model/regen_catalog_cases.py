@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from stepwise.model import Catalog, Deployment, load_catalog
-from stepwise.model.vocab import DeployStyle, Section, Step, Workflow, task_source
+from stepwise.model.choices import DeployStyle
+from stepwise.model.vocab import Section, Step, Workflow, task_source
 from stepwise.run.service_tasks import service_tasks
 
 CASES_DIR = Path(__file__).resolve().parent / "catalog_cases"

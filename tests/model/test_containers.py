@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from stepwise.model import load_catalog, load_deployment, load_facts
+from stepwise.model.choices import DeployStyle
 from stepwise.model.containers import (
     Containers,
     container_name,
@@ -16,7 +17,7 @@ from stepwise.model.containers import (
     unit_name,
 )
 from stepwise.model.facts import facts_from_dict, facts_to_dict
-from stepwise.model.vocab import DeployStyle, Section, Step, UpgradeKey
+from stepwise.model.vocab import Section, Step, UpgradeKey
 from tests.model.test_model_errors import only, problems, small_catalog, write
 
 TRIPLEO, KOLLA, PACKAGES = DeployStyle.TRIPLEO, DeployStyle.KOLLA, DeployStyle.PACKAGES
@@ -409,18 +410,31 @@ def test_a_styled_service_is_not_styled_again(builtin):
         tri.styled(KOLLA)
 
 
-def test_a_container_pin_reads_the_release_from_the_running_image(builtin):
-    """An RPC pin reads the release a node runs now: on a container node that is the image
-    its container runs (its `version` label), not a host package it does not have (nova's
-    own `auto` pin asks nova instead)."""
-    pin = builtin["neutron_server"].styled(TRIPLEO).steps(Section.UPGRADE)[UpgradeKey.PIN]
+_PINNED_API = (
+    "name: api\nplane: control\ndepends_on: [db]\nrpc: api\nupgrade:\n  pin:\n"
+    "    - name: Pin the api RPC to the release installed now\n"
+    "      ansible.builtin.shell:\n"
+    "        cmd: |\n"
+    "          set -eo pipefail\n"
+    "          major=$(dnf list installed openstack-api"
+    ' | awk \'$1 == "openstack-api" {split($2, v, "."); print v[1]}\')\n'
+    '          test -n "$major"\n'
+    '          crudini --set /etc/api/api.conf upgrade_levels api "R$major"\n'
+    "        executable: /bin/bash\n"
+    "      changed_when: true\n"
+)
+
+
+def test_a_container_pin_reads_the_release_from_the_running_image(tmp_path):
+    """A pin that reads the release a node runs now (a user catalog's, pinned by release): on
+    a container node that is the image its container runs (its `version` label), not a host
+    package it does not have (nova's own `auto` pin asks nova instead)."""
+    catalog = load_catalog(small_catalog(tmp_path, api=_PINNED_API))
+    pin = catalog["api"].styled(TRIPLEO).steps(Section.UPGRADE)[UpgradeKey.PIN]
     cmd = pin[0]["ansible.builtin.shell"]["cmd"]
     assert "dnf list installed" not in cmd
-    assert "podman inspect neutron_server" in cmd and '["Labels"]["version"]' in cmd
-    assert (
-        'crudini --set /etc/neutron_server/neutron_server.conf upgrade_levels neutron "R$major"'
-        in cmd
-    )
+    assert "podman inspect api" in cmd and '["Labels"]["version"]' in cmd
+    assert 'crudini --set /etc/api/api.conf upgrade_levels api "R$major"' in cmd
     # the packages style keeps the entry as written
-    written = builtin["neutron_server"].steps(Section.UPGRADE)[UpgradeKey.PIN]
+    written = catalog["api"].steps(Section.UPGRADE)[UpgradeKey.PIN]
     assert "dnf list installed" in written[0]["ansible.builtin.shell"]["cmd"]

@@ -11,6 +11,7 @@ import pytest
 from stepwise.model import Availability, load_catalog, load_deployment, load_facts
 from stepwise.model.catalog import BUILTIN_CATALOG, node_step_seconds
 from stepwise.model.catalog_checks import find_cycle
+from stepwise.model.choices import RpcMixing
 from stepwise.model.vocab import DEFAULT_STEP_SECONDS, NODE_STEPS, UPGRADE_EXTRA_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -363,14 +364,20 @@ def test_node_wide_work_is_left_to_stepwise(catalog):
             assert "stepwise_bootstrap_node" not in str(task.get("when", "")), (svc.name, where)
 
 
-def test_rpc_services_pin_before_and_unpin_after(catalog):
-    rpc_services = [s for s in catalog if s.rpc]
-    assert {s.rpc for s in rpc_services} >= {"nova", "neutron", "cinder"}
-    for svc in rpc_services:
+def test_rpc_groups_keep_talking_as_their_projects_guides_say(catalog):
+    """nova pins (`[upgrade_levels] compute = auto`, lifted at converge); cinder caps its RPC
+    at the oldest version in its services table by itself (a SIGHUP, or cinder-api's restart,
+    at converge lifts it); neutron-server speaks each agent's reported versions and the agents
+    follow it (no pin, none to lift); heat and ironic upgrade cold (every instance stopped:
+    no old and new code ever talk), so they are in no RPC group."""
+    rpc_services = {s.name: s for s in catalog if s.rpc}
+    assert {s.rpc for s in rpc_services.values()} == {"nova", "neutron", "cinder"}
+    for svc in rpc_services.values():
         steps = svc.steps("upgrade")
-        unpin = [_unit_command(t) or t["ansible.builtin.command"] for t in steps["unpin"]]
-        (pin,) = steps["pin"]
+        unpin = [_unit_command(t) or t["ansible.builtin.command"] for t in steps.get("unpin", ())]
         if svc.rpc == "nova":
+            assert svc.rpc_mixing is RpcMixing.PINNED
+            (pin,) = steps["pin"]
             # nova's own pin: every nova service of a node reads /etc/nova/nova.conf, `auto` caps
             # the compute RPC at the oldest compute's version; the conductor only asks again when
             # it restarts; the scheduler sends no compute RPC and is left running
@@ -383,24 +390,25 @@ def test_rpc_services_pin_before_and_unpin_after(catalog):
                 *(f"systemctl {a} {svc.unit}" for a in again),
             ], svc.name
             continue
-        conf = f"/etc/{svc.name}/{svc.name}.conf"
-        script = pin["ansible.builtin.shell"]["cmd"]
-        # a pipe into awk: bash with pipefail, so a failing dnf fails the task
-        assert (
-            script.startswith("set -eo pipefail\n")
-            and pin["ansible.builtin.shell"]["executable"] == "/bin/bash"
-        )
-        assert f'crudini --set {conf} upgrade_levels {svc.rpc} "R$major"' in script, svc.name
-        assert f"dnf list installed {svc.packages[0]}" in script
-        assert unpin == [
-            f"crudini --del {conf} upgrade_levels {svc.rpc}",
-            f"systemctl reload {svc.unit}",
-        ]
+        assert "pin" not in steps, svc.name
+        if svc.rpc == "cinder":
+            assert svc.rpc_mixing is RpcMixing.NEGOTIATED
+            again = "restart" if svc.name == "cinder_api" else "reload"
+            assert unpin == [f"systemctl {again} {svc.unit}"], svc.name
+        else:
+            server = svc.name == "neutron_server"
+            assert svc.rpc_mixing is (RpcMixing.NEGOTIATED if server else RpcMixing.FOLLOWS)
+            assert unpin == [], svc.name
+            assert server or "neutron_server" in svc.depends_on, svc.name
     for svc in catalog:
         if not svc.rpc:
             assert not svc.has_step("upgrade", "pin") and not svc.has_step("upgrade", "unpin"), (
                 svc.name
             )
+    # no entry sets a pin its project does not have
+    for svc in catalog:
+        for _where, task in _all_tasks(svc):
+            assert "upgrade_levels" not in str(task) or svc.rpc == "nova", svc.name
 
 
 def test_schema_owners_expand_once_on_the_bootstrap_node_and_contract_in_converge(catalog):

@@ -577,3 +577,28 @@ def test_a_cloud_name_longer_than_a_file_name_is_refused(tmp_path):
     f.write_text(f.read_text().replace("name: cloud", "name: " + "c" * 250))
     p = only(load_deployment, f)
     assert (p.line, p.field) == (1, "name") and "at most 128 characters" in p.message
+
+
+# ------------------------------------------------------------------------------ rpc_mixing
+
+_SERVER = "name: api\nplane: control\ndepends_on: [db]\nrpc: net\nrpc_mixing: negotiated\n"
+
+
+def test_an_rpc_follower_must_follow_a_peer_that_negotiates(tmp_path):
+    agent = "name: agent\nplane: data\ndepends_on: [db]\nrpc: net\nrpc_mixing: follows\n"
+    p = only(load_catalog, small_catalog(tmp_path, api=_SERVER, agent=agent))
+    assert (p.file, p.line, p.field) == (str(tmp_path / "cat" / "agent.yaml"), 5, "rpc_mixing")
+    assert "depends on no service of RPC group 'net' that negotiates" in p.message
+    assert "depends_on" in p.hint
+    # following its negotiating server, it loads
+    fixed = agent.replace("[db]", "[api]")
+    assert load_catalog(small_catalog(tmp_path, api=_SERVER, agent=fixed))["agent"].rpc == "net"
+
+
+def test_a_service_that_negotiates_has_no_pin_and_needs_an_rpc_group(tmp_path):
+    pinned = _SERVER + "upgrade:\n  pin:\n    - name: Pin\n      ansible.builtin.command: crudini\n"
+    p = only(load_catalog, small_catalog(tmp_path, api=pinned))
+    assert "no pin to set; remove upgrade.pin" in p.message
+    alone = _SERVER.replace("rpc: net\n", "")
+    p = only(load_catalog, small_catalog(tmp_path, api=alone))
+    assert "is for a service in an RPC group" in p.message

@@ -5,7 +5,8 @@ shared step is reported once, where it is written."""
 from __future__ import annotations
 
 from stepwise.model import load_catalog
-from stepwise.model.vocab import DeployStyle, Section, Step, UpgradeKey
+from stepwise.model.choices import DeployStyle
+from stepwise.model.vocab import Section, Step, UpgradeKey
 from tests.model.test_model_errors import only, small_catalog
 
 SVC = """\

@@ -10,8 +10,9 @@ import pytest
 
 from stepwise.errors import InputError
 from stepwise.model import load_deployment
+from stepwise.model.choices import DrainPolicy
 from stepwise.model.facts import load_facts
-from stepwise.model.vocab import DrainPolicy, Step, Workflow
+from stepwise.model.vocab import Step, Workflow
 from stepwise.plan import selection_for
 from stepwise.run.inventory import plan_vars
 from stepwise.verify import plan_verified

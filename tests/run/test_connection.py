@@ -10,8 +10,9 @@ import pytest
 from conftest import write_cloud
 
 from stepwise.model import load_deployment
+from stepwise.model.choices import UpgradeMode
 from stepwise.model.connection import Connector, NodeAccess
-from stepwise.model.vocab import NodeWork, Step, UpgradeMode, Workflow
+from stepwise.model.vocab import NodeWork, Step, Workflow
 from stepwise.plan.units import Plan, Unit
 from stepwise.run import node_work
 from stepwise.run.ansible_files import to_yaml

@@ -127,7 +127,8 @@ def test_rpc_groups_can_pin():
     no_pin_tasks = _cloud(pin_tasks=False)
     assert problems(Workflow.UPGRADE, pin, dep=no_pin_tasks) == [
         "RPC group 'nova' (nova_api, nova_compute) has no `upgrade.pin` tasks: new code would "
-        "talk unpinned RPC to old peers; add pin/unpin tasks to one of its services"
+        "talk unpinned RPC to old peers; add pin/unpin tasks to one of its services (or say "
+        "how it negotiates: rpc_mixing)"
     ]
     assert problems(Workflow.UPGRADE, dep=no_pin_tasks) == [], "no pin in the plan, no rule"
 
