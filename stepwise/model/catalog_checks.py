@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from stepwise.errors import Problem
+from stepwise.model.choices import RpcMixing
 from stepwise.model.yamlsrc import line_of
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ class CatalogEntry(Protocol):
     @property
     def rpc(self) -> str | None: ...
     @property
-    def rpc_mixing(self) -> str: ...
+    def rpc_mixing(self) -> RpcMixing: ...
     @property
     def source(self) -> str: ...
     @property
@@ -96,10 +97,11 @@ def _follower_problem(catalog: CatalogEntries, svc: CatalogEntry) -> Problem | N
     """An `rpc_mixing: follows` service speaks its own RPC version: it is safe only upgraded
     after the peers that negotiate (neutron's agents after every neutron-server), which its
     depends_on makes the planner do."""
-    if svc.rpc_mixing != "follows":
+    if svc.rpc_mixing is not RpcMixing.FOLLOWS:
         return None
     if any(
-        catalog[d].rpc == svc.rpc and catalog[d].rpc_mixing == "negotiated" for d in svc.depends_on
+        catalog[d].rpc == svc.rpc and catalog[d].rpc_mixing is RpcMixing.NEGOTIATED
+        for d in svc.depends_on
     ):
         return None
     return Problem(
