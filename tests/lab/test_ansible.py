@@ -32,6 +32,14 @@ PLAYBOOK = [
                 "name": "check",
                 "assert": {"that": ["got.stdout == inventory_hostname", "'kernel' in pk.stdout"]},
             },
+            {
+                # pcs cluster node add runs on a member of the cluster (the catalog's join)
+                "name": "delegated",
+                "command": "crudini --set /etc/stepwise-delegated.conf DEFAULT from "
+                "{{ inventory_hostname }}",
+                "delegate_to": "ctl-0",
+                "when": "inventory_hostname == 'cpt-0'",
+            },
         ],
     }
 ]
@@ -68,6 +76,9 @@ def test_playbook_on_every_node(make_lab, tmp_path, monkeypatch):
     assert set(r.stats["ok"]) == set(lab.nodes())
     for n in lab.nodes():
         assert f"node = {n}" in (lab.node_root(n) / "etc/stepwise-test.conf").read_text()
+    # a delegated task runs on the node it was delegated to, for the host it was run for
+    assert "from = cpt-0" in (lab.node_root("ctl-0") / "etc/stepwise-delegated.conf").read_text()
+    assert not (lab.node_root("cpt-0") / "etc/stepwise-delegated.conf").exists()
 
 
 def _module_play(name: str, state: str) -> dict:

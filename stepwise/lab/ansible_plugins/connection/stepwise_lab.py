@@ -18,8 +18,12 @@ options:
     vars: [{name: stepwise_lab_dir}]
     required: true
   stepwise_lab_node:
-    description: the node's name in the lab
-    vars: [{name: stepwise_lab_node}, {name: inventory_hostname}]
+    description: >-
+      the node's name in the lab (the inventory names it; a host it does not name is the node
+      of its inventory name). The last variable found wins: a delegated task's
+      inventory_hostname is the host it was delegated from, its stepwise_lab_node the
+      delegated host's
+    vars: [{name: inventory_hostname}, {name: stepwise_lab_node}]
     required: true
 """
 
