@@ -5,9 +5,11 @@ state transfers (IST from the gcache, SST by mariabackup) and the automatic re-f
 the primary component when the crashed members come back (`pc.recovery`) are Galera's own.
 The lab adds only what an init system and a resource agent add around it, in the wrapper
 the supervisor runs (the `galera` kind's `start` -> `start`): recover the position after a crash
-(as `galera_recovery` does for systemd), bootstrap a new cluster only when no other member
-runs (as `galera_new_cluster` / the pacemaker agent do), otherwise join; and the
-clustercheck HAProxy asks on port 9200 (`clustercheck`).
+(as `galera_recovery` does for systemd), bootstrap a new cluster when asked to
+(`galera_new_cluster`, the node command) or when the member is alone or back from a crash,
+otherwise join the members that run (a cleanly stopped member finding none refuses, as
+mariadbd fails to reach a primary view); and the clustercheck HAProxy asks on port 9200
+(`clustercheck`).
 
 Ports: each node has its own loopback address, so the standard ports (group 4567, IST 4568,
 SST 4444) are bound on that address only and never collide between nodes or labs. The SST
@@ -175,7 +177,8 @@ def start(
     want_format: str,
     on_spawn: Callable[[subprocess.Popen], None] = lambda _p: None,
 ) -> subprocess.Popen:
-    """Start this node's member: bootstrap when no other member runs, else join (IST/SST).
+    """Start this node's member: join the members that run (IST/SST), or bootstrap a new
+    cluster when asked to (`request_new_cluster`), alone, or back first from a crash.
 
     Returns the running mariadbd (also given to `on_spawn` as soon as it exists, so a stop
     during the join ends it); raises StartError when it cannot start.
@@ -185,9 +188,17 @@ def start(
     root = lab.node_root(node)
     with start_lock(lab):
         peers = running_members(lab, service, but=node)
+        asked = _take_new_cluster_request(lab, node)
         _refuse_other_os_major(lab, node, service, peers)
+        if asked and peers:
+            raise StartError(
+                f"a new cluster while {', '.join(peers)} run would split the cluster in two: "
+                "start this member without galera_new_cluster (it joins them)"
+            )
+        if not peers and not asked:
+            _refuse_forming_alone(lab, node, service)
         _prepare_datadir(root, want_format, joining=bool(peers))
-        cmd = _configure_member(lab, node, service, bootstrap=not peers)
+        cmd = _configure_member(lab, node, service, bootstrap=not peers, asked=asked)
         log = mariadb.error_log(root)
         seen = log.stat().st_size if log.exists() else 0
         # Own process group is the wrapper's: a node crash (killpg) takes mariadbd and any
@@ -208,6 +219,41 @@ def start(
     if child.poll() is not None:
         raise StartError(f"mariadbd exited while joining: {why}; see {log}")
     return child
+
+
+def request_new_cluster(lab: Lab, node: str, on: bool = True) -> None:
+    """The member's next start bootstraps a new cluster (`galera_new_cluster`, or `lab up`
+    forming the cloud's cluster on its first member)."""
+    with lab.node_lock(node):
+        lab.write_state(node, "galera.json", {"new_cluster": on})
+
+
+def _take_new_cluster_request(lab: Lab, node: str) -> bool:
+    with lab.node_lock(node):
+        asked = bool((lab.read_state(node, "galera.json", {}) or {}).get("new_cluster"))
+        if asked:
+            lab.write_state(node, "galera.json", {"new_cluster": False})
+    return asked
+
+
+def _refuse_forming_alone(lab: Lab, node: str, service: str) -> None:
+    """A member that finds no other one running does not form a cluster by itself: it looks
+    for the members its configuration names and gives up (what mariadbd does). Two cases
+    start anyway: a lone member (a one-node cluster), and a member back from a crash (its
+    saved view lets Galera's `pc.recovery` re-form the primary component; the lab starts the
+    first one back as that component, where a real cluster waits for every member of the
+    view)."""
+    if len(lab.service(service).instances) == 1:
+        return
+    if grastate(lab.node_root(node)).get("seqno") == "-1":
+        return
+    others = [n for n in lab.service(service).instances if n != node]
+    raise StartError(
+        f"no other member of the cluster runs ({', '.join(others)} stopped) and this one was "
+        "stopped cleanly: Galera forms no cluster by itself (failed to reach primary view); "
+        "bootstrap a new cluster with galera_new_cluster on the member that stopped last "
+        "(safe_to_bootstrap: 1 in its grastate.dat), then start the others"
+    )
 
 
 def _refuse_other_os_major(lab: Lab, node: str, service: str, peers: list[str]) -> None:
@@ -245,9 +291,14 @@ def _prepare_datadir(root: Path, want_format: str, joining: bool) -> None:
     # then brings its system tables, and the format marker, to this server's major
 
 
-def _configure_member(lab: Lab, node: str, service: str, bootstrap: bool) -> list[str]:
+def _configure_member(
+    lab: Lab, node: str, service: str, bootstrap: bool, asked: bool = False
+) -> list[str]:
     """Write the member's my.cnf and return its mariadbd command: at the position recovered
-    from InnoDB after a crash, with a new cluster when it bootstraps."""
+    from InnoDB after a crash, with a new cluster when it bootstraps. Asked to bootstrap
+    (`galera_new_cluster`), MariaDB judges the datadir itself (it refuses one not marked safe
+    to bootstrap from); the lab's own bootstraps (a lone member, the first back from a
+    crash) mark it safe as the resource agent does for the member it chooses."""
     from stepwise.lab import mariadb
 
     root = lab.node_root(node)
@@ -263,7 +314,8 @@ def _configure_member(lab: Lab, node: str, service: str, bootstrap: bool) -> lis
         if pos:
             cmd.append(f"--wsrep_start_position={pos}")
     if bootstrap:
-        allow_bootstrap(root)
+        if not asked:
+            allow_bootstrap(root)
         cmd.append("--wsrep-new-cluster")
     return cmd
 

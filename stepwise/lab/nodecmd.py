@@ -442,7 +442,15 @@ def main() -> None:
     if delay:
         time.sleep(float(delay))
     # registers the package, cluster, container and nova commands in COMMANDS
-    from stepwise.lab import nodecmd_cluster, nodecmd_containers, nodecmd_packages, nova  # noqa: F401
+    from stepwise.lab import (  # noqa: F401
+        nodecmd_cluster,
+        nodecmd_containers,
+        nodecmd_files,
+        nodecmd_galera,
+        nodecmd_pacemaker,
+        nodecmd_packages,
+        nova,
+    )
 
     fn = COMMANDS.get(name)
     real = _real_tool(lab, node, name)

@@ -10,72 +10,12 @@ import sys
 from stepwise.lab import health as lab_health
 from stepwise.lab import repos as lab_repos
 from stepwise.lab import services as lab_services
-from stepwise.lab.nodecmd_base import command, disk_full, err, faults, job_timeout, out
+from stepwise.lab.nodecmd_base import command, disk_full, err, faults, out
 from stepwise.lab.nodes import Lab, read_unit
 
 
 def cluster_service(lab: Lab, kinds: tuple[str, ...]) -> str | None:
     return next((n for n, s in lab.spec.services.items() if s.cluster in kinds), None)
-
-
-# --- pacemaker -------------------------------------------------------------------------
-@command("pcs")
-def pcs(lab: Lab, node: str, args: list[str]) -> int:
-    svc = cluster_service(lab, ("pacemaker", "corosync"))
-    if svc is None or node not in lab.service(svc).instances:
-        return err("Error: unable to get cluster status: no cluster configured on this node")
-    words = [a for a in args if not a.startswith("-")]
-    targets = lab.service(svc).instances if "--all" in args else [node]
-    if words[:1] == ["status"]:
-        ok, why = lab_health.quorum(lab, svc)
-        running = [n for n in lab.service(svc).instances if read_unit(lab, n, svc)]
-        standby = [
-            n
-            for n in running
-            if (lab.read_state(n, "cluster.json", {}) or {}).get(svc, {}).get("standby")
-        ]
-        out(
-            f"Cluster: {svc}\n  {why}\n"
-            f"  Online: [ {' '.join(n for n in running if n not in standby)} ]\n"
-            f"  Standby: [ {' '.join(standby)} ]"
-        )
-        if node not in running:
-            return err("Error: cluster is not currently running on this node")
-        return 0 if ok else 1
-    if words[:1] == ["cluster"] and words[1:2] in (["stop"], ["start"]):
-        rc = 0
-        for n in targets:
-            # the cluster stack brings up what it manages (a real RabbitMQ member boots in over
-            # a minute on 2 busy cores): wait as long as the slowest unit may take
-            wait = job_timeout(lab, svc) + max(
-                s.start_timeout or 0.0 for s in lab.spec.services.values()
-            )
-            res = lab.call(words[1], node=n, unit=svc, timeout=wait)
-            out(
-                f"{n}: {'Stopping' if words[1] == 'stop' else 'Starting'} Cluster... "
-                f"{res.get('message')}"
-            )
-            rc = rc or (0 if res.get("ok") else 1)
-        return rc
-    if words[:1] == ["node"] and words[1:2] in (["standby"], ["unstandby"]):
-        target = words[2] if len(words) > 2 else node
-        if target not in lab.service(svc).instances:
-            return err(f"Error: node '{target}' does not appear to exist in configuration")
-        if not read_unit(lab, node, svc):
-            return err("Error: cluster is not currently running on this node")
-        on = words[1] == "standby"
-        with lab.node_lock(target):
-            st = lab.read_state(target, "cluster.json", {}) or {}
-            st.setdefault(svc, {})["standby"] = on
-            lab.write_state(target, "cluster.json", st)
-        # Standby moves the VIP's traffic away from the node: its servers go to maintenance.
-        from stepwise.lab import haproxy
-
-        haproxy.set_node_state(lab, target, "maint" if on else "ready")
-        return 0
-    return err(
-        "usage: pcs status | pcs cluster stop|start [--all] | pcs node standby|unstandby [NODE]"
-    )
 
 
 # --- rabbitmq --------------------------------------------------------------------------

@@ -153,6 +153,10 @@ class SystemUpgradeSpec(Strict):
     prepare: list[Task] = Field(default_factory=list)
     run: list[Task] = Field(default_factory=list)
     transfer_data: list[Task] = Field(default_factory=list)
+    #: a cluster that cannot span two OS majors: the first new-OS node forms the new one
+    #: (`form_cluster`), the later ones join it (`join_cluster`), before their `start`
+    form_cluster: list[Task] = Field(default_factory=list)
+    join_cluster: list[Task] = Field(default_factory=list)
     cleanup: list[Task] = Field(default_factory=list)
 
 

@@ -48,6 +48,8 @@ STEP_KINDS: Mapping[Step, StepKind] = MappingProxyType(
         Step.EXTERNAL_SYSTEM_UPGRADE_PREPARE: StepKind.SOFTWARE,
         Step.SYSTEM_UPGRADE_RUN: StepKind.DISRUPTIVE,
         Step.SYSTEM_UPGRADE_TRANSFER_DATA: StepKind.DEPLOYMENT,
+        Step.FORM_CLUSTER: StepKind.SOFTWARE,
+        Step.JOIN_CLUSTER: StepKind.SOFTWARE,
         Step.EXTERNAL_SYSTEM_UPGRADE_RUN: StepKind.DISRUPTIVE,
         Step.SYSTEM_UPGRADE_CLEANUP: StepKind.SOFTWARE,
     }

@@ -20,7 +20,8 @@ from stepwise.model.vocab import Section
 #: the top-level keys of a service file that hold tasks (lists, or mappings of step -> list)
 TASK_KEYS = frozenset({*(str(s) for s in Section), "schema"})
 COMMAND_MODULES = ("ansible.builtin.command", "ansible.builtin.shell", "command", "shell")
-#: programs with an Ansible module (ansible-lint's command-instead-of-module list)
+#: programs with an Ansible module (ansible-lint's command-instead-of-module list, but for
+#: those whose module cannot do a catalog's job: `NO_MODULE_HERE`)
 MODULE_FOR = {
     "apt-get": "ansible.builtin.apt",
     "chkconfig": "ansible.builtin.service",
@@ -30,7 +31,6 @@ MODULE_FOR = {
     "mount": "ansible.posix.mount",
     "patch": "ansible.posix.patch",
     "rpm": "ansible.builtin.rpm_key or ansible.builtin.dnf",
-    "sed": "ansible.builtin.lineinfile or ansible.builtin.replace",
     "service": "ansible.builtin.service",
     "systemctl": "ansible.builtin.systemd_service",
     "tar": "ansible.builtin.unarchive",
@@ -43,6 +43,8 @@ MODULE_FOR = {
 NO_MODULE_HERE = {
     "rsync": "ansible.posix.synchronize copies between the controller and a node, not from "
     "one node to another, and its collection is not part of ansible-core",
+    "sed": "a catalog's tasks are node commands (docs/node-commands.md): one catalog serves "
+    "real nodes and lab nodes, whose files only the node's own commands find",
 }
 #: what a program may be asked for without the module (queries the module does not make)
 QUERIES = {

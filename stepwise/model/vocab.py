@@ -222,6 +222,10 @@ class Step(StrEnum):
     EXTERNAL_SYSTEM_UPGRADE_PREPARE = "external_system_upgrade_prepare"
     SYSTEM_UPGRADE_RUN = "system_upgrade_run"
     SYSTEM_UPGRADE_TRANSFER_DATA = "system_upgrade_transfer_data"
+    #: the first new-OS node forms the new cluster of a cluster that cannot span two OS
+    #: majors; the later new-OS nodes join it (before their services start)
+    FORM_CLUSTER = "form_cluster"
+    JOIN_CLUSTER = "join_cluster"
     EXTERNAL_SYSTEM_UPGRADE_RUN = "external_system_upgrade_run"
     SYSTEM_UPGRADE_CLEANUP = "system_upgrade_cleanup"
 
@@ -260,6 +264,8 @@ class SystemUpgradeKey(StrEnum):
     PREPARE = "prepare"
     RUN = "run"
     TRANSFER_DATA = "transfer_data"
+    FORM_CLUSTER = "form_cluster"
+    JOIN_CLUSTER = "join_cluster"
     CLEANUP = "cleanup"
 
 
@@ -375,6 +381,14 @@ STEPS: Mapping[Step, StepInfo] = MappingProxyType(
             once_only=True,
             external=True,
         ),
+        Step.FORM_CLUSTER: StepInfo(
+            tasks=(Section.SYSTEM_UPGRADE, SystemUpgradeKey.FORM_CLUSTER),
+            state_after=ServiceState.RUNNING,
+        ),
+        Step.JOIN_CLUSTER: StepInfo(
+            tasks=(Section.SYSTEM_UPGRADE, SystemUpgradeKey.JOIN_CLUSTER),
+            state_after=ServiceState.RUNNING,
+        ),
         Step.EXTERNAL_SYSTEM_UPGRADE_PREPARE: StepInfo(
             needs_limit=True,
             tasks=(Section.SYSTEM_UPGRADE, SystemUpgradeKey.PREPARE),
@@ -446,6 +460,8 @@ DEFAULT_STEP_SECONDS: Mapping[CatalogKey, float] = MappingProxyType(
         SystemUpgradeKey.PREPARE: 120.0,
         SystemUpgradeKey.RUN: 600.0,
         SystemUpgradeKey.TRANSFER_DATA: 300.0,
+        SystemUpgradeKey.FORM_CLUSTER: 30.0,
+        SystemUpgradeKey.JOIN_CLUSTER: 20.0,
         SystemUpgradeKey.CLEANUP: 20.0,
     }
 )

@@ -18,7 +18,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Required, TypedDict, Unpack
+from typing import Any, Required, TypedDict, Unpack
 
 from stepwise.model.vocab import Phase, Stage, Step
 from stepwise.plan.builder import PlanBuilder
@@ -387,6 +387,7 @@ class _StepWork:
     extra: dict[str, list[str]]
     tags: tuple[str, ...]
     seconds: float
+    vars: dict[str, Any]
 
 
 def _step_order(batch: list[Visit]) -> list[Step]:
@@ -404,6 +405,7 @@ def _step_work(batch: list[Visit], step: Step) -> _StepWork:
     work: dict[str, tuple[str, ...]] = {}
     extra: dict[str, list[str]] = {}
     step_tags: tuple[str, ...] = ()
+    step_vars: dict[str, Any] = {}
     seconds = 0.0
     step_nodes: list[str] = []
     services: list[str] = []
@@ -418,8 +420,11 @@ def _step_work(batch: list[Visit], step: Step) -> _StepWork:
                 if st.extra:
                     extra[v.node] = list(st.extra)
                 step_tags = st.tags or step_tags
+                for k, v in st.vars.items():
+                    # a dict per node (service -> node) merges: the batch's nodes may differ
+                    step_vars[k] = {**step_vars.get(k, {}), **v} if isinstance(v, Mapping) else v
                 seconds = max(seconds, st.seconds)
-    return _StepWork(step_nodes, services, work, extra, step_tags, seconds)
+    return _StepWork(step_nodes, services, work, extra, step_tags, seconds, step_vars)
 
 
 def _emit_batch(
@@ -462,7 +467,7 @@ def _emit_batch(
             tags=sw.tags + where.tags,
             stops=disrupted if i == 0 else None,
             starts=disrupted if last else None,
-            vars={"extra_packages": sw.extra} if sw.extra else None,
+            vars={**sw.vars, **({"extra_packages": sw.extra} if sw.extra else {})} or None,
         )
         prev = [uid]
         total += sw.seconds

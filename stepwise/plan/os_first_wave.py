@@ -7,7 +7,7 @@ from __future__ import annotations
 from stepwise.errors import Problem, UnsafePlanError
 from stepwise.model.deployment import Deployment
 from stepwise.model.vocab import Phase, Stage, Step, SystemUpgradeKey
-from stepwise.plan import progress
+from stepwise.plan import os_clusters, progress
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.os_cloud import WF, OsCloud, secs
 from stepwise.plan.planes import Cursor
@@ -312,6 +312,7 @@ def _fresh_cloud(chain: _Chain, c: OsCloud, wave: list[str]) -> None:
         f"databases, message bus and cluster managers first, on {on_data}; "
         "back into the cluster and the load balancers"
     )
+    _new_clusters(chain, c, step6, infra)
     if _start(chain, c, step6, infra, infra_label):
         # the schemas move once the databases run, before the rest starts on them
         chain.add(
@@ -328,6 +329,36 @@ def _fresh_cloud(chain: _Chain, c: OsCloud, wave: list[str]) -> None:
         f"{step6}: every service healthy on the new OS",
         secs(dep, [], Step.VERIFY),
         Stage.UPGRADE,
+    )
+
+
+def _new_clusters(chain: _Chain, c: OsCloud, step6: str, infra: Work) -> None:
+    """Step 6, before the databases and cluster managers start: the clusters that cannot span
+    two OS majors form anew on one first node, the other first nodes join them."""
+    dep = c.dep
+    form = os_clusters.forming(c, infra)
+    chain.add(
+        Step.FORM_CLUSTER,
+        form,
+        f"{step6}: form the new "
+        + ", ".join(sorted({s for ss in form.values() for s in ss}))
+        + " cluster(s) on the new OS (their old-OS members are stopped)",
+        max([secs(dep, ss, SystemUpgradeKey.FORM_CLUSTER) for ss in form.values()] + [0.0]),
+        Stage.UPGRADE,
+        # the member runs, but serves only once back in its load balancer: its window
+        # closes with the start and rejoin that follow, as everywhere else
+    )
+    join = os_clusters.joining(c, infra)
+    chain.add(
+        Step.JOIN_CLUSTER,
+        join,
+        f"{step6}: join the new clusters formed on "
+        + ", ".join(sorted(set(os_clusters.seed_vars(c, join)[os_clusters.SEED_VAR].values())))
+        if join
+        else "",
+        max([secs(dep, ss, SystemUpgradeKey.JOIN_CLUSTER) for ss in join.values()] + [0.0]),
+        Stage.UPGRADE,
+        vars=os_clusters.seed_vars(c, join),
     )
 
 

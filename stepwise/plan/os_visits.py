@@ -4,8 +4,10 @@ into the new OS, upgrade, external services back), rolled in batches."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 from stepwise.model.vocab import Phase, Stage, Step, SystemUpgradeKey
+from stepwise.plan import os_clusters
 from stepwise.plan.batching import schedule_rolling
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.os_cloud import UPGRADE_TAGS, WF, OsCloud, secs
@@ -136,6 +138,8 @@ def _upgrade_steps(c: OsCloud, node: str) -> list[VisitStep]:
         VisitStep(Step.PACKAGES, internal, secs(dep, internal, Step.PACKAGES), tags=UPGRADE_TAGS)
     ]
     for step in (Step.CONFIG, Step.START, Step.REJOIN):
+        if step is Step.START:
+            steps.extend(_join_steps(c, node))
         w = tuple(s for s in internal if catalog[s].has_step(WF, step))
         if w:
             steps.append(VisitStep(step, w, secs(dep, w, step), tags=UPGRADE_TAGS))
@@ -148,6 +152,23 @@ def _upgrade_steps(c: OsCloud, node: str) -> list[VisitStep]:
         )
     )
     return steps
+
+
+def _join_steps(c: OsCloud, node: str) -> list[VisitStep]:
+    """Before its services start, a later new-OS node joins the clusters the first new-OS
+    nodes formed (its old-OS cluster is gone)."""
+    join = os_clusters.joining(c, {node: c.internal(node)})
+    if not join:
+        return []
+    return [
+        VisitStep(
+            Step.JOIN_CLUSTER,
+            join[node],
+            secs(c.dep, join[node], SystemUpgradeKey.JOIN_CLUSTER),
+            tags=UPGRADE_TAGS,
+            vars=MappingProxyType(os_clusters.seed_vars(c, join)),
+        )
+    ]
 
 
 def _external_run_steps(c: OsCloud, node: str) -> list[VisitStep]:

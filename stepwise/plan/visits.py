@@ -3,8 +3,11 @@ which step runs which services' tasks on the node, and for how long."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import lru_cache
+from types import MappingProxyType
+from typing import Any
 
 from stepwise.model.catalog import node_step_seconds
 from stepwise.model.choices import DeployStyle
@@ -21,6 +24,11 @@ class VisitStep:
     seconds: float  # estimated time of the step on this node
     extra: tuple[str, ...] = ()  # unowned packages (packages step only)
     tags: tuple[str, ...] = ()  # what --tags matches, beyond stage and step (first one: the stage)
+    #: what the step's tasks read besides the node's services (the same on every node of a
+    #: batch: a join's forming node)
+    vars: Mapping[str, Any] = field(
+        default_factory=lambda: MappingProxyType({}), hash=False, compare=False
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -152,7 +152,8 @@ def _play_title(unit: Unit) -> str:
 
 
 _NO_MODULE_LINE = re.compile(
-    r"^(\s*)(?:- )?ansible\.builtin\.(?:command|shell): (?:"
+    # the command line may be quoted (`'sed -i ''s/a/b/'' FILE'`)
+    r"^(\s*)(?:- )?ansible\.builtin\.(?:command|shell): ['\"]?(?:"
     + "|".join(map(re.escape, NO_MODULE_HERE))
     + r")\b",
     re.M,

@@ -14,6 +14,9 @@ from tests.lab.helpers import health, wait_for
 
 pytestmark = pytest.mark.lab
 CTRLS = ("ctrl-0", "ctrl-1", "ctrl-2")
+SAFE_TO_BOOTSTRAP = (
+    "sed -i 's/^safe_to_bootstrap: *0/safe_to_bootstrap: 1/' /var/lib/mysql/grastate.dat"
+)
 
 
 def settle(lab, seconds: float = 1.0) -> None:
@@ -174,20 +177,30 @@ def test_quorum_loss_and_mixed_os_cluster(lab, node):
         health(lab, "ctrl-0", "pacemaker")["state"] == "inactive"
     )  # nothing runs after the upgrade
     c0.run("os-apply-config")  # packages are R2 now: the R2 configuration
-    c0.run("pcs cluster start")
-    r = wait_for(
-        lambda: (lambda r: r if r.returncode else None)(
-            node("ctrl-1").run("pcs status", check=False)
-        )
-    )
-    assert "cannot form" in r.stdout
-    # Correct (the seed's one-by-one): old members leave, the new node forms a cluster alone.
-    c0.run("pcs cluster stop")
-    node("ctrl-1").run("pcs status")
+    # Its corosync (OS 9) cannot start with the configuration of the OS 8 cluster.
+    r = c0.run("pcs cluster start", check=False)
+    assert r.returncode == 1 and "configuration written on OS 8" in r.stdout, r
+    node("ctrl-1").run("pcs status")  # the old cluster is untouched
+    # A new cluster of its own beside the running one is refused by pcs (still configured).
+    r = c0.run("pcs cluster setup tripleo_cluster ctrl-0 --start", check=False)
+    assert r.returncode == 1 and "in a cluster already" in r.stderr, r
+    # Correct (the seed's one-by-one): old members leave, the new node forms a cluster alone
+    # (the catalog's form_cluster), and the next new-OS node is added from it (join_cluster).
     for n in ("ctrl-1", "ctrl-2"):
         node(n).run("pcs cluster stop")
-    c0.run("pcs cluster start")
-    c0.run("pcs status")
+    c0.run("pcs cluster destroy")
+    c0.run("pcs cluster setup tripleo_cluster ctrl-0 --start --wait")
+    assert "Online: [ ctrl-0 ]" in c0.run("pcs status").stdout
+    c1 = node("ctrl-1")
+    for cmd in ("tripleo-repos R2", "leapp upgrade", "reboot", "os-apply-config"):
+        c1.run(cmd)
+    r = c0.run("pcs cluster node add ctrl-1 --start", check=False)
+    assert r.returncode == 1 and "in a cluster already" in r.stderr, r
+    c1.run("pcs cluster destroy")
+    r = c1.run("pcs cluster node add ctrl-1 --start", check=False)  # only from a member
+    assert r.returncode == 1 and "not running here" in r.stderr, r
+    c0.run("pcs cluster node add ctrl-1 --start --wait")
+    assert "Online: [ ctrl-0 ctrl-1 ]" in c0.run("pcs status").stdout
 
 
 def test_service_that_fails_to_stop_blocks_the_new_one(lab, node):
@@ -239,7 +252,14 @@ def test_data_transfer_twice_destroys_newer_data(lab, node):
     for n in CTRLS:
         node(n).run("systemctl stop keystone nova_api nova_conductor galera")
     c0.run(copy)
-    c0.run("systemctl start galera")
+    # every member stopped cleanly: a start alone forms no cluster, a new one is bootstrapped
+    # (the catalog's form_cluster), and only from a datadir marked safe to bootstrap from
+    r = c0.run("systemctl start galera", check=False)
+    assert r.returncode != 0 and "Galera forms no cluster by itself" in r.stdout + r.stderr, r
+    r = c0.run("galera_new_cluster", check=False)  # ctrl-1 was not the last to stop
+    assert r.returncode == 1, r
+    c0.run(SAFE_TO_BOOTSTRAP)  # as the catalog's form_cluster does
+    c0.run("galera_new_cluster")
     c0.run("tripleo-repos R2")
     c0.run("dnf -y update openstack-keystone")
     c0.run("os-apply-config --service keystone")
@@ -253,7 +273,8 @@ def test_data_transfer_twice_destroys_newer_data(lab, node):
     # Naive: copy again: the newer data is gone.
     c0.run("systemctl stop galera")
     c0.run(copy)
-    c0.run("systemctl start galera")
+    c0.run(SAFE_TO_BOOTSTRAP)
+    c0.run("galera_new_cluster")
     wait_for(lambda: "schema 1 is older than code 2" in health(lab, "ctrl-0", "keystone")["health"])
 
 

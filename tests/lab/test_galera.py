@@ -144,3 +144,32 @@ def test_two_of_three_crash_the_survivor_goes_non_primary_until_they_return(lab)
     assert mariadb.execute(vip.address, vip.port, "SELECT k FROM data") == [("before",)]
     write(lab, "db-2", "after")
     assert [k for k, _ in rows(lab, "db-0")] == ["after", "before"]
+
+
+def test_a_cluster_stopped_whole_forms_again_only_by_galera_new_cluster(lab, node):
+    """What the OS upgrade's form_cluster relies on: a member finding no other running forms
+    no cluster by itself; `galera_new_cluster` bootstraps one, and MariaDB itself refuses it
+    from a member that was not the last to leave until its grastate.dat is marked safe."""
+    write(lab, "db-0", "kept")
+    for n in DBS:  # db-2 stops last: only its datadir is safe to bootstrap from
+        assert lab.call("stop", node=n, unit="galera")["ok"]
+    assert galera.grastate(lab.node_root("db-2"))["safe_to_bootstrap"] == "1"
+    assert galera.grastate(lab.node_root("db-0"))["safe_to_bootstrap"] == "0"
+
+    r = node("db-0").run("systemctl start galera", check=False)
+    assert r.returncode != 0 and "forms no cluster by itself" in r.stdout + r.stderr, r
+    r = node("db-0").run("galera_new_cluster", check=False)
+    assert r.returncode == 1, r
+    log = mariadb.error_log(lab.node_root("db-0")).read_text()
+    assert "may not be safe to bootstrap the cluster from this node" in log
+
+    node("db-2").run("galera_new_cluster")
+    for n in ("db-0", "db-1"):  # the others join it by their start (state transfer)
+        node(n).run("systemctl start galera")
+    for n in DBS:
+        wait_for(lambda n=n: synced(lab, n), timeout=60)
+    assert all(("kept", "via db-0") in rows(lab, n) for n in DBS)
+    # a new cluster beside running members would split it: refused
+    assert lab.call("stop", node="db-1", unit="galera")["ok"]
+    r = node("db-1").run("galera_new_cluster", check=False)
+    assert r.returncode == 1 and "split the cluster" in r.stdout + r.stderr, r

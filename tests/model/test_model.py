@@ -62,6 +62,7 @@ JINJA_VARS = {
     "stepwise_node_address",
     "stepwise_bootstrap_node",
     "system_upgrade_source",
+    "stepwise_cluster_seed",
     "target_release",
     "stepwise_drain_policy",
     "item",
@@ -80,6 +81,8 @@ TASK_KEYWORDS = {
     "loop",
     # how many hosts run the task at once (an unpin's restart: one controller at a time)
     "throttle",
+    # on another node than the play's (pcs adds a node to its cluster from a member only)
+    "delegate_to",
 }
 
 
@@ -258,7 +261,12 @@ def test_every_task_is_a_named_command_calling_the_node_vocabulary(catalog):
                     cmd,
                     word,
                 )
-            for text in (str(cmd), task["name"], str(task.get("when", ""))):
+            for text in (
+                str(cmd),
+                task["name"],
+                str(task.get("when", "")),
+                str(task.get("delegate_to", "")),
+            ):
                 for var in re.findall(r"{{\s*([A-Za-z_][A-Za-z0-9_]*)", text):
                     assert var in known, (svc.name, where, var)
             if "register" in task:

@@ -420,7 +420,7 @@ def test_availability_needs_exactly_one_rule(tmp_path):
             "name: api\nplane: control\nsystem_upgrade:\n  transfer: []\n",
             4,
             "system_upgrade.transfer",
-            "prepare, run, transfer_data, cleanup",
+            "prepare, run, transfer_data, form_cluster, join_cluster, cleanup",
         ),
         (
             "name: api\nplane: control\nhealth: {https: x}\n",

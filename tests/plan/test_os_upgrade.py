@@ -97,6 +97,8 @@ def test_the_seeds_twelve_steps_as_commands():
     assert order == [
         "packages",
         "config",
+        "form_cluster",
+        "join_cluster",
         "start",
         "rejoin",
         "migrate",
@@ -104,6 +106,14 @@ def test_the_seeds_twelve_steps_as_commands():
         "rejoin",
         "verify",
     ]
+    # the clusters that cannot span two OS majors start over: galera on the node the data
+    # moved to, pacemaker on the bootstrap node of its first role; the other first nodes
+    # join pacemaker's from there (pcs adds a node from a member only)
+    (form,) = [u for u in p.units if u.step is Step.FORM_CLUSTER]
+    assert dict(form.work) == {"controller-openstack-0": ("pacemaker",), "database-0": ("galera",)}
+    (join,) = [u for u in p.units if u.step is Step.JOIN_CLUSTER]
+    assert dict(join.work) == {"database-0": ("pacemaker",), "messaging-0": ("pacemaker",)}
+    assert join.vars["stepwise_cluster_seed"] == {"pacemaker": "controller-openstack-0"}
     db_start = next(u for u in p.units if u.step is Step.START)
     assert "galera" in db_start.starts and "rabbitmq" in db_start.starts
     assert all(u.stage is Stage.UPGRADE for u in p.units if not u.is_barrier)
@@ -129,6 +139,14 @@ def test_the_seeds_twelve_steps_as_commands():
         ):
             p = c.run(cmd, limit=n, **kw)
             assert Step.SYSTEM_UPGRADE_TRANSFER_DATA not in [u.step for u in p.units]
+            assert Step.FORM_CLUSTER not in [u.step for u in p.units]
+            if cmd == "upgrade run" and not kw:
+                # they join the new clusters (galera's by its start: a member joins those
+                # running), pacemaker's from the node that formed it in an earlier command
+                (join,) = [u for u in p.units if u.step is Step.JOIN_CLUSTER]
+                assert join.work == {n: ("pacemaker",)}
+                assert join.vars["stepwise_cluster_seed"] == {"pacemaker": "controller-openstack-0"}
+                assert steps(p).index("join_cluster") < steps(p).index("start")
     # step 9: computes (workloads moved away first), networkers, ceph storage
     p = c.run("upgrade run", tags="system_upgrade_prepare", limit="novacompute-0")
     assert steps(p) == ["leave", "system_upgrade_prepare"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from stepwise.lab import containers, podman, repos
+from stepwise.lab import containers, corosync, podman, repos
 from stepwise.lab import health as lab_health
 from stepwise.lab.kinds import LabKind, register
 from stepwise.lab.unit import Unit, fail, read_config
@@ -65,7 +65,12 @@ class StandIn(LabKind):
 
     def start(self, unit: Unit) -> tuple[str, int, bool]:
         check_installed(unit)
-        return unit.lab.node(unit.node).address, unit.lab.service(unit.name).port, False
+        lab = unit.lab
+        if lab.service(unit.name).cluster in corosync.KINDS:
+            why = corosync.cannot_start(lab, unit.node, unit.name)
+            if why:
+                fail(why)
+        return lab.node(unit.node).address, lab.service(unit.name).port, False
 
     def health(self, unit: Unit) -> tuple[bool, str]:
         return lab_health.service_health(unit.lab, unit.name, unit.major)
