@@ -65,12 +65,14 @@ def in_a_cluster(lab: Lab, node: str, service: str) -> bool:
 
 def configure(lab: Lab, node: str, service: str) -> None:
     """`pcs cluster setup` / `node add` wrote this node's configuration on its current OS;
-    the new cluster knows nothing of the old one's standby marks."""
+    the new cluster knows nothing of the old one's standby marks. A node that left stays out
+    of the expected members until its stack starts (nodes added together while down would
+    otherwise count against the quorum of the members running)."""
     _edit(
         lab,
         node,
         service,
-        {"corosync_os": lab.os_major(node), "destroyed": None, "standby": None, "left": None},
+        {"corosync_os": lab.os_major(node), "destroyed": None, "standby": None},
     )
 
 

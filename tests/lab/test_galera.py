@@ -164,10 +164,10 @@ def test_a_cluster_stopped_whole_forms_again_only_by_galera_new_cluster(lab, nod
     assert "may not be safe to bootstrap the cluster from this node" in log
 
     node("db-2").run("galera_new_cluster")
-    for n in ("db-0", "db-1"):  # the others join it by their start (state transfer)
+    wait_for(lambda: synced(lab, "db-2"), timeout=60)
+    for n in ("db-0", "db-1"):  # the others join it by their start, one state transfer at a time
         node(n).run("systemctl start galera")
-    for n in DBS:
-        wait_for(lambda n=n: synced(lab, n), timeout=60)
+        wait_for(lambda n=n: synced(lab, n), timeout=180)
     assert all(("kept", "via db-0") in rows(lab, n) for n in DBS)
     # a new cluster beside running members would split it: refused
     assert lab.call("stop", node="db-1", unit="galera")["ok"]
