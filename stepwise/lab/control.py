@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from stepwise.errors import InputError, Problem, StepwiseError
 from stepwise.lab import boot, haproxy, mariadb
 from stepwise.lab import containers as lab_containers
 from stepwise.lab import services as lab_services
+from stepwise.lab.boot import Progress
 from stepwise.lab.nodes import ADDRESS_BASE, ENV_LAB, Lab, write_json
 from stepwise.lab.slots import claim_index, lab_pids, labs_home, listeners, release_index
 from stepwise.lab.spec import build_spec
@@ -29,7 +29,6 @@ from stepwise.processes import pid_alive
 
 __all__ = ["down", "find_lab", "lab_pids", "labs_home", "status", "up"]
 
-Progress = Callable[[str], None]
 NODE_COMMANDS = (
     "dnf",
     "yum",
