@@ -97,3 +97,21 @@ def test_ctrl_c_while_a_run_plans_under_json_is_a_json_error(monkeypatch):
     assert "interrupted" in r.err
     r = cli("update", "run", "-d", EXAMPLES / "classic.yaml")
     assert r.code == 130 and r.out == "" and "interrupted" in r.err
+
+
+def test_ctrl_c_before_a_command_reports_anything_is_still_said(monkeypatch):
+    """A Ctrl-C that comes while the command imports what it needs, before its errors are
+    reported (typer answers it with a silent exit 130), is said too: CI once read an empty
+    output from an interrupted `update run --json`."""
+    import stepwise.cli.run_cmd as run_cmd
+
+    def pressed(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_cmd, "_run", pressed)
+    r = cli("update", "run", "-d", EXAMPLES / "classic.yaml", "--json")
+    assert r.code == 130, r.text
+    assert json.loads(r.out)["error"]["kind"] == "interrupted"
+    assert "interrupted" in r.err
+    r = cli("update", "run", "-d", EXAMPLES / "classic.yaml")
+    assert r.code == 130 and r.out == "" and "interrupted" in r.err

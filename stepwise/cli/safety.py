@@ -122,6 +122,8 @@ def guarded(invoke: Callable[[], Any], argv: Sequence[str]) -> int:
         code = exc.code
         if code is None:
             return 0
+        if code == 130 and _ctrl_c_unreported(exc):
+            return _interrupted()
         if code == 1 and _pipe_closed(stdout_before):
             # the reader of stdout went away (`stepwise plan ... | head`). A command that only
             # shows something did its job for that reader: 0. Anything else was cut short, which
@@ -134,8 +136,7 @@ def guarded(invoke: Callable[[], Any], argv: Sequence[str]) -> int:
         print(code, file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        return _interrupted()
     except OSError as exc:
         if not isinstance(exc, OutputError) and exc.errno not in OUTPUT_ERRNOS:
             return _bug(exc, argv)
@@ -143,6 +144,33 @@ def guarded(invoke: Callable[[], Any], argv: Sequence[str]) -> int:
     except Exception as exc:  # noqa: BLE001 - the one place where any exception is a reported bug
         return _bug(exc, argv)
     return 0
+
+
+def _ctrl_c_unreported(exc: SystemExit) -> bool:
+    """Whether this exit 130 is typer's own answer to a Ctrl-C that came outside
+    `common.reported` (a command importing its modules, before its `with reported()`): typer
+    exits 130 silently, which would leave a `--json` reader nothing to parse. `reported`
+    raises its exit `from None`, so a KeyboardInterrupt as a cause is typer's."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen.__cause__, KeyboardInterrupt):
+            return True
+        seen = seen.__context__
+    return False
+
+
+def _interrupted() -> int:
+    """Say that a Ctrl-C ended the command before it had anything to report: as JSON on
+    stdout when `--json` was asked, and on stderr; exit 130 as the shell's code for SIGINT."""
+    from stepwise.cli.common import json_error
+    from stepwise.errors import Problem
+
+    try:
+        json_error("interrupted", 130, [Problem("interrupted (SIGINT)")])
+        print("interrupted", file=sys.stderr)
+    except (OSError, ValueError):
+        pass  # its streams are gone: the exit code says it
+    return 130
 
 
 def _output_failed(exc: OSError) -> int:
