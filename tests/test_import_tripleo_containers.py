@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,13 @@ def test_the_import_command_writes_a_containerized_deployment(tmp_path):
     # the registry credentials of the file are never read, so never written
     assert "placeholder-not-a-secret" not in out.read_text()
     assert load_deployment(out).style is DeployStyle.TRIPLEO
+    # the seed's OS upgrade is written for containerized TripleO: the imported cloud plans it
+    res = runner.invoke(
+        app, ["plan", "system-upgrade", "-d", str(out), "-e", "target_release=R2", "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    steps = {u["step"] for u in json.loads(res.stdout)["units"]}
+    assert {"system_upgrade_run", "config", "start"} <= steps, steps
 
 
 def _prepare(tmp_path: Path, text: str) -> Path:

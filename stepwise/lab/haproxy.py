@@ -60,7 +60,10 @@ def render(spec: LabSpec, lab_dir: Path) -> str:
         # became a 504 (a CI failure that no real cloud's load balancer would have made)
         "    timeout client 2m",
         "    timeout server 2m",
-        "    timeout check 1s",
+        # a stopped server refuses the check at once, whatever this is; a slow answer is what
+        # it times: at 1 s, two slow checks in a row of both neutron-servers (uWSGI, two real
+        # clouds on 2 cores) marked the backend empty and a client call got a 503 in CI
+        "    timeout check 5s",
         "    retries 2",
         "    option redispatch",
     ]

@@ -143,7 +143,7 @@ def _image_namespace(
 ) -> str | None:
     """The namespace of a workflow's target images: a major upgrade goes to the next
     release's (`-e target_namespace=NS`, default the deployment's `upgrade_namespace`)."""
-    if wf is not Workflow.UPGRADE or deployment.containers is None:
+    if wf not in (Workflow.UPGRADE, Workflow.SYSTEM_UPGRADE) or deployment.containers is None:
         return None
     given = checked_variables(variables).get("target_namespace")
     return given or deployment.containers.upgrade_namespace

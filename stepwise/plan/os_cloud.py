@@ -67,6 +67,13 @@ class OsCloud:
             self._internal[role] = tuple(s for s in self.dep.services_on(n) if not cat[s].external)
         return self._internal[role]
 
+    def packaged(self, n: str) -> tuple[str, ...]:
+        """The node's services that install packages of the new release on the new OS: not
+        those in containers (their image is their package, switched by their config step)."""
+        style = self.dep.role_of(n).style
+        cat = self.dep.catalog
+        return tuple(s for s in self.internal(n) if not cat[s].in_container(style))
+
     def leaving(self, n: str) -> tuple[str, ...]:
         """The node's services that leave load balancers and clusters before they stop."""
         role = self.dep.node_by_name[n].role

@@ -284,11 +284,13 @@ def _fresh_cloud(chain: _Chain, c: OsCloud, wave: list[str]) -> None:
     sync = on_bootstrap_in(dep, on, lambda s: s.has_step(WF, Step.MIGRATE))
     _refuse_offline_elsewhere(dep, sync, todo)
     step6 = f"step 6: upgrade run on {', '.join(todo)}"
+    # a node's containers have no packages: their images come with their config step
+    packaged = {n: ss for n in todo if (ss := c.packaged(n))}
     chain.add(
         Step.PACKAGES,
-        on,
+        packaged,
         f"{step6}: packages of the new release on the new OS",
-        max(secs(dep, ss, Step.PACKAGES) for ss in on.values()),
+        max((secs(dep, ss, Step.PACKAGES) for ss in packaged.values()), default=0),
         Stage.UPGRADE,
     )
     cfg = {n: tuple(s for s in ss if catalog[s].has_step(WF, Step.CONFIG)) for n, ss in on.items()}

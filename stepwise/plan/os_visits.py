@@ -134,9 +134,14 @@ def _upgrade_steps(c: OsCloud, node: str) -> list[VisitStep]:
     internal = c.internal(node)
     if c.started(node) or not internal:
         return []
-    steps = [
-        VisitStep(Step.PACKAGES, internal, secs(dep, internal, Step.PACKAGES), tags=UPGRADE_TAGS)
-    ]
+    steps = []
+    packaged = c.packaged(node)  # a container's image comes with its config step
+    if packaged:
+        steps.append(
+            VisitStep(
+                Step.PACKAGES, packaged, secs(dep, packaged, Step.PACKAGES), tags=UPGRADE_TAGS
+            )
+        )
     for step in (Step.CONFIG, Step.START, Step.REJOIN):
         if step is Step.START:
             steps.extend(_join_steps(c, node))

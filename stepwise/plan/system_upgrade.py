@@ -33,7 +33,6 @@ from types import MappingProxyType
 
 from stepwise.errors import InputError, Problem
 from stepwise.model.availability import service_allowances
-from stepwise.model.choices import DeployStyle
 from stepwise.model.deployment import Deployment
 from stepwise.model.facts import Facts
 from stepwise.model.vocab import Phase, Scope, Stage, Step, UpgradeKey
@@ -86,26 +85,6 @@ def initial_state(dep: Deployment, facts: Facts) -> dict:
     }
 
 
-def _refuse_container_roles(dep: Deployment) -> None:
-    """Refuse the OS upgrade of a deployment with container-style roles, naming them."""
-    containerized = [
-        f"{r.name} ({r.style})" for r in dep.roles if r.style is not DeployStyle.PACKAGES
-    ]
-    if containerized:
-        # leapp takes the host; the containers come back from their images (a redeploy of
-        # the styles' units), which this planner does not compose yet: refused, not guessed
-        raise InputError(
-            Problem(
-                "the OS upgrade of container-style roles is not planned yet: "
-                + ", ".join(containerized),
-                file=dep.path,
-                field="style",
-                hint="OS-upgrade those nodes with the deployment's own procedure; update and "
-                "upgrade plan container styles",
-            )
-        )
-
-
 def plan_system_upgrade(
     builder: PlanBuilder,
     dep: Deployment,
@@ -114,7 +93,6 @@ def plan_system_upgrade(
 ) -> None:
     """What is left of the OS upgrade of the whole cloud (the selection picks the part the
     operator's command runs)."""
-    _refuse_container_roles(dep)
     c = OsCloud(dep, facts, set(nodes or ()))
     if not c.roles:
         raise InputError(

@@ -158,19 +158,36 @@ def test_a_packages_cloud_has_no_images_param():
     assert any(u.step is Step.PACKAGES for u in plan.units)
 
 
-def test_the_os_upgrade_of_container_roles_is_refused_naming_them():
-    """leapp takes the host and the containers come back from their images: not composed yet,
-    so refused with the roles named, never planned as packages."""
-    import pytest
-
-    from stepwise.errors import InputError
-
+def test_the_os_upgrade_of_container_roles_recreates_them_from_the_next_releases_images():
+    """The seed's procedure on containerized TripleO: leapp takes the host while the node's
+    containers are stopped; after it, before they start, each container is recreated from the
+    next release's image by digest (the image fetched then, on the new OS, never before)."""
     dep = tripleo_cloud()
-    with pytest.raises(InputError) as err:
-        make_plan(Workflow.SYSTEM_UPGRADE, dep, image_facts(dep, {"api"}))
-    p = err.value.problems[0]
-    assert "container-style roles is not planned yet" in p.message and p.field == "style"
-    assert "(tripleo)" in p.message
+    target = "127.0.0.1:8787/tripleo-next/openstack-{}:current"
+    facts = image_facts(dep, {"db", "api", "agent"}, ref=target.format)
+    plan = make_plan(Workflow.SYSTEM_UPGRADE, dep, facts, variables={"target_release": "R2"})
+    images = plan.params["images"]
+    assert images["ctl-1"]["api"] == {"ref": target.format("api"), "target": NEW}
+    for node in ("ctl-1", "cmp-0"):
+        steps = [u.step for u in plan.units if node in u.nodes and u.step is not Step.GATE]
+        os_at = steps.index(Step.SYSTEM_UPGRADE_RUN)
+        assert steps.index(Step.SYSTEM_UPGRADE_PREPARE) < os_at < steps.index(Step.CONFIG)
+        assert steps.index(Step.CONFIG) < steps.index(Step.START), steps
+        # no package of a container to install: its image is switched by its config step
+        assert Step.PACKAGES not in steps[os_at:], steps
+    # every unit has work on its nodes (a packages unit of containers had none: refused at run)
+    plays = [render_unit(plan, u, dep) for u in plan.units if u.step is not Step.GATE]
+    assert len(plays) > 20
+    config = next(u for u in plan.units if u.step is Step.CONFIG and "cmp-0" in u.nodes)
+    play = json.dumps(render_unit(plan, config, dep))
+    # pulled if the node has it not, by digest; the container recreated from that digest
+    assert "skopeo" in play or "podman pull" in play
+    assert "podman" in play and "create" in play and "stepwise_image_digest" in play
+    # a reference discover asked about under another namespace has no digest to switch to
+    stale = make_plan(
+        Workflow.SYSTEM_UPGRADE, dep, image_facts(dep, {"api"}), variables={"target_release": "R2"}
+    )
+    assert stale.params["images"]["ctl-1"]["api"]["target"] == ""
 
 
 def host_db_cloud():

@@ -29,8 +29,6 @@ NOT_APPLYING = {
     ("undercloud", "system-upgrade"),
     ("tripleo-containers", "management-upgrade"),
     ("openstack-nova", "management-upgrade"),
-    # the OS upgrade of container-style roles is refused (not planned yet)
-    ("tripleo-containers", "system-upgrade"),
 }
 _FINDING = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+)(?::\d+)?: (?P<rule>[\w\[\]-]+): ")
 
