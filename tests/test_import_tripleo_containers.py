@@ -19,6 +19,7 @@ from stepwise.model.importing import import_tripleo
 from stepwise.model.tripleo_containers import load_containers_prepare
 from stepwise.model.vocab import Step, Workflow
 from stepwise.plan import make_plan
+from tests.security.helpers import cli
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "tripleo"
 PREPARE = FIX / "containers-prepare-parameter.yaml"
@@ -94,13 +95,24 @@ def test_the_import_command_writes_a_containerized_deployment(tmp_path):
     # the registry credentials of the file are never read, so never written
     assert "placeholder-not-a-secret" not in out.read_text()
     assert load_deployment(out).style is DeployStyle.TRIPLEO
-    # the seed's OS upgrade is written for containerized TripleO: the imported cloud plans it
-    res = runner.invoke(
-        app, ["plan", "system-upgrade", "-d", str(out), "-e", "target_release=R2", "--json"]
-    )
-    assert res.exit_code == 0, res.output
-    steps = {u["step"] for u in json.loads(res.stdout)["units"]}
-    assert {"system_upgrade_run", "config", "start"} <= steps, steps
+    # the seed's OS upgrade is written for containerized TripleO: its containers are planned,
+    # but TripleO's Galera runs in one, and the catalog forms its new cluster with the host's
+    # galera_new_cluster: refused, naming it and what to do, nothing planned as if it could
+    res = cli("plan", "system-upgrade", "-d", str(out), "-e", "target_release=R2", "--json")
+    assert res.code == 2, res.text
+    (problem,) = json.loads(res.out)["error"]["problems"]
+    assert "galera on Controller (tripleo)" in problem["message"], problem
+    assert problem["field"] == "style" and "host: true" in problem["hint"]
+    # the same cloud with its database on the host (a packages-style role) plans it
+    doc["roles"] = [
+        {**r, "style": "packages"} if "galera" in r["services"] else r for r in doc["roles"]
+    ]
+    out.write_text(yaml.safe_dump(doc))
+    res = cli("plan", "system-upgrade", "-d", str(out), "-e", "target_release=R2", "--json")
+    assert res.code == 0, res.text
+    units = json.loads(res.out)["units"]
+    steps = {u["step"] for u in units}
+    assert {"system_upgrade_run", "config", "form_cluster", "start"} <= steps, steps
 
 
 def _prepare(tmp_path: Path, text: str) -> Path:

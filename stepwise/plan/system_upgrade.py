@@ -35,7 +35,7 @@ from stepwise.errors import InputError, Problem
 from stepwise.model.availability import service_allowances
 from stepwise.model.deployment import Deployment
 from stepwise.model.facts import Facts
-from stepwise.model.vocab import Phase, Scope, Stage, Step, UpgradeKey
+from stepwise.model.vocab import Phase, Scope, Stage, Step, SystemUpgradeKey, UpgradeKey
 from stepwise.plan import progress
 from stepwise.plan.builder import PlanBuilder
 from stepwise.plan.os_cloud import WF, OsCloud, is_sensitive, secs
@@ -85,6 +85,32 @@ def initial_state(dep: Deployment, facts: Facts) -> dict:
     }
 
 
+def _refuse_clusters_in_containers(dep: Deployment) -> None:
+    """Refuse the OS upgrade where a cluster that starts over on the new OS runs in a
+    container: its catalog entry forms and joins the new cluster with the host's commands
+    (`galera_new_cluster`, `pcs cluster setup`), which a node whose service is in a container
+    has not. Containers of every other service are planned (recreated from their images)."""
+    boxed = [
+        f"{s} on {r.name} ({r.style})"
+        for r in dep.roles
+        for s in dep.containerized(r)
+        if dep.catalog[s].system_upgrade.keys()
+        & {SystemUpgradeKey.FORM_CLUSTER, SystemUpgradeKey.JOIN_CLUSTER}
+    ]
+    if boxed:
+        raise InputError(
+            Problem(
+                "the OS upgrade forms these clusters anew with host commands, and they run in "
+                "containers here: " + ", ".join(boxed),
+                file=dep.path,
+                field="style",
+                hint="run them on the host (a packages-style role, or `styles: {<style>: "
+                "{host: true}}` in their catalog entry, as pacemaker has), or OS-upgrade those "
+                "nodes with the deployment's own procedure",
+            )
+        )
+
+
 def plan_system_upgrade(
     builder: PlanBuilder,
     dep: Deployment,
@@ -93,6 +119,7 @@ def plan_system_upgrade(
 ) -> None:
     """What is left of the OS upgrade of the whole cloud (the selection picks the part the
     operator's command runs)."""
+    _refuse_clusters_in_containers(dep)
     c = OsCloud(dep, facts, set(nodes or ()))
     if not c.roles:
         raise InputError(

@@ -275,8 +275,9 @@ def _same_os(
 ) -> dict[str, NodeChange]:
     """The changes of the nodes that stay on their OS: only they prestage. A node going to a
     new OS (the seed's major upgrade with the OS upgrade) would fetch the new release built
-    for the old one; it fetches after its OS upgrade, in its own packages step (the node is
-    out of service from its OS upgrade's prepare on). The plan records those nodes
+    for the old one; it fetches after its OS upgrade, in its own packages step (a
+    container: its config step's pull; the node is out of service from its OS upgrade's
+    prepare on). The plan records those nodes
     (`params["fetch_after_os"]`: node -> [OS major, target]) for the tree and --json."""
     later = {
         n: [facts.of(n).os_major, facts.of(n).os_target] for n in changes if facts.changes_os(n)
