@@ -17,12 +17,11 @@ serve 2024.1 with their schemas at its head, the rows written before step 1 kept
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.run.seed_table import assert_failures_inside_windows, seed_cli
 from tests.run.test_e2e_containers import (
     UPGRADE_NS,
     _containerized,
@@ -30,7 +29,7 @@ from tests.run.test_e2e_containers import (
     _registry_digests,
     _running_digests,
 )
-from tests.run.test_e2e_lab import STEPWISE, _lab_or_skip, lab_dir  # noqa: F401 - the fixture
+from tests.run.test_e2e_lab import _lab_or_skip, lab_dir  # noqa: F401 - the fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "tripleo-containers.yaml"
@@ -61,33 +60,13 @@ def test_containerized_cloud_through_the_os_upgrade(
     from stepwise.lab.openstack import checks
     from stepwise.lab.probe import Probe
     from stepwise.model import load_deployment
-    from stepwise.observe.windows import cloud_intervals, outside_windows
     from stepwise.plan.commands import seed_commands
-    from stepwise.run.store import open_store
 
     dep_path = tmp_path / example.name
     dep_path.write_text(example.read_text())
     store_url = f"sqlite:///{tmp_path / 'store.sqlite'}"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     log: list[str] = []
-
-    def sw(*args: str) -> subprocess.CompletedProcess:
-        # the prestage has its own scenarios; here the new OS's images are fetched by each
-        # node's config step, after its OS upgrade
-        yes = [] if args[0] == "discover" else ["--yes", "--no-prestage"]
-        p = subprocess.run(
-            [STEPWISE, *args, "-d", str(dep_path), "--lab", str(lab_dir), "--store", store_url]
-            + yes,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=1800,  # against a hang only
-        )
-        log.append(
-            f"$ stepwise {' '.join(args)} -> {p.returncode}\n{p.stdout[-1500:]}{p.stderr[-1500:]}"
-        )
-        assert p.returncode == 0, "\n".join(log[-3:])
-        return p
+    sw = seed_cli(dep_path, lab_dir, store_url, log)
 
     lab.up(dep_path, lab_dir)
     the_lab = Lab(lab_dir)
@@ -126,18 +105,8 @@ def test_containerized_cloud_through_the_os_upgrade(
             client = {k: v for k, v in summary["targets"].items() if k.startswith("client:")}
             assert set(client) == {"client:keystone", "client:placement", "client:glance"}
             assert all(c["requests"] > 0 for c in client.values()), client
-        intervals = cloud_intervals(open_store(store_url), load_deployment(dep_path).name)
-        outside = outside_windows(probe.records, intervals)
-        if outside:
-            failed = [
-                r for r in probe.records if not r.get("ok") and str(r.get("target")) in outside
-            ]
-            log.append(f"failed outside windows: {outside}; windows: {intervals}")
-            log.extend(
-                f"  t={float(r['t']):.1f} {r.get('target')} {str(r.get('error', ''))[:200]}"
-                for r in failed[:60]
-            )
-        assert not outside, f"requests failed outside the announced windows: {outside}"
+        cloud = load_deployment(dep_path).name
+        assert_failures_inside_windows(probe.records, store_url, cloud, log)
     finally:
         lab.down(lab_dir)
         (tmp_path / "commands.log").write_text("\n".join(log))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.run.seed_table import seed_cli
 from tests.run.test_e2e_lab import STEPWISE, _lab_or_skip, lab_dir  # noqa: F401 - the fixture
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,22 +52,8 @@ def test_a_lone_database_member_keeps_its_rows_through_a_reprovision(
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     log: list[str] = []
 
-    def sw(*args: str) -> str:
-        # one controller: every step of its control plane is an announced window
-        more = [] if args[0] == "discover" else ["--yes", "--no-prestage", "--accept-downtime"]
-        cmd = [STEPWISE, *args, "-d", str(dep_path), "--lab", str(lab_dir)]
-        p = subprocess.run(
-            [*cmd, "--store", store_url, *more],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        log.append(
-            f"$ stepwise {' '.join(args)} -> {p.returncode}\n{p.stdout[-1500:]}{p.stderr[-1500:]}"
-        )
-        assert p.returncode == 0, "\n".join(log[-3:])
-        return p.stdout
+    # one controller: every step of its control plane is an announced window
+    sw = seed_cli(dep_path, lab_dir, store_url, log, run_options=["--accept-downtime"])
 
     plan = subprocess.run(
         [STEPWISE, "plan", "system-upgrade", "-d", str(dep_path), "--expand"],
