@@ -294,10 +294,12 @@ def _fresh_cloud(chain: _Chain, c: OsCloud, wave: list[str]) -> None:
         Stage.UPGRADE,
     )
     cfg = {n: tuple(s for s in ss if catalog[s].has_step(WF, Step.CONFIG)) for n, ss in on.items()}
+    boxed = any(set(ss) & set(dep.containerized(dep.role_of(n))) for n, ss in cfg.items())
     chain.add(
         Step.CONFIG,
         {n: ss for n, ss in cfg.items() if ss},
-        f"{step6}: configuration of the new release",
+        f"{step6}: configuration of the new release"
+        + ("; containers recreated from its images, pulled now on the new OS" if boxed else ""),
         max(secs(dep, ss, Step.CONFIG) for ss in cfg.values()),
         Stage.UPGRADE,
     )

@@ -178,6 +178,8 @@ def test_the_os_upgrade_of_container_roles_recreates_them_from_the_next_releases
     # every unit has work on its nodes (a packages unit of containers had none: refused at run)
     plays = [render_unit(plan, u, dep) for u in plan.units if u.step is not Step.GATE]
     assert len(plays) > 20
+    first = next(u for u in plan.units if u.step is Step.CONFIG and "ctl-0" in u.nodes)
+    assert "containers recreated from its images, pulled now on the new OS" in first.why
     config = next(u for u in plan.units if u.step is Step.CONFIG and "cmp-0" in u.nodes)
     play = json.dumps(render_unit(plan, config, dep))
     # pulled if the node has it not, by digest; the container recreated from that digest
