@@ -83,19 +83,24 @@ def reported() -> Iterator[None]:
             kind = "refused"
         elif exc.exit_code == 130:
             kind = "interrupted"
-        json_error(kind, exc.exit_code, exc.problems)
+        _json_error(kind, exc.exit_code, exc.problems)
         for p in exc.problems:
             # the problem quotes data (a --limit, a key, a task's stderr): printed as text
             err_console.print(Text.assemble((f"{kind}:", "bold red"), " ", str(p)), soft_wrap=True)
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:
         # Ctrl-C while a command plans or asks (a run holds it once the nodes are asked)
-        json_error("interrupted", 130, [Problem("interrupted (SIGINT)")])
+        say_interrupted()
         err_console.print("[yellow]interrupted[/]")
         raise typer.Exit(130) from None
 
 
-def json_error(kind: str, exit_code: int, problems: Sequence[Problem]) -> None:
+def say_interrupted() -> None:
+    """A Ctrl-C said to a script that asked for JSON (the JSON error of kind "interrupted")."""
+    _json_error("interrupted", 130, [Problem("interrupted (SIGINT)")])
+
+
+def _json_error(kind: str, exit_code: int, problems: Sequence[Problem]) -> None:
     """A script that asked for JSON gets the error as JSON too (stdout, where it reads); a
     stdout that cannot take it leaves the error to stderr and its exit code."""
     if not _json_asked():

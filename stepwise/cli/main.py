@@ -44,10 +44,13 @@ def _register() -> None:
 def run(argv: list[str] | None = None) -> int:
     """Run the `stepwise` command with `argv` (default: sys.argv[1:]) and return its exit code;
     never raises. Any exception other than bad input is a bug: exit 70, traceback in a log."""
+    from stepwise.cli.common import say_interrupted
     from stepwise.cli.safety import guarded
 
     args = list(sys.argv[1:] if argv is None else argv)
-    return guarded(lambda: (_register(), app(args=args, prog_name="stepwise")), args)
+    return guarded(
+        lambda: (_register(), app(args=args, prog_name="stepwise")), args, say_interrupted
+    )
 
 
 def main() -> None:

@@ -110,9 +110,15 @@ def _pipe_closed(before: tuple[int, int, int] | None) -> bool:
         return False
 
 
-def guarded(invoke: Callable[[], Any], argv: Sequence[str]) -> int:
+def guarded(
+    invoke: Callable[[], Any],
+    argv: Sequence[str],
+    interrupted: Callable[[], None] = lambda: None,
+) -> int:
     """Call the click app (standalone: it exits) and return the exit code it meant; an
-    exception that escapes it is reported as a bug (exit 70) with a pointer to its log."""
+    exception that escapes it is reported as a bug (exit 70) with a pointer to its log.
+    `interrupted`: what says a Ctrl-C to a script before "interrupted" goes to stderr (the
+    command layer's JSON error: given from above, this module imports no command code)."""
     global current_argv
     current_argv = list(argv)
     stdout_before = _stdout_identity()
@@ -123,7 +129,7 @@ def guarded(invoke: Callable[[], Any], argv: Sequence[str]) -> int:
         if code is None:
             return 0
         if code == 130 and _ctrl_c_unreported(exc):
-            return _interrupted()
+            return _interrupted(interrupted)
         if code == 1 and _pipe_closed(stdout_before):
             # the reader of stdout went away (`stepwise plan ... | head`). A command that only
             # shows something did its job for that reader: 0. Anything else was cut short, which
@@ -136,7 +142,7 @@ def guarded(invoke: Callable[[], Any], argv: Sequence[str]) -> int:
         print(code, file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        return _interrupted()
+        return _interrupted(interrupted)
     except OSError as exc:
         if not isinstance(exc, OutputError) and exc.errno not in OUTPUT_ERRNOS:
             return _bug(exc, argv)
@@ -159,14 +165,12 @@ def _ctrl_c_unreported(exc: SystemExit) -> bool:
     return False
 
 
-def _interrupted() -> int:
-    """Say that a Ctrl-C ended the command before it had anything to report: as JSON on
-    stdout when `--json` was asked, and on stderr; exit 130 as the shell's code for SIGINT."""
-    from stepwise.cli.common import json_error
-    from stepwise.errors import Problem
-
+def _interrupted(say: Callable[[], None]) -> int:
+    """Say that a Ctrl-C ended the command before it had anything to report (`say`: as JSON
+    on stdout when `--json` was asked), and on stderr; exit 130 as the shell's code for
+    SIGINT."""
     try:
-        json_error("interrupted", 130, [Problem("interrupted (SIGINT)")])
+        say()
         print("interrupted", file=sys.stderr)
     except (OSError, ValueError):
         pass  # its streams are gone: the exit code says it
