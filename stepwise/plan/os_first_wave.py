@@ -272,20 +272,11 @@ def _transfer_data(chain: _Chain, c: OsCloud, n: str) -> None:
         )
 
 
-def _fresh_cloud(chain: _Chain, c: OsCloud, wave: list[str]) -> None:
-    """Step 6: the new nodes set up a fresh cloud on the transferred data."""
+def _new_release(chain: _Chain, c: OsCloud, step6: str, on: Work) -> None:
+    """Step 6's packages and configuration of the new release on the new nodes: a node's
+    containers have no packages, their config step pulls their images now, on the new OS."""
     dep, catalog = c.dep, c.dep.catalog
-    todo = [n for n in wave if not c.started(n)]
-    on = {n: c.internal(n) for n in todo}
-    if not on:
-        return
-    infra = {n: tuple(s for s in ss if catalog[s].plane == "infra") for n, ss in on.items()}
-    rest = {n: tuple(s for s in ss if catalog[s].plane != "infra") for n, ss in on.items()}
-    sync = on_bootstrap_in(dep, on, lambda s: s.has_step(WF, Step.MIGRATE))
-    _refuse_offline_elsewhere(dep, sync, todo)
-    step6 = f"step 6: upgrade run on {', '.join(todo)}"
-    # a node's containers have no packages: their images come with their config step
-    packaged = {n: ss for n in todo if (ss := c.packaged(n))}
+    packaged = {n: ss for n in on if (ss := c.packaged(n))}
     chain.add(
         Step.PACKAGES,
         packaged,
@@ -303,6 +294,21 @@ def _fresh_cloud(chain: _Chain, c: OsCloud, wave: list[str]) -> None:
         max(secs(dep, ss, Step.CONFIG) for ss in cfg.values()),
         Stage.UPGRADE,
     )
+
+
+def _fresh_cloud(chain: _Chain, c: OsCloud, wave: list[str]) -> None:
+    """Step 6: the new nodes set up a fresh cloud on the transferred data."""
+    dep, catalog = c.dep, c.dep.catalog
+    todo = [n for n in wave if not c.started(n)]
+    on = {n: c.internal(n) for n in todo}
+    if not on:
+        return
+    infra = {n: tuple(s for s in ss if catalog[s].plane == "infra") for n, ss in on.items()}
+    rest = {n: tuple(s for s in ss if catalog[s].plane != "infra") for n, ss in on.items()}
+    sync = on_bootstrap_in(dep, on, lambda s: s.has_step(WF, Step.MIGRATE))
+    _refuse_offline_elsewhere(dep, sync, todo)
+    step6 = f"step 6: upgrade run on {', '.join(todo)}"
+    _new_release(chain, c, step6, on)
     # a lone node of its role had nothing transferred: it starts on the data it kept
     alone = [_alone(c, n) for n in todo]
     on_data = (
