@@ -35,7 +35,10 @@ class OsCloud:
         self._internal: dict[str, tuple[str, ...]] = {}
         self._external: dict[str, tuple[str, ...]] = {}
         self._leaving: dict[str, tuple[str, ...]] = {}
+        self._packaged: dict[str, tuple[str, ...]] = {}
         self._new_os: dict[str, bool] = {}
+        #: service -> the node forming its new cluster (`os_clusters.seeds`), once asked
+        self.cluster_seeds: dict[str, str] | None = None
         self.first: dict[str, str] = {}
         for r in self.sensitive:
             self.first[r.name] = self._first(r, chosen)
@@ -70,9 +73,13 @@ class OsCloud:
     def packaged(self, n: str) -> tuple[str, ...]:
         """The node's services that install packages of the new release on the new OS: not
         those in containers (their image is their package, switched by their config step)."""
-        style = self.dep.role_of(n).style
-        cat = self.dep.catalog
-        return tuple(s for s in self.internal(n) if not cat[s].in_container(style))
+        role = self.dep.node_by_name[n].role
+        if role not in self._packaged:
+            style, cat = self.dep.role_of(n).style, self.dep.catalog
+            self._packaged[role] = tuple(
+                s for s in self.internal(n) if not cat[s].in_container(style)
+            )
+        return self._packaged[role]
 
     def leaving(self, n: str) -> tuple[str, ...]:
         """The node's services that leave load balancers and clusters before they stop."""

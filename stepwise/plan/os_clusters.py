@@ -21,9 +21,8 @@ def seeds(c: OsCloud) -> dict[str, str]:
     roles' order). The same answer in every command of the procedure: the first nodes are
     recorded (`first@ROLE=NODE`) by step 2. Computed once per OsCloud: every later node's
     visit asks it (10,000 nodes in a large plan)."""
-    cached = getattr(c, "_cluster_seeds", None)
-    if cached is not None:
-        return cached
+    if c.cluster_seeds is not None:
+        return c.cluster_seeds
     catalog = c.dep.catalog
     firsts = [c.first[r.name] for r in c.sensitive]
     out: dict[str, str] = {}
@@ -34,7 +33,7 @@ def seeds(c: OsCloud) -> dict[str, str]:
             boot = c.dep.bootstrap_node(s)
             on = [m for m in firsts if s in c.internal(m)]
             out[s] = boot.name if boot is not None and boot.name in on else n
-    c._cluster_seeds = out  # type: ignore[attr-defined]
+    c.cluster_seeds = out
     return out
 
 
