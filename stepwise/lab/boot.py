@@ -50,9 +50,12 @@ def boot_all(lab: Lab, progress: Progress) -> None:
             from stepwise.lab.openstack import bootstrap, nova_cells
             from stepwise.lab.openstack.config import is_real_placed
 
-            bootstrap.databases(lab, progress)
-            if is_real_placed(lab, "nova_api"):
-                nova_cells.databases(lab, progress)
+            cells = (
+                (lambda: nova_cells.databases(lab, progress))
+                if is_real_placed(lab, "nova_api")
+                else None
+            )
+            bootstrap.databases(lab, progress, beside=cells)
         # real nova-compute reports to placement when it starts: once keystone lists placement
         late = {"nova_compute"} if real and nova_cells.computes(lab) else set()
         list(ex.map(lambda n: boot(n, [s for s in lab.node(n).services
