@@ -83,6 +83,8 @@ TASK_KEYWORDS = {
     "throttle",
     # on another node than the play's (pcs adds a node to its cluster from a member only)
     "delegate_to",
+    # a wait that keeps a window open and gates nothing (the conductor's wait for the computes)
+    "ignore_errors",
 }
 
 
