@@ -15,7 +15,7 @@ from typing import Any
 from stepwise.model.catalog import Catalog
 from stepwise.plan.units import Plan
 from stepwise.run.store.base import epoch
-from stepwise.run.store.store import Store
+from stepwise.run.store.store import RunInfo, Store
 
 
 def window_intervals(plan: Plan, store: Store, run_id: int) -> dict[str, list[tuple[float, float]]]:
@@ -41,10 +41,19 @@ def window_intervals(plan: Plan, store: Store, run_id: int) -> dict[str, list[tu
     return out
 
 
+def _work_began(store: Store, run: RunInfo) -> float:
+    """When a run began its work: its first unit's start, or its own start when it ran no
+    unit. Its planning and Ansible's start come before its first unit: seconds, and many more
+    on a loaded machine (CI's saw a gap that outlasted the probe's slack)."""
+    starts = [epoch(u.started_at) for u in store.units(run.id) if u.started_at]
+    return min(starts, default=epoch(run.started_at))
+
+
 def cloud_intervals(store: Store, cloud: str) -> dict[str, list[tuple[float, float]]]:
     """The announced downtime windows of every run of `cloud`, in wall-clock time. A window
-    still open at the end of a command continues into the next command (the operator's pause
-    between the seed's steps is inside it)."""
+    still open at the end of a command continues into the next command until that command's
+    work begins (the operator's pause between the seed's steps, and the next command's own
+    start, are inside it: a window of the next command takes over from there)."""
     runs = sorted(store.runs(cloud, limit=1000), key=lambda r: r.id)
     out: dict[str, list[tuple[float, float]]] = {}
     for i, r in enumerate(runs):
@@ -52,7 +61,7 @@ def cloud_intervals(store: Store, cloud: str) -> dict[str, list[tuple[float, flo
             continue
         plan = Plan.from_json(r.plan)
         if i + 1 < len(runs):
-            nxt = epoch(runs[i + 1].started_at)
+            nxt = _work_began(store, runs[i + 1])
         else:
             nxt = epoch(r.ended_at) if r.ended_at is not None else time.time()
         for svc, spans in window_intervals(plan, store, r.id).items():
