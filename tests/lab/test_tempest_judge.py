@@ -4,6 +4,8 @@ parser reports them)."""
 
 from __future__ import annotations
 
+import pytest
+
 from stepwise.lab.openstack.tempest import TempestResult, judge
 
 
@@ -104,3 +106,12 @@ def test_tempest_is_told_of_nova_and_neutron_only_when_they_are_real(tmp_path):
     assert one["service_available"]["neutron"] == "false"
     assert tests_for(False, False) == DEFAULT_TESTS
     assert tests_for(True, True) == DEFAULT_TESTS + COMPUTE_TESTS + NETWORK_TESTS
+    # a caller that checks the other APIs elsewhere asks for some of them only
+    assert tests_for(True, True, ("compute", "network")) == COMPUTE_TESTS + NETWORK_TESTS
+    assert tests_for(True, False, ("compute", "network")) == COMPUTE_TESTS
+    assert tests_for(True, True, ("image",)) == tuple(t for t in DEFAULT_TESTS if "image" in t)
+    assert tests_for(True, True, ("image",)) and all(
+        ".identity." not in t for t in tests_for(True, True, ("image",))
+    )
+    with pytest.raises(ValueError, match="volume"):
+        tests_for(True, True, ("volume",))
