@@ -80,6 +80,65 @@ def _cover(made: list[tuple[str, Path, str]]) -> list[str]:
     return chosen
 
 
+#: a play's header line: site.yml is the plays one after the other, each starting with it
+_PLAY = re.compile(r"(?m)^(?=- name: )")
+
+
+def _distinct_plays(made: list[tuple[str, Path, str]], chosen: list[str], out: Path) -> list[str]:
+    """Each chosen export's site.yml as `out/<name>.yml`, holding only the plays no export
+    before it had (the same text but for node names, unit ids and batch numbers: one play
+    per node of a role, and per batch, repeats it): a rule sees the same tasks, vars and tags,
+    and ansible-lint's time grows with the file (2 MB of plays took ~220 s of CI's time).
+    Returns the files written."""
+    nodes = set()
+    for name, example, _ in made:
+        if name in chosen:
+            nodes |= {n.name for r in load_deployment(example).roles for n in r.nodes}
+    node = re.compile("|".join(re.escape(n) for n in sorted(nodes, key=len, reverse=True)))
+
+    def key(play: str) -> str:
+        k = re.sub(r"#\d+", "#", re.sub(r"\bu\d+\b", "U", node.sub("N", play)))
+        # a list of nodes, however long, is one list
+        return re.sub(r"(\n\s+- (!unsafe )?'?N'?)+", "\nL", k)
+
+    seen: set[str] = set()
+    files = []
+    for name in chosen:
+        head, *plays = _PLAY.split((out / name / "site.yml").read_text())
+        new = []
+        for play in plays:
+            if key(play) not in seen:
+                seen.add(key(play))
+                new.append(play)
+        if new:
+            (out / f"{name}.yml").write_text(head + "".join(new))
+            files.append(f"{name}.yml")
+    return files
+
+
+def test_distinct_plays_keep_one_play_of_each_text(tmp_path: Path):
+    """The plays linted are every export's plays but repeats: a play that differs from an
+    earlier one in its tasks is kept, one that differs only in its nodes is not."""
+    made = _export_all(tmp_path)
+    chosen = [n for n in ("openstack-update", "openstack-upgrade") if n in {m[0] for m in made}]
+    files = _distinct_plays(made, chosen, tmp_path)
+    kept = [_PLAY.split((tmp_path / f).read_text())[1:] for f in files]
+    update = _PLAY.split((tmp_path / "openstack-update" / "site.yml").read_text())[1:]
+    # the update's first visit of a controller is kept; the other controllers' are not
+    first = [p for p in update if "controller-0 " in p.splitlines()[0]]
+    later = [p for p in update if "controller-1 " in p.splitlines()[0]]
+    assert not set(first) & set(later)  # the plays of the visits (the checks name them all)
+    assert first and later and all(p in kept[0] for p in first)
+    assert not any(p in kept[0] for p in later)
+    assert len(kept[0]) < len(update)
+    # every task name of the export is still linted
+    tasks = re.compile(r"(?m)^\s+- name: (.*)$")
+    assert set(tasks.findall("".join(update))) == set(tasks.findall("".join(kept[0])))
+    # the upgrade's plays that the update had already are left out, its own kept
+    upgrade = _PLAY.split((tmp_path / "openstack-upgrade" / "site.yml").read_text())[1:]
+    assert 0 < len(kept[1]) < len(upgrade)
+
+
 def test_every_export_passes_ansible_lint_production(tmp_path: Path):
     made = _export_all(tmp_path)
     exportable = [e for e in WORKFLOW_TABLE.values() if not e.downgrades]
@@ -88,8 +147,9 @@ def test_every_export_passes_ansible_lint_production(tmp_path: Path):
     # every workflow and every style is linted
     assert {wf for name, _, wf in made if name in chosen} == {wf for _, _, wf in made}
     # the plays: site.yml holds every play of units/*.yml (the same dicts through the same
-    # writer), so one file per export is linted, with its inventory
-    files = [f"{d}/{f}" for d in chosen for f in ("site.yml", "inventory.yml")]
+    # writer), so one file per export is linted, without its repeated plays, with its
+    # inventory
+    files = _distinct_plays(made, chosen, tmp_path) + [f"{d}/inventory.yml" for d in chosen]
     env = {
         **os.environ,
         # the plays' stepwise_facts module (the export's ansible.cfg points its copy)
