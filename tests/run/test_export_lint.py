@@ -107,8 +107,9 @@ def _distinct_plays(made: list[tuple[str, Path, str]], chosen: list[str], out: P
         head, *plays = _PLAY.split((out / name / "site.yml").read_text())
         new = []
         for play in plays:
-            if key(play) not in seen:
-                seen.add(key(play))
+            k = key(play)
+            if k not in seen:
+                seen.add(k)
                 new.append(play)
         if new:
             (out / f"{name}.yml").write_text(head + "".join(new))

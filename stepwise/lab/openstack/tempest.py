@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from stepwise.lab.openstack.tempest_conf import DEFAULT_TESTS, EXCLUDED
+from stepwise.lab.openstack.tempest_conf import DEFAULT_TESTS, EXCLUDED, api_of
 from stepwise.lab.openstack.venvs import BuildProgress, ensure_venv
 
 _PARSE = r"""
@@ -88,7 +88,7 @@ def judge(tests: list[dict[str, str]], seconds: float, error: str | None = None)
     (every one skipped) is a failure, whatever the tests' own outcomes."""
     good = [t for t in tests if t["status"] in ("success", "xfail")]
     passed = len(good)
-    by_api = Counter(_api_of(t["id"]) for t in good)
+    by_api = Counter(api_of(t["id"]) for t in good)
     skipped = sum(1 for t in tests if t["status"] == "skip")
     bad = [t for t in tests if t["status"] in ("fail", "uxsuccess")]
     failures = tuple((t["id"], t["reason"] or t["status"]) for t in bad)
@@ -108,12 +108,6 @@ def judge(tests: list[dict[str, str]], seconds: float, error: str | None = None)
         error=error,
         passed_by_api=tuple(sorted(by_api.items())),
     )
-
-
-def _api_of(test_id: str) -> str:
-    """`tempest.api.compute.servers.X.test_y[...]` -> `compute` (a plugin's test: its package)."""
-    parts = test_id.split(".")
-    return parts[2] if parts[:2] == ["tempest", "api"] and len(parts) > 2 else parts[0]
 
 
 def run(
