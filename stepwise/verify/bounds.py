@@ -159,6 +159,8 @@ def _part_bound(
         _earliest_starts(dep, own) if entry(workflow).dependency_order else dict.fromkeys(own, 0.0)
     )
     bound = max((earliest[s] + own[s] for s in own), default=0.0)
+    if entry(workflow).dependency_order:
+        bound = max(bound, _shared_role_seconds(dep, shapes, visit, serial, own, earliest))
     merged = entry(workflow).visits_once
     for t in sorted(set(earliest.values()) | {0.0}):
         later = {s for s, e in earliest.items() if e >= t}
@@ -299,6 +301,83 @@ def _rest_seconds(t: float, later: set[str], rates: _Rates) -> float:
         + [weighted_bound(js, allow[s]) for s, js in svc_jobs.items()],
         default=0.0,
     )
+
+
+# how many services of one role the shared-role term orders (2^k subsets of them): the ones
+# whose dependents' chains are the longest; any subset gives a valid bound
+SHARED_ROLE_SERVICES = 6
+
+
+def _tails(dep: Deployment, own: dict[str, float]) -> dict[str, float]:
+    """Per service, the least time its dependents need after it is done everywhere: the
+    longest chain of `own` seconds over what depends on it (the critical path's other end)."""
+    users: dict[str, list[str]] = defaultdict(list)
+    for s in own:
+        for d in dep.catalog[s].depends_on:
+            if d in own and d != s:
+                users[d].append(s)
+    tail: dict[str, float] = {}
+
+    def walk(s: str, trail: tuple[str, ...] = ()) -> float:
+        if s not in tail:
+            tail[s] = max(
+                (own[u] + walk(u, trail + (s,)) for u in users[s] if u not in trail),
+                default=0.0,
+            )
+        return tail[s]
+
+    for s in own:
+        walk(s)
+    return tail
+
+
+def _shared_role_seconds(
+    dep: Deployment,
+    shapes: dict[tuple, list],
+    visit: _Visits,
+    serial: dict[str, int],
+    own: dict[str, float],
+    earliest: dict[str, float],
+) -> float:
+    """Services that feed chains and share a role share that role's serial: the chains
+    after them cannot all start early (docs/lower-bound.md, "Services sharing a role").
+
+    In any plan, order a role's services S by when each is done everywhere: s1, ..., sk. When
+    sj is done, the role has done all of s1..sj on its nodes, which began no earlier than the
+    first of them may start, and at most `update_serial` of its nodes at once, each for at
+    least one visit with its share of that work; what depends on sj follows for at least
+    sj's tail. The bound is the least, over every order, of the largest of these; a dynamic
+    program over the subsets finds it."""
+    tails = _tails(dep, own)
+    per_role: dict[str, list[tuple[tuple, list]]] = defaultdict(list)
+    for key, nk in shapes.items():
+        per_role[key[0]].append((key, nk))
+    bound = 0.0
+    for role, role_shapes in per_role.items():
+        feeding = {s for (_, work, *_), _ in role_shapes for s in work if tails.get(s, 0.0) > 0}
+        chosen = sorted(feeding, key=lambda s: (-(tails[s] + own[s]), s))[:SHARED_ROLE_SERVICES]
+        if len(chosen) < 2:
+            continue
+        bit = {s: 1 << i for i, s in enumerate(chosen)}
+        best = [0.0] * (1 << len(chosen))
+        for subset in range(1, len(best)):
+            members = [s for s in chosen if subset & bit[s]]
+            jobs = [
+                (visit(n, work & set(members)), k)
+                for (_, work, *_), (n, k) in role_shapes
+                if work & set(members)
+            ]
+            # a node's share may be split over visits (preemption): McNaughton's bound only
+            total = sum(sec * k for sec, k in jobs)
+            done = min(earliest[s] for s in members) + max(
+                total / max(1, serial[role]), max(sec for sec, _ in jobs)
+            )
+            best[subset] = min(
+                max(best[subset ^ bit[s]], max(done, earliest[s] + own[s]) + tails[s])
+                for s in members
+            )
+        bound = max(bound, best[-1])
+    return bound
 
 
 def _offline_seconds(dep: Deployment, service: str, section: Section) -> float:
