@@ -72,8 +72,16 @@ def write_bin(lab: Lab) -> None:
     # a node command's ~230 ms, and Ansible's tasks call node commands by the thousand; the
     # paths site would have added are given instead (stepwise's own, then the packages')
     paths = [str(Path(stepwise.__file__).resolve().parents[1]), *site.getsitepackages()]
+    # the lab's node-command server runs the call when it is up (`nodecmd_server`: the
+    # imports done once); the client imports nothing of stepwise and returns when no server
+    # took the call, and the command then runs here as before
+    client_dir = str(
+        Path(stepwise.__file__).resolve().parent / "lab" / "ansible_plugins" / "nodecmd_client"
+    )
     entry.write_text(
-        f"#!{sys.executable} -S\nimport sys\nsys.path[1:1] = {paths!r}\n"
+        f"#!{sys.executable} -S\nimport sys\nsys.path.insert(0, {client_dir!r})\n"
+        f"from stepwise_nodecmd_client import call\ncall({lab.nodecmd_socket_name!r})\n"
+        f"sys.path[1:1] = {paths!r}\n"
         "from stepwise.lab.nodecmd import main\nmain()\n"
     )
     entry.chmod(0o755)
@@ -119,13 +127,12 @@ def prepare_nodes(lab: Lab) -> None:
         stats.symlink_to(haproxy.admin_socket(lab))
 
 
-def start_supervisor(lab: Lab) -> int:
-    env = dict(os.environ)
-    env[ENV_LAB] = str(lab.dir)
+def _spawn(lab: Lab, env: dict[str, str], log: str, argv: list[str]) -> subprocess.Popen:
+    """A lab process of this Python in a session of its own, its output to `log`."""
     lab.log_dir.mkdir(parents=True, exist_ok=True)
-    with open(lab.log_dir / "supervisor.log", "ab") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "stepwise.lab.supervisor", str(lab.dir)],
+    with open(lab.log_dir / log, "ab") as fh:
+        return subprocess.Popen(
+            [sys.executable, "-m", *argv],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=fh,
@@ -133,8 +140,15 @@ def start_supervisor(lab: Lab) -> int:
             start_new_session=True,
             cwd=str(lab.dir),
         )
+
+
+def start_supervisor(lab: Lab) -> int:
+    env = dict(os.environ)
+    env[ENV_LAB] = str(lab.dir)
+    proc = _spawn(lab, env, "supervisor.log", ["stepwise.lab.supervisor", str(lab.dir)])
     write_json(lab.run_dir / "supervisor.json", {"pid": proc.pid})
     lab.supervisor_pid_file.write_text(str(proc.pid))
+    start_nodecmd_server(lab, env)
     for _ in range(200):
         if lab.supervisor_alive():
             return proc.pid
@@ -144,6 +158,18 @@ def start_supervisor(lab: Lab) -> int:
     raise StepwiseError(
         Problem("the lab supervisor did not start", file=str(lab.log_dir / "supervisor.log"))
     )
+
+
+def start_nodecmd_server(lab: Lab, env: dict[str, str]) -> None:
+    """Start the lab's node-command server (`nodecmd_server`) beside the supervisor. It holds
+    the lab in its environment, so `down` ends it with the lab's other processes; a lab whose
+    server is not up runs each node command in a process of its own, as before."""
+    if os.environ.get("STEPWISE_LAB_NODECMD_SERVER") == "0":
+        return
+    name = lab.nodecmd_socket_name.lstrip("\0")
+    argv = ["stepwise.lab.nodecmd_server", str(lab.dir), name]
+    proc = _spawn(lab, env, "nodecmd-server.log", argv)
+    (lab.run_dir / "nodecmd-server.pid").write_text(str(proc.pid))
 
 
 def check_tools(dep: Any) -> None:

@@ -146,6 +146,11 @@ class Lab:
         digest = hashlib.sha1(str(self.dir).encode()).hexdigest()[:16]
         return f"\0stepwise-lab-{digest}"
 
+    @property
+    def nodecmd_socket_name(self) -> str:
+        """The abstract socket of the lab's node-command server (`nodecmd_server`)."""
+        return f"{self.socket_name}-nodecmd"
+
     # --- spec ---------------------------------------------------------------------------
     @property
     def spec(self) -> LabSpec:
