@@ -28,8 +28,9 @@ import threading
 import traceback
 from typing import Any
 
-MAGIC = b"SWNC1"
-ACK = b"A"
+# the protocol's words are the client's (one definition of both halves)
+from stepwise.lab.ansible_plugins.nodecmd_client.stepwise_nodecmd_client import ACK, MAGIC
+
 #: the largest request taken (argv and environment): far above any Ansible task's
 MAX_REQUEST = 4 * 1024 * 1024
 
@@ -87,6 +88,7 @@ def read_request(conn: socket.socket) -> tuple[Request, list[int]] | None:
     """The request and the caller's three stream descriptors; None for anything malformed
     (its descriptors closed)."""
     conn.settimeout(10)
+    fds: list[int] = []
     try:
         data, fds, _flags, _addr = socket.recv_fds(conn, 65536, 3)
         while len(data) < len(MAGIC) + 4:
@@ -105,7 +107,7 @@ def read_request(conn: socket.socket) -> tuple[Request, list[int]] | None:
             body += chunk
         return Request(body), fds
     except (OSError, ValueError, IndexError):
-        for fd in locals().get("fds") or []:
+        for fd in fds:
             os.close(fd)
         return None
     finally:

@@ -361,12 +361,9 @@ def _shared_role_seconds(
         bit = {s: 1 << i for i, s in enumerate(chosen)}
         best = [0.0] * (1 << len(chosen))
         for subset in range(1, len(best)):
-            members = [s for s in chosen if subset & bit[s]]
-            jobs = [
-                (visit(n, work & set(members)), k)
-                for (_, work, *_), (n, k) in role_shapes
-                if work & set(members)
-            ]
+            members = frozenset(s for s in chosen if subset & bit[s])
+            shares = [(n, k, work & members) for (_, work, *_), (n, k) in role_shapes]
+            jobs = [(visit(n, share), k) for n, k, share in shares if share]
             # a node's share may be split over visits (preemption): McNaughton's bound only
             total = sum(sec * k for sec, k in jobs)
             done = min(earliest[s] for s in members) + max(

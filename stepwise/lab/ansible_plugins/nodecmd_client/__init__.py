@@ -1,1 +1,3 @@
-# a directory, not a package to import: a lab's node-command entry puts it on sys.path
+# a lab's node-command entry puts this directory on sys.path and imports the client from it
+# as a top-level module (nothing of stepwise imported); the server imports the same module
+# through the package for the protocol's words
