@@ -193,7 +193,7 @@ def fault_cmd(
     kind: str = typer.Argument(
         ...,
         help="crash | recover | hang-stop | slow | disk-full | leapp-inhibitor | "
-        "repos-unreachable | no-live-migrate | registry-down | clear",
+        "repos-unreachable | no-live-migrate | snapshot | registry-down | clear",
     ),
     node: str = typer.Argument(
         "", help="Node name ('registry', or none, for registry-down and its clear)."
@@ -201,13 +201,16 @@ def fault_cmd(
     target: str | None = typer.Argument(
         None,
         help="Service (hang-stop), command (slow), the inhibitor's title (leapp-inhibitor) "
-        "or instance (no-live-migrate).",
+        "or instance (no-live-migrate, snapshot).",
     ),
-    seconds: float = typer.Option(5.0, "--seconds", min=0, max=600, help="Delay for 'slow'."),
+    seconds: float = typer.Option(
+        5.0, "--seconds", min=0, max=600, help="Delay for 'slow', length of a 'snapshot'."
+    ),
     directory: Path | None = DirOpt,
 ) -> None:
     """Inject a fault: crash a node, hang a stop, slow a command, fill a disk, plant a leapp
-    inhibitor, cut the repositories off, pin an instance."""
+    inhibitor, cut the repositories off, pin an instance, snapshot one (nova refuses to
+    live-migrate it meanwhile)."""
     from stepwise.lab.control import find_lab
     from stepwise.lab.faults import inject
 

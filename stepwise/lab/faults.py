@@ -1,8 +1,10 @@
 """Fault injection: crash a node, make a service hang on stop, slow a command, fill a disk,
-plant a leapp inhibitor, cut the repositories off, pin an instance to its compute."""
+plant a leapp inhibitor, cut the repositories off, pin an instance to its compute, keep an
+instance busy with a client's snapshot."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from stepwise.errors import InputError, Problem
@@ -18,6 +20,7 @@ KINDS = (
     "leapp-inhibitor",
     "repos-unreachable",
     "no-live-migrate",
+    "snapshot",
     "registry-down",
     "clear",
 )
@@ -48,6 +51,8 @@ def inject(lab: Lab, kind: str, node: str, target: str | None = None, seconds: f
         return f"{node} crashed"
     if kind == "no-live-migrate":
         return _no_live_migrate(lab, node, target)
+    if kind == "snapshot":
+        return _snapshot(lab, node, target, seconds)
     if kind == "recover":
         res = lab.call("boot", node=node, units=services.units_enabled(lab, node), timeout=120)
         return (
@@ -111,17 +116,34 @@ def _no_live_migrate(lab: Lab, node: str, vm: str | None) -> str:
     host-evacuate-live refuses it, a cold migration or a stop still works."""
     with lab.node_lock("_lab"):
         wl = services.workloads(lab)
-        here = sorted(v for v, st in wl.items() if st["host"] == node)
-        if vm not in here:
-            raise InputError(
-                Problem(
-                    f"no-live-migrate needs an instance of {node}",
-                    hint=f"instances on {node}: {', '.join(here) or 'none'}",
-                )
-            )
+        vm = _instance_of(lab, wl, "no-live-migrate", node, vm)
         wl[vm]["no_live_migrate"] = True
         services.save_workloads(lab, wl)
     return f"{vm} on {node} cannot live-migrate"
+
+
+def _instance_of(lab: Lab, wl: dict[str, Any], kind: str, node: str, vm: str | None) -> str:
+    here = sorted(v for v, st in wl.items() if st["host"] == node)
+    if vm not in here:
+        raise InputError(
+            Problem(
+                f"{kind} needs an instance of {node}",
+                hint=f"instances on {node}: {', '.join(here) or 'none'}",
+            )
+        )
+    return vm
+
+
+def _snapshot(lab: Lab, node: str, vm: str | None, seconds: float) -> str:
+    """A client snapshots the instance for `seconds`: it stays ACTIVE with task_state
+    image_snapshot, and nova refuses (409) to live-migrate it until the snapshot ends (what a
+    drain meets when the cloud's users act on their servers meanwhile)."""
+    with lab.node_lock("_lab"):
+        wl = services.workloads(lab)
+        vm = _instance_of(lab, wl, "snapshot", node, vm)
+        wl[vm]["busy_until"] = time.time() + seconds
+        services.save_workloads(lab, wl)
+    return f"{vm} on {node} is being snapshotted for {seconds:g}s"
 
 
 def _registry(lab: Lab, down: bool) -> str:

@@ -25,10 +25,18 @@ from stepwise.lab.nodes import Lab, read_unit
 MIGRATION_SECONDS = 4.0
 #: workload fields: `state` running | stopped | lost, `host`; and while it moves `migrating_to`
 #: and `done_at`, `migrated_at` once moved; `verify_resize` after a cold migration; `tags`;
-#: `no_live_migrate`
+#: `no_live_migrate`; `busy_until` while a client's snapshot runs (`lab fault snapshot`)
 STATUS = {"running": "ACTIVE", "stopped": "SHUTOFF", "lost": "ERROR"}
 #: the client's options that take no value
-FLAGS = ("--all-projects", "--wait", "--long", "--live-migration", "--disable", "--enable")
+FLAGS = (
+    "--all-projects",
+    "--wait",
+    "--long",
+    "--no-name-lookup",
+    "--live-migration",
+    "--disable",
+    "--enable",
+)
 
 
 def compute_service(lab: Lab) -> str | None:
@@ -120,6 +128,8 @@ def _evacuate_live(lab: Lab, host: str) -> int:
             dst = _target(lab, wl, host)
             if st.get("no_live_migrate"):
                 rc = err(f"{vm} | False | {vm}: cannot live-migrate (instance is not migratable)")
+            elif _task_state(st) != "None":
+                rc = err(f"{vm} | False | {vm} is in task_state {_task_state(st)} (HTTP 409)")
             elif dst is None:
                 rc = err(f"{vm} | False | No valid host was found to live-migrate {vm}")
             else:
@@ -137,9 +147,16 @@ def _live_migrate(lab: Lab, vm: str) -> int:
         st = wl.get(vm)
         if st is None:
             return err(f"No server with a name or ID of '{vm}' exists.")
-        if st["state"] != "running" or st.get("migrating_to"):
-            state = "migrating" if st.get("migrating_to") else st["state"]
-            return err(f"Cannot 'os-migrateLive' instance {vm} while it is in {state} (HTTP 409)")
+        if _task_state(st) != "None":
+            return err(
+                f"Cannot 'os-migrateLive' instance {vm} while it is in task_state "
+                f"{_task_state(st)} (HTTP 409)"
+            )
+        if st["state"] != "running":
+            return err(
+                f"Cannot 'os-migrateLive' instance {vm} while it is in vm_state {st['state']} "
+                "(HTTP 409)"
+            )
         if not read_unit(lab, st["host"], compute_service(lab) or ""):
             return err(f"Compute service of {st['host']} is unavailable at this time. (HTTP 400)")
         if st.get("no_live_migrate"):
@@ -260,9 +277,22 @@ def _server_list(lab: Lab, opts: dict[str, str], cols: list[str]) -> int:
             continue
         if any(t not in st.get("tags", []) for t in tags):
             continue
-        row = {"ID": vm, "Name": vm, "Status": status_of(st), "Host": st["host"]}
+        row = {
+            "ID": vm,
+            "Name": vm,
+            "Status": status_of(st),
+            "Task State": _task_state(st),
+            "Host": st["host"],
+        }
         out(" ".join(row.get(c, "") for c in (cols or ["ID", "Name", "Status"])))
     return 0
+
+
+def _task_state(st: dict[str, Any]) -> str:
+    """The instance's task as nova's `server list --long` shows it ("None": idle)."""
+    if st.get("migrating_to"):
+        return "migrating"
+    return "image_snapshot" if st.get("busy_until", 0) > time.time() else "None"
 
 
 def _server_action(lab: Lab, wl: dict[str, Any], vm: str, verb: str, opts: dict) -> int:

@@ -3,11 +3,12 @@
 Two computes with two instances each, one instance of each compute unable to live-migrate
 (`lab fault no-live-migrate`). A minor update of the computes, run three times with the three
 drain policies:
-- cold-migrate, compute-0: its live-migratable instance is live-migrated and the leave waits
-  for it (the leave ends after the instance left, it never fails a request); the other is
-  cold-migrated and runs on compute-1 afterwards;
+- cold-migrate, compute-0: its live-migratable instance, busy with a client's snapshot when
+  the drain first asks to move it (nova refuses with 409), is live-migrated once the snapshot
+  ended and the leave waits for it (the leave ends after the instance left, it never fails a
+  request); the other is cold-migrated and runs on compute-1 afterwards;
 - refuse, compute-1: the run stops in compute-1's leave, naming the instances that cannot
-  move, before anything on compute-1 is stopped;
+  move and what nova said of them, before anything on compute-1 is stopped;
 - stop-in-place, compute-1: the plan announces the workloads' window of compute-1, the
   instances stopped in place fail requests only inside it and run again on compute-1 after.
 """
@@ -98,7 +99,10 @@ def test_drain_waits_for_live_migration_and_applies_each_policy(tmp_path: Path, 
         for vm in ("vm-1", "vm-3"):
             inject(the_lab, "no-live-migrate", home[vm], vm)
 
-        # 1. cold-migrate on compute-0
+        # 1. cold-migrate on compute-0; vm-0 is snapshotted past the drain's first request (the
+        # run reaches it in seconds): the drain waits for the snapshot and asks again
+        inject(the_lab, "snapshot", "compute-0", "vm-0", seconds=45)
+        busy_until = lab_services.workloads(the_lab)["vm-0"]["busy_until"]
         with Probe(the_lab, rate=4.0) as probe:
             p, res, store, run = runs.run("cold-migrate", "compute-0")
         probe.stop()
@@ -117,6 +121,15 @@ def test_drain_waits_for_live_migration_and_applies_each_policy(tmp_path: Path, 
         # the live migration completes asynchronously: the leave waited for it
         assert epoch(leave.ended_at) >= wl["vm-0"]["migrated_at"] - 0.5, (leave, wl["vm-0"])
         assert epoch(stop.started_at) >= wl["vm-0"]["migrated_at"]
+        # live-migrated (not cold: that stops it), once the snapshot was over, by the second ask
+        assert wl["vm-0"]["migrated_at"] >= busy_until
+        assert epoch(leave.started_at) < busy_until - 20, (leave, busy_until)
+        again = [
+            t
+            for t in store.task_results(run.id, leave.unit_id)
+            if t.task.startswith("Live-migrate them once more")
+        ]
+        assert again and all(t.status != "skipped" for t in again), again
         vm0 = [r for r in probe.records if r["target"] == "workload:vm-0"]
         assert vm0 and all(r["ok"] for r in vm0), [r for r in vm0 if not r["ok"]][:3]
         # cold migration moves every instance: no workload window is announced
@@ -129,6 +142,8 @@ def test_drain_waits_for_live_migration_and_applies_each_policy(tmp_path: Path, 
         assert failure["host"] == "compute-1", failure
         assert "drain_policy refuse" in failure["message"], failure
         assert "vm-1" in failure["message"] and "vm-3" in failure["message"], failure
+        assert "Nova said" in failure["message"], failure
+        assert "not live-migratable" in failure["message"], failure
         units = store.units(run.id)
         assert [u.step for u in units if u.state == "failed"] == ["leave"]
         # nothing on compute-1 was stopped: its nova_compute and the two instances still run
