@@ -80,9 +80,15 @@ def _openstack_before(lab_dir: Path, report: dict[str, Any], say) -> dict[str, A
 
 
 def _openstack_after(
-    lab_dir: Path, seeded: dict[str, Any] | None, report: dict[str, Any], work: Path, json_out: bool
+    lab_dir: Path,
+    seeded: dict[str, Any] | None,
+    report: dict[str, Any],
+    work: Path,
+    json_out: bool,
+    tempest_list: str = "full",  # a TempestList
 ) -> None:
-    """Schemas at the new code's head, the seed resources kept, tempest's verdict."""
+    """Schemas at the new code's head, the seed resources kept, tempest's verdict (its short
+    list or its full one)."""
     if seeded is None:
         return
     from stepwise.lab.nodes import Lab
@@ -92,7 +98,7 @@ def _openstack_after(
     os_report = report["openstack"]
     os_report["schemas"] = checks.schemas(lab)
     os_report["seed"] = checks.seed_kept(lab, seeded)
-    os_report["tempest"] = checks.acceptance(lab, work / "tempest")
+    os_report["tempest"] = checks.acceptance(lab, work / "tempest", short=tempest_list == "short")
     client = _client_calls(report["phases"])
     os_report["client"] = client
     if json_out:
@@ -154,7 +160,8 @@ def _say_openstack(os_report: dict[str, Any], client: dict[str, dict[str, int]])
     t = os_report["tempest"]
     console.print(
         Text(
-            f"tempest: {t['run']} tests, {t['passed']} passed, {t['failed']} failed, "
+            f"tempest ({t.get('list', 'full')} list): {t['run']} tests, {t['passed']} passed, "
+            f"{t['failed']} failed, "
             f"{t['skipped']} skipped in {t['seconds']:.0f}s"
             + (
                 " (passed: "

@@ -24,6 +24,7 @@ from stepwise.cli.demo_checks import (
 )
 from stepwise.cli.run_cmd import ACCEPT_DOWNTIME_OPT
 from stepwise.errors import StepwiseError
+from stepwise.lab.openstack.tempest_conf import TempestList
 from stepwise.model.vocab import Plane, Stage, Workflow
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "openstack.yaml"
@@ -392,6 +393,13 @@ def demo(
     ),
     keep: bool = typer.Option(False, "--keep", help="Leave the lab up at the end."),
     accept_downtime: bool = ACCEPT_DOWNTIME_OPT,
+    tempest: TempestList = typer.Option(
+        TempestList.SHORT,
+        "--tempest",
+        help="tempest's acceptance list after the upgrade: short (per API the tests an upgrade "
+        "breaks first, ~1 minute) or full (every identity, image, compute and network test the "
+        "lab supports, as CI runs: a few minutes).",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print a JSON report."),
     report_path: Path = typer.Option(
         Path("stepwise-demo-report.html"),
@@ -427,7 +435,7 @@ def demo(
             phases = _demo_phases(dep, facts, target_release)
             seeded = _openstack_before(lab_dir, report, say)
             _run_phases(phases, dep, store, lab_dir, report, report_path, json_out, accept_downtime)
-            _openstack_after(lab_dir, seeded, report, work, json_out)
+            _openstack_after(lab_dir, seeded, report, work, json_out, tempest)
             discover(dep, store, connector=conn)
             report["status_agrees_with_lab"] = agreement(store, dep, lab_dir)
             if not json_out:

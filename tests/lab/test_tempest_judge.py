@@ -115,3 +115,32 @@ def test_tempest_is_told_of_nova_and_neutron_only_when_they_are_real(tmp_path):
     )
     with pytest.raises(ValueError, match="volume"):
         tests_for(True, True, ("volume",))
+
+
+def test_the_short_tempest_list_is_a_part_of_the_full_one_per_api():
+    """The demo's short list runs only tests CI's full lists run too, one per API it has."""
+    import re
+
+    from stepwise.lab.openstack.tempest_conf import SHORT_TESTS, api_of, tests_for
+
+    def an_id(regex: str) -> str:
+        """A test id the regex matches: its literal part, a test method if it names a class."""
+        text = regex.replace("\\.", ".").replace("\\b", "").replace("(JSON)?", "")
+        return text + ("test_x" if text.endswith(".") else "") + "[id-1,smoke]"
+
+    for compute, network in ((False, False), (True, False), (True, True)):
+        short = tests_for(compute, network, short=True)
+        full = tests_for(compute, network)
+        # shorter: some of the full list's tests are not in it
+        assert short and not all(any(re.search(t, an_id(f)) for t in short) for f in full)
+        ids = [an_id(t) for t in short]
+        for test_id in ids:
+            assert any(re.search(t, test_id) for t in short), test_id
+            assert any(re.search(t, test_id) for t in full), (test_id, "not in the full list")
+        apis = {api_of(i) for i in ids}
+        assert apis == {"identity", "image"} | ({"compute"} if compute else set()) | (
+            {"network"} if network else set()
+        )
+    assert set(SHORT_TESTS) == {"identity", "image", "compute", "network"}
+    # a short list of some APIs only
+    assert all(api_of(an_id(t)) == "image" for t in tests_for(True, True, ("image",), short=True))

@@ -150,6 +150,9 @@ def test_real_openstack_minor_update_and_major_upgrade(tmp_path: Path):
                 "--report",
                 str(tmp_path / "demo.html"),
                 "--keep",
+                # the lists CI proves (the demo's default is the short one)
+                "--tempest",
+                "full",
             ],
         )
         if r.exception and not isinstance(r.exception, SystemExit):

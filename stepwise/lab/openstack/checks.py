@@ -241,11 +241,13 @@ def schemas(lab: Lab) -> dict[str, dict[str, Any]]:
     return out
 
 
-def acceptance(lab: Lab, workdir: Path, apis: Collection[str] | None = None) -> dict[str, Any]:
+def acceptance(
+    lab: Lab, workdir: Path, apis: Collection[str] | None = None, short: bool = False
+) -> dict[str, Any]:
     """tempest's identity and image API tests against the lab's cloud, through its VIPs, and
     its compute and network API tests where nova and neutron-server run real code (only the
-    `apis` among them when given); `ok` is tempest's verdict (a test passed, none failed: an
-    all-skipped run is no pass)."""
+    `apis` among them when given; `short`: tempest_conf's short list); `ok` is tempest's
+    verdict (a test passed, none failed: an all-skipped run is no pass)."""
     from stepwise.lab.openstack import nova_cells, tempest_conf
     from stepwise.lab.openstack import tempest as openstack_tempest
 
@@ -260,7 +262,7 @@ def acceptance(lab: Lab, workdir: Path, apis: Collection[str] | None = None) -> 
         compute=compute,
         network_extensions=extensions,
     )
-    tests = tempest_conf.tests_for(compute is not None, extensions is not None, apis)
+    tests = tempest_conf.tests_for(compute is not None, extensions is not None, apis, short)
     res = openstack_tempest.run(workdir, tests, timeout=1200)
     return {
         "ok": res.ok,
@@ -271,6 +273,7 @@ def acceptance(lab: Lab, workdir: Path, apis: Collection[str] | None = None) -> 
         "passed_by_api": dict(res.passed_by_api),
         "failures": [f"{test}: {why}" for test, why in res.failures],
         "seconds": round(res.seconds, 1),
+        "list": "short" if short else "full",
     }
 
 
