@@ -10,11 +10,15 @@ The server forks; the child takes the caller's streams, environment and director
 the same `nodecmd.main` the entry would have run; the server sends the child's exit status
 back. The command runs the same code with the same inputs: only the start-up is shared.
 
+The same server, started with `openstack` (`openstack/client_server.py`, in the lab's client
+venv), runs the real `openstack` CLI the same way: python-openstackclient and its command
+modules imported once (~0.9 s of CPU a call otherwise), each call its own forked `main`.
+
 The child watches its caller: when the caller dies (an Ansible task killed, a run SIGKILLed)
 the child gets SIGTERM, as a command in the caller's process group would. Without a server
 (not started, killed, or STEPWISE_LAB_NODECMD_SERVER=0) the entry runs the command itself.
 
-    python -m stepwise.lab.nodecmd_server LAB_DIR NAME   (the abstract socket is "\\0" NAME)
+    python -m stepwise.lab.nodecmd_server LAB_DIR NAME [openstack]   (abstract socket "\\0" NAME)
 """
 
 from __future__ import annotations
@@ -57,12 +61,61 @@ PRELOAD = (
 )
 
 
-def preload() -> None:
-    """Import what the node commands run (a module that fails to import is left to the call
-    that needs it, which reports the error as it always did)."""
+#: what the `openstack` CLI imports for the commands the catalog's tasks run (compute services
+#: and servers, networks and agents, routers; the rest is imported by the call that needs it)
+OPENSTACK_PRELOAD = (
+    "openstackclient.shell",
+    "openstackclient.common.clientmanager",
+    "openstackclient.compute.client",
+    "openstackclient.compute.v2.server",
+    "openstackclient.compute.v2.service",
+    "openstackclient.network.client",
+    "openstackclient.network.v2.network",
+    "openstackclient.network.v2.network_agent",
+    "openstackclient.network.v2.router",
+    "openstackclient.identity.client",
+    "openstackclient.image.client",
+    "openstack.connection",
+    "keystoneauth1.session",
+    "keystoneauth1.identity.generic.password",
+)
+
+
+def _nodecmd_main() -> None:
+    from stepwise.lab.nodecmd import main
+
+    main()
+
+
+def _openstack_warm() -> None:
+    """Build the CLI's shell once: its command groups' entry points are then cached in this
+    process (stevedore's cache), as the modules are, for every child."""
+    from openstackclient.shell import OpenStackShell
+
+    OpenStackShell()
+
+
+def _openstack_main() -> None:
+    from cliff.app import App
+    from openstackclient.shell import main
+
+    # cliff names the program after sys.argv[0] when it is imported (here: in the server)
+    App.NAME = os.path.splitext(os.path.basename(sys.argv[0]))[0]
+
+    # the CLI's status is main's return value (a subprocess would exit with it)
+    raise SystemExit(main(sys.argv[1:]))
+
+
+#: what a server runs: its modules to import once, the call's entry in the child
+KINDS = {"nodecmd": (PRELOAD, _nodecmd_main), "openstack": (OPENSTACK_PRELOAD, _openstack_main)}
+
+
+def preload(names: tuple[str, ...] = PRELOAD) -> None:
+    """Import what the calls run (a module that fails to import is left to the call that
+    needs it, which reports the error as it always did)."""
     import importlib
 
-    for name in PRELOAD:
+    for name in names:
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the command that needs it says why
@@ -136,7 +189,9 @@ def _watch_caller(conn: socket.socket) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _run_child(conn: socket.socket, req: Request, fds: list[int], inherited: list[Any]) -> None:
+def _run_child(
+    conn: socket.socket, req: Request, fds: list[int], inherited: list[Any], entry: Any
+) -> None:
     """In the forked child: become the caller's command, run it, exit with its status."""
     code = 1
     try:
@@ -161,10 +216,8 @@ def _run_child(conn: socket.socket, req: Request, fds: list[int], inherited: lis
         except OSError:
             pass
         threading.Thread(target=_watch_caller, args=(conn,), daemon=True).start()
-        from stepwise.lab.nodecmd import main
-
         try:
-            main()
+            entry()
             code = 0
         except SystemExit as exc:
             code = exit_code(exc)
@@ -185,7 +238,8 @@ def _run_child(conn: socket.socket, req: Request, fds: list[int], inherited: lis
 class Server:
     """The accept loop: fork a child per request, send each child's status when it exits."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, entry: Any = _nodecmd_main) -> None:
+        self.entry = entry
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(name)
         self.listener.listen(256)
@@ -224,7 +278,7 @@ class Server:
         if pid == 0:
             for pidfd in self.children:
                 os.close(pidfd)
-            _run_child(conn, req, fds, inherited)
+            _run_child(conn, req, fds, inherited, self.entry)
         # the call runs now: say so first, whatever fails below (the caller must never run
         # it a second time itself)
         try:
@@ -260,11 +314,17 @@ class Server:
 
 
 def main(argv: list[str]) -> None:
-    _lab_dir, name = argv
+    _lab_dir, name, *kind = argv
+    names, entry = KINDS[kind[0] if kind else "nodecmd"]
     # `-m` put the working directory (the lab's) first on the path: nothing to import there
     sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]
-    preload()
-    server = Server("\0" + name)  # abstract: no path-length limit, nothing left on disk
+    preload(names)
+    if entry is _openstack_main:
+        try:
+            _openstack_warm()
+        except Exception:  # noqa: BLE001 - each call builds it again and says what fails
+            pass
+    server = Server("\0" + name, entry)  # abstract: no path-length limit, nothing left on disk
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     server.serve_forever()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 import subprocess
 import time
@@ -217,3 +218,74 @@ def test_client_probe_without_its_cloud_says_so(tmp_path):
     assert probe.stop() == []
     assert probe.returncode == 2
     assert "missing was not found" in (tmp_path / "c.log").read_text()
+
+
+def test_the_openstack_cli_server_answers_as_the_cli_does(real_cloud, tmp_path, capfd):
+    """The lab's `openstack` CLI server (lab/openstack/client_server.py): a call answers with
+    the CLI's output and exit status, in a child of the server; with the server gone, the
+    call is not taken (the caller runs the CLI itself) and the next call starts it again."""
+    from types import SimpleNamespace
+
+    from stepwise.lab.openstack import client_server
+
+    venv = ensure_venv("client")
+    lab = SimpleNamespace(
+        dir=tmp_path,
+        run_dir=tmp_path / "run",
+        log_dir=tmp_path / "log",
+        socket_name=f"\0swt-{os.getpid()}",
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
+    env.update(OS_CLIENT_CONFIG_FILE=str(real_cloud.clouds_yaml), OS_CLOUD=CLOUD)
+    cli = str(venv / "bin" / "openstack")
+    calls = [
+        ["token", "issue", "-f", "value", "-c", "project_id"],
+        ["project", "list", "-f", "value", "-c", "Name", "--sort-column", "Name"],
+        ["server", "list"],  # no compute endpoint in this cloud: the CLI's error and status
+        ["no-such-command"],
+    ]
+
+    def direct(args):
+        r = subprocess.run([cli, *args], env=env, capture_output=True, text=True, timeout=120)
+        return r.returncode, r.stdout, r.stderr
+
+    def served(args):
+        capfd.readouterr()
+        code = client_server.call(lab, venv, [cli, *args], env, timeout=120)
+        out, err = capfd.readouterr()
+        return code, out, err
+
+    assert served(calls[0])[0] is None  # no server yet: not taken, and one starts now
+    pid_file = lab.run_dir / client_server.PID_FILE
+    try:
+        deadline = time.monotonic() + 60
+        while served(["--version"])[0] is None:
+            assert time.monotonic() < deadline, (
+                lab.log_dir / "openstack-client-server.log"
+            ).read_text()
+            time.sleep(0.5)
+        for args in calls:
+            want, got = direct(args), served(args)
+            assert got[0] == want[0], (args, got, want)
+            if args[0] == "token":
+                assert len(got[1].strip()) == 32, got  # a new token's project: the same id
+                assert got[1] == want[1]
+            else:
+                assert got[1:] == want[1:], (args, got, want)
+        assert direct(["server", "list"])[0] != 0  # the error case is one
+        server = int(pid_file.read_text())
+        os.kill(server, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while served(["--version"])[0] is not None:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        deadline = time.monotonic() + 60
+        while served(["--version"])[0] is None:  # started again by the call that found none
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+        assert int(pid_file.read_text()) != server
+    finally:
+        try:
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass

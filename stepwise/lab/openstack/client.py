@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from stepwise.lab.openstack import client_probe
+from stepwise.lab.openstack import client_probe, client_server
 from stepwise.lab.openstack.venvs import BuildProgress, ensure_venv
 
 if TYPE_CHECKING:
@@ -212,6 +212,11 @@ def run_openstack(lab: Lab, args: list[str], timeout: float = 600.0) -> int:
     env = dict(os.environ, OS_CLIENT_CONFIG_FILE=str(Path(lab.dir) / "clouds.yaml"),
                OS_CLOUD=str(lab.spec.name))  # fmt: skip
     cmd = [str(venv / "bin" / "python"), str(venv / "bin" / "openstack"), *args]
+    code = client_server.call(lab, venv, cmd[1:], env, timeout)
+    if code is not None:
+        if code == 124:
+            print(f"openstack {' '.join(args[:3])}: no answer in {timeout:.0f}s", flush=True)
+        return code
     try:
         return subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, timeout=timeout).returncode
     except subprocess.TimeoutExpired:

@@ -42,31 +42,48 @@ def _read(sock, n):
     return data
 
 
-def call(name, argv=None):
-    """Run this process's command in the lab's node-command server at abstract socket `name`
-    and exit with its status; return when no server took it."""
-    import sys
-
+def run(name, argv, env, cwd, timeout=None):
+    """Run `argv` in the server at abstract socket `name` on this process's standard streams;
+    its exit status, or None when no server took the call (then nothing ran). After
+    `timeout` seconds the call is given up (exit status 124): the child sees its caller gone
+    and is ended."""
     if os.environ.get("STEPWISE_LAB_NODECMD_SERVER") == "0":
-        return
+        return None
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.connect(name)
-        data = request(sys.argv if argv is None else argv, os.environ, os.getcwd())
+        data = request(argv, env, cwd)
         fds = array.array("i", [0, 1, 2])
         sent = sock.sendmsg([data], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
         sock.sendall(data[sent:])
         ack = sock.recv(1)
     except OSError:
         sock.close()
-        return
+        return None
     if ack != ACK:
         sock.close()
-        return
-    status = _read(sock, 4)
+        return None
+    sock.settimeout(timeout)
+    try:
+        status = _read(sock, 4)
+    except OSError:  # the timeout: closing the socket ends the child
+        sock.close()
+        os.write(2, b"stepwise lab: no answer in time, the call was ended\n")
+        return 124
+    sock.close()
     if len(status) < 4:
         # the child ran (or runs) the command: running it again here could do it twice
         os.write(2, b"stepwise lab: the node-command server went away during the call\n")
-        os._exit(255)
+        return 255
     code = int.from_bytes(status, "big", signed=True)
-    os._exit(code if code >= 0 else 128 - code)
+    return code if code >= 0 else 128 - code
+
+
+def call(name, argv=None):
+    """Run this process's command in the lab's node-command server at abstract socket `name`
+    and exit with its status; return when no server took it."""
+    import sys
+
+    code = run(name, sys.argv if argv is None else argv, os.environ, os.getcwd())
+    if code is not None:
+        os._exit(code)
