@@ -380,6 +380,21 @@ def _say_agreement(a: dict[str, Any]) -> None:
     )
 
 
+REPORT_OPT = typer.Option(
+    Path("stepwise-demo-report.html"),
+    "--report",
+    metavar="FILE",
+    help="Where to write the HTML report of the demo's runs.",
+)
+TEMPEST_OPT = typer.Option(
+    TempestList.SHORT,
+    "--tempest",
+    help="tempest's acceptance list after the upgrade: short (per API the tests an upgrade "
+    "breaks first, ~1 minute) or full (every identity, image, compute and network test the "
+    "lab supports, as CI runs: a few minutes).",
+)
+
+
 @app.command()
 def demo(
     deployment: Path = typer.Option(
@@ -393,20 +408,9 @@ def demo(
     ),
     keep: bool = typer.Option(False, "--keep", help="Leave the lab up at the end."),
     accept_downtime: bool = ACCEPT_DOWNTIME_OPT,
-    tempest: TempestList = typer.Option(
-        TempestList.SHORT,
-        "--tempest",
-        help="tempest's acceptance list after the upgrade: short (per API the tests an upgrade "
-        "breaks first, ~1 minute) or full (every identity, image, compute and network test the "
-        "lab supports, as CI runs: a few minutes).",
-    ),
+    tempest: TempestList = TEMPEST_OPT,
     json_out: bool = typer.Option(False, "--json", help="Print a JSON report."),
-    report_path: Path = typer.Option(
-        Path("stepwise-demo-report.html"),
-        "--report",
-        metavar="FILE",
-        help="Where to write the HTML report of the demo's runs.",
-    ),
+    report_path: Path = REPORT_OPT,
 ) -> None:
     """Lab up, plan, minor update, major upgrade (prepare, control plane, data plane, converge),
     probe summary, lab down."""

@@ -49,10 +49,8 @@ def inject(lab: Lab, kind: str, node: str, target: str | None = None, seconds: f
                     st["state"] = "lost"
             services.save_workloads(lab, wl)
         return f"{node} crashed"
-    if kind == "no-live-migrate":
-        return _no_live_migrate(lab, node, target)
-    if kind == "snapshot":
-        return _snapshot(lab, node, target, seconds)
+    if kind in ("no-live-migrate", "snapshot"):
+        return _instance_fault(lab, kind, node, target, seconds)
     if kind == "recover":
         res = lab.call("boot", node=node, units=services.units_enabled(lab, node), timeout=120)
         return (
@@ -132,6 +130,13 @@ def _instance_of(lab: Lab, wl: dict[str, Any], kind: str, node: str, vm: str | N
             )
         )
     return vm
+
+
+def _instance_fault(lab: Lab, kind: str, node: str, vm: str | None, seconds: float) -> str:
+    """A fault of one instance of `node`: it cannot live-migrate, or a snapshot keeps it busy."""
+    if kind == "snapshot":
+        return _snapshot(lab, node, vm, seconds)
+    return _no_live_migrate(lab, node, vm)
 
 
 def _snapshot(lab: Lab, node: str, vm: str | None, seconds: float) -> str:

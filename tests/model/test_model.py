@@ -85,6 +85,9 @@ TASK_KEYWORDS = {
     "delegate_to",
     # a wait that keeps a window open and gates nothing (the conductor's wait for the computes)
     "ignore_errors",
+    # what earlier tasks registered handed to a shell as variables, never spliced into its
+    # code (the drain's refusal quotes nova's answers)
+    "environment",
 }
 
 

@@ -137,7 +137,7 @@ def test_the_compute_leave_waits_applies_the_policy_then_waits_until_empty(secti
     ]
     names = _names(tasks)
     at = {n: i for i, n in enumerate(names)}
-    migrating = next(i for n, i in at.items() if "still live-migrating" in n)
+    migrating = next(i for n, i in at.items() if "is live-migrating or busy" in n)
     refuse = next(i for n, i in at.items() if n.startswith("Refuse"))
     cold = next(i for n, i in at.items() if n.startswith("Cold-migrate"))
     stop_in_place = next(i for n, i in at.items() if n.startswith("Stop in place"))
