@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = ["systemctl is-active keystone", "df -Pk /", "crudini --get /etc/os-release '' ID"]
 
 
-def _children_cpu(pid: int) -> float:
+def children_cpu(pid: int) -> float:
     """Seconds of CPU of `pid`'s reaped children (cutime + cstime)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
@@ -37,7 +37,7 @@ def measure(lab, node: str, server: bool, calls: int) -> tuple[float, float]:
     env["STEPWISE_LAB_NODECMD_SERVER"] = "1" if server else "0"
     spid = int((lab.run_dir / "nodecmd-server.pid").read_text())
     walls = []
-    before, sbefore = os.times(), _children_cpu(spid)
+    before, sbefore = os.times(), children_cpu(spid)
     for i in range(calls):
         t = time.perf_counter()
         subprocess.run(
@@ -48,11 +48,28 @@ def measure(lab, node: str, server: bool, calls: int) -> tuple[float, float]:
             capture_output=True,
         )
         walls.append(time.perf_counter() - t)
-    after, safter = os.times(), _children_cpu(spid)
+    after, safter = os.times(), children_cpu(spid)
     cpu = after.children_user - before.children_user
     cpu += after.children_system - before.children_system
     cpu += safter - sbefore
     return cpu / calls, statistics.median(walls)
+
+
+def say_comparison(
+    rows: dict[bool, list[tuple[float, float]]], what: str, digits: int, detail: str
+) -> None:
+    """Print the best (CPU, wall) per call of the rounds through the server (True) and in a
+    process of their own (False), and their ratio."""
+    best = {k: (min(c for c, _ in v), min(w for _, w in v)) for k, v in rows.items()}
+    for server, label in ((True, "through the server"), (False, "a process of its own")):
+        cpu, wall = best[server]
+        print(
+            f"{what} {label:22}: {cpu * 1000:6.{digits}f} ms CPU, {wall * 1000:6.{digits}f} ms wall"
+        )
+    print(
+        f"the server's call costs {best[True][0] / best[False][0]:.2f}x the CPU and "
+        f"{best[True][1] / best[False][1]:.2f}x the wall time of a process of its own ({detail})"
+    )
 
 
 def main() -> None:
@@ -72,14 +89,8 @@ def main() -> None:
                 rows.setdefault(server, []).append((cpu, wall))
         finally:
             control.down(lab.dir)
-    best = {k: (min(c for c, _ in v), min(w for _, w in v)) for k, v in rows.items()}
-    for server, label in ((True, "through the server"), (False, "a process of its own")):
-        cpu, wall = best[server]
-        print(f"node command {label:22}: {cpu * 1000:6.1f} ms CPU, {wall * 1000:6.1f} ms wall")
-    print(
-        f"the server's call costs {best[True][0] / best[False][0]:.2f}x the CPU and "
-        f"{best[True][1] / best[False][1]:.2f}x the wall time of a process of its own "
-        f"({args.calls} calls each, best of 2 rounds, {', '.join(COMMANDS)})"
+    say_comparison(
+        rows, "node command", 1, f"{args.calls} calls each, best of 2 rounds, {', '.join(COMMANDS)}"
     )
 
 

@@ -30,13 +30,9 @@ from collections.abc import Iterator  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 from typing import TextIO  # noqa: E402
 
+from benchmarks.node_commands import children_cpu, say_comparison  # noqa: E402
+
 CALLS = [["--version"], ["server", "list", "--help"], ["compute", "service", "list", "--help"]]
-
-
-def _children_cpu(pid: int) -> float:
-    """Seconds of CPU of `pid`'s reaped children (cutime + cstime)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextlib.contextmanager
@@ -61,7 +57,7 @@ def measure(lab, venv: Path, server_pid: int | None, calls: int) -> tuple[float,
     env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
     walls = []
     before = os.times()
-    sbefore = _children_cpu(server_pid) if server_pid else 0.0
+    sbefore = children_cpu(server_pid) if server_pid else 0.0
     with _quiet() as sink:
         for i in range(calls):
             argv = [cli, *CALLS[i % len(CALLS)]]
@@ -77,7 +73,7 @@ def measure(lab, venv: Path, server_pid: int | None, calls: int) -> tuple[float,
     cpu += after.children_user - before.children_user
     cpu += after.children_system - before.children_system
     if server_pid:
-        cpu += _children_cpu(server_pid) - sbefore
+        cpu += children_cpu(server_pid) - sbefore
     return cpu / calls, statistics.median(walls)
 
 
@@ -114,16 +110,8 @@ def main() -> None:
                 )
         finally:
             os.kill(pid, signal.SIGTERM)
-    best = {k: (min(c for c, _ in v), min(w for _, w in v)) for k, v in rows.items()}
-    for served, label in ((True, "through the server"), (False, "a process of its own")):
-        cpu, wall = best[served]
-        print(f"openstack call {label:22}: {cpu * 1000:6.0f} ms CPU, {wall * 1000:6.0f} ms wall")
-    print(
-        f"the server's call costs {best[True][0] / best[False][0]:.2f}x the CPU and "
-        f"{best[True][1] / best[False][1]:.2f}x the wall time of a process of its own "
-        f"({args.calls} calls each, best of 2 rounds: "
-        f"{', '.join(' '.join(c) for c in CALLS)})"
-    )
+    calls = ", ".join(" ".join(c) for c in CALLS)
+    say_comparison(rows, "openstack call", 0, f"{args.calls} calls each, best of 2 rounds: {calls}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from typing import Any
 from rich.text import Text
 
 from stepwise.cli.common import console, err_console
+from stepwise.lab.openstack.tempest_conf import TempestList
 
 
 def agreement(store, dep, lab_dir: Path) -> dict[str, Any]:
@@ -85,7 +86,7 @@ def _openstack_after(
     report: dict[str, Any],
     work: Path,
     json_out: bool,
-    tempest_list: str = "full",  # a TempestList
+    tempest_list: TempestList = TempestList.FULL,
 ) -> None:
     """Schemas at the new code's head, the seed resources kept, tempest's verdict (its short
     list or its full one)."""
@@ -98,7 +99,9 @@ def _openstack_after(
     os_report = report["openstack"]
     os_report["schemas"] = checks.schemas(lab)
     os_report["seed"] = checks.seed_kept(lab, seeded)
-    os_report["tempest"] = checks.acceptance(lab, work / "tempest", short=tempest_list == "short")
+    os_report["tempest"] = checks.acceptance(
+        lab, work / "tempest", short=tempest_list is TempestList.SHORT
+    )
     client = _client_calls(report["phases"])
     os_report["client"] = client
     if json_out:

@@ -127,12 +127,15 @@ def prepare_nodes(lab: Lab) -> None:
         stats.symlink_to(haproxy.admin_socket(lab))
 
 
-def _spawn(lab: Lab, env: dict[str, str], log: str, argv: list[str]) -> subprocess.Popen:
-    """A lab process of this Python in a session of its own, its output to `log`."""
+def spawn(
+    lab: Lab, env: dict[str, str], log: str, argv: list[str], python: str = sys.executable
+) -> subprocess.Popen:
+    """A lab process (`python -m` argv: this Python unless told) in a session of its own, its
+    output to `log`."""
     lab.log_dir.mkdir(parents=True, exist_ok=True)
     with open(lab.log_dir / log, "ab") as fh:
         return subprocess.Popen(
-            [sys.executable, "-m", *argv],
+            [python, "-m", *argv],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=fh,
@@ -145,7 +148,7 @@ def _spawn(lab: Lab, env: dict[str, str], log: str, argv: list[str]) -> subproce
 def start_supervisor(lab: Lab) -> int:
     env = dict(os.environ)
     env[ENV_LAB] = str(lab.dir)
-    proc = _spawn(lab, env, "supervisor.log", ["stepwise.lab.supervisor", str(lab.dir)])
+    proc = spawn(lab, env, "supervisor.log", ["stepwise.lab.supervisor", str(lab.dir)])
     write_json(lab.run_dir / "supervisor.json", {"pid": proc.pid})
     lab.supervisor_pid_file.write_text(str(proc.pid))
     start_nodecmd_server(lab, env)
@@ -168,7 +171,7 @@ def start_nodecmd_server(lab: Lab, env: dict[str, str]) -> None:
         return
     name = lab.nodecmd_socket_name.lstrip("\0")
     argv = ["stepwise.lab.nodecmd_server", str(lab.dir), name]
-    proc = _spawn(lab, env, "nodecmd-server.log", argv)
+    proc = spawn(lab, env, "nodecmd-server.log", argv)
     (lab.run_dir / "nodecmd-server.pid").write_text(str(proc.pid))
 
 

@@ -109,18 +109,7 @@ def _clear_no_live_migrate(lab: Lab, node: str) -> str:
     return f" ({', '.join(freed)} can live-migrate again)" if freed else ""
 
 
-def _no_live_migrate(lab: Lab, node: str, vm: str | None) -> str:
-    """The instance cannot live-migrate (as one with a PCI device or a local disk): nova's
-    host-evacuate-live refuses it, a cold migration or a stop still works."""
-    with lab.node_lock("_lab"):
-        wl = services.workloads(lab)
-        vm = _instance_of(lab, wl, "no-live-migrate", node, vm)
-        wl[vm]["no_live_migrate"] = True
-        services.save_workloads(lab, wl)
-    return f"{vm} on {node} cannot live-migrate"
-
-
-def _instance_of(lab: Lab, wl: dict[str, Any], kind: str, node: str, vm: str | None) -> str:
+def _instance_of(wl: dict[str, Any], kind: str, node: str, vm: str | None) -> str:
     here = sorted(v for v, st in wl.items() if st["host"] == node)
     if vm not in here:
         raise InputError(
@@ -133,22 +122,22 @@ def _instance_of(lab: Lab, wl: dict[str, Any], kind: str, node: str, vm: str | N
 
 
 def _instance_fault(lab: Lab, kind: str, node: str, vm: str | None, seconds: float) -> str:
-    """A fault of one instance of `node`: it cannot live-migrate, or a snapshot keeps it busy."""
-    if kind == "snapshot":
-        return _snapshot(lab, node, vm, seconds)
-    return _no_live_migrate(lab, node, vm)
-
-
-def _snapshot(lab: Lab, node: str, vm: str | None, seconds: float) -> str:
-    """A client snapshots the instance for `seconds`: it stays ACTIVE with task_state
-    image_snapshot, and nova refuses (409) to live-migrate it until the snapshot ends (what a
-    drain meets when the cloud's users act on their servers meanwhile)."""
+    """A fault of one instance of `node`. no-live-migrate: it cannot live-migrate (as one with
+    a PCI device or a local disk): nova refuses to move it live, a cold migration or a stop
+    still works. snapshot: a client snapshots it for `seconds`: it stays ACTIVE with
+    task_state image_snapshot, and nova refuses (409) to live-migrate it until the snapshot
+    ends (what a drain meets when the cloud's users act on their servers meanwhile)."""
     with lab.node_lock("_lab"):
         wl = services.workloads(lab)
-        vm = _instance_of(lab, wl, "snapshot", node, vm)
-        wl[vm]["busy_until"] = time.time() + seconds
+        vm = _instance_of(wl, kind, node, vm)
+        if kind == "snapshot":
+            wl[vm]["busy_until"] = time.time() + seconds
+            msg = f"{vm} on {node} is being snapshotted for {seconds:g}s"
+        else:
+            wl[vm]["no_live_migrate"] = True
+            msg = f"{vm} on {node} cannot live-migrate"
         services.save_workloads(lab, wl)
-    return f"{vm} on {node} is being snapshotted for {seconds:g}s"
+    return msg
 
 
 def _registry(lab: Lab, down: bool) -> str:

@@ -106,8 +106,12 @@ def _openstack_main() -> None:
     raise SystemExit(main(sys.argv[1:]))
 
 
-#: what a server runs: its modules to import once, the call's entry in the child
-KINDS = {"nodecmd": (PRELOAD, _nodecmd_main), "openstack": (OPENSTACK_PRELOAD, _openstack_main)}
+#: what a server runs: its modules to import once, what else to do once (or None), the call's
+#: entry in the child
+KINDS = {
+    "nodecmd": (PRELOAD, None, _nodecmd_main),
+    "openstack": (OPENSTACK_PRELOAD, _openstack_warm, _openstack_main),
+}
 
 
 def preload(names: tuple[str, ...] = PRELOAD) -> None:
@@ -315,14 +319,14 @@ class Server:
 
 def main(argv: list[str]) -> None:
     _lab_dir, name, *kind = argv
-    names, entry = KINDS[kind[0] if kind else "nodecmd"]
+    names, warm, entry = KINDS[kind[0] if kind else "nodecmd"]
     # `-m` put the working directory (the lab's) first on the path: nothing to import there
     sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]
     preload(names)
-    if entry is _openstack_main:
+    if warm is not None:
         try:
-            _openstack_warm()
-        except Exception:  # noqa: BLE001 - each call builds it again and says what fails
+            warm()
+        except Exception:  # noqa: BLE001 - each call does it again and says what fails
             pass
     server = Server("\0" + name, entry)  # abstract: no path-length limit, nothing left on disk
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))

@@ -147,10 +147,10 @@ def _live_migrate(lab: Lab, vm: str) -> int:
         st = wl.get(vm)
         if st is None:
             return err(f"No server with a name or ID of '{vm}' exists.")
-        if _task_state(st) != "None":
+        task = _task_state(st)
+        if task != "None":
             return err(
-                f"Cannot 'os-migrateLive' instance {vm} while it is in task_state "
-                f"{_task_state(st)} (HTTP 409)"
+                f"Cannot 'os-migrateLive' instance {vm} while it is in task_state {task} (HTTP 409)"
             )
         if st["state"] != "running":
             return err(

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -70,20 +69,11 @@ def ensure_started(lab: Lab, venv: Path) -> None:
             link.symlink_to(package, target_is_directory=True)
         env = dict(os.environ, PYTHONPATH=str(path_dir), **{ENV_LAB: str(lab.dir)})
         env.pop("PYTHONHOME", None)
-        log_dir = Path(lab.log_dir)
-        log_dir.mkdir(parents=True, exist_ok=True)
+        from stepwise.lab.control import spawn  # only to start it: a call needs none of it
+
         name = socket_name(lab).lstrip("\0")
-        with open(log_dir / "openstack-client-server.log", "ab") as log:
-            proc = subprocess.Popen(
-                [str(venv / "bin" / "python"), "-m", "stepwise.lab.nodecmd_server"]
-                + [str(lab.dir), name, "openstack"],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                cwd=str(lab.dir),
-            )
+        argv = ["stepwise.lab.nodecmd_server", str(lab.dir), name, "openstack"]
+        proc = spawn(lab, env, "openstack-client-server.log", argv, str(venv / "bin" / "python"))
         pid_file.write_text(str(proc.pid))
 
 
