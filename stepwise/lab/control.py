@@ -10,7 +10,6 @@ import os
 import shutil
 import signal
 import site
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +24,7 @@ from stepwise.lab import services as lab_services
 from stepwise.lab.boot import Progress
 from stepwise.lab.nodes import ADDRESS_BASE, ENV_LAB, Lab, write_json
 from stepwise.lab.slots import claim_index, lab_pids, labs_home, listeners, release_index
+from stepwise.lab.spawn import spawn
 from stepwise.lab.spec import build_spec
 from stepwise.lab.status import status
 from stepwise.processes import pid_alive
@@ -125,24 +125,6 @@ def prepare_nodes(lab: Lab) -> None:
         stats.parent.mkdir(parents=True, exist_ok=True)
         stats.unlink(missing_ok=True)
         stats.symlink_to(haproxy.admin_socket(lab))
-
-
-def spawn(
-    lab: Lab, env: dict[str, str], log: str, argv: list[str], python: str = sys.executable
-) -> subprocess.Popen:
-    """A lab process (`python -m` argv: this Python unless told) in a session of its own, its
-    output to `log`."""
-    lab.log_dir.mkdir(parents=True, exist_ok=True)
-    with open(lab.log_dir / log, "ab") as fh:
-        return subprocess.Popen(
-            [python, "-m", *argv],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            cwd=str(lab.dir),
-        )
 
 
 def start_supervisor(lab: Lab) -> int:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stepwise.lab.ansible_plugins.nodecmd_client import stepwise_nodecmd_client as nc_client
+from stepwise.lab.spawn import spawn
 from stepwise.processes import pid_alive
 
 if TYPE_CHECKING:
@@ -69,8 +70,6 @@ def ensure_started(lab: Lab, venv: Path) -> None:
             link.symlink_to(package, target_is_directory=True)
         env = dict(os.environ, PYTHONPATH=str(path_dir), **{ENV_LAB: str(lab.dir)})
         env.pop("PYTHONHOME", None)
-        from stepwise.lab.control import spawn  # only to start it: a call needs none of it
-
         name = socket_name(lab).lstrip("\0")
         argv = ["stepwise.lab.nodecmd_server", str(lab.dir), name, "openstack"]
         proc = spawn(lab, env, "openstack-client-server.log", argv, str(venv / "bin" / "python"))
