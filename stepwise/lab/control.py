@@ -60,6 +60,7 @@ NODE_COMMANDS = (
     "rabbitmqctl",
     "galera_new_cluster",
     "sed",
+    "rm",
 )
 
 

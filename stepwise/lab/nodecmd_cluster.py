@@ -28,12 +28,28 @@ def rabbitmqctl(lab: Lab, node: str, args: list[str]) -> int:
     svc = cluster_service(lab, ("rabbitmq",))
     if svc is None or node not in lab.service(svc).instances:
         return err("rabbitmqctl: command not found (rabbitmq-server is not installed here)")
+    args = _lab_member_names(lab, svc, args)
     if rabbitmq.is_real(lab, svc):
         r = rabbitmq.ctl(lab, node, svc, args)
         sys.stdout.write(r.stdout)
         sys.stderr.write(r.stderr)
         return r.returncode
     return _rabbitmqctl_stand_in(lab, node, svc, [a for a in args if a != "-q"])
+
+
+def _lab_member_names(lab: Lab, svc: str, args: list[str]) -> list[str]:
+    """A member named as a real deployment names it, `rabbit@<its host>` (a catalog's
+    `join_cluster rabbit@{{ the seed }}`), as the lab's member on that node
+    (`rabbitN@localhost`: every lab member shares one host)."""
+    from stepwise.lab import rabbitmq
+
+    members = lab.service(svc).instances
+    return [
+        rabbitmq.node_name(lab, svc, a.partition("@")[2])
+        if a.startswith("rabbit@") and a.partition("@")[2] in members
+        else a
+        for a in args
+    ]
 
 
 def _rabbit_members(lab: Lab, node: str, svc: str) -> tuple[list[str], list[str]]:
@@ -52,7 +68,8 @@ def _rabbit_members(lab: Lab, node: str, svc: str) -> tuple[list[str], list[str]
 
 
 def _rabbitmqctl_stand_in(lab: Lab, node: str, svc: str, args: list[str]) -> int:
-    """cluster_status, status, await_startup, await_online_nodes N, stop_app, start_app."""
+    """cluster_status, status, await_startup, await_online_nodes N, stop_app, start_app,
+    join_cluster, set_policy, reset."""
     import time
 
     from stepwise.lab import rabbitmq
@@ -61,6 +78,13 @@ def _rabbitmqctl_stand_in(lab: Lab, node: str, svc: str, args: list[str]) -> int
     words = [a for a in args if not a.startswith("-")]
     if words[:1] in (["stop_app"], ["start_app"]):
         out(f"{'Stopping' if words[0] == 'stop_app' else 'Starting'} node {me} ...")
+        return 0
+    if words[:1] in (["join_cluster"], ["set_policy"], ["reset"]):
+        # the stand-in's membership is its OS major's members: joining, resetting and the
+        # queue policy change nothing it reports, but need its member running
+        if me not in _rabbit_members(lab, node, svc)[1]:
+            return err(f"Error: unable to perform an operation on node '{me}' (not running)")
+        out(f"{words[0]} on node {me} ... (lab stand-in)")
         return 0
     deadline = time.monotonic() + (120 if words[:1] == ["await_online_nodes"] else 0)
     while True:

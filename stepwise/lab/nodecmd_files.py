@@ -42,3 +42,28 @@ def sed(lab: Lab, node: str, args: list[str]) -> int:
             mapped.append(str(lab.node_path(node, a)))
         i += 1
     return subprocess.run([real, *mapped], check=False).returncode
+
+
+@command("rm")
+def rm(lab: Lab, node: str, args: list[str]) -> int:
+    """GNU rm on the node's files (`rm -rf /var/lib/rabbitmq/mnesia`: the RabbitMQ database a
+    new-OS member starts over without). Only absolute operands strictly inside the node's root:
+    a relative one would name a file of whatever directory the command ran in, and `/` or a
+    path climbing out with `..` would reach past the node."""
+    from stepwise.lab import mariadb
+
+    real = shutil.which("rm", path=mariadb.SYSTEM_PATH)
+    if real is None:
+        return err("rm: command not found")
+    root = lab.node_root(node).resolve()
+    options = [a for a in args if a.startswith("-") and a != "-"]
+    operands = [a for a in args if a not in options]
+    if not operands:
+        return err("rm: missing operand")
+    mapped: list[str] = []
+    for a in operands:
+        target = lab.node_path(node, a).resolve()
+        if not a.startswith("/") or root not in target.parents:
+            return err(f"rm: refusing to remove '{a}' (only a path under / of this node)")
+        mapped.append(str(lab.node_path(node, a)))  # a link itself, as rm removes it
+    return subprocess.run([real, *options, "--", *mapped], check=False).returncode

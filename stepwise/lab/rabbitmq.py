@@ -9,14 +9,15 @@ lab-wide pseudo-node, so `lab down` ends it), and the members and `rabbitmqctl` 
 another one. The Erlang cookie is a file the lab writes (`HOME` of every member and CLI call).
 Mnesia, logs and config live in the node's root.
 
-The unit (the catalog's `rabbitmq-server`) is the lab's wrapper (`svcproc`), which does what a
-resource agent does around the server: it starts `rabbitmq-server` (package and configuration
-checked as for any unit), waits until AMQP listens, and a member that has no cluster yet joins
-the one its peers formed (`stop_app; join_cluster; start_app`, one member at a time under a
-lab-wide lock) or, when none has, forms it and sets the queue policy. A member whose node now
-runs another OS major (members on two Erlang/OS majors cannot cluster, `mixed_os: false`) is
-forgotten by its old cluster (`forget_cluster_node`) and reset; the first such member forms the
-new cluster and the later ones join it.
+The unit (the catalog's `rabbitmq-server`) is the lab's wrapper (`svcproc`): it starts
+`rabbitmq-server` (package and configuration checked as for any unit) and waits until AMQP
+listens. At `lab up` it also deploys the cluster, as a deployment tool would: the first member
+forms it and sets the queue policy, each other one joins (`stop_app; join_cluster; start_app`,
+one at a time under a lab-wide lock). Later it is the broker alone: a member restarted boots
+on its database and rejoins its cluster by itself (RabbitMQ's own), and the OS upgrade's new
+clusters (members on two Erlang/OS majors cannot cluster, `mixed_os: false`) are the
+catalog's: `system_upgrade: form_cluster` removes the old cluster's database and starts a
+cluster of one, `join_cluster` adds each later new-OS member with rabbitmqctl.
 
 Queue policy: TripleO's mirrored `ha-all` (every queue but `amq.*` mirrored on every member,
 promoted on shutdown), not Kolla's quorum queues: the lab's examples are TripleO-shaped, a
@@ -46,8 +47,6 @@ AMQP_PORT = 5672
 EPMD_BASE = 24400
 DIST_BASE = 26000
 EPMD_UNIT = "epmd"
-#: node state file: the OS major the member formed or joined its cluster on
-STATE = "rabbitmq.json"
 POLICY = ("ha-all", r"^(?!amq\.).*", '{"ha-mode":"all","ha-promote-on-shutdown":"always"}')
 #: one scheduler, few async threads, and no scheduler busy-waiting (an idle Erlang VM spins
 #: its schedulers before sleeping: three members per lab, two labs side by side in CI, took
@@ -198,66 +197,49 @@ def _prepare(lab: Lab, node: str) -> None:
     (b / "rabbitmq-env.conf").touch()
 
 
-def _peers(lab: Lab, service: str, node: str) -> tuple[list[str], list[str]]:
-    """Other members whose AMQP answers: (same cluster as this node's OS, another OS major)."""
-    major = lab.os_major(node)
-    bound = lab.service(service).os_bound
-    same, other = [], []
-    for n in lab.service(service).instances:
-        if n == node or not amqp_answers(lab.node(n).address, 0.5):
-            continue
-        (other if bound and lab.os_major(n) != major else same).append(n)
-    return same, other
-
-
-def _leave_other_os_cluster(lab: Lab, node: str, service: str) -> None:
-    """A member whose node moved to another OS major (in place, or reprovisioned: then its
-    database is gone already) leaves its old cluster: the old members forget it, its own
-    database is reset, and it forms or joins a cluster of its new OS."""
-    state = lab.read_state(node, STATE, {}) or {}
-    me = node_name(lab, service, node)
-    moved = state.get("os_major") not in (None, lab.os_major(node))
-    fresh = not (base(lab, node) / "mnesia" / me).exists()
-    others = _peers(lab, service, node)[1] if moved or fresh else []
-    for n in others:
-        r = ctl(lab, node, service, ["forget_cluster_node", me], target=node_name(lab, service, n))
-        if r.returncode == 0:
-            break
-    if moved:
-        shutil.rmtree(base(lab, node) / "mnesia", ignore_errors=True)
-        lab.write_state(node, STATE, {})
+def deployed_marker(lab: Lab, service: str, node: str) -> Path:
+    """Lab-wide (outside the node's root, which a reprovision wipes): this node's member was
+    deployed into the cluster once, by `lab up`."""
+    return home(lab) / "deployed" / f"{service}@{node}"
 
 
 def start(unit: Any) -> None:
     """Start the member (the unit's child) and bring it into its cluster."""
     lab, node, name = unit.lab, unit.node, unit.name
     _prepare(lab, node)
-    _leave_other_os_cluster(lab, node, name)
-    me = node_name(lab, name, node)
-    fresh = not (base(lab, node) / "mnesia" / me).exists()
+    # `lab up` deploys the cluster, as a deployment tool does: the first member forms it, the
+    # others join. A member started later (restarted, or on a node upgraded to another OS or
+    # reprovisioned, whose database the catalog removed) is the broker alone: it boots on
+    # the database it has, or as a cluster of its own on none, and the catalog's
+    # form_cluster / join_cluster tasks cluster it with rabbitmqctl
+    deploying = not deployed_marker(lab, name, node).exists()
     e = env(lab, node, name)
     unit.child = subprocess.Popen(
         [str(SBIN / "rabbitmq-server")], env=e, stdin=subprocess.DEVNULL, cwd=str(base(lab, node))
     )
     _wait_amqp(unit, 180)
-    if fresh or not (lab.read_state(node, STATE, {}) or {}).get("os_major"):
+    if deploying:
         try:
             _join_or_form(lab, node, name)
         except (RabbitError, subprocess.TimeoutExpired) as exc:
             unit.child.terminate()
             print(f"error: {name}: {exc}", flush=True)
             raise SystemExit(1) from None
+        marker = deployed_marker(lab, name, node)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
 
 
 def _join_or_form(lab: Lab, node: str, service: str) -> None:
-    """One member at a time: join a peer that formed (or joined) the cluster of this OS, or
-    form it (and set the queue policy) when there is none."""
+    """At deployment, one member at a time: join a running member deployed before, or form
+    the cluster (and set the queue policy) when there is none."""
     with file_lock(home(lab) / f"{service}.join.lock"):
-        major = lab.os_major(node)
         formed = [
             n
-            for n in _peers(lab, service, node)[0]
-            if (lab.read_state(n, STATE, {}) or {}).get("os_major") == major
+            for n in lab.service(service).instances
+            if n != node
+            and deployed_marker(lab, service, n).exists()
+            and amqp_answers(lab.node(n).address, 0.5)
         ]
         if formed:
             peer = node_name(lab, service, formed[0])
@@ -270,7 +252,6 @@ def _join_or_form(lab: Lab, node: str, service: str) -> None:
                 lab, node, service,
                 ["set_policy", name, pattern, definition, "--apply-to", "queues"],
             )  # fmt: skip
-        lab.write_state(node, STATE, {"os_major": major})
 
 
 def _wait_amqp(unit: Any, timeout: float) -> None:

@@ -332,13 +332,19 @@ def _fresh_cloud(chain: _Chain, c: OsCloud, wave: list[str]) -> None:
             max([secs(dep, ss, Step.MIGRATE) for ss in sync.values()] + [0.0]),
             Stage.UPGRADE,
         )
-    _start(chain, c, step6, rest, "the rest; the control-plane downtime ends")
+    # The seed: "control plane downtime stops at the end of this step". The rest serves
+    # again once its health says so, not when its start returns: real nova builds no server
+    # until the computes, reconnecting to the new message bus, report to the new conductor,
+    # which is what nova-conductor's health waits for
+    checked = {n: tuple(s for s in ss if catalog[s].health) for n, ss in on.items()}
+    _start(chain, c, step6, rest, "the rest", serving_later=checked)
     chain.add(
         Step.VERIFY,
-        {n: tuple(s for s in ss if catalog[s].health) for n, ss in on.items()},
-        f"{step6}: every service healthy on the new OS",
+        checked,
+        f"{step6}: every service healthy on the new OS; the control-plane downtime ends",
         secs(dep, [], Step.VERIFY),
         Stage.UPGRADE,
+        starts=_each_on({n: tuple(s for s in ss if s in checked[n]) for n, ss in rest.items()}),
     )
 
 
@@ -372,20 +378,26 @@ def _new_clusters(chain: _Chain, c: OsCloud, step6: str, infra: Work) -> None:
     )
 
 
-def _start(chain: _Chain, c: OsCloud, step6: str, part: Work, label: str) -> bool:
+def _start(
+    chain: _Chain, c: OsCloud, step6: str, part: Work, label: str, serving_later: Work | None = None
+) -> bool:
     """Step 6 for one part of the new nodes' services: start, then rejoin; False if the part
-    has no service."""
+    has no service. The services of `serving_later` (node -> services) serve again only when a
+    later unit says so, the others when their start ends."""
     dep = c.dep
     part = {n: ss for n, ss in part.items() if ss}
     if not part:
         return False
+    later = serving_later or {}
     chain.add(
         Step.START,
         part,
         f"{step6}: {label}",
         max(secs(dep, ss, Step.START) for ss in part.values()),
         Stage.UPGRADE,
-        starts=_each_on(part),
+        starts=_each_on(
+            {n: tuple(s for s in ss if s not in later.get(n, ())) for n, ss in part.items()}
+        ),
     )
     rej = {
         n: tuple(s for s in ss if dep.catalog[s].has_step(WF, Step.REJOIN))

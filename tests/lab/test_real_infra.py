@@ -141,3 +141,25 @@ def test_stand_in_members_answer_the_catalogs_rabbitmqctl(tmp_path: Path, capsys
     (lab.node_root(c1) / "etc" / "os-release").write_text('VERSION_ID="9.2"\n')
     st = json.loads(ask(c1, "-q", "cluster_status", "--formatter", "json")[1])
     assert st["disk_nodes"] == st["running_nodes"] == ["rabbit2@localhost"]
+    # the OS upgrade's new cluster, as the catalog forms it: the policy set and a member
+    # joining the one named as a real deployment names it (rabbit@HOST), while it runs
+    assert ask(c1, "set_policy", "--apply-to", "queues", "ha-all", ".*", "{}")[0] == 0
+    rc, text = ask(c0, "join_cluster", f"rabbit@{c1}")
+    assert rc == 0 and "rabbit1@localhost" in text
+    assert ask(c2, "join_cluster", f"rabbit@{c1}")[0] == 1  # not running
+
+
+def test_a_member_named_by_its_host_is_the_labs_member_on_that_node(tmp_path: Path):
+    from stepwise.lab.nodecmd_cluster import _lab_member_names
+
+    lab = _lab(tmp_path)
+    c0, c1, _ = lab.nodes()
+    args = ["join_cluster", f"rabbit@{c1}", "rabbit@elsewhere", "-n", f"rabbit@{c0}"]
+    assert _lab_member_names(lab, "rabbitmq", args) == [
+        "join_cluster",
+        rabbitmq.node_name(lab, "rabbitmq", c1),
+        "rabbit@elsewhere",
+        "-n",
+        rabbitmq.node_name(lab, "rabbitmq", c0),
+    ]
+    assert rabbitmq.node_name(lab, "rabbitmq", c1) == "rabbit2@localhost"

@@ -107,10 +107,15 @@ def test_the_seeds_twelve_steps_as_commands():
         "verify",
     ]
     # the clusters that cannot span two OS majors start over: galera on the node the data
-    # moved to, pacemaker on the bootstrap node of its first role; the other first nodes
-    # join pacemaker's from there (pcs adds a node from a member only)
+    # moved to, rabbitmq on the first messaging node, pacemaker on the bootstrap node of its
+    # first role; the other first nodes join pacemaker's from there (pcs adds a node from a
+    # member only)
     (form,) = [u for u in p.units if u.step is Step.FORM_CLUSTER]
-    assert dict(form.work) == {"controller-openstack-0": ("pacemaker",), "database-0": ("galera",)}
+    assert dict(form.work) == {
+        "controller-openstack-0": ("pacemaker",),
+        "database-0": ("galera",),
+        "messaging-0": ("rabbitmq",),
+    }
     (join,) = [u for u in p.units if u.step is Step.JOIN_CLUSTER]
     assert dict(join.work) == {"database-0": ("pacemaker",), "messaging-0": ("pacemaker",)}
     assert join.vars["stepwise_cluster_seed"] == {"pacemaker": "controller-openstack-0"}
@@ -143,9 +148,14 @@ def test_the_seeds_twelve_steps_as_commands():
             if cmd == "upgrade run" and not kw:
                 # they join the new clusters (galera's by its start: a member joins those
                 # running), pacemaker's from the node that formed it in an earlier command
+                # rabbitmq's from the first messaging node (rabbitmqctl join_cluster)
                 (join,) = [u for u in p.units if u.step is Step.JOIN_CLUSTER]
-                assert join.work == {n: ("pacemaker",)}
-                assert join.vars["stepwise_cluster_seed"] == {"pacemaker": "controller-openstack-0"}
+                rabbit = ("rabbitmq",) if n.startswith("messaging") else ()
+                assert join.work == {n: ("pacemaker", *rabbit)}
+                assert join.vars["stepwise_cluster_seed"] == {
+                    "pacemaker": "controller-openstack-0",
+                    **({"rabbitmq": "messaging-0"} if rabbit else {}),
+                }
                 assert steps(p).index("join_cluster") < steps(p).index("start")
     # step 9: computes (workloads moved away first), networkers, ceph storage
     p = c.run("upgrade run", tags="system_upgrade_prepare", limit="novacompute-0")
