@@ -345,7 +345,8 @@ def prepare_openstack(lab: Lab, progress: Progress, build: Any = None) -> None:
         ) from None
     if missing:
         progress(f"venvs built in {time.monotonic() - t0:.1f}s")
-    progress(f"real OpenStack {series}: {', '.join(lab.spec.openstack.services)}")
+    placed = ", ".join(lab.spec.openstack.services)
+    progress(f"real OpenStack {series}: {placed or 'no OpenStack service on these nodes'}")
 
 
 def find_lab(lab_dir: str | Path | None) -> Lab:

@@ -225,9 +225,6 @@ def start(unit: Any) -> None:
             unit.child.terminate()
             print(f"error: {name}: {exc}", flush=True)
             raise SystemExit(1) from None
-        marker = deployed_marker(lab, name, node)
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.touch()
 
 
 def _join_or_form(lab: Lab, node: str, service: str) -> None:
@@ -252,6 +249,11 @@ def _join_or_form(lab: Lab, node: str, service: str) -> None:
                 lab, node, service,
                 ["set_policy", name, pattern, definition, "--apply-to", "queues"],
             )  # fmt: skip
+        # under the lock: the next member must find this one deployed, or it forms a second
+        # cluster of its own
+        marker = deployed_marker(lab, service, node)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
 
 
 def _wait_amqp(unit: Any, timeout: float) -> None:

@@ -18,9 +18,16 @@ def finish(builder: PlanBuilder, c: OsCloud, cur: Cursor) -> None:
     if progress.ONLINE_UPGRADED not in c.p:
         after = _online_migrations(builder, c, services, after)
     if progress.CONVERGED not in c.p:
-        after = _unpin(builder, c, after)
-        after = _contract(builder, c, services, after)
-        after = _converge_verify(builder, c, after)
+        # with no online migration step 10 is a gate, which a command alone never records
+        # ("nothing to do"): converge then needs what step 10 would have, every node started
+        needs = (
+            [progress.ONLINE_UPGRADED]
+            if on_bootstrap(c.dep, services, lambda s: bool(s.converge))
+            else c.all_started()
+        )
+        after = _unpin(builder, c, after, needs)
+        after = _contract(builder, c, services, after, needs)
+        after = _converge_verify(builder, c, after, needs)
     _cleanup(builder, c, after)
 
 
@@ -52,7 +59,7 @@ def _online_migrations(
     )
 
 
-def _unpin(builder: PlanBuilder, c: OsCloud, after: str | None) -> str | None:
+def _unpin(builder: PlanBuilder, c: OsCloud, after: str | None, needs: list[str]) -> str | None:
     """Step 11: the RPC pins lifted on every node that has them."""
     dep = c.dep
     unpin = c.per_node(lambda s: bool(s.rpc) and s.has_step(WF, UpgradeKey.UNPIN))
@@ -69,12 +76,12 @@ def _unpin(builder: PlanBuilder, c: OsCloud, after: str | None) -> str | None:
         scope=Scope.DEPLOYMENT,
         duration_s=max(secs(dep, ss, UpgradeKey.UNPIN) for ss in set(unpin.values())),
         why="step 11: converge: lift the RPC pins, every peer runs the new release",
-        requires=[progress.ONLINE_UPGRADED],
+        requires=needs,
     )
 
 
 def _contract(
-    builder: PlanBuilder, c: OsCloud, services: set[str], after: str | None
+    builder: PlanBuilder, c: OsCloud, services: set[str], after: str | None, needs: list[str]
 ) -> str | None:
     """Step 11: the expanded schemas contracted."""
     # the expanded schemas lose their old columns only now that no old code is left (a
@@ -93,11 +100,13 @@ def _contract(
         scope=Scope.DEPLOYMENT,
         duration_s=max(secs(dep, ss, Step.CONTRACT) for ss in contract.values()),
         why="step 11: converge: contract the expanded schemas, no old code reads them",
-        requires=[progress.ONLINE_UPGRADED],
+        requires=needs,
     )
 
 
-def _converge_verify(builder: PlanBuilder, c: OsCloud, after: str | None) -> str | None:
+def _converge_verify(
+    builder: PlanBuilder, c: OsCloud, after: str | None, needs: list[str]
+) -> str | None:
     """Step 11: every service's health re-asserted; converge is reached."""
     dep = c.dep
     health = c.per_node(lambda s: bool(s.health))
@@ -112,7 +121,7 @@ def _converge_verify(builder: PlanBuilder, c: OsCloud, after: str | None) -> str
         duration_s=secs(dep, [], Step.VERIFY),
         why="step 11: converge: re-assert the state",
         marks=[progress.CONVERGED],
-        requires=[progress.ONLINE_UPGRADED],
+        requires=needs,
     )
 
 

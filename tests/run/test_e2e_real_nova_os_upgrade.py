@@ -70,7 +70,7 @@ def test_real_nova_through_the_seeds_os_upgrade(tmp_path: Path, monkeypatch):
         sw("discover")
         probe = client_probe_for_lab(lab, max_seconds=1500, interval=1.0)
         assert probe is not None
-        commands = seed_commands(load_deployment(dep), "R2")
+        commands = [list(a) for a in seed_commands(load_deployment(dep), "R2")]
         with probe:
             for argv in commands:
                 sw(*argv)

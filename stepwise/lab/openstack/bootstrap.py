@@ -113,8 +113,15 @@ def databases(lab: Lab, say: Say, beside: Callable[[], None] | None = None) -> N
 
     from stepwise.lab import mariadb
 
-    vip = lab.spec.vips[lab.spec.db_service]
     placed = [s for s in _placed(lab) if s in _DATABASES]
+    if not placed and beside is None:
+        return  # no real service here keeps a database (a message bus alone)
+    if lab.spec.db_service is None:
+        raise RuntimeError(
+            f"real {', '.join(placed) or 'nova'} need a database: add the catalog's galera "
+            "service to a role of the deployment"
+        )
+    vip = lab.spec.vips[lab.spec.db_service]
     for s in placed:
         mariadb.execute(vip.address, vip.port, f"CREATE DATABASE IF NOT EXISTS {_DATABASES[s]}")
     t0 = time.monotonic()
@@ -275,6 +282,8 @@ _CATALOG_ENTRIES = {
 
 def register(lab: Lab, say: Say, timeout: float = 120.0) -> None:
     """Service users and catalog entries for placement and glance; the lab's clouds.yaml."""
+    if "keystone" not in _placed(lab):
+        return  # nothing to register with, and no cloud for a client to reach
     url = openstack_config.keystone_url(lab) + "/v3"
     token = _first_token(lab, timeout)
     project = _find_or_create(
