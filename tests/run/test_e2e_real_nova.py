@@ -131,6 +131,55 @@ def test_real_nova_servers_kept_through_the_computes_rolling_update(cloud):
     }
 
 
+def test_real_nova_refuses_the_order_the_verifier_refuses(cloud):
+    """nova's upgrade order judged by the real services: a catalog without nova-conductor's
+    dependency on placement plans the conductor's restart while placement is still down for
+    its own upgrade; the verifier (with the real catalog) refuses that plan, and the real
+    nova-conductor, started while placement does not answer, exits at its start."""
+    import dataclasses
+
+    from stepwise.errors import UnsafePlanError
+    from stepwise.model import load_deployment
+    from stepwise.model.vocab import Step, Workflow
+    from stepwise.plan import make_plan
+    from stepwise.verify import verify_plan
+
+    lab, dep_path, _, _ = cloud
+    dep = load_deployment(dep_path)
+    conductor = dep.catalog.services["nova_conductor"]
+    loose = dataclasses.replace(
+        dep.catalog,
+        services={
+            **dep.catalog.services,
+            "nova_conductor": dataclasses.replace(
+                conductor, depends_on=tuple(d for d in conductor.depends_on if d != "placement_api")
+            ),
+        },
+    )
+    plan = make_plan(Workflow.UPGRADE, dataclasses.replace(dep, catalog=loose))
+    start = next(u for u in plan.units if u.step is Step.START and "nova_conductor" in u.services)
+    assert "placement_api" in start.services  # started together: placement may not answer yet
+    with pytest.raises(UnsafePlanError, match="its dependency placement_api"):
+        verify_plan(plan, dep)
+    # what that unit risks, on the real services: placement down, the conductor starting
+    log = config.paths(lab, "controller-0", "nova_conductor")["log"]
+    seen = log.stat().st_size
+    _node_run(lab, "controller-0", "systemctl stop placement-api")
+    try:
+        r = subprocess.run("systemctl restart openstack-nova-conductor", shell=True,
+                           env=lab.node_env("controller-0"), cwd=lab.node_root("controller-0"),
+                           capture_output=True, text=True, timeout=180)  # fmt: skip
+        assert r.returncode != 0 and "nova-conductor exited" in r.stderr, (r.stdout, r.stderr)
+        with open(log, "rb") as fh:
+            fh.seek(seen)
+            said = fh.read()
+        assert b"placement service" in said and b"does not have any supported versions" in said
+    finally:
+        _node_run(lab, "controller-0", "systemctl start placement-api")
+        _node_run(lab, "controller-0", "systemctl start openstack-nova-conductor")
+    _wait_computes_up(lab)  # the next test moves a server: nova must count both computes up
+
+
 def test_real_nova_major_upgrade_pins_compute_rpc_until_no_old_compute_remains(cloud):
     """2023.2 -> 2024.1 with the README's commands: nova's and neutron's own upgrade checks
     first, the schemas expanded by their own tools, the controllers upgraded (an announced
