@@ -62,8 +62,8 @@ def rm(lab: Lab, node: str, args: list[str]) -> int:
         return err("rm: missing operand")
     mapped: list[str] = []
     for a in operands:
-        target = lab.node_path(node, a).resolve()
-        if not a.startswith("/") or root not in target.parents:
+        path = lab.node_path(node, a)
+        if not a.startswith("/") or root not in path.resolve().parents:
             return err(f"rm: refusing to remove '{a}' (only a path under / of this node)")
-        mapped.append(str(lab.node_path(node, a)))  # a link itself, as rm removes it
+        mapped.append(str(path))  # unresolved: a link itself, as rm removes it
     return subprocess.run([real, *options, "--", *mapped], check=False).returncode

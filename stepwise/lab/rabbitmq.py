@@ -163,17 +163,20 @@ def env(lab: Lab, node: str, service: str) -> dict[str, str]:
 
 
 def ctl(
-    lab: Lab, node: str, service: str, args: list[str], target: str | None = None, timeout=90
+    lab: Lab, node: str, service: str, args: list[str], timeout=90
 ) -> subprocess.CompletedProcess[str]:
-    """The real rabbitmqctl as this member (against `target`, default itself)."""
-    cmd = [str(SBIN / "rabbitmqctl"), *(["-n", target] if target else []), *args]
+    """The real rabbitmqctl as this member (`-n NAME` in `args` names another)."""
     return subprocess.run(
-        cmd, env=env(lab, node, service), capture_output=True, text=True, timeout=timeout
+        [str(SBIN / "rabbitmqctl"), *args],
+        env=env(lab, node, service),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
-def _ctl_ok(lab: Lab, node: str, service: str, args: list[str], target: str | None = None):
-    r = ctl(lab, node, service, args, target)
+def _ctl_ok(lab: Lab, node: str, service: str, args: list[str]):
+    r = ctl(lab, node, service, args)
     if r.returncode != 0:
         raise RabbitError(f"rabbitmqctl {' '.join(args)}: {(r.stderr or r.stdout).strip()[-300:]}")
 

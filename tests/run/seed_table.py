@@ -44,6 +44,17 @@ def seed_cli(
     return sw
 
 
+def write_rows(address: str, port: int) -> list[tuple[str, str]]:
+    """Twenty rows into the lab database's `data` table at `address:port`, before step 1:
+    what every later step must keep."""
+    from stepwise.lab import mariadb
+
+    rows = [(f"row-{i}", f"written before step 1 ({i})") for i in range(20)]
+    for k, v in rows:
+        mariadb.execute(address, port, "INSERT INTO data VALUES (%s, %s)", (k, v))
+    return rows
+
+
 def assert_failures_inside_windows(records: list, store_url: str, cloud: str, log: list[str]):
     """Every failed probe or client request of `records` fell inside a downtime window the
     plans of `cloud`'s runs announced; the ones outside go to `log` before the test fails."""

@@ -136,27 +136,16 @@ def test_real_nova_refuses_the_order_the_verifier_refuses(cloud):
     dependency on placement plans the conductor's restart while placement is still down for
     its own upgrade; the verifier (with the real catalog) refuses that plan, and the real
     nova-conductor, started while placement does not answer, exits at its start."""
-    import dataclasses
-
     from stepwise.errors import UnsafePlanError
     from stepwise.model import load_deployment
     from stepwise.model.vocab import Step, Workflow
     from stepwise.plan import make_plan
     from stepwise.verify import verify_plan
+    from tests.verify.test_real_nova_order import without_conductors_placement
 
     lab, dep_path, _, _ = cloud
     dep = load_deployment(dep_path)
-    conductor = dep.catalog.services["nova_conductor"]
-    loose = dataclasses.replace(
-        dep.catalog,
-        services={
-            **dep.catalog.services,
-            "nova_conductor": dataclasses.replace(
-                conductor, depends_on=tuple(d for d in conductor.depends_on if d != "placement_api")
-            ),
-        },
-    )
-    plan = make_plan(Workflow.UPGRADE, dataclasses.replace(dep, catalog=loose))
+    plan = make_plan(Workflow.UPGRADE, without_conductors_placement(dep))
     start = next(u for u in plan.units if u.step is Step.START and "nova_conductor" in u.services)
     assert "placement_api" in start.services  # started together: placement may not answer yet
     with pytest.raises(UnsafePlanError, match="its dependency placement_api"):

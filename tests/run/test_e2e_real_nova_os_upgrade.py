@@ -24,7 +24,7 @@ import pytest
 
 from stepwise.lab import control, mariadb
 from stepwise.lab.openstack.client import client_probe_for_lab
-from tests.run.seed_table import assert_failures_inside_windows, seed_cli
+from tests.run.seed_table import assert_failures_inside_windows, seed_cli, write_rows
 from tests.run.test_e2e_real_nova import (
     COMPUTES,
     EXAMPLE,
@@ -64,9 +64,7 @@ def test_real_nova_through_the_seeds_os_upgrade(tmp_path: Path, monkeypatch):
     try:
         galera = lab.spec.services["galera"]
         at = (lab.node("controller-0").address, galera.db_port)
-        rows = [(f"row-{i}", f"written before step 1 ({i})") for i in range(20)]
-        for k, v in rows:
-            mariadb.execute(*at, "INSERT INTO data VALUES (%s, %s)", (k, v))
+        rows = write_rows(*at)
         _node_run(lab, "controller-0", f"rabbitmqctl add_vhost {OLD_VHOST}")
         before = _servers(lab)
         assert len(before) == 4 and all(s["status"] == "ACTIVE" for s in before.values())

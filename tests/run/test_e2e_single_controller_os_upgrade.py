@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.run.seed_table import seed_cli
+from tests.run.seed_table import seed_cli, write_rows
 from tests.run.test_e2e_lab import STEPWISE, _lab_or_skip, lab_dir  # noqa: F401 - the fixture
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,9 +71,7 @@ def test_a_lone_database_member_keeps_its_rows_through_a_reprovision(
     try:
         galera = the_lab.spec.services["galera"]
         at = (the_lab.node("controller-0").address, galera.db_port)
-        rows = [(f"row-{i}", f"written before step 1 ({i})") for i in range(20)]
-        for k, v in rows:
-            mariadb.execute(*at, "INSERT INTO data VALUES (%s, %s)", (k, v))
+        rows = write_rows(*at)
         sw("discover")
         for argv in seed_commands(load_deployment(dep_path), "R2"):
             tags = argv[argv.index("--tags") + 1] if "--tags" in argv else ""

@@ -45,9 +45,8 @@ def test_placement_then_conductors_then_the_other_control_services_then_computes
         assert _last_start(plan, "nova_conductor") <= _first_stop(plan, later), later
 
 
-def test_the_verifier_refuses_a_conductor_upgraded_beside_placement(dep):
-    """A catalog without the conductor's dependency on placement plans them into one batch
-    (the plan the real conductor refused); the verifier, with the real catalog, refuses it."""
+def without_conductors_placement(dep: Deployment) -> Deployment:
+    """`dep` with a catalog whose nova_conductor does not depend on placement_api."""
     conductor = dep.catalog.services["nova_conductor"]
     loose = dataclasses.replace(
         dep.catalog,
@@ -58,7 +57,13 @@ def test_the_verifier_refuses_a_conductor_upgraded_beside_placement(dep):
             ),
         },
     )
-    plan = make_plan(Workflow.UPGRADE, dataclasses.replace(dep, catalog=loose))
+    return dataclasses.replace(dep, catalog=loose)
+
+
+def test_the_verifier_refuses_a_conductor_upgraded_beside_placement(dep):
+    """A catalog without the conductor's dependency on placement plans them into one batch
+    (the plan the real conductor refused); the verifier, with the real catalog, refuses it."""
+    plan = make_plan(Workflow.UPGRADE, without_conductors_placement(dep))
     assert _first_stop(plan, "nova_conductor") < _last_start(plan, "placement_api")
     with pytest.raises(UnsafePlanError) as refused:
         verify_plan(plan, dep)
