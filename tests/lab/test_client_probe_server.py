@@ -13,6 +13,13 @@ from stepwise.lab.openstack import client_probe
 from stepwise.lab.openstack.client_probe import NOTHING, Cloud, Failed
 
 
+class NotFoundException(Exception):
+    """openstacksdk's answer to a GET of what nova no longer has (its status code is what
+    the probe reads: the probe's venv has openstacksdk, this one does not)."""
+
+    status_code = 404
+
+
 class Nova:
     """Servers that become what `script` says, one status per `get_server`."""
 
@@ -20,6 +27,7 @@ class Nova:
         self.script, self.fault = list(script), fault
         self.made: list[str] = []
         self.deleted: list[str] = []
+        self.gone: set[str] = set()  # what nova no longer has
 
     def find_flavor(self, name, ignore_missing):
         return SimpleNamespace(id=f"flavor-{name}")
@@ -30,8 +38,10 @@ class Nova:
         return SimpleNamespace(id=self.made[-1])
 
     def get_server(self, sid):
+        if sid in self.gone:
+            raise NotFoundException(f"No Server found for {sid}")
         status = self.script.pop(0) if self.script else "BUILD"
-        return SimpleNamespace(id=sid, status=status, fault=self.fault)
+        return SimpleNamespace(id=sid, status=status, task_state=None, fault=self.fault)
 
     def delete_server(self, sid, ignore_missing):
         self.deleted.append(sid)
@@ -74,6 +84,7 @@ def test_an_error_is_a_failure_with_novas_fault_and_the_server_deleted_later():
     assert cloud.building is None and cloud.made.known["server"] == {"srv-0"}
     cloud.retry_deletes()  # the leftover goes with the next round's deletes
     assert nova.deleted == ["srv-0"] and cloud.made.known["server"] == set()
+    assert list(cloud.deleting) == ["srv-0"]  # and is looked at again until nova has it gone
 
 
 def test_a_build_longer_than_the_timeout_fails(monkeypatch):
@@ -96,3 +107,32 @@ def test_an_api_error_names_the_call():
     nova.create_server = down
     with pytest.raises(Failed, match="create server"):
         _step(cloud, 0)
+
+
+def test_a_server_whose_delete_failed_on_its_compute_is_deleted_again_until_gone():
+    # nova took the delete, then its compute failed it (neutron down as it ran): the server
+    # is in ERROR on that compute, where it would hold up the compute's drain
+    nova = Nova("ACTIVE", "ERROR", "ERROR")
+    cloud = _cloud(nova)
+    _step(cloud, 0)
+    assert _step(cloud, 1) is None and nova.deleted == ["srv-0"]
+    cloud.retry_deletes()  # the round's end looks again: ERROR, so deleted again
+    assert nova.deleted == ["srv-0", "srv-0"] and list(cloud.deleting) == ["srv-0"]
+    cloud.retry_deletes()
+    assert nova.deleted == ["srv-0"] * 3
+    nova.gone.add("srv-0")
+    cloud.retry_deletes()  # gone: forgotten, no more calls
+    assert cloud.deleting == {} and nova.deleted == ["srv-0"] * 3
+
+
+def test_a_server_being_deleted_is_not_deleted_again():
+    nova = Nova("ACTIVE", "ERROR")
+    cloud = _cloud(nova)
+    _step(cloud, 0)
+    _step(cloud, 1)
+    real_get = nova.get_server
+    nova.get_server = lambda sid: SimpleNamespace(
+        **{**vars(real_get(sid)), "task_state": "deleting"}
+    )
+    cloud.retry_deletes()
+    assert nova.deleted == ["srv-0"] and list(cloud.deleting) == ["srv-0"]

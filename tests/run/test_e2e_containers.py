@@ -73,10 +73,21 @@ def _running_digests(the_lab, nodes: list[str]) -> dict[tuple[str, str], str]:
     """(node, container) -> the digest of the image the node's container runs, as the node's
     own `podman inspect` says."""
     return {
-        (n, s): json.loads(Node(the_lab, n).run(f"podman inspect {s}").stdout)[0]["ImageDigest"]
+        (n, s): _json(Node(the_lab, n).run(f"podman inspect {s}"))[0]["ImageDigest"]
         for n in nodes
         for s in _containerized(the_lab, n)
     }
+
+
+def _json(done: subprocess.CompletedProcess):
+    """A node command's JSON output; what it printed when that is not JSON (stop 56's CI once
+    read two documents from one `podman inspect`, and nothing was kept to say why)."""
+    try:
+        return json.loads(done.stdout)
+    except json.JSONDecodeError as exc:
+        raise AssertionError(
+            f"{done.args}: {exc}\nstdout: {done.stdout!r}\nstderr: {done.stderr!r}"
+        ) from exc
 
 
 def _registry_digests(the_lab, node: str, namespace: str | None) -> dict[str, str]:
@@ -89,7 +100,7 @@ def _registry_digests(the_lab, node: str, namespace: str | None) -> dict[str, st
     for s in _containerized(the_lab, node):
         ref = containers.ref(the_lab.spec, s, tag, namespace)
         r = Node(the_lab, node).run(f"skopeo inspect --tls-verify=false docker://{ref}")
-        out[s] = json.loads(r.stdout)["Digest"]
+        out[s] = _json(r)["Digest"]
     return out
 
 

@@ -35,10 +35,7 @@ from tests.run.test_e2e_real_nova import (
     _status_rows,
 )
 
-#: slow (scripts/test.sh runs it with STEPWISE_TEST_SLOW=1): it passed alone (304-309 s, twice)
-#: but failed in stop 56's fresh-clone CI, loaded beside another heavy scenario: a client-probe
-#: server stayed on compute-1 through its drain's 10-minute wait. Back in CI once that is found
-pytestmark = [pytest.mark.e2e, pytest.mark.lab, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.lab]
 
 #: what the old RabbitMQ cluster holds and a cluster formed anew does not
 OLD_VHOST = "before-the-os-upgrade"

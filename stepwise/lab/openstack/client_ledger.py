@@ -76,19 +76,25 @@ class Ledger:
                 elif k == kind and asked - since > LOST_AFTER:
                     del self.pending[name]
 
-    def retry_deletes(self, most: int = 5, keep: frozenset[str] = frozenset()) -> None:
+    def retry_deletes(
+        self, most: int = 5, keep: frozenset[str] = frozenset()
+    ) -> list[tuple[str, str]]:
         """Delete again what failed rounds left, quietly, a few of each kind a round, so the
-        leftovers go once the service is back; `keep`: ids a call still watches."""
+        leftovers go once the service is back; `keep`: ids a call still watches. The (kind,
+        id) whose delete the cloud took."""
         if self.pending:
             self.find_lost()
+        taken = []
         for kind, (_listing, delete) in self.calls.items():
             known = self.known[kind]
             for rid in sorted(known - keep)[:most]:
                 try:
                     delete(rid, ignore_missing=True)
                     known.discard(rid)
+                    taken.append((kind, rid))
                 except Exception:
                     break  # still down: the next round tries again
+        return taken
 
     def sweep(self, kind: str, deadline: float) -> bool:
         """Delete the kind's known ids and whatever its listing shows with the prefix; whether

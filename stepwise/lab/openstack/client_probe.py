@@ -139,6 +139,11 @@ def _listed(items: Any) -> list[tuple[str, str]]:
     return [(x.id, x.name) for x in items]
 
 
+def _not_found(e: BaseException) -> bool:
+    """Whether openstacksdk said 404 (its NotFoundException; this module imports no sdk)."""
+    return getattr(e, "status_code", None) == 404 or type(e).__name__ == "NotFoundException"
+
+
 class Cloud:
     """The probe's calls over one openstacksdk connection, and the ledger of what they made."""
 
@@ -150,6 +155,8 @@ class Cloud:
         self.made.kind("image", lambda: _listed(im.images()), im.delete_image)
         self.building: tuple[str, float] | None = None  # (id, when created): the server watched
         self.server_refs: tuple[str, str] | None = None  # (image id, flavor id), found once
+        #: servers whose delete nova took but may not finish, looked at again (`recheck_deletes`)
+        self.deleting: dict[str, None] = {}
 
     def has(self, service_type: str) -> bool:
         """Whether the cloud's catalog lists the service (asked once, at the start)."""
@@ -220,6 +227,7 @@ class Cloud:
                 step = "delete server"
                 self.conn.compute.delete_server(sid, ignore_missing=False)
                 self.made.gone("server", sid)
+                self.deleting[sid] = None
                 self.building = None
                 return None
             if found.status == "ERROR" or time.monotonic() - since > SERVER_TIMEOUT:
@@ -256,8 +264,34 @@ class Cloud:
 
     def retry_deletes(self) -> None:
         """Delete again what failed rounds left (a service down between create and delete, a
-        create whose answer was lost), but the server being watched (its own step deletes it)."""
-        self.made.retry_deletes(keep=frozenset([self.building[0]] if self.building else []))
+        create whose answer was lost), but the server being watched (its own step deletes it);
+        servers whose delete nova took are looked at again (`recheck_deletes`)."""
+        taken = self.made.retry_deletes(keep=frozenset([self.building[0]] if self.building else []))
+        self.deleting.update((rid, None) for kind, rid in taken if kind == "server")
+        if self.deleting:
+            self.recheck_deletes()
+
+    def recheck_deletes(self, most: int = 3) -> None:
+        """Look again at servers whose delete nova accepted: a delete is done by the server's
+        compute later, and when it fails there (neutron or placement down as it ran) nova puts
+        the server in ERROR, still on that compute, where it would stay and hold up the
+        compute's drain (nova moves no server in ERROR). Such a one is deleted
+        again, as its owner would; one that is gone is forgotten. Quiet, as `retry_deletes`:
+        the call that failed was nova's own, not the client's."""
+        for sid in list(self.deleting)[:most]:
+            del self.deleting[sid]  # back at the end of the queue while it is not gone
+            try:
+                found = self.conn.compute.get_server(sid)
+            except Exception as e:  # noqa: BLE001 - nova down: the next round looks again
+                if not _not_found(e):
+                    self.deleting[sid] = None
+                continue
+            self.deleting[sid] = None
+            if found.status == "ERROR" and found.task_state != "deleting":
+                try:
+                    self.conn.compute.delete_server(sid, ignore_missing=True)
+                except Exception:  # noqa: BLE001 - the next round tries again
+                    pass
 
     def glance(self) -> None:
         step = "list images"
