@@ -275,9 +275,9 @@ class Cloud:
         """Look again at servers whose delete nova accepted: a delete is done by the server's
         compute later, and when it fails there (neutron or placement down as it ran) nova puts
         the server in ERROR, still on that compute, where it would stay and hold up the
-        compute's drain (nova moves no server in ERROR). Such a one is deleted
-        again, as its owner would; one that is gone is forgotten. Quiet, as `retry_deletes`:
-        the call that failed was nova's own, not the client's."""
+        compute's drain (nova moves no server in ERROR). Such a one is deleted again, as its
+        owner would; one that is gone is forgotten. Quiet, as `retry_deletes`: the call that
+        failed was nova's own, not the client's."""
         for sid in list(self.deleting)[:most]:
             del self.deleting[sid]  # back at the end of the queue while it is not gone
             try:
