@@ -5,12 +5,16 @@ fault; what is left is deleted later."""
 
 from __future__ import annotations
 
+import io
+import json
+import time
 from types import SimpleNamespace
 
 import pytest
 
 from stepwise.lab.openstack import client_probe
 from stepwise.lab.openstack.client_probe import NOTHING, Cloud, Failed
+from stepwise.observe.windows import outside_windows
 
 
 class NotFoundException(Exception):
@@ -87,14 +91,26 @@ def test_an_error_is_a_failure_with_novas_fault_and_the_server_deleted_later():
     assert list(cloud.deleting) == ["srv-0"]  # and is looked at again until nova has it gone
 
 
-def test_a_build_longer_than_the_timeout_fails(monkeypatch):
+def test_a_build_longer_than_the_timeout_fails_from_its_create():
+    # nova took the create as its conductor stopped (a window began) and the build never ran:
+    # the failure is the create's, so its record spans from the create, into that window
     nova = Nova()
     cloud = _cloud(nova)
     _step(cloud, 0)
-    sid, since = cloud.building
-    cloud.building = (sid, since - client_probe.SERVER_TIMEOUT - 1)
-    with pytest.raises(Failed, match=r"server BUILD after 18\d s"):
+    sid, since, created = cloud.building
+    cloud.building = (sid, since - client_probe.SERVER_TIMEOUT - 1, created - 200.0)
+    with pytest.raises(Failed, match=r"server BUILD after 18\d s") as failed:
         _step(cloud, 1)
+    assert failed.value.began == created - 200.0
+    out = io.StringIO()
+    now = time.perf_counter()
+    client_probe.record_failed(out, "client:nova-server", created, now, failed.value)
+    rec = json.loads(out.getvalue())
+    assert rec["t"] == round(created - 200.0, 3) and rec["ok"] is False
+    assert 200_000 <= rec["ms"] < 210_000
+    window = {"nova_conductor": [(created - 201.0, created - 190.0)]}
+    assert outside_windows([rec], window) == {}
+    assert outside_windows([dict(rec, ms=0.0, t=created)], window) == {"client:nova-server": 1}
 
 
 def test_an_api_error_names_the_call():

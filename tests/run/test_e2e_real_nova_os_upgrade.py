@@ -35,8 +35,7 @@ from tests.run.test_e2e_real_nova import (
     _status_rows,
 )
 
-#: slow (scripts/test.sh runs it with STEPWISE_TEST_SLOW=1) until a whole CI run has it green
-pytestmark = [pytest.mark.e2e, pytest.mark.lab, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.lab]
 
 #: what the old RabbitMQ cluster holds and a cluster formed anew does not
 OLD_VHOST = "before-the-os-upgrade"

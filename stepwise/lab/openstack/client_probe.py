@@ -11,7 +11,8 @@ never imports stepwise). Until SIGTERM/SIGINT, `--max-seconds` or MAX_ROUNDS, ev
   client:nova-server  every `--server-every` rounds, a small server (`--server-image`,
                     `--server-flavor`, no network) created, watched each round until ACTIVE,
                     then deleted: a record for the create, for the delete, and a failure
-                    when it goes to ERROR or is not ACTIVE within SERVER_TIMEOUT
+                    when it goes to ERROR or is not ACTIVE within SERVER_TIMEOUT (spanning
+                    from its create: the create is what failed)
   client:neutron    list networks and ports (when the cloud has neutron)
 
 and appends one JSON line per call to `--out` in the lab probe's record format:
@@ -82,7 +83,14 @@ class Stopped(BaseException):
 
 
 class Failed(Exception):
-    """A probe call failed; the message is the record's detail."""
+    """A probe call failed; the message is the record's detail. `began` (epoch) is when the
+    request that failed was made, when that was an earlier round's (a server that never became
+    ACTIVE failed its create): the record spans from then, so a create a window swallowed (nova
+    took it as its conductor stopped, and the build never ran) counts inside that window."""
+
+    def __init__(self, detail: str, began: float | None = None) -> None:
+        super().__init__(detail)
+        self.began = began
 
 
 def _fresh_connections_adapter() -> Any:
@@ -153,7 +161,8 @@ class Cloud:
         pl, im = conn.placement, conn.image
         self.made.kind("rp", lambda: _listed(pl.resource_providers()), pl.delete_resource_provider)
         self.made.kind("image", lambda: _listed(im.images()), im.delete_image)
-        self.building: tuple[str, float] | None = None  # (id, when created): the server watched
+        #: (id, when created: monotonic and epoch): the server watched
+        self.building: tuple[str, float, float] | None = None
         self.server_refs: tuple[str, str] | None = None  # (image id, flavor id), found once
         #: servers whose delete nova took but may not finish, looked at again (`recheck_deletes`)
         self.deleting: dict[str, None] = {}
@@ -218,9 +227,9 @@ class Cloud:
                         name=name, image_id=img, flavor_id=fl, networks="none"
                     ),
                 )
-                self.building = (made.id, time.monotonic())
+                self.building = (made.id, time.monotonic(), time.time())
                 return None
-            sid, since = self.building
+            sid, since, created = self.building
             step = "show server"
             found = self.conn.compute.get_server(sid)
             if found.status == "ACTIVE":
@@ -234,7 +243,7 @@ class Cloud:
                 self.building = None  # deleted with the leftovers (retry_deletes)
                 fault = (found.fault or {}).get("message", "")
                 said = f"server {found.status} after {time.monotonic() - since:.0f} s"
-                raise Failed(said + (f": {fault}" if fault else ""))
+                raise Failed(said + (f": {fault}" if fault else ""), began=created)
             return NOTHING
         except Failed:
             raise
@@ -338,6 +347,15 @@ def record(fh: Any, target: str, start_wall: float, start: float, ok: bool, deta
     fh.flush()  # the parent reads the file after killing us: every line must be whole
 
 
+def record_failed(fh: Any, target: str, start_wall: float, start: float, e: Failed) -> None:
+    """The record of a failed call, spanning from the request that failed (`Failed.began`)
+    when that was an earlier round's."""
+    if e.began is not None:
+        start -= start_wall - e.began
+        start_wall = e.began
+    record(fh, target, start_wall, start, False, str(e))
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cloud", required=True, help="cloud name in clouds.yaml")
@@ -433,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
                         if call(n) != NOTHING:
                             record(fh, target, wall, start, True, "ok")
                     except Failed as e:
-                        record(fh, target, wall, start, False, str(e))
+                        record_failed(fh, target, wall, start, e)
                         cloud.drop_token_on_401(e)
                 # a slow round (timeouts) is not made up for by a burst of rounds after it
                 cloud.retry_deletes()
