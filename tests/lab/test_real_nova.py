@@ -81,6 +81,10 @@ def test_nova_conf_cells_rabbit_members_fake_driver_and_the_pin_kept(tmp_path: P
     assert ctl["api_database"]["connection"].endswith("/nova_api")
     assert ctl["database"]["connection"].endswith("/nova")
     assert cp["placement"]["username"] == "nova"
+    # durable queues on every nova service (a compute's report waits in the conductor's queue
+    # through a RabbitMQ restart instead of timing out after 60 s)
+    for parsed in (cp, ctl):
+        assert parsed["oslo_messaging_rabbit"]["amqp_durable_queues"] == "true"
     assert str(lab.node_root("compute-1")) in cp["DEFAULT"]["state_path"]
     # an operator's pin in the file a new rendering replaces is kept (the upgrade's RPC pin)
     path = lab.node_path("compute-1", "/etc/nova/nova.conf")

@@ -222,6 +222,15 @@ def nova_state(lab: Lab, node: str) -> Path:
     return lab.node_root(node) / "var" / "lib" / "nova"
 
 
+#: durable queues (mirrored by the lab's `ha-all` policy, as TripleO's RabbitMQ has them). With
+#: transient ones a restarted RabbitMQ forgets the conductor's queue: a compute's state report
+#: sent before the restarted conductor declares it again is dropped, and the compute waits out
+#: `rpc_response_timeout` (60 s) before it reports again ("Lost connection to nova-conductor
+#: for reporting service status: MessagingTimeout"), so the controller's visit waited ~30 s
+#: for the computes to report. A durable queue keeps the report until the conductor is back.
+DURABLE = {"oslo_messaging_rabbit": {"amqp_durable_queues": "true"}}
+
+
 def nova_conf(lab: Lab, node: str) -> dict[str, dict[str, str]]:
     """nova.conf, one file for every nova service of the node (as a real node has it): cells v2
     on the database VIP, RabbitMQ's members, placement through keystone, the fake virt driver
@@ -270,6 +279,7 @@ def nova_conf(lab: Lab, node: str) -> dict[str, dict[str, str]]:
         "scheduler": {"workers": "1", "discover_hosts_in_cells_interval": "-1"},
         "oslo_concurrency": {"lock_path": str(state / "tmp")},
         "vnc": {"enabled": "false"},
+        **DURABLE,
         **({"cache": cache} if (cache := cache_section(lab)) else {}),
         **({"upgrade_levels": pins} if pins else {}),
     }  # fmt: skip
@@ -298,6 +308,7 @@ def neutron_conf(lab: Lab, node: str, log: dict[str, str]) -> dict[str, dict[str
         "oslo_concurrency": {"lock_path": str(state / "tmp")},
         # no agent reports here: its healthcheck is the API's, not the agents'
         "agent": {"report_interval": "0"},
+        **DURABLE,
     }
 
 
