@@ -42,7 +42,18 @@ def synced(lab, node: str) -> bool:
 
 
 def rows(lab, node: str) -> list[tuple]:
-    return sorted(mariadb.execute(*addr(lab, node), "SELECT k, v FROM data"))
+    """The rows as `node` has them once it has applied every write the cluster committed before
+    the read: Galera certifies a write everywhere at its commit but the others apply it after
+    (under load a read on another member right after a commit missed it), and the lab keeps
+    wsrep_sync_wait at 0 as MariaDB ships it; a causal read (1) is Galera's own answer."""
+    conn = mariadb.connect(*addr(lab, node), timeout=10.0)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION wsrep_sync_wait = 1")
+            cur.execute("SELECT k, v FROM data")
+            return sorted(cur.fetchall())
+    finally:
+        conn.close()
 
 
 def write(lab, node: str, k: str) -> None:
