@@ -63,6 +63,7 @@ def boot_all(lab: Lab, progress: Progress) -> None:
         if real:
             bootstrap.register(lab, progress)
         if late:
+            nova_cells.wait_conductors(lab)
             list(ex.map(lambda n: boot(n, sorted(late)), nova_cells.computes(lab)))
             nova_cells.discover(lab, progress)
             nova_cells.servers(lab, progress)

@@ -50,22 +50,34 @@ def _manage(lab: Lab, args: list[str], timeout: float = 300.0) -> str:
     return res.stdout
 
 
-def databases(lab: Lab, say: Say) -> None:
-    """The three databases and cells v2: cell0 and cell1 mapped, every schema synced."""
+def databases(lab: Lab, say: Say) -> bool:
+    """The three databases and cells v2: cell0 and cell1 mapped, every schema synced (the
+    schemas loaded from this machine's kept ones when it has them for this code: True)."""
     from stepwise.lab import mariadb
+    from stepwise.lab.openstack import schema_cache
 
     t0 = time.monotonic()
     vip = lab.spec.vips[lab.spec.db_service]
     for name in DATABASES:
         mariadb.execute(vip.address, vip.port, f"CREATE DATABASE IF NOT EXISTS {name}")
-    _manage(lab, ["api_db", "sync"])
+    boot = lab.service("nova_conductor").bootstrap
+    loaded = schema_cache.synced(
+        lab, boot, "nova_conductor", ("nova_api",), lambda: _manage(lab, ["api_db", "sync"])
+    )
     _manage(
         lab, ["cell_v2", "map_cell0", "--database_connection", config.db_url(lab, "nova_cell0")]
     )
-    if "cell1" not in _manage(lab, ["cell_v2", "list_cells"]):
+    # asked of the API database, not of `cell_v2 list_cells` (one more nova-manage, ~2 s)
+    cells = mariadb.execute(vip.address, vip.port, "SELECT name FROM nova_api.cell_mappings")
+    if ("cell1",) not in cells:
         _manage(lab, ["cell_v2", "create_cell", "--name", "cell1"])
-    _manage(lab, ["db", "sync"])
-    say(f"nova: cells v2 formed (API database, cell0, cell1) in {time.monotonic() - t0:.1f}s")
+    # `db sync` syncs the main database and cell0's (mapped above)
+    loaded &= schema_cache.synced(
+        lab, boot, "nova_conductor", ("nova", "nova_cell0"), lambda: _manage(lab, ["db", "sync"])
+    )
+    kept = " (schemas kept from an earlier sync of this code)" if loaded else ""
+    say(f"nova: cells v2 formed (API database, cell0, cell1) in {time.monotonic() - t0:.1f}s{kept}")
+    return loaded
 
 
 def computes(lab: Lab) -> list[str]:
@@ -79,6 +91,28 @@ def call(lab: Lab, method: str, path: str, body: Any = None, token: str | None =
     url = f"http://{lab.spec.vip}:{lab.spec.vips['nova_api'].port}/v2.1{path}"
     version = {"OpenStack-API-Version": f"compute {MICROVERSION}"}
     return api_call(method, url, body, token or admin_token(lab), version)[1]
+
+
+def wait_conductors(lab: Lab, timeout: float = 120.0) -> None:
+    """Until every nova-conductor has its service record: a conductor records itself just
+    before it starts consuming its RPC queue, and it says READY to its unit earlier (when it
+    is built), so a compute started right after its unit's start would ping a queue nobody
+    reads yet and wait out nova's 10 s before asking again (`wait_until_ready`)."""
+    want = set(lab.service("nova_conductor").instances)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            found = call(lab, "GET", "/os-services?binary=nova-conductor")["services"]
+        except (urllib.error.URLError, OSError, KeyError, TypeError):
+            found = []
+        if want <= {s["host"] for s in found}:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"nova-conductor recorded no service on {', '.join(sorted(want))} after "
+                f"{timeout:.0f} s" + service_log_tails(lab, "nova_conductor")
+            )
+        time.sleep(0.5)
 
 
 def discover(lab: Lab, say: Say, timeout: float = 180.0) -> None:
