@@ -156,6 +156,10 @@ def start_nodecmd_server(lab: Lab, env: dict[str, str]) -> None:
     argv = ["stepwise.lab.nodecmd_server", str(lab.dir), name]
     proc = spawn(lab, env, "nodecmd-server.log", argv)
     (lab.run_dir / "nodecmd-server.pid").write_text(str(proc.pid))
+    # and its module runs: the same fork server under the nodes' interpreter
+    from stepwise.lab import module_server
+
+    module_server.start(lab, env)
 
 
 def check_tools(dep: Any) -> None:

@@ -12,13 +12,15 @@ back. The command runs the same code with the same inputs: only the start-up is 
 
 The same server, started with `openstack` (`openstack/client_server.py`, in the lab's client
 venv), runs the real `openstack` CLI the same way: python-openstackclient and its command
-modules imported once (~0.9 s of CPU a call otherwise), each call its own forked `main`.
+modules imported once (~0.9 s of CPU a call otherwise), each call its own forked `main`; with
+`module` (`module_server.py`, under the nodes' interpreter) it runs Ansible's module runs.
 
 The child watches its caller: when the caller dies (an Ansible task killed, a run SIGKILLed)
 the child gets SIGTERM, as a command in the caller's process group would. Without a server
 (not started, killed, or STEPWISE_LAB_NODECMD_SERVER=0) the entry runs the command itself.
 
-    python -m stepwise.lab.nodecmd_server LAB_DIR NAME [openstack]   (abstract socket "\\0" NAME)
+    python -m stepwise.lab.nodecmd_server LAB_DIR NAME [openstack | module ANSIBLE_DIR]
+    (abstract socket "\\0" NAME)
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Any
 
 # the protocol's words are the client's (one definition of both halves)
 from stepwise.lab.ansible_plugins.nodecmd_client.stepwise_nodecmd_client import ACK, MAGIC
+from stepwise.lab.module_server import PRELOAD as MODULE_STDLIB
 
 #: the largest request taken (argv and environment): far above any Ansible task's
 MAX_REQUEST = 4 * 1024 * 1024
@@ -81,6 +84,11 @@ OPENSTACK_PRELOAD = (
 )
 
 
+#: the standard library an Ansible module run imports (`module_server`; its module_utils are
+#: imported by the warm-up)
+MODULE_PRELOAD = (*MODULE_STDLIB, "stepwise.lab.module_server")
+
+
 def _nodecmd_main() -> None:
     from stepwise.lab.nodecmd import main
 
@@ -106,11 +114,24 @@ def _openstack_main() -> None:
     raise SystemExit(main(sys.argv[1:]))
 
 
-#: what a server runs: its modules to import once, what else to do once (or None), the call's
-#: entry in the child
+def _module_warm(installed: str) -> None:
+    from stepwise.lab.module_server import warm
+
+    warm(installed)
+
+
+def _module_main() -> None:
+    from stepwise.lab.module_server import run_wrapper
+
+    run_wrapper()
+
+
+#: what a server runs: its modules to import once, what else to do once (or None: it is
+#: given the server's arguments after its kind), the call's entry in the child
 KINDS = {
     "nodecmd": (PRELOAD, None, _nodecmd_main),
     "openstack": (OPENSTACK_PRELOAD, _openstack_warm, _openstack_main),
+    "module": (MODULE_PRELOAD, _module_warm, _module_main),
 }
 
 
@@ -325,7 +346,7 @@ def main(argv: list[str]) -> None:
     preload(names)
     if warm is not None:
         try:
-            warm()
+            warm(*kind[1:])
         except Exception:  # noqa: BLE001 - each call does it again and says what fails
             pass
     server = Server("\0" + name, entry)  # abstract: no path-length limit, nothing left on disk

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from stepwise.lab.nodes import Lab
 
@@ -28,3 +29,17 @@ def spawn(
             start_new_session=True,
             cwd=str(lab.dir),
         )
+
+
+def package_dir(lab: Lab, name: str) -> Path:
+    """A directory of the lab's run holding only a link to the stepwise package: what another
+    interpreter (the client venv's, the nodes') puts on its path to run stepwise's fork
+    server, without stepwise's venv shadowing its own packages."""
+    path_dir = Path(lab.run_dir) / name
+    path_dir.mkdir(parents=True, exist_ok=True)
+    link = path_dir / "stepwise"
+    package = Path(__file__).resolve().parents[1]
+    if not link.is_symlink() or link.resolve() != package:
+        link.unlink(missing_ok=True)
+        link.symlink_to(package, target_is_directory=True)
+    return path_dir

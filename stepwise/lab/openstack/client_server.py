@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stepwise.lab.ansible_plugins.nodecmd_client import stepwise_nodecmd_client as nc_client
-from stepwise.lab.spawn import spawn
+from stepwise.lab.spawn import package_dir, spawn
 from stepwise.processes import pid_alive
 
 if TYPE_CHECKING:
@@ -58,16 +58,8 @@ def ensure_started(lab: Lab, venv: Path) -> None:
             return  # another call starts it now
         if _alive(pid_file):
             return
-        # the server runs stepwise's fork server under the client venv's Python: stepwise
-        # reaches it through a directory holding only a link to the package (the client
-        # venv's own packages must not be shadowed by stepwise's venv)
-        path_dir = run_dir / "openstack-client-path"
-        path_dir.mkdir(exist_ok=True)
-        link = path_dir / "stepwise"
-        package = Path(__file__).resolve().parents[2]
-        if not link.is_symlink() or link.resolve() != package:
-            link.unlink(missing_ok=True)
-            link.symlink_to(package, target_is_directory=True)
+        # the server runs stepwise's fork server under the client venv's Python
+        path_dir = package_dir(lab, "openstack-client-path")
         env = dict(os.environ, PYTHONPATH=str(path_dir), **{ENV_LAB: str(lab.dir)})
         env.pop("PYTHONHOME", None)
         name = socket_name(lab).lstrip("\0")

@@ -42,19 +42,19 @@ def _read(sock, n):
     return data
 
 
-def run(name, argv, env, cwd, timeout=None):
-    """Run `argv` in the server at abstract socket `name` on this process's standard streams;
-    its exit status, or None when no server took the call (then nothing ran). After
-    `timeout` seconds the call is given up (exit status 124): the child sees its caller gone
-    and is ended."""
+def start(name, argv, env, cwd, fds=(0, 1, 2)):
+    """Hand `argv` to the server at abstract socket `name`, its standard streams the
+    descriptors `fds`; the connection once a child runs the call (its status comes on it:
+    `status`), or None when no server took the call (then nothing ran)."""
     if os.environ.get("STEPWISE_LAB_NODECMD_SERVER") == "0":
         return None
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.connect(name)
         data = request(argv, env, cwd)
-        fds = array.array("i", [0, 1, 2])
-        sent = sock.sendmsg([data], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
+        sent = sock.sendmsg(
+            [data], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, array.array("i", list(fds)))]
+        )
         sock.sendall(data[sent:])
         ack = sock.recv(1)
     except OSError:
@@ -63,19 +63,34 @@ def run(name, argv, env, cwd, timeout=None):
     if ack != ACK:
         sock.close()
         return None
+    return sock
+
+
+def status(sock, timeout=None):
+    """The exit status of the call running on `sock` (a connection `start` returned). After
+    `timeout` seconds the call is given up (exit status 124): the child sees its caller gone
+    and is ended."""
     sock.settimeout(timeout)
     try:
-        status = _read(sock, 4)
+        data = _read(sock, 4)
     except OSError:  # the timeout (the caller says so): closing the socket ends the child
         sock.close()
         return 124
     sock.close()
-    if len(status) < 4:
+    if len(data) < 4:
         # the child ran (or runs) the command: running it again here could do it twice
         os.write(2, b"stepwise lab: the node-command server went away during the call\n")
         return 255
-    code = int.from_bytes(status, "big", signed=True)
+    code = int.from_bytes(data, "big", signed=True)
     return code if code >= 0 else 128 - code
+
+
+def run(name, argv, env, cwd, timeout=None):
+    """Run `argv` in the server at abstract socket `name` on this process's standard streams;
+    its exit status, or None when no server took the call (then nothing ran). After
+    `timeout` seconds the call is given up (exit status 124)."""
+    sock = start(name, argv, env, cwd)
+    return None if sock is None else status(sock, timeout)
 
 
 def call(name, argv=None):
