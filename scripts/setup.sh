@@ -36,6 +36,9 @@ command -v uwsgi >/dev/null 2>&1 || need+=(uwsgi-core)
 case ",${STEPWISE_EXTRAS:-test}," in
   *,test,*) command -v chromium >/dev/null 2>&1 || need+=(chromium) ;;
 esac
+# each step says what it does and how long it took: a fresh machine's first run is minutes
+step_start=$SECONDS
+step_done() { echo "setup: $1 in $((SECONDS - step_start)) s"; step_start=$SECONDS; }
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -45,6 +48,7 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO sh -c 'printf "#!/bin/sh\nexit 101\n" > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d'
   $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
   $SUDO rm -f /usr/sbin/policy-rc.d
+  step_done "Debian packages installed"
 fi
 
 PY=${PYTHON:-python3}
@@ -52,10 +56,12 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 extras="${STEPWISE_EXTRAS:-test}"
+echo "setup: installing stepwise and its pinned dependencies into .venv"
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[${extras}]"
+step_done "Python packages installed"
 # stepwise is installed editable: pip compiles nothing of it, and where PYTHONDONTWRITEBYTECODE
 # is set (this workplace's shells set it) every process that imports it compiled its modules
 # again: each node command of the lab (0.06 of its 0.29 s), each CLI command (~0.3 s), each
 # stand-in service. Compiled once here; Python still reads what it may not write
 .venv/bin/python -m compileall -q -j 0 stepwise >/dev/null
-echo "setup: ready (.venv/bin/stepwise)"
+echo "setup: ready (.venv/bin/stepwise) in $SECONDS s"
