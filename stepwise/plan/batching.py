@@ -377,9 +377,10 @@ def _estimate_batches(vs: list[Visit], serial: int) -> int:
     return max(1, math.ceil(len(vs) / max(1, serial)))
 
 
-@dataclass(frozen=True)
+@dataclass
 class _StepWork:
-    """One step of a batch across its nodes: who does it, on what, how long."""
+    """One step of a batch across its nodes: who does it, on what, how long (gathered over
+    the batch's visits by `_steps_work`, read-only afterwards)."""
 
     nodes: list[str]
     services: list[str]
@@ -390,41 +391,41 @@ class _StepWork:
     vars: dict[str, Any]
 
 
-def _step_order(batch: list[Visit]) -> list[Step]:
-    """The steps of the batch's visits, each once, in the order they first appear."""
-    order: list[Step] = []
+def _steps_work(batch: list[Visit]) -> dict[Step, _StepWork]:
+    """What each step of the batch does on each node that has it, the steps in the order the
+    batch's visits name them: one pass over the batch (a step at a time made it the planner's
+    hottest loop, each step asking every visit of a 200-node batch for its steps again)."""
+    out: dict[Step, _StepWork] = {}
+    seen: dict[Step, dict[str, None]] = {}  # the step's services, in order, without repeats
+    lists: dict[Step, set[tuple[str, ...]]] = {}  # the service lists already taken (most repeat)
     for v in batch:
         for st in v.steps:
-            if st.step not in order:
-                order.append(st.step)
-    return order
-
-
-def _step_work(batch: list[Visit], step: Step) -> _StepWork:
-    """What `step` does on each node of the batch that has it."""
-    work: dict[str, tuple[str, ...]] = {}
-    extra: dict[str, list[str]] = {}
-    step_tags: tuple[str, ...] = ()
-    step_vars: dict[str, Any] = {}
-    seconds = 0.0
-    step_nodes: list[str] = []
-    services: list[str] = []
-    for v in batch:
-        for st in v.steps:
-            if st.step == step:
-                step_nodes.append(v.node)
-                work[v.node] = st.services
-                for s in st.services:
-                    if s not in services:
-                        services.append(s)
-                if st.extra:
-                    extra[v.node] = list(st.extra)
-                step_tags = st.tags or step_tags
-                for k, v in st.vars.items():
-                    # a dict per node (service -> node) merges: the batch's nodes may differ
-                    step_vars[k] = {**step_vars.get(k, {}), **v} if isinstance(v, Mapping) else v
-                seconds = max(seconds, st.seconds)
-    return _StepWork(step_nodes, services, work, extra, step_tags, seconds, step_vars)
+            sw = out.get(st.step)
+            if sw is None:
+                sw = out[st.step] = _StepWork([], [], {}, {}, (), 0.0, {})
+                seen[st.step] = {}
+                lists[st.step] = set()
+            sw.nodes.append(v.node)
+            sw.work[v.node] = st.services
+            if st.services not in lists[st.step]:
+                lists[st.step].add(st.services)
+                seen[st.step].update(dict.fromkeys(st.services))
+            if st.extra:
+                sw.extra[v.node] = list(st.extra)
+            sw.tags = st.tags or sw.tags
+            for k, val in st.vars.items():
+                # a dict per node (service -> node) merges: the batch's nodes may differ
+                if isinstance(val, Mapping):
+                    merged = sw.vars.get(k)
+                    if not isinstance(merged, dict) or merged is val:
+                        merged = sw.vars[k] = dict(merged or {})
+                    merged.update(val)
+                else:
+                    sw.vars[k] = val
+            sw.seconds = max(sw.seconds, st.seconds)
+    for step, sw in out.items():
+        sw.services = list(seen[step])
+    return out
 
 
 def _emit_batch(
@@ -436,7 +437,8 @@ def _emit_batch(
     where: _Where,
 ) -> tuple[str, float]:
     """Add one unit per step of the batch; return the last unit's id and the batch's duration."""
-    order = _step_order(batch)
+    steps = _steps_work(batch)
+    order = list(steps)
     disrupted: dict[str, list[str]] = {}
     for v in batch:
         for s in v.services:
@@ -445,7 +447,7 @@ def _emit_batch(
     total = 0.0
     uid = ""
     for i, step in enumerate(order):
-        sw = _step_work(batch, step)
+        sw = steps[step]
         last = i == len(order) - 1
         why = (
             first_why
