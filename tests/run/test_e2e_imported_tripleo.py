@@ -19,9 +19,9 @@ from tests.run.test_e2e_lab import _lab_or_skip
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "tripleo"
 
-#: slow: 27 minutes beside CI's heavy labs (stop 41's fresh-clone run; 349 s in stop 36's);
-#: scripts/test.sh runs it with STEPWISE_TEST_SLOW=1 (the import itself is tested without a lab)
-pytestmark = [pytest.mark.e2e, pytest.mark.lab, pytest.mark.slow]
+#: in CI again since stop 60: 213 s alone with the lab's module runs forked from a warm
+#: interpreter (27 minutes beside CI's heavy labs in stop 41's run, when it was marked slow)
+pytestmark = [pytest.mark.e2e, pytest.mark.lab]
 
 
 @pytest.fixture

@@ -24,10 +24,9 @@ from tests.run.test_e2e_real_openstack import _lab_or_fail
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "openstack.yaml"
 
-#: slow: ~20 minutes alone on 2 cores, twice that beside CI's other scenarios; CI leaves it out
-#: (scripts/test.sh: STEPWISE_TEST_SLOW=1 runs it), the demo and the stand-in scenario of the
-#: seed's 12 steps stay in
-pytestmark = [pytest.mark.e2e, pytest.mark.lab, pytest.mark.slow]
+#: in CI again since stop 60: 249 s alone (~20 minutes when it was marked slow, before the lab's
+#: module runs were forked from a warm interpreter and its schemas kept)
+pytestmark = [pytest.mark.e2e, pytest.mark.lab]
 
 
 def test_real_openstack_through_the_os_upgrade(tmp_path: Path, lab_dir: Path):  # noqa: F811
