@@ -5,7 +5,7 @@ address with its port and a backend per node with HTTP health checks, as a Tripl
 controller's HAProxy has. The database backend sends traffic to one node at a time (the
 others are `backup`), like Galera behind HAProxy does, checked through clustercheck.
 Taking a node out of the balancer (`pcs node standby`) sets its servers to maintenance
-through the admin socket.
+through the admin socket; leaving standby gives back the ones no task had drained.
 """
 
 from __future__ import annotations
@@ -100,8 +100,47 @@ def command(lab: Lab, cmd: str) -> str:
         s.close()
 
 
-def set_node_state(lab: Lab, node: str, state: str) -> None:
-    """Put every server of `node` into `state` (maint | ready) in all backends."""
-    for name, _svc in lab.spec.vips.items():
-        if node in lab.service(name).instances:
-            command(lab, f"set server {backend(lab.service(name), name)}/{node} state {state}")
+#: HAProxy's admin-state flag of a server drained on purpose (`set server ... state drain`)
+_FORCED_DRAIN = 0x08
+#: the node state file that keeps which of a node's servers were drained when it went standby
+_STANDBY_FILE = "haproxy-standby.json"
+
+
+def _servers(lab: Lab, node: str) -> list[str]:
+    """`backend/server` of every server of `node` in the load balancer."""
+    return [
+        f"{backend(lab.service(name), name)}/{node}"
+        for name in lab.spec.vips
+        if node in lab.service(name).instances
+    ]
+
+
+def _drained(lab: Lab, server: str) -> bool:
+    name, node = server.split("/", 1)
+    # `show servers state BACKEND`: a version line, a header, then one line per server
+    # (be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state ...)
+    for line in command(lab, f"show servers state {name}").splitlines()[2:]:
+        cols = line.split()
+        if len(cols) > 6 and cols[3] == node:
+            return bool(int(cols[6]) & _FORCED_DRAIN)
+    return False
+
+
+def standby(lab: Lab, node: str, on: bool) -> None:
+    """Pacemaker standby of `node` as the load balancer sees it: the VIPs' traffic leaves all
+    its servers (maintenance), and comes back when the node leaves standby, to the servers
+    that were ready before it: a server an operator's task had drained stays drained, since
+    its service's own rejoin puts it back once that service is ready (a Galera member synced,
+    an API answering), not the moment pacemaker lets the node host resources again."""
+    servers = _servers(lab, node)
+    kept = lab.read_state(node, _STANDBY_FILE)
+    if on:
+        if kept is None:  # a second standby keeps what the first one saw
+            lab.write_state(node, _STANDBY_FILE, [s for s in servers if _drained(lab, s)])
+        for server in servers:
+            command(lab, f"set server {server} state maint")
+        return
+    drained = set(kept or [])
+    for server in servers:
+        command(lab, f"set server {server} state {'drain' if server in drained else 'ready'}")
+    lab.state_file(node, _STANDBY_FILE).unlink(missing_ok=True)

@@ -144,5 +144,6 @@ def _standby(lab: Lab, node: str, svc: str, on: bool, target: str) -> int:
     # Standby moves the VIP's traffic away from the node: its servers go to maintenance.
     from stepwise.lab import haproxy
 
-    haproxy.set_node_state(lab, target, "maint" if on else "ready")
+    with lab.node_lock(target):
+        haproxy.standby(lab, target, on)
     return 0

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from stepwise.lab import haproxy
 from stepwise.lab.faults import inject
 from stepwise.lab.probe import Probe, failed
 from tests.lab.helpers import health, wait_for
@@ -17,6 +18,20 @@ CTRLS = ("ctrl-0", "ctrl-1", "ctrl-2")
 SAFE_TO_BOOTSTRAP = (
     "sed -i 's/^safe_to_bootstrap: *0/safe_to_bootstrap: 1/' /var/lib/mysql/grastate.dat"
 )
+
+
+def admin_states(lab, node: str) -> dict[str, str]:
+    """`backend/server` -> maint | drain | ready for each of `node`'s servers in the balancer
+    (the admin state HAProxy keeps for it: `show servers state`, flags 0x01 and 0x08)."""
+    out = {}
+    for name in lab.spec.vips:
+        name = haproxy.backend(lab.service(name), name)
+        for line in haproxy.command(lab, f"show servers state {name}").splitlines()[2:]:
+            cols = line.split()
+            if len(cols) > 6 and cols[3] == node:
+                flags = int(cols[6])
+                out[f"{name}/{node}"] = "maint" if flags & 1 else "drain" if flags & 8 else "ready"
+    return out
 
 
 def settle(lab, seconds: float = 1.0) -> None:
@@ -40,10 +55,13 @@ def test_minor_update_naive_all_at_once_vs_rolling(lab, node):
     # time, out of the balancer, stop, update, config, start, back in.
     for n in CTRLS:
         node(n).run("tripleo-repos R2")
+    keystone = f"{haproxy.backend(lab.service('keystone'), 'keystone')}/"
     with Probe(lab, rate=10) as p2:
         for n in CTRLS:
             c = node(n)
+            haproxy.command(lab, f"set server {keystone}{n} state drain")  # the catalog's leave
             c.run("pcs node standby")
+            assert set(admin_states(lab, n).values()) == {"maint"}
             settle(lab, 0.5)
             c.run("systemctl stop keystone")
             c.run("dnf -y update openstack-keystone")
@@ -53,6 +71,12 @@ def test_minor_update_naive_all_at_once_vs_rolling(lab, node):
             c.run("systemctl start keystone")
             wait_for(lambda c=c: c.run("healthcheck keystone", check=False).returncode == 0)
             c.run("pcs node unstandby")
+            # leaving standby gives back what standby took, not what the leave drained: the
+            # keystone rejoin puts its server back once keystone answers
+            states = admin_states(lab, n)
+            assert states.pop(keystone + n) == "drain", states
+            assert set(states.values()) == {"ready"}, states
+            haproxy.command(lab, f"set server {keystone}{n} state ready")
             settle(lab, 0.8)
     rolling = p2.stop()
     assert not failed(rolling, "vip:"), rolling
