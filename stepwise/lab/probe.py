@@ -85,9 +85,21 @@ def request(t: Target) -> tuple[bool, str]:
             r.read()
             return r.status == 200, str(r.status)
     except urllib.error.HTTPError as e:
-        return False, f"HTTP {e.code}"
+        return False, f"HTTP {e.code}{_why(e)}"
     except OSError as e:
         return False, str(getattr(e, "reason", e))
+
+
+def _why(error: urllib.error.HTTPError) -> str:
+    """What the failed answer says of itself: a lab service answers its node and the reason it
+    is unhealthy (`": controller-0: database unreachable"`); HAProxy's own 503 says nothing."""
+    try:
+        body = json.loads(error.read(4096) or b"{}")
+    except (OSError, ValueError):
+        return ""
+    if not isinstance(body, dict) or not body.get("reason"):
+        return ""
+    return f": {body.get('node', '?')}: {str(body['reason'])[:200]}"
 
 
 def timed_request(t: Target) -> tuple[bool, str, float]:
