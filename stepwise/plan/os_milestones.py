@@ -57,8 +57,9 @@ def annotate(builder: PlanBuilder, c: OsCloud, start: int) -> None:
             more_marks, more_requires = _milestones(c, u, n, place, last_upgrade.get(n) == i)
             requires += more_requires
             marks += more_marks
-        requires = [m for m in dict.fromkeys(requires) if m not in c.p and m not in marks]
-        units[i] = replace(u, marks=tuple(dict.fromkeys(marks)), requires=tuple(requires))
+        reached = dict.fromkeys(marks)  # a batch of 200 nodes reaches hundreds: asked by hash
+        requires = [m for m in dict.fromkeys(requires) if m not in c.p and m not in reached]
+        units[i] = replace(u, marks=tuple(reached), requires=tuple(requires))
 
 
 def _last_upgrade(units: list[Unit], start: int) -> dict[str, int]:
