@@ -143,15 +143,20 @@ class Supervisor:
         p = self.proc(node, unit)
         with p.lock:
             p.wanted = True
-            if p.alive:
-                return {"ok": True, "message": "already running"}
-            p.restart_at = None
-            self.spawn(p)
+            running = p.alive
+            if not running:
+                p.restart_at = None
+                self.spawn(p)
         if not wait:
-            return {"ok": True, "message": "starting"}
+            return {"ok": True, "message": "already running" if running else "starting"}
+        # a unit still starting (a node's boot starts its units without waiting) is waited
+        # for, as `systemctl start` joins the start job in progress: answering at once let a
+        # `pcs node unstandby` right after a reboot find no cluster running on the node
         svc = self.lab.spec.services.get(unit)
         own = svc.start_timeout if svc and svc.start_timeout is not None else 30.0
         ok, msg = self.wait_ready(p, float(own) + float(self.lab.spec.start_delay))
+        if ok and running:
+            msg = "already running"
         return {"ok": ok, "message": msg, "state": p.state()}
 
     def stop_timeout(self, unit: str) -> float:

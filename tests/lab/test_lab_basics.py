@@ -51,6 +51,11 @@ def test_up_status_commands_down(lab, node):
     assert ctrl.run("nova-manage db version").stdout.strip() == "1"
     assert "HEALTH_OK" in ctrl.run("ceph health").stdout
     ctrl.run("pcs status")
+    # a reboot is done when the node answers, its units still starting; a start then joins the
+    # start in progress, as systemd's job does: the cluster runs here once it returns
+    ctrl.run("reboot")
+    ctrl.run("systemctl start pacemaker")
+    ctrl.run("pcs node unstandby ctrl-0")
     prefix = f"127.{100 + lab.index}."
     assert listening(prefix)
     control.down(lab.dir)
