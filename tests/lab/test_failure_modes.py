@@ -254,7 +254,12 @@ def test_reboot_kills_workloads_not_moved(lab, node):
     assert failed(naive, "workload:vm-0")
     assert lab.read_state("_lab", "workloads.json")["vm-0"]["state"] == "lost"
     # Correct: move the workloads away, wait until they moved (live migration completes
-    # asynchronously, as nova's does), then reboot.
+    # asynchronously, as nova's does), then reboot. The rebooted cmp-0 is where they go: its
+    # compute service is up first (a reboot ends with its units still starting; a loaded CI
+    # machine took over the second above to start it, and nova found no valid host)
+    wait_for(
+        lambda: node("cmp-0").run("systemctl is-active nova_compute", check=False).returncode == 0
+    )
     with Probe(lab, rate=10) as p:
         node("cmp-1").run("nova host-evacuate-live cmp-1")
         listing = "openstack server list --all-projects --host cmp-1 -f value -c Name"
