@@ -100,30 +100,33 @@ def command(lab: Lab, cmd: str) -> str:
         s.close()
 
 
-#: HAProxy's admin-state flag of a server drained on purpose (`set server ... state drain`)
+#: HAProxy's admin-state flags of a server: put in maintenance, drained (`set server ... state`)
+_FORCED_MAINT = 0x01
 _FORCED_DRAIN = 0x08
 #: the node state file that keeps which of a node's servers were drained when it went standby
 _STANDBY_FILE = "haproxy-standby.json"
 
 
-def _servers(lab: Lab, node: str) -> list[str]:
-    """`backend/server` of every server of `node` in the load balancer."""
-    return [
-        f"{backend(lab.service(name), name)}/{node}"
+def admin_states(lab: Lab, node: str) -> dict[str, str]:
+    """`backend/server` -> maint | drain | ready for every server of `node` in the load
+    balancer: the admin state HAProxy keeps for it (one `show servers state` for all)."""
+    backends = {
+        backend(lab.service(name), name)
         for name in lab.spec.vips
         if node in lab.service(name).instances
-    ]
-
-
-def _drained(lab: Lab, server: str) -> bool:
-    name, node = server.split("/", 1)
-    # `show servers state BACKEND`: a version line, a header, then one line per server
+    }
+    out = {}
+    # a version line, a header, then one line per server of every backend
     # (be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state ...)
-    for line in command(lab, f"show servers state {name}").splitlines()[2:]:
+    for line in command(lab, "show servers state").splitlines()[2:]:
         cols = line.split()
-        if len(cols) > 6 and cols[3] == node:
-            return bool(int(cols[6]) & _FORCED_DRAIN)
-    return False
+        if len(cols) > 6 and cols[1] in backends and cols[3] == node:
+            flags = int(cols[6])
+            state = (
+                "maint" if flags & _FORCED_MAINT else "drain" if flags & _FORCED_DRAIN else "ready"
+            )
+            out[f"{cols[1]}/{node}"] = state
+    return out
 
 
 def standby(lab: Lab, node: str, on: bool) -> None:
@@ -132,15 +135,15 @@ def standby(lab: Lab, node: str, on: bool) -> None:
     that were ready before it: a server an operator's task had drained stays drained, since
     its service's own rejoin puts it back once that service is ready (a Galera member synced,
     an API answering), not the moment pacemaker lets the node host resources again."""
-    servers = _servers(lab, node)
+    states = admin_states(lab, node)
     kept = lab.read_state(node, _STANDBY_FILE)
     if on:
         if kept is None:  # a second standby keeps what the first one saw
-            lab.write_state(node, _STANDBY_FILE, [s for s in servers if _drained(lab, s)])
-        for server in servers:
+            lab.write_state(node, _STANDBY_FILE, [s for s, st in states.items() if st == "drain"])
+        for server in states:
             command(lab, f"set server {server} state maint")
         return
     drained = set(kept or [])
-    for server in servers:
+    for server in states:
         command(lab, f"set server {server} state {'drain' if server in drained else 'ready'}")
     lab.state_file(node, _STANDBY_FILE).unlink(missing_ok=True)

@@ -20,20 +20,6 @@ SAFE_TO_BOOTSTRAP = (
 )
 
 
-def admin_states(lab, node: str) -> dict[str, str]:
-    """`backend/server` -> maint | drain | ready for each of `node`'s servers in the balancer
-    (the admin state HAProxy keeps for it: `show servers state`, flags 0x01 and 0x08)."""
-    out = {}
-    for name in lab.spec.vips:
-        name = haproxy.backend(lab.service(name), name)
-        for line in haproxy.command(lab, f"show servers state {name}").splitlines()[2:]:
-            cols = line.split()
-            if len(cols) > 6 and cols[3] == node:
-                flags = int(cols[6])
-                out[f"{name}/{node}"] = "maint" if flags & 1 else "drain" if flags & 8 else "ready"
-    return out
-
-
 def settle(lab, seconds: float = 1.0) -> None:
     time.sleep(seconds)  # let HAProxy's checks (300 ms) see the current state
 
@@ -61,7 +47,7 @@ def test_minor_update_naive_all_at_once_vs_rolling(lab, node):
             c = node(n)
             haproxy.command(lab, f"set server {keystone}{n} state drain")  # the catalog's leave
             c.run("pcs node standby")
-            assert set(admin_states(lab, n).values()) == {"maint"}
+            assert set(haproxy.admin_states(lab, n).values()) == {"maint"}
             settle(lab, 0.5)
             c.run("systemctl stop keystone")
             c.run("dnf -y update openstack-keystone")
@@ -73,7 +59,7 @@ def test_minor_update_naive_all_at_once_vs_rolling(lab, node):
             c.run("pcs node unstandby")
             # leaving standby gives back what standby took, not what the leave drained: the
             # keystone rejoin puts its server back once keystone answers
-            states = admin_states(lab, n)
+            states = haproxy.admin_states(lab, n)
             assert states.pop(keystone + n) == "drain", states
             assert set(states.values()) == {"ready"}, states
             haproxy.command(lab, f"set server {keystone}{n} state ready")
